@@ -1,0 +1,122 @@
+// Package host owns every path on the node the agent reads or writes. A Root
+// is the host's filesystem root: "/" on a bare node, "/host" inside the
+// DaemonSet pod, a temp dir in tests. No other package builds a /proc or /sys
+// path by hand; they ask a Root.
+package host
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Root is the host filesystem root.
+type Root struct {
+	dir string
+}
+
+// New returns a Root at dir ("/" for the real host).
+func New(dir string) *Root {
+	if dir == "" {
+		dir = "/"
+	}
+	return &Root{dir: filepath.Clean(dir)}
+}
+
+// Dir is the root directory itself.
+func (r *Root) Dir() string { return r.dir }
+
+// IsReal reports whether the root is the machine's own "/".
+func (r *Root) IsReal() bool { return r.dir == "/" }
+
+// Path joins elems under the root. Every element must be relative; ".."
+// that would climb out of the root is cleaned away by filepath.Join.
+func (r *Root) Path(elem ...string) string {
+	return filepath.Join(append([]string{r.dir}, elem...)...)
+}
+
+// Proc is a path under the host's /proc.
+func (r *Root) Proc(elem ...string) string { return r.Path(append([]string{"proc"}, elem...)...) }
+
+// Sys is a path under the host's /sys.
+func (r *Root) Sys(elem ...string) string { return r.Path(append([]string{"sys"}, elem...)...) }
+
+// Cgroup is a path under the host's /sys/fs/cgroup.
+func (r *Root) Cgroup(elem ...string) string {
+	return r.Path(append([]string{"sys", "fs", "cgroup"}, elem...)...)
+}
+
+// DebugSched is a path under the host's /sys/kernel/debug/sched.
+func (r *Root) DebugSched(elem ...string) string {
+	return r.Path(append([]string{"sys", "kernel", "debug", "sched"}, elem...)...)
+}
+
+// StateDir is the agent's own state directory, /var/lib/latencytier.
+func (r *Root) StateDir() string { return r.Path("var", "lib", "latencytier") }
+
+// KubeletDir is kubelet's state directory, /var/lib/kubelet.
+func (r *Root) KubeletDir(elem ...string) string {
+	return r.Path(append([]string{"var", "lib", "kubelet"}, elem...)...)
+}
+
+// ValidSysctlName reports whether name is a dotted lowercase sysctl name. It
+// is the node-side copy of the CRD's rule (defence in depth): a name that
+// passes can only address a file under /proc/sys.
+func ValidSysctlName(name string) bool {
+	if len(name) < 3 || len(name) > 128 || strings.Contains(name, "..") {
+		return false
+	}
+	parts := strings.Split(name, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	for i, p := range parts {
+		if p == "" {
+			return false
+		}
+		for _, c := range p {
+			ok := (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || (i > 0 && c == '-')
+			if !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// SysctlPath is the /proc/sys file of a dotted sysctl name.
+func (r *Root) SysctlPath(name string) (string, error) {
+	if !ValidSysctlName(name) {
+		return "", fmt.Errorf("invalid sysctl name %q", name)
+	}
+	return r.Proc(append([]string{"sys"}, strings.Split(name, ".")...)...), nil
+}
+
+// ReadString reads a kernel file and trims surrounding whitespace.
+func (r *Root) ReadString(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// WriteString writes val to an existing kernel file in one write(2), the way
+// the kernel expects (no create, no truncate dance, no temp file).
+func (r *Root) WriteString(path, val string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write([]byte(val))
+	cerr := f.Close()
+	return errors.Join(werr, cerr)
+}
+
+// Exists reports whether path exists.
+func (r *Root) Exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

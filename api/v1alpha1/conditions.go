@@ -1,0 +1,78 @@
+package v1alpha1
+
+// Labels, annotations and finalizers owned by latencytier. All are qualified
+// with latencytier.io/ so they never collide with a user's keys.
+const (
+	// ProfileLabel is set by the controller on every node a LatencyProfile
+	// owns; workloads target the tier with nodeSelector latencytier.io/profile=<name>.
+	ProfileLabel = "latencytier.io/profile"
+
+	// OwnedLabelsAnnotation records, on a Node, the label keys the controller
+	// set, so it removes only those and never a label it did not set.
+	OwnedLabelsAnnotation = "latencytier.io/owned-labels"
+
+	// CPUQuotaAnnotation on a Pod opts it into CFS quota removal when its value
+	// is CPUQuotaDisable.
+	CPUQuotaAnnotation = "latencytier.io/cpu-quota"
+
+	// CPUQuotaDisable is the CPUQuotaAnnotation value that opts a pod in.
+	CPUQuotaDisable = "disable"
+
+	// RevertFinalizer keeps a LatencyProfile until every node it tuned has
+	// been reverted.
+	RevertFinalizer = "latencytier.io/revert"
+)
+
+// LatencyProfile condition types.
+const (
+	// ProfileReady is True when every matched node applied the profile.
+	ProfileReady = "Ready"
+	// ProfileProgressing is True while nodes are being applied or reverted.
+	ProfileProgressing = "Progressing"
+	// ProfileDegraded is True when a node failed, drifted, conflicts or is
+	// outside the latency budget.
+	ProfileDegraded = "Degraded"
+)
+
+// LatencyNode condition types (written by the node's agent).
+const (
+	// NodeApplied is True when every setting of the spec holds on the node
+	// (settings the kernel lacks count as held and are listed Unsupported).
+	NodeApplied = "Applied"
+	// NodeDrifted is True when something else changed a setting since the
+	// agent applied it; the agent re-asserts and says who likely did it.
+	NodeDrifted = "Drifted"
+	// NodeRebootRequired is True when the kernel command line lacks the
+	// isolcpus/nohz_full/rcu_nocbs that the profile's isolated CPUs need.
+	NodeRebootRequired = "RebootRequired"
+	// NodeWithinBudget is True when the measured latency and throttling are
+	// inside the profile's latencyBudget.
+	NodeWithinBudget = "WithinBudget"
+	// NodeReverted is True once a Revert spec has been fully carried out.
+	NodeReverted = "Reverted"
+)
+
+// Condition reasons (CamelCase, shared by both kinds).
+const (
+	ReasonAllNodesApplied     = "AllNodesApplied"
+	ReasonNoNodesMatched      = "NoNodesMatched"
+	ReasonApplying            = "Applying"
+	ReasonReverting           = "Reverting"
+	ReasonNodesDegraded       = "NodesDegraded"
+	ReasonNodeConflict        = "NodeConflict"
+	ReasonOutsideBudget       = "OutsideBudget"
+	ReasonAsExpected          = "AsExpected"
+	ReasonApplied             = "Applied"
+	ReasonApplyFailed         = "ApplyFailed"
+	ReasonPartiallyApplied    = "PartiallyApplied"
+	ReasonDriftDetected       = "DriftDetected"
+	ReasonNoDrift             = "NoDrift"
+	ReasonCmdlineMissingFlags = "CmdlineMissingFlags"
+	ReasonCmdlineMatches      = "CmdlineMatches"
+	ReasonWithinBudget        = "WithinBudget"
+	ReasonNoBudget            = "NoBudget"
+	ReasonNotMeasured         = "NotMeasured"
+	ReasonRevertComplete      = "RevertComplete"
+	ReasonRevertConflict      = "RevertConflict"
+	ReasonJournalCorrupt      = "JournalCorrupt"
+)

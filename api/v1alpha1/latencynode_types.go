@@ -1,0 +1,316 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodeAction tells the agent what to do with its node.
+// +kubebuilder:validation:Enum=Apply;Revert
+type NodeAction string
+
+const (
+	// ActionApply applies tuning and keeps it applied.
+	ActionApply NodeAction = "Apply"
+	// ActionRevert restores every original the agent journaled.
+	ActionRevert NodeAction = "Revert"
+)
+
+// LatencyNodeSpec is written by the controller only: the tuning resolved for
+// one node, and which profile generation it came from.
+// +kubebuilder:validation:XValidation:rule="self.action == 'Revert' || (has(self.profile) && self.profile != '')",message="profile is required when action is Apply"
+type LatencyNodeSpec struct {
+	// action is Apply or Revert.
+	// +required
+	Action NodeAction `json:"action"`
+
+	// profile is the LatencyProfile this tuning comes from.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Profile string `json:"profile,omitempty"`
+
+	// profileGeneration is the generation of that profile.
+	// +optional
+	ProfileGeneration int64 `json:"profileGeneration,omitempty"`
+
+	// tuning is the resolved tuning for this node (ignored on Revert).
+	// +optional
+	Tuning TuningSpec `json:"tuning,omitempty"`
+}
+
+// SettingState is the outcome of one setting on the node.
+// +kubebuilder:validation:Enum=Applied;Unsupported;Invalid;Immovable;Failed;Reverted;Conflict
+type SettingState string
+
+const (
+	// SettingApplied means the node holds the desired value.
+	SettingApplied SettingState = "Applied"
+	// SettingUnsupported means the running kernel lacks the knob.
+	SettingUnsupported SettingState = "Unsupported"
+	// SettingInvalid means the kernel refused the value (EINVAL).
+	SettingInvalid SettingState = "Invalid"
+	// SettingImmovable means a managed or per-CPU IRQ refused new affinity.
+	SettingImmovable SettingState = "Immovable"
+	// SettingFailed means the write failed for another reason.
+	SettingFailed SettingState = "Failed"
+	// SettingReverted means the original value was restored.
+	SettingReverted SettingState = "Reverted"
+	// SettingConflict means someone else changed the value after the agent
+	// wrote it, so revert left their value in place.
+	SettingConflict SettingState = "Conflict"
+)
+
+// SettingResult is one setting's outcome.
+type SettingResult struct {
+	// setting names the knob (sysctl/kernel.sched_autogroup_enabled,
+	// irq/24, cpuset/system.slice, cpuquota/<namespace>/<pod>).
+	// +required
+	// +kubebuilder:validation:MaxLength=256
+	Setting string `json:"setting"`
+	// desired is the value the spec asks for.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Desired string `json:"desired,omitempty"`
+	// actual is the value read back from the node.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Actual string `json:"actual,omitempty"`
+	// state is the outcome.
+	// +required
+	State SettingState `json:"state"`
+	// message explains Unsupported, Invalid, Immovable, Failed and Conflict.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+}
+
+// KernelFacts describe the node's kernel as the agent found it.
+type KernelFacts struct {
+	// version is the kernel release (uname -r).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Version string `json:"version,omitempty"`
+	// schedulerClass is CFS or EEVDF (6.6+).
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	SchedulerClass string `json:"schedulerClass,omitempty"`
+	// cgroupMode is v1, hybrid or v2.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	CgroupMode string `json:"cgroupMode,omitempty"`
+	// cgroupDriver is kubelet's cgroup driver (systemd or cgroupfs) as seen
+	// from the pod cgroup tree.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	CgroupDriver string `json:"cgroupDriver,omitempty"`
+	// onlineCPUs is the online CPU list.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	OnlineCPUs string `json:"onlineCPUs,omitempty"`
+	// smtSiblings lists the hardware threads that share a core ("0,4").
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=64
+	SMTSiblings []string `json:"smtSiblings,omitempty"`
+	// cmdlineIsolation holds the isolcpus, nohz_full and rcu_nocbs values
+	// of the kernel command line ("isolcpus=2-3").
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=256
+	CmdlineIsolation []string `json:"cmdlineIsolation,omitempty"`
+	// debugfsMounted says the agent mounted debugfs to reach scheduler knobs.
+	// +optional
+	DebugfsMounted bool `json:"debugfsMounted,omitempty"`
+}
+
+// LatencyBucket is one histogram bucket: count samples at or below le.
+type LatencyBucket struct {
+	// le is the bucket's upper bound.
+	// +required
+	Le metav1.Duration `json:"le"`
+	// count is the number of samples in the bucket.
+	// +required
+	Count int64 `json:"count"`
+}
+
+// ClassLatency is the run-queue latency of one CPU class.
+type ClassLatency struct {
+	// class is Node (every CPU), Isolated or Reserved.
+	// +required
+	// +kubebuilder:validation:Enum=Node;Isolated;Reserved
+	Class string `json:"class"`
+	// samples is the number of wakeups measured.
+	// +optional
+	Samples int64 `json:"samples,omitempty"`
+	// p50 is the median run-queue latency.
+	// +optional
+	P50 *metav1.Duration `json:"p50,omitempty"`
+	// p99 is the 99th percentile.
+	// +optional
+	P99 *metav1.Duration `json:"p99,omitempty"`
+	// p999 is the 99.9th percentile.
+	// +optional
+	P999 *metav1.Duration `json:"p999,omitempty"`
+	// max is the largest latency seen.
+	// +optional
+	Max *metav1.Duration `json:"max,omitempty"`
+	// buckets is a compact histogram (non-empty buckets only, at most 64).
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Buckets []LatencyBucket `json:"buckets,omitempty"`
+}
+
+// LatencyStatus is the measured run-queue latency of the node.
+type LatencyStatus struct {
+	// source is EBPF or Schedstat: which produced these numbers.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Source string `json:"source,omitempty"`
+	// window is how long the measurement ran.
+	// +optional
+	Window *metav1.Duration `json:"window,omitempty"`
+	// measuredAt is when the window ended.
+	// +optional
+	MeasuredAt *metav1.Time `json:"measuredAt,omitempty"`
+	// classes holds the numbers per CPU class.
+	// +optional
+	// +listType=map
+	// +listMapKey=class
+	// +kubebuilder:validation:MaxItems=3
+	Classes []ClassLatency `json:"classes,omitempty"`
+	// psiCPUSomeAvg10 is /proc/pressure/cpu "some avg10" (percent).
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	PSICPUSomeAvg10 string `json:"psiCPUSomeAvg10,omitempty"`
+}
+
+// PodThrottling is one pod's CFS throttling over the last interval.
+type PodThrottling struct {
+	// namespace of the pod.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// name of the pod.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// optedIn says the pod asked for quota removal.
+	// +optional
+	OptedIn bool `json:"optedIn,omitempty"`
+	// periods is nr_periods over the interval.
+	// +optional
+	Periods int64 `json:"periods,omitempty"`
+	// throttled is nr_throttled over the interval.
+	// +optional
+	Throttled int64 `json:"throttled,omitempty"`
+	// ratio is throttled/periods as a decimal.
+	// +optional
+	// +kubebuilder:validation:MaxLength=12
+	Ratio string `json:"ratio,omitempty"`
+	// throttledTime is the time the pod spent throttled over the interval.
+	// +optional
+	ThrottledTime *metav1.Duration `json:"throttledTime,omitempty"`
+}
+
+// Finding is a diagnostic from the field notes' checklists.
+type Finding struct {
+	// type names the check (AutogroupEnabled, IRQsOnIsolatedCPUs, ...).
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Type string `json:"type"`
+	// severity is Info, Warning or Critical.
+	// +required
+	// +kubebuilder:validation:Enum=Info;Warning;Critical
+	Severity string `json:"severity"`
+	// message says what was found and what fixes it, with evidence.
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message"`
+}
+
+// LatencyNodeStatus is written by the node's agent only.
+type LatencyNodeStatus struct {
+	// observedGeneration is the spec generation the agent last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// profile and profileGeneration are what the node currently holds.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Profile string `json:"profile,omitempty"`
+	// +optional
+	ProfileGeneration int64 `json:"profileGeneration,omitempty"`
+	// conditions are Applied, Drifted, RebootRequired, WithinBudget, Reverted.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// settings are the per-setting results, at most 256.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	Settings []SettingResult `json:"settings,omitempty"`
+	// kernel holds the facts the agent found.
+	// +optional
+	Kernel *KernelFacts `json:"kernel,omitempty"`
+	// latency is the measured run-queue latency.
+	// +optional
+	Latency *LatencyStatus `json:"latency,omitempty"`
+	// runQueueP99 is the node-wide p99 (a copy for kubectl get).
+	// +optional
+	RunQueueP99 *metav1.Duration `json:"runQueueP99,omitempty"`
+	// throttledRatio is the highest pod throttled ratio (a copy for kubectl get).
+	// +optional
+	// +kubebuilder:validation:MaxLength=12
+	ThrottledRatio string `json:"throttledRatio,omitempty"`
+	// throttling lists pods with a CFS limit, most throttled first, at most 32.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Throttling []PodThrottling `json:"throttling,omitempty"`
+	// findings lists diagnostics, at most 32.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Findings []Finding `json:"findings,omitempty"`
+	// lastTransitionTime of the applied state.
+	// +optional
+	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
+}
+
+// LatencyNode is one node's resolved tuning (spec, by the controller) and what
+// the node's agent reports (status). Its name is the node's name.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=ln,categories=latencytier
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`
+// +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`
+// +kubebuilder:printcolumn:name="Applied",type=string,JSONPath=`.status.conditions[?(@.type=="Applied")].status`
+// +kubebuilder:printcolumn:name="P99",type=string,JSONPath=`.status.runQueueP99`
+// +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.throttledRatio`
+// +kubebuilder:printcolumn:name="Drift",type=string,JSONPath=`.status.conditions[?(@.type=="Drifted")].status`
+// +kubebuilder:printcolumn:name="Budget",type=string,JSONPath=`.status.conditions[?(@.type=="WithinBudget")].status`,priority=1
+// +kubebuilder:printcolumn:name="Reboot",type=string,JSONPath=`.status.conditions[?(@.type=="RebootRequired")].status`,priority=1
+// +kubebuilder:printcolumn:name="Kernel",type=string,JSONPath=`.status.kernel.version`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type LatencyNode struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is written by the controller only.
+	// +required
+	Spec LatencyNodeSpec `json:"spec"`
+
+	// status is written by this node's agent only.
+	// +optional
+	Status LatencyNodeStatus `json:"status,omitempty"`
+}
+
+// LatencyNodeList is a list of LatencyNodes.
+// +kubebuilder:object:root=true
+type LatencyNodeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LatencyNode `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&LatencyNode{}, &LatencyNodeList{})
+}

@@ -1,0 +1,170 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LatencyProfileSpec is a platform team's intent: which nodes form a latency
+// tier and how their kernel is tuned. The controller never writes it.
+type LatencyProfileSpec struct {
+	// nodeSelector selects the nodes this profile tunes. A node selected by
+	// several profiles goes to the one with the highest priority.
+	// +required
+	NodeSelector metav1.LabelSelector `json:"nodeSelector"`
+
+	// priority decides between profiles that select the same node: the
+	// highest wins; equal priorities on one node are a conflict, and that
+	// node gets neither profile until the overlap goes. Between -1000 and 1000.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=-1000
+	// +kubebuilder:validation:Maximum=1000
+	Priority int32 `json:"priority,omitempty"`
+
+	TuningSpec `json:",inline"`
+}
+
+// ProfileNodeState is a node's state as seen from its LatencyProfile.
+// +kubebuilder:validation:Enum=Pending;Applied;Degraded;Drifted;Conflicted;Reverting;Reverted;Unreachable
+type ProfileNodeState string
+
+const (
+	NodeStatePending     ProfileNodeState = "Pending"
+	NodeStateApplied     ProfileNodeState = "Applied"
+	NodeStateDegraded    ProfileNodeState = "Degraded"
+	NodeStateDrifted     ProfileNodeState = "Drifted"
+	NodeStateConflicted  ProfileNodeState = "Conflicted"
+	NodeStateReverting   ProfileNodeState = "Reverting"
+	NodeStateReverted    ProfileNodeState = "Reverted"
+	NodeStateUnreachable ProfileNodeState = "Unreachable"
+)
+
+// ProfileNodeStatus is one node's line in a LatencyProfile's status.
+type ProfileNodeStatus struct {
+	// name is the node's name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// state is the node's state for this profile.
+	// +required
+	State ProfileNodeState `json:"state"`
+
+	// runQueueP99 is the node's measured 99th percentile run-queue latency.
+	// +optional
+	RunQueueP99 *metav1.Duration `json:"runQueueP99,omitempty"`
+
+	// throttledRatio is the highest throttled-period ratio of a pod on the node.
+	// +optional
+	// +kubebuilder:validation:MaxLength=12
+	ThrottledRatio string `json:"throttledRatio,omitempty"`
+
+	// message says why the node is in this state.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+}
+
+// LatencyProfileStatus is aggregated by the controller from the profile's
+// LatencyNodes.
+type LatencyProfileStatus struct {
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are Ready, Progressing and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// matched counts the nodes the selector matches (including conflicted).
+	// +optional
+	Matched int32 `json:"matched,omitempty"`
+	// applied counts nodes that report the current generation Applied.
+	// +optional
+	Applied int32 `json:"applied,omitempty"`
+	// degraded counts nodes that failed, drifted or are unreachable.
+	// +optional
+	Degraded int32 `json:"degraded,omitempty"`
+	// conflicted counts nodes claimed with equal priority by another profile.
+	// +optional
+	Conflicted int32 `json:"conflicted,omitempty"`
+	// outsideBudget counts nodes whose measurements break latencyBudget.
+	// +optional
+	OutsideBudget int32 `json:"outsideBudget,omitempty"`
+	// rebootRequired counts nodes whose kernel command line lacks isolation flags.
+	// +optional
+	RebootRequired int32 `json:"rebootRequired,omitempty"`
+
+	// worstRunQueueP99 is the highest p99 run-queue latency across nodes.
+	// +optional
+	WorstRunQueueP99 *metav1.Duration `json:"worstRunQueueP99,omitempty"`
+
+	// maxThrottledRatio is the highest throttled-period ratio across nodes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=12
+	MaxThrottledRatio string `json:"maxThrottledRatio,omitempty"`
+
+	// nodes lists nodes worst first, at most 32; nodesOmitted counts the rest.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Nodes []ProfileNodeStatus `json:"nodes,omitempty"`
+
+	// nodesOmitted counts the nodes left out of nodes.
+	// +optional
+	NodesOmitted int32 `json:"nodesOmitted,omitempty"`
+
+	// waitingFor names the nodes a deletion is still waiting to revert.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	WaitingFor []string `json:"waitingFor,omitempty"`
+}
+
+// LatencyProfile turns the nodes it selects into a latency tier: the agent
+// on each applies the tuning, keeps it from drifting, and reports run-queue
+// latency and throttling back here.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=lp,categories=latencytier
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.matched`
+// +kubebuilder:printcolumn:name="Applied",type=integer,JSONPath=`.status.applied`
+// +kubebuilder:printcolumn:name="Degraded",type=integer,JSONPath=`.status.degraded`
+// +kubebuilder:printcolumn:name="Worst-P99",type=string,JSONPath=`.status.worstRunQueueP99`
+// +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.maxThrottledRatio`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,priority=1
+// +kubebuilder:printcolumn:name="Conflicted",type=integer,JSONPath=`.status.conflicted`,priority=1
+// +kubebuilder:printcolumn:name="Outside-Budget",type=integer,JSONPath=`.status.outsideBudget`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type LatencyProfile struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired tuning and the nodes it applies to.
+	// +required
+	Spec LatencyProfileSpec `json:"spec"`
+
+	// status is written by the controller only.
+	// +optional
+	Status LatencyProfileStatus `json:"status,omitempty"`
+}
+
+// LatencyProfileList is a list of LatencyProfiles.
+// +kubebuilder:object:root=true
+type LatencyProfileList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LatencyProfile `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&LatencyProfile{}, &LatencyProfileList{})
+}

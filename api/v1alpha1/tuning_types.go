@@ -1,0 +1,270 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Toggle switches a kernel feature on or off.
+// +kubebuilder:validation:Enum=Enabled;Disabled
+type Toggle string
+
+const (
+	// Enabled turns the feature on.
+	Enabled Toggle = "Enabled"
+	// Disabled turns the feature off.
+	Disabled Toggle = "Disabled"
+)
+
+// TuningSpec is the node tuning a LatencyProfile asks for. The controller
+// copies it, resolved, into each selected node's LatencyNode spec; the agent
+// maps every field to whatever the running kernel offers.
+// +kubebuilder:validation:XValidation:rule="!has(self.irq) || self.irq.affinity != 'Reserved' || (has(self.cpus) && has(self.cpus.reserved))",message="irq.affinity Reserved needs cpus.reserved: IRQs are steered to the reserved (housekeeping) CPUs"
+type TuningSpec struct {
+	// scheduler sets the kernel scheduler knobs (autogroup, NUMA balancing,
+	// migration cost, time slices, RT throttling). Each is mapped to the
+	// running kernel: /proc/sys/kernel/sched_* up to 5.12, debugfs
+	// /sys/kernel/debug/sched/* from 5.13, base_slice_ns on EEVDF (6.6+).
+	// Knobs the kernel lacks are reported Unsupported, never failed.
+	// +optional
+	Scheduler *SchedulerSpec `json:"scheduler,omitempty"`
+
+	// sysctls are extra kernel parameters the typed fields do not cover, as
+	// dotted names (net.core.busy_poll). Knobs with a typed field in
+	// scheduler are refused here so that one knob has one place.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Sysctls []Sysctl `json:"sysctls,omitempty"`
+
+	// cpus splits the node's CPUs into reserved (housekeeping: system
+	// services, IRQs) and isolated (latency-critical pods).
+	// +optional
+	CPUs *CPUSpec `json:"cpus,omitempty"`
+
+	// irq steers hardware interrupts away from the isolated CPUs.
+	// +optional
+	IRQ *IRQSpec `json:"irq,omitempty"`
+
+	// cpuQuota removes CFS bandwidth limits (the cause of throttling stalls)
+	// from pods that opt in.
+	// +optional
+	CPUQuota *CPUQuotaSpec `json:"cpuQuota,omitempty"`
+
+	// measurement configures how the agent measures run-queue latency and
+	// throttling on the node.
+	// +optional
+	Measurement *MeasurementSpec `json:"measurement,omitempty"`
+
+	// latencyBudget is what the node must deliver; a node outside it is
+	// reported (condition WithinBudget=False), not hidden.
+	// +optional
+	LatencyBudget *LatencyBudget `json:"latencyBudget,omitempty"`
+}
+
+// SchedulerSpec holds the typed scheduler intent. Durations use Go syntax
+// (500us, 5ms, 1.5s). Unset fields are left as the node has them.
+type SchedulerSpec struct {
+	// autogroup sets kernel.sched_autogroup_enabled. Disabled stops a
+	// background job started in its own session (cron, ssh) from getting the
+	// same CPU share as a many-threaded server (field note 004).
+	// +optional
+	Autogroup *Toggle `json:"autogroup,omitempty"`
+
+	// numaBalancing sets kernel.numa_balancing. Disabled stops the kernel
+	// migrating pages and tasks between NUMA nodes under a latency-critical
+	// workload.
+	// +optional
+	NumaBalancing *Toggle `json:"numaBalancing,omitempty"`
+
+	// migrationCost sets sched_migration_cost_ns: how long a task stays
+	// cache-hot, so the scheduler migrates it less. 5ms is the field notes'
+	// value for gateways. Between 0 and 1s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('1s')",message="migrationCost must be at most 1s"
+	MigrationCost *metav1.Duration `json:"migrationCost,omitempty"`
+
+	// baseSlice sets the minimum time slice: base_slice_ns on EEVDF kernels
+	// (6.6+), sched_min_granularity_ns on CFS kernels. Between 100us and 100ms.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100us') && duration(self) <= duration('100ms')",message="baseSlice must be between 100us and 100ms"
+	BaseSlice *metav1.Duration `json:"baseSlice,omitempty"`
+
+	// latency sets sched_latency_ns, the CFS target period. CFS kernels only
+	// (before 6.6); reported Unsupported on EEVDF. Between 1ms and 1s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('1s')",message="latency must be between 1ms and 1s"
+	Latency *metav1.Duration `json:"latency,omitempty"`
+
+	// wakeupGranularity sets sched_wakeup_granularity_ns: how much more a
+	// waking task must deserve before it preempts the running one. CFS
+	// kernels only; reported Unsupported on EEVDF. Between 0 and 1s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('1s')",message="wakeupGranularity must be at most 1s"
+	WakeupGranularity *metav1.Duration `json:"wakeupGranularity,omitempty"`
+
+	// rtRuntime sets kernel.sched_rt_runtime_us, the share of each 1s period
+	// real-time tasks may use: "Unlimited" (-1, only sensible with isolated
+	// CPUs) or a duration up to 1s (the kernel default is 950ms).
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^(Unlimited|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s))+)$`
+	// +kubebuilder:validation:XValidation:rule="self == 'Unlimited' || duration(self) <= duration('1s')",message="rtRuntime must be Unlimited or a duration between 0 and 1s"
+	RTRuntime *string `json:"rtRuntime,omitempty"`
+}
+
+// Sysctl is one extra kernel parameter.
+// +kubebuilder:validation:XValidation:rule="!(self.name in ['kernel.sched_autogroup_enabled','kernel.numa_balancing','kernel.sched_migration_cost_ns','kernel.sched_min_granularity_ns','kernel.sched_base_slice_ns','kernel.sched_latency_ns','kernel.sched_wakeup_granularity_ns','kernel.sched_rt_runtime_us'])",messageExpression="'sysctl ' + self.name + ' duplicates a typed field of spec.scheduler; set it there'"
+type Sysctl struct {
+	// name is the dotted sysctl name, lowercase (vm.swappiness,
+	// net.core.busy_poll). Slashes, "..", spaces and uppercase are refused.
+	// +required
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[a-z0-9_]+(\.[a-z0-9_-]+)+$`
+	Name string `json:"name"`
+
+	// value is written as-is; the kernel's refusal is reported Invalid.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Value string `json:"value"`
+}
+
+// CPUSpec partitions the node's CPUs. Lists use kernel cpulist syntax
+// ("0-1,4"), ascending ranges, no empty entries.
+// +kubebuilder:validation:XValidation:rule="!has(self.isolated) || has(self.reserved)",message="cpus.isolated needs cpus.reserved: system services must have somewhere to run"
+// +kubebuilder:validation:XValidation:rule="!has(self.isolated) || !has(self.reserved) || self.reserved.split(',').all(a, self.isolated.split(',').all(b, int(a.split('-')[0]) > int(b.split('-')[b.split('-').size() - 1]) || int(b.split('-')[0]) > int(a.split('-')[a.split('-').size() - 1])))",message="cpus.reserved and cpus.isolated must not overlap"
+type CPUSpec struct {
+	// reserved are the housekeeping CPUs: system.slice, user.slice,
+	// init.scope and movable IRQs are confined to them.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?)*$`
+	// +kubebuilder:validation:XValidation:rule="self.split(',').all(r, !r.contains('-') || int(r.split('-')[0]) <= int(r.split('-')[1]))",message="cpus.reserved has a descending range"
+	Reserved *string `json:"reserved,omitempty"`
+
+	// isolated are the CPUs kept for latency-critical pods. Full isolation
+	// also needs isolcpus, nohz_full and rcu_nocbs on the kernel command
+	// line: the agent checks and reports RebootRequired, it never edits the
+	// bootloader.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?)*$`
+	// +kubebuilder:validation:XValidation:rule="self.split(',').all(r, !r.contains('-') || int(r.split('-')[0]) <= int(r.split('-')[1]))",message="cpus.isolated has a descending range"
+	Isolated *string `json:"isolated,omitempty"`
+}
+
+// IRQAffinity says where movable interrupts go.
+// +kubebuilder:validation:Enum=Reserved;Unchanged
+type IRQAffinity string
+
+const (
+	// IRQAffinityReserved steers every movable IRQ and default_smp_affinity
+	// to cpus.reserved.
+	IRQAffinityReserved IRQAffinity = "Reserved"
+	// IRQAffinityUnchanged leaves interrupts alone.
+	IRQAffinityUnchanged IRQAffinity = "Unchanged"
+)
+
+// IRQSpec steers interrupts.
+type IRQSpec struct {
+	// affinity is Reserved (every movable IRQ and default_smp_affinity to
+	// cpus.reserved; immovable managed or per-CPU IRQs are reported) or
+	// Unchanged.
+	// +optional
+	// +kubebuilder:default=Reserved
+	Affinity IRQAffinity `json:"affinity,omitempty"`
+}
+
+// CPUQuotaPolicy says what happens to CFS bandwidth limits.
+// +kubebuilder:validation:Enum=Remove;Keep
+type CPUQuotaPolicy string
+
+const (
+	// CPUQuotaRemove removes the limit of opted-in pods at pod and container
+	// level and re-asserts when kubelet or the runtime writes it back.
+	CPUQuotaRemove CPUQuotaPolicy = "Remove"
+	// CPUQuotaKeep leaves every limit in place.
+	CPUQuotaKeep CPUQuotaPolicy = "Keep"
+)
+
+// CPUQuotaSpec selects the pods whose CFS quota is removed.
+type CPUQuotaSpec struct {
+	// policy is Remove (for pods annotated latencytier.io/cpu-quota: disable
+	// or matching podSelector) or Keep.
+	// +optional
+	// +kubebuilder:default=Remove
+	Policy CPUQuotaPolicy `json:"policy,omitempty"`
+
+	// podSelector opts in pods by label, in addition to the annotation.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+}
+
+// MeasurementSource is where run-queue latency comes from.
+// +kubebuilder:validation:Enum=Auto;EBPF;Schedstat;Disabled
+type MeasurementSource string
+
+const (
+	// MeasurementAuto uses eBPF where allowed and schedstat + PSI otherwise.
+	MeasurementAuto MeasurementSource = "Auto"
+	// MeasurementEBPF uses the eBPF run-queue latency histogram only.
+	MeasurementEBPF MeasurementSource = "EBPF"
+	// MeasurementSchedstat uses /proc/<pid>/schedstat run_delay and PSI.
+	MeasurementSchedstat MeasurementSource = "Schedstat"
+	// MeasurementDisabled measures nothing.
+	MeasurementDisabled MeasurementSource = "Disabled"
+)
+
+// MeasurementSpec configures measurement on the node.
+type MeasurementSpec struct {
+	// source is Auto, EBPF, Schedstat or Disabled.
+	// +optional
+	// +kubebuilder:default=Auto
+	Source MeasurementSource `json:"source,omitempty"`
+
+	// interval is how often the agent summarises and reports; between 5s and 1h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5s') && duration(self) <= duration('1h')",message="measurement.interval must be between 5s and 1h"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// podSelector chooses the pods whose tasks get per-pod numbers (throttling,
+	// schedstat run delay); opted-in pods are always included.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+}
+
+// LatencyBudget is what a node of the profile must deliver.
+type LatencyBudget struct {
+	// runQueueP99 is the highest acceptable 99th percentile run-queue
+	// latency (time from wakeup to running) on the node; up to 10s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10s')",message="latencyBudget.runQueueP99 must be between 0 and 10s"
+	RunQueueP99 *metav1.Duration `json:"runQueueP99,omitempty"`
+
+	// throttledRatio is the highest acceptable share of CFS periods in which
+	// an opted-in pod was throttled, a decimal between 0 and 1 ("0.01").
+	// +optional
+	// +kubebuilder:validation:MaxLength=12
+	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]{1,6})?|1(\.0{1,6})?)$`
+	ThrottledRatio *string `json:"throttledRatio,omitempty"`
+}
