@@ -1,0 +1,38 @@
+// Package knob defines the unit the agent plans, journals, applies and
+// reverts: one kernel value at one path. The setting packages (sysctl, irq,
+// cpuset, cpuquota) turn intent into Knobs; the plan/journal/apply machinery
+// works on Knobs only and never needs to know what a knob means.
+package knob
+
+import "strings"
+
+// Knob is one kernel value the agent manages.
+type Knob struct {
+	// ID names the setting in status and in the journal, e.g.
+	// "sysctl/kernel.sched_autogroup_enabled", "irq/24",
+	// "cpuset/system.slice", "cpuquota/<ns>/<pod>/pod".
+	ID string
+	// Path is the absolute file (already under the host root).
+	Path string
+	// Desired is the value to write.
+	Desired string
+	// Equal compares a read-back value with a wanted one; nil means equality
+	// of whitespace-trimmed strings. cpulists need "0-1" == "0,1".
+	Equal func(actual, want string) bool
+	// VerifyPath, when set, is read after a write to confirm the kernel
+	// honoured it (effective_affinity_list for IRQs).
+	VerifyPath string
+}
+
+// Matches reports whether actual satisfies want under the knob's Equal.
+func (k Knob) Matches(actual, want string) bool {
+	if k.Equal != nil {
+		return k.Equal(actual, want)
+	}
+	return strings.TrimSpace(actual) == strings.TrimSpace(want)
+}
+
+// Ordering: a plan applies knobs in slice order and a revert restores them in
+// reverse order. Producers must order knobs so that both directions are legal
+// for the kernel (cgroup v1 cpusets: children before parents when shrinking,
+// so parents come back first on revert).
