@@ -22,6 +22,24 @@ type Knob struct {
 	// VerifyPath, when set, is read after a write to confirm the kernel
 	// honoured it (effective_affinity_list for IRQs).
 	VerifyPath string
+	// VerifyMatches compares the VerifyPath value with Desired; nil means
+	// Matches. effective_affinity_list is a subset of the requested list.
+	VerifyMatches func(verified, want string) bool
+	// Label describes the knob for humans in status messages, e.g. the IRQ's
+	// name from /proc/interrupts. Optional.
+	Label string
+	// RefusalIsImmovable marks knobs whose write refusal (EIO, EPERM, EACCES)
+	// means the kernel will not move this value (managed or per-CPU IRQs):
+	// reported Immovable, not Failed.
+	RefusalIsImmovable bool
+}
+
+// Verified reports whether a value read from VerifyPath satisfies want.
+func (k Knob) Verified(verified, want string) bool {
+	if k.VerifyMatches != nil {
+		return k.VerifyMatches(verified, want)
+	}
+	return k.Matches(verified, want)
 }
 
 // Matches reports whether actual satisfies want under the knob's Equal.
