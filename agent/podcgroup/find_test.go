@@ -1,0 +1,262 @@
+package podcgroup
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latencytier.io/latencytier/agent/host"
+)
+
+// mkfiles creates every rel path under dir: names ending in "/" are
+// directories, others empty files.
+func mkfiles(t *testing.T, dir string, rels ...string) {
+	t.Helper()
+	for _, r := range rels {
+		p := filepath.Join(dir, r)
+		if strings.HasSuffix(r, "/") {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const (
+	uid = "1b4f0c5e-9d7a-4b1e-8f00-0123456789ab"
+	cid = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	sid = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+)
+
+func TestMode(t *testing.T) {
+	tests := []struct {
+		name    string
+		files   []string
+		version int
+		hybrid  bool
+	}{
+		{"unified", []string{"sys/fs/cgroup/cgroup.controllers"}, 2, false},
+		{"hybrid", []string{"sys/fs/cgroup/cpu/", "sys/fs/cgroup/unified/cgroup.controllers"}, 1, true},
+		{"legacy", []string{"sys/fs/cgroup/cpu,cpuacct/"}, 1, false},
+		{"none", []string{"proc/"}, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			mkfiles(t, dir, tt.files...)
+			v, h := Mode(host.New(dir))
+			if v != tt.version || h != tt.hybrid {
+				t.Fatalf("Mode = %d,%v; want %d,%v", v, h, tt.version, tt.hybrid)
+			}
+		})
+	}
+}
+
+// TestModeRealHost checks Mode against the kernel's own mount table.
+func TestModeRealHost(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		t.Skip(err)
+	}
+	want, wantHybrid := 1, false
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[2] != "cgroup2" {
+			continue
+		}
+		switch f[1] {
+		case "/sys/fs/cgroup":
+			want = 2
+		case "/sys/fs/cgroup/unified":
+			wantHybrid = true
+		}
+	}
+	if want == 2 {
+		wantHybrid = false
+	}
+	v, h := Mode(host.New("/"))
+	if v != want || h != wantHybrid {
+		t.Fatalf("Mode(/) = %d,%v; /proc/self/mounts says %d,%v", v, h, want, wantHybrid)
+	}
+	t.Logf("host cgroup mode: v%d hybrid=%v", v, h)
+}
+
+func TestFind(t *testing.T) {
+	esc := strings.ReplaceAll(uid, "-", "_")
+	tests := []struct {
+		name      string
+		files     []string
+		kubepods  string
+		version   int
+		driver    string
+		pod       string // relative to the host root
+		container []string
+	}{
+		{
+			name:      "cgroupfs v1 burstable",
+			files:     []string{"sys/fs/cgroup/cpu,cpuacct/kubepods/burstable/pod" + uid + "/" + cid + "/", "sys/fs/cgroup/cpu,cpuacct/kubepods/burstable/pod" + uid + "/" + sid + "/"},
+			version:   1,
+			driver:    DriverCgroupfs,
+			pod:       "sys/fs/cgroup/cpu,cpuacct/kubepods/burstable/pod" + uid,
+			container: []string{cid, sid},
+		},
+		{
+			name:      "cgroupfs v1 guaranteed under plain cpu mount",
+			files:     []string{"sys/fs/cgroup/cpu/kubepods/pod" + uid + "/" + cid + "/", "sys/fs/cgroup/cpu/kubepods/pod" + uid + "/cpu.cfs_quota_us"},
+			version:   1,
+			driver:    DriverCgroupfs,
+			pod:       "sys/fs/cgroup/cpu/kubepods/pod" + uid,
+			container: []string{cid},
+		},
+		{
+			name: "systemd v1 burstable",
+			files: []string{
+				"sys/fs/cgroup/cpu,cpuacct/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + esc + ".slice/cri-containerd-" + cid + ".scope/",
+			},
+			version:   1,
+			driver:    DriverSystemd,
+			pod:       "sys/fs/cgroup/cpu,cpuacct/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + esc + ".slice",
+			container: []string{"cri-containerd-" + cid + ".scope"},
+		},
+		{
+			name: "systemd v2 guaranteed",
+			files: []string{
+				"sys/fs/cgroup/cgroup.controllers",
+				"sys/fs/cgroup/kubepods.slice/kubepods-pod" + esc + ".slice/crio-" + cid + ".scope/",
+			},
+			version:   2,
+			driver:    DriverSystemd,
+			pod:       "sys/fs/cgroup/kubepods.slice/kubepods-pod" + esc + ".slice",
+			container: []string{"crio-" + cid + ".scope"},
+		},
+		{
+			name: "systemd v2 besteffort docker",
+			files: []string{
+				"sys/fs/cgroup/cgroup.controllers",
+				"sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + esc + ".slice/docker-" + cid + ".scope/",
+			},
+			version:   2,
+			driver:    DriverSystemd,
+			pod:       "sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + esc + ".slice",
+			container: []string{"docker-" + cid + ".scope"},
+		},
+		{
+			name:      "cgroupfs v2 custom kubepods name",
+			files:     []string{"sys/fs/cgroup/cgroup.controllers", "sys/fs/cgroup/kubepods/burstable/pod" + uid + "/", "sys/fs/cgroup/lt-test/burstable/pod" + uid + "/" + cid + "/"},
+			kubepods:  "lt-test",
+			version:   2,
+			driver:    DriverCgroupfs,
+			pod:       "sys/fs/cgroup/lt-test/burstable/pod" + uid,
+			container: []string{cid},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			mkfiles(t, dir, tt.files...)
+			var opts []Option
+			if tt.kubepods != "" {
+				opts = append(opts, WithKubepods(tt.kubepods))
+			}
+			d, err := Find(host.New(dir), uid, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Version != tt.version || d.Driver != tt.driver {
+				t.Errorf("version/driver = %d/%s; want %d/%s", d.Version, d.Driver, tt.version, tt.driver)
+			}
+			if want := filepath.Join(dir, tt.pod); d.Pod != want {
+				t.Errorf("Pod = %s; want %s", d.Pod, want)
+			}
+			var got []string
+			for _, c := range d.Containers {
+				if filepath.Dir(c) != d.Pod {
+					t.Errorf("container %s is not directly under the pod", c)
+				}
+				got = append(got, filepath.Base(c))
+				if ContainerID(c) != cid && ContainerID(c) != sid {
+					t.Errorf("ContainerID(%s) = %s", c, ContainerID(c))
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tt.container, ",") {
+				t.Errorf("containers = %v; want %v", got, tt.container)
+			}
+		})
+	}
+}
+
+func TestFindNotFound(t *testing.T) {
+	dir := t.TempDir()
+	mkfiles(t, dir, "sys/fs/cgroup/cpu/kubepods/burstable/podother/", "sys/fs/cgroup/unified/cgroup.controllers")
+	_, err := Find(host.New(dir), uid)
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("err = %v; want ErrNotFound", err)
+	}
+	for _, bad := range []string{"", "../x", "a/b"} {
+		if _, err := Find(host.New(dir), bad); err == nil || errors.Is(err, ErrNotFound) {
+			t.Errorf("Find(%q) err = %v; want invalid uid", bad, err)
+		}
+	}
+	// v1 without any cpu mount is an error, not "not found".
+	dir2 := t.TempDir()
+	mkfiles(t, dir2, "sys/fs/cgroup/memory/")
+	if _, err := Find(host.New(dir2), uid); err == nil || errors.Is(err, ErrNotFound) {
+		t.Fatalf("err = %v; want missing controller", err)
+	}
+}
+
+func TestIDs(t *testing.T) {
+	tests := []struct{ in, id, short string }{
+		{"/x/" + cid, cid, cid[:12]},
+		{"/x/cri-containerd-" + cid + ".scope", cid, cid[:12]},
+		{"/x/crio-conmon-" + cid + ".scope", cid, cid[:12]},
+		{"/x/docker-abc.scope", "abc", "abc"},
+	}
+	for _, tt := range tests {
+		if got := ContainerID(tt.in); got != tt.id {
+			t.Errorf("ContainerID(%s) = %s; want %s", tt.in, got, tt.id)
+		}
+		if got := ShortID(tt.id); got != tt.short {
+			t.Errorf("ShortID(%s) = %s; want %s", tt.id, got, tt.short)
+		}
+	}
+	if got := ShortID("containerd://" + cid); got != cid[:12] {
+		t.Errorf("ShortID with scheme = %s", got)
+	}
+}
+
+func TestOptedIn(t *testing.T) {
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "latency"}}
+	bad := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Bogus"}}}
+	tests := []struct {
+		name   string
+		ann    map[string]string
+		labels map[string]string
+		sel    *metav1.LabelSelector
+		want   bool
+	}{
+		{"annotation", map[string]string{"latencytier.io/cpu-quota": "disable"}, nil, nil, true},
+		{"annotation other value", map[string]string{"latencytier.io/cpu-quota": "keep"}, nil, nil, false},
+		{"nothing", nil, map[string]string{"tier": "latency"}, nil, false},
+		{"selector match", nil, map[string]string{"tier": "latency"}, sel, true},
+		{"selector miss", nil, map[string]string{"tier": "batch"}, sel, false},
+		{"empty selector matches all", nil, nil, &metav1.LabelSelector{}, true},
+		{"invalid selector", nil, map[string]string{"tier": "latency"}, bad, false},
+	}
+	for _, tt := range tests {
+		if got := OptedIn(tt.ann, tt.labels, tt.sel); got != tt.want {
+			t.Errorf("%s: OptedIn = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}
