@@ -1,0 +1,442 @@
+// Package apply is the engine that carries a plan out on the host: read →
+// plan → journal originals → write in knob order → verify by reading back;
+// and revert: walk the journal backwards and restore each original where the
+// kernel still holds a value the agent wrote, reporting a Conflict where
+// someone else changed it since. It knows knobs and the journal only, never
+// what a knob means.
+package apply
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/cpuset"
+
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/journal"
+	"latencytier.io/latencytier/agent/kerr"
+	"latencytier.io/latencytier/agent/knob"
+	"latencytier.io/latencytier/agent/plan"
+)
+
+// Stage names a point in Apply or Revert where a test may crash the agent.
+type Stage string
+
+const (
+	// StageJournaled: the journal holds the originals, nothing written yet.
+	StageJournaled Stage = "journaled"
+	// StageWritten: one knob was written (id is its ID).
+	StageWritten Stage = "written"
+	// StageRestored: one original was written back during revert.
+	StageRestored Stage = "restored"
+)
+
+// ErrJournalCorrupt is returned when the journal cannot be trusted; nothing
+// is written until a human looks at it.
+var ErrJournalCorrupt = journal.ErrCorrupt
+
+// Engine applies and reverts knobs on one host.
+type Engine struct {
+	Root *host.Root
+	Log  logr.Logger
+	// Hook, when set, is called at each Stage (crash-safety tests).
+	Hook func(stage Stage, id string)
+}
+
+// Meta says which spec the knobs come from; it is journaled.
+type Meta struct {
+	Profile    string
+	Generation int64
+}
+
+// Drift is a setting someone else changed after the agent verified it.
+type Drift struct {
+	ID     string
+	Label  string
+	Ours   string
+	Theirs string
+}
+
+// Report is what one Apply or Revert did.
+type Report struct {
+	// Results are per-setting outcomes in knob (or journal) order.
+	Results []v1alpha1.SettingResult
+	// Restored are settings a changed spec no longer wants, restored
+	// during Apply.
+	Restored []v1alpha1.SettingResult
+	// Drifts are settings found changed by someone else and re-asserted.
+	Drifts []Drift
+	// Written counts kernel writes.
+	Written int
+	// Notes are one-line remarks for humans (discarded journal, ...).
+	Notes []string
+}
+
+// Conflicts counts Conflict results.
+func (r Report) Conflicts() []v1alpha1.SettingResult {
+	var out []v1alpha1.SettingResult
+	for _, res := range append(slices.Clone(r.Results), r.Restored...) {
+		if res.State == v1alpha1.SettingConflict {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+func (e *Engine) hook(s Stage, id string) {
+	if e.Hook != nil {
+		e.Hook(s, id)
+	}
+}
+
+// load reads the journal and starts a fresh one when there is none or when
+// it belongs to an earlier boot (whose originals the reboot already undid).
+func (e *Engine) load(rep *Report) (*journal.Journal, error) {
+	boot, err := journal.BootID(e.Root)
+	if err != nil {
+		return nil, err
+	}
+	j, err := journal.Load(e.Root)
+	if err != nil {
+		return nil, err
+	}
+	if j != nil && j.BootID != boot {
+		e.Log.Info("Discarded journal from an earlier boot", "journalBoot", j.BootID, "boot", boot, "entries", len(j.Entries))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("discarded journal of boot %s: the reboot restored boot values; originals re-read", j.BootID))
+		j = nil
+	}
+	if j == nil {
+		j = journal.New(boot)
+	}
+	return j, nil
+}
+
+// DryRun is what Apply would do, computed without writing anything.
+type DryRun struct {
+	Plan plan.Plan
+	// Orphans are journaled settings Apply would restore first.
+	Orphans []journal.Entry
+}
+
+// Preview plans knobs against the host without writing (agent plan).
+func (e *Engine) Preview(knobs []knob.Knob) (DryRun, error) {
+	var rep Report
+	j, err := e.load(&rep)
+	if err != nil {
+		return DryRun{}, err
+	}
+	var d DryRun
+	for _, id := range plan.Orphans(ids(j), knobs) {
+		d.Orphans = append(d.Orphans, *j.Find(id))
+	}
+	d.Plan = plan.Make(knobs, e.observe(knobs), verified(j))
+	return d, nil
+}
+
+// Apply brings the host to knobs: restores journaled settings the spec no
+// longer wants, journals the originals of everything it will change, writes,
+// and verifies.
+func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
+	var rep Report
+	j, err := e.load(&rep)
+	if err != nil {
+		return rep, err
+	}
+	if orphans := plan.Orphans(ids(j), knobs); len(orphans) > 0 {
+		rep.Restored = e.restore(j, orphans, &rep)
+		if err := e.save(j); err != nil {
+			return rep, err
+		}
+	}
+	p := plan.Make(knobs, e.observe(knobs), verified(j))
+	dirty := noteSettled(j, p.Settled, knobs)
+	rep.Results = p.Settled
+	for _, c := range p.Changes {
+		j.Record(c.Knob.ID, c.Knob.Path, c.From, c.Knob.Desired)
+	}
+	j.Profile, j.ProfileGeneration = meta.Profile, meta.Generation
+	if len(p.Changes) > 0 || dirty {
+		if err := e.save(j); err != nil {
+			return rep, fmt.Errorf("journal originals before writing: %w", err)
+		}
+	}
+	if len(p.Changes) == 0 {
+		rep.Results = order(rep.Results, knobs)
+		return rep, nil
+	}
+	e.hook(StageJournaled, "")
+	for _, c := range p.Changes {
+		res := e.write(c)
+		rep.Written++
+		if res.State == v1alpha1.SettingApplied {
+			j.Find(c.Knob.ID).Verified = c.Knob.Desired
+		}
+		if c.Drift {
+			rep.Drifts = append(rep.Drifts, Drift{ID: c.Knob.ID, Label: c.Knob.Label, Ours: c.Knob.Desired, Theirs: c.From})
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	rep.Results = order(rep.Results, knobs)
+	return rep, e.save(j)
+}
+
+// noteSettled journals knobs that already hold the desired value, with the
+// value as their original, so a later change by someone else is seen as
+// drift. It reports whether the journal changed.
+func noteSettled(j *journal.Journal, settled []v1alpha1.SettingResult, knobs []knob.Knob) bool {
+	paths := make(map[string]string, len(knobs))
+	for _, k := range knobs {
+		paths[k.ID] = k.Path
+	}
+	dirty := false
+	for _, r := range settled {
+		if r.State != v1alpha1.SettingApplied {
+			continue
+		}
+		if en := j.Find(r.Setting); en != nil {
+			if en.Verified != r.Desired {
+				en.Verified, dirty = r.Desired, true
+			}
+			continue
+		}
+		j.Entries = append(j.Entries, journal.Entry{ID: r.Setting, Path: paths[r.Setting], Original: r.Actual, Verified: r.Desired})
+		dirty = true
+	}
+	return dirty
+}
+
+func (e *Engine) save(j *journal.Journal) error {
+	return journal.Save(e.Root, j)
+}
+
+func (e *Engine) observe(knobs []knob.Knob) map[string]plan.Observed {
+	out := make(map[string]plan.Observed, len(knobs))
+	for _, k := range knobs {
+		v, err := e.Root.ReadString(k.Path)
+		out[k.ID] = plan.Observed{Value: v, Err: kerr.Classify("read", k.Path, err)}
+	}
+	return out
+}
+
+func (e *Engine) write(c plan.Change) v1alpha1.SettingResult {
+	k := c.Knob
+	res := v1alpha1.SettingResult{Setting: k.ID, Desired: k.Desired, Actual: c.From}
+	err := kerr.Classify("write", k.Path, e.Root.WriteString(k.Path, k.Desired))
+	e.hook(StageWritten, k.ID)
+	if err != nil {
+		res.State, res.Message = refusal(k, err)
+		if now, rerr := e.Root.ReadString(k.Path); rerr == nil {
+			res.Actual = now
+		}
+		e.Log.Info("Kernel refused a write", "setting", k.ID, "value", k.Desired, "state", res.State, "error", err.Error())
+		return res
+	}
+	now, err := e.Root.ReadString(k.Path)
+	if err != nil {
+		res.State, res.Message = v1alpha1.SettingFailed, fmt.Sprintf("read back after write: %v", err)
+		return res
+	}
+	res.Actual = now
+	if !k.Matches(now, k.Desired) {
+		res.State = v1alpha1.SettingFailed
+		res.Message = fmt.Sprintf("%s holds %q after writing %q", describe(k), now, k.Desired)
+		return res
+	}
+	res.State = v1alpha1.SettingApplied
+	res.Message = e.verify(k)
+	e.Log.V(1).Info("Wrote setting", "setting", k.ID, "from", c.From, "to", k.Desired)
+	return res
+}
+
+// verify reads VerifyPath; a mismatch is a note, not a failure: the kernel
+// moves an IRQ's effective affinity on its next interrupt.
+func (e *Engine) verify(k knob.Knob) string {
+	if k.VerifyPath == "" {
+		return ""
+	}
+	eff, err := e.Root.ReadString(k.VerifyPath)
+	if err != nil {
+		return fmt.Sprintf("could not verify %s: %v", k.VerifyPath, err)
+	}
+	if !k.Verified(eff, k.Desired) {
+		return fmt.Sprintf("effective affinity still %s; the kernel moves it on the next interrupt", eff)
+	}
+	return ""
+}
+
+func refusal(k knob.Knob, err error) (v1alpha1.SettingState, string) {
+	cls := kerr.ClassOf(err)
+	cause := errors.Unwrap(err)
+	switch {
+	case k.RefusalIsImmovable && (cls == kerr.Immovable || cls == kerr.Permission):
+		return v1alpha1.SettingImmovable, fmt.Sprintf("%s refuses new affinity (%v): managed or per-CPU interrupt", describe(k), cause)
+	case cls == kerr.Unsupported:
+		return v1alpha1.SettingUnsupported, fmt.Sprintf("%s does not exist on this kernel", k.Path)
+	case cls == kerr.Invalid:
+		return v1alpha1.SettingInvalid, fmt.Sprintf("kernel refused %q for %s: %v", k.Desired, describe(k), cause)
+	default:
+		return v1alpha1.SettingFailed, fmt.Sprintf("write %s: %v", describe(k), err)
+	}
+}
+
+func describe(k knob.Knob) string {
+	if k.Label != "" {
+		return k.Label
+	}
+	return k.ID
+}
+
+// Revert restores every journaled original, newest first, and removes the
+// journal once nothing is left to restore.
+func (e *Engine) Revert() (Report, error) {
+	var rep Report
+	boot, err := journal.BootID(e.Root)
+	if err != nil {
+		return rep, err
+	}
+	j, err := journal.Load(e.Root)
+	if err != nil || j == nil {
+		return rep, err
+	}
+	if j.BootID != boot {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("journal of boot %s discarded: the reboot already restored boot values", j.BootID))
+		return rep, journal.Remove(e.Root)
+	}
+	all := ids(j)
+	slices.Reverse(all)
+	rep.Results = e.restore(j, all, &rep)
+	if len(j.Entries) > 0 {
+		return rep, e.save(j)
+	}
+	return rep, journal.Remove(e.Root)
+}
+
+// restore reverts the given journaled IDs in the given order, dropping each
+// entry that is settled (restored, already original, gone, or conflicting)
+// and keeping those whose restore failed.
+func (e *Engine) restore(j *journal.Journal, idsInOrder []string, rep *Report) []v1alpha1.SettingResult {
+	var out []v1alpha1.SettingResult
+	for _, id := range idsInOrder {
+		en := j.Find(id)
+		res, settled := e.restoreOne(*en)
+		if res.State == v1alpha1.SettingReverted && res.Message == "" {
+			rep.Written++
+		}
+		if settled {
+			j.Drop(id)
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+func (e *Engine) restoreOne(en journal.Entry) (v1alpha1.SettingResult, bool) {
+	res := v1alpha1.SettingResult{Setting: en.ID, Desired: en.Original, State: v1alpha1.SettingReverted}
+	if en.Path == "" || len(en.Written) == 0 {
+		res.Message = "never changed by the agent"
+		return res, true
+	}
+	cur, err := e.Root.ReadString(en.Path)
+	if err != nil {
+		err = kerr.Classify("read", en.Path, err)
+		if kerr.ClassOf(err) == kerr.Unsupported {
+			res.Message = "gone from the host (device or cgroup removed)"
+			return res, true
+		}
+		res.State, res.Message = v1alpha1.SettingFailed, err.Error()
+		return res, false
+	}
+	res.Actual = cur
+	ours := func(v string) bool { return en.Ours(v, Equal) }
+	switch plan.Revert(cur, en.Original, ours, Equal) {
+	case plan.RevertNothing:
+		res.Message = "already at the original value"
+		return res, true
+	case plan.RevertConflict:
+		res.State = v1alpha1.SettingConflict
+		res.Message = fmt.Sprintf("changed by someone else since the agent wrote it (ours %s, theirs %q); left in place", oursList(en.Written), cur)
+		e.Log.Info("Left a setting someone else changed", "setting", en.ID, "ours", en.Written, "theirs", cur)
+		return res, true
+	}
+	if err := e.Root.WriteString(en.Path, en.Original); err != nil {
+		res.State, res.Message = v1alpha1.SettingFailed, kerr.Classify("write", en.Path, err).Error()
+		return res, false
+	}
+	e.hook(StageRestored, en.ID)
+	if now, err := e.Root.ReadString(en.Path); err == nil {
+		res.Actual = now
+	}
+	return res, true
+}
+
+func oursList(w []string) string {
+	q := make([]string, len(w))
+	for i, v := range w {
+		q[i] = fmt.Sprintf("%q", v)
+	}
+	return strings.Join(q, " or ")
+}
+
+// Equal is the comparison revert uses without a knob at hand: values equal
+// after collapsing whitespace, or cpulists naming the same CPUs.
+func Equal(a, b string) bool {
+	fa, fb := strings.Join(strings.Fields(a), " "), strings.Join(strings.Fields(b), " ")
+	if fa == fb {
+		return true
+	}
+	if !isCPUList(fa) || !isCPUList(fb) {
+		return false
+	}
+	sa, err1 := cpuset.Parse(fa)
+	sb, err2 := cpuset.Parse(fb)
+	return err1 == nil && err2 == nil && sa.Equals(sb)
+}
+
+func isCPUList(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789,-") == "" && s[0] != '-'
+}
+
+func ids(j *journal.Journal) []string {
+	out := make([]string, len(j.Entries))
+	for i, e := range j.Entries {
+		out[i] = e.ID
+	}
+	return out
+}
+
+func verified(j *journal.Journal) map[string]string {
+	out := map[string]string{}
+	for _, e := range j.Entries {
+		if e.Verified != "" {
+			out[e.ID] = e.Verified
+		}
+	}
+	return out
+}
+
+// order sorts results into knob order; results for IDs not among knobs
+// keep their relative order at the end.
+func order(results []v1alpha1.SettingResult, knobs []knob.Knob) []v1alpha1.SettingResult {
+	pos := make(map[string]int, len(knobs))
+	for i, k := range knobs {
+		pos[k.ID] = i
+	}
+	slices.SortStableFunc(results, func(a, b v1alpha1.SettingResult) int {
+		pa, oka := pos[a.Setting]
+		pb, okb := pos[b.Setting]
+		switch {
+		case oka && okb:
+			return pa - pb
+		case oka:
+			return -1
+		case okb:
+			return 1
+		}
+		return 0
+	})
+	return results
+}

@@ -1,0 +1,194 @@
+// Package irq steers hardware interrupts to the reserved (housekeeping) CPUs:
+// every IRQ's smp_affinity_list and /proc/irq/default_smp_affinity. Managed
+// and per-CPU IRQs refuse new affinity (EIO, sometimes EPERM/EACCES); their
+// knobs are marked so the refusal is reported Immovable with the IRQ's number
+// and name, never as a node failure. The kernel's effective_affinity_list is
+// read back to verify each move. IRQs that appear later are caught on the
+// next pass because every pass lists /proc/irq afresh.
+package irq
+
+import (
+	"fmt"
+	"math/big"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/procfs"
+	"k8s.io/utils/cpuset"
+
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/knob"
+)
+
+// DefaultID is the setting name of /proc/irq/default_smp_affinity.
+const DefaultID = "irq/default_smp_affinity"
+
+// ID is the setting name of one IRQ.
+func ID(n int) string { return "irq/" + strconv.Itoa(n) }
+
+// Knobs returns default_smp_affinity then every numbered IRQ, ascending,
+// each steered to reserved.
+func Knobs(root *host.Root, reserved cpuset.CPUSet) ([]knob.Knob, error) {
+	if reserved.IsEmpty() {
+		return nil, fmt.Errorf("irq: reserved CPU set is empty")
+	}
+	var knobs []knob.Knob
+	def := root.Proc("irq", "default_smp_affinity")
+	if root.Exists(def) {
+		knobs = append(knobs, knob.Knob{ID: DefaultID, Path: def, Desired: FormatMask(reserved),
+			Equal: masksEqual, Label: "default_smp_affinity"})
+	}
+	irqs, err := List(root)
+	if err != nil {
+		return nil, err
+	}
+	names := Names(root)
+	for _, n := range irqs {
+		dir := root.Proc("irq", strconv.Itoa(n))
+		k := knob.Knob{
+			ID:                 ID(n),
+			Path:               dir + "/smp_affinity_list",
+			Desired:            reserved.String(),
+			Equal:              listsEqual,
+			Label:              label(n, names[n]),
+			RefusalIsImmovable: true,
+		}
+		if root.Exists(dir + "/effective_affinity_list") {
+			k.VerifyPath = dir + "/effective_affinity_list"
+			k.VerifyMatches = effectiveWithin
+		}
+		knobs = append(knobs, k)
+	}
+	return knobs, nil
+}
+
+func label(n int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("IRQ %d", n)
+	}
+	return fmt.Sprintf("IRQ %d (%s)", n, name)
+}
+
+// List returns the numbered IRQs under /proc/irq that have an
+// smp_affinity_list, ascending.
+func List(root *host.Root) ([]int, error) {
+	entries, err := os.ReadDir(root.Proc("irq"))
+	if err != nil {
+		return nil, fmt.Errorf("irq: list %s: %w", root.Proc("irq"), err)
+	}
+	var out []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil || !e.IsDir() {
+			continue
+		}
+		if root.Exists(root.Proc("irq", e.Name(), "smp_affinity_list")) {
+			out = append(out, n)
+		}
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+// Names maps IRQ numbers to their device names from /proc/interrupts. A
+// missing or unreadable file yields an empty map: names are decoration.
+func Names(root *host.Root) map[int]string {
+	out := map[int]string{}
+	fs, err := procfs.NewFS(root.Proc())
+	if err != nil {
+		return out
+	}
+	p, err := fs.Proc(1)
+	if err != nil {
+		return out
+	}
+	intr, err := p.Interrupts()
+	if err != nil {
+		return out
+	}
+	for k, v := range intr {
+		n, err := strconv.Atoi(k)
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(v.Devices)
+		if len(fields) > 0 {
+			out[n] = fields[len(fields)-1]
+		}
+	}
+	return out
+}
+
+// IRQBalance returns the pid of a running irqbalance, or 0. irqbalance
+// rewrites affinity every 10s and undoes the steering unless it is banned
+// from the isolated CPUs (IRQBALANCE_BANNED_CPULIST) or stopped.
+func IRQBalance(root *host.Root) int {
+	fs, err := procfs.NewFS(root.Proc())
+	if err != nil {
+		return 0
+	}
+	procs, err := fs.AllProcs()
+	if err != nil {
+		return 0
+	}
+	for _, p := range procs {
+		if comm, err := p.Comm(); err == nil && comm == "irqbalance" {
+			return p.PID
+		}
+	}
+	return 0
+}
+
+func listsEqual(actual, want string) bool {
+	a, err1 := cpuset.Parse(strings.TrimSpace(actual))
+	w, err2 := cpuset.Parse(strings.TrimSpace(want))
+	return err1 == nil && err2 == nil && a.Equals(w)
+}
+
+// effectiveWithin accepts an effective affinity that is a non-empty subset of
+// the requested list: the kernel delivers to one CPU of the set.
+func effectiveWithin(effective, want string) bool {
+	e, err1 := cpuset.Parse(strings.TrimSpace(effective))
+	w, err2 := cpuset.Parse(strings.TrimSpace(want))
+	return err1 == nil && err2 == nil && !e.IsEmpty() && e.IsSubsetOf(w)
+}
+
+func masksEqual(actual, want string) bool {
+	a, err1 := ParseMask(actual)
+	w, err2 := ParseMask(want)
+	return err1 == nil && err2 == nil && a.Equals(w)
+}
+
+// ParseMask parses a kernel CPU mask ("3", "00000000,000000ff").
+func ParseMask(s string) (cpuset.CPUSet, error) {
+	hex := strings.ReplaceAll(strings.TrimSpace(s), ",", "")
+	v, ok := new(big.Int).SetString(hex, 16)
+	if !ok {
+		return cpuset.New(), fmt.Errorf("irq: bad cpu mask %q", s)
+	}
+	var cpus []int
+	for i := 0; i < v.BitLen(); i++ {
+		if v.Bit(i) == 1 {
+			cpus = append(cpus, i)
+		}
+	}
+	return cpuset.New(cpus...), nil
+}
+
+// FormatMask renders a CPU set as a kernel mask, 32-bit groups separated by
+// commas the way the kernel prints it.
+func FormatMask(s cpuset.CPUSet) string {
+	v := new(big.Int)
+	for _, c := range s.List() {
+		v.SetBit(v, c, 1)
+	}
+	hex := v.Text(16)
+	var groups []string
+	for len(hex) > 8 {
+		groups = append([]string{hex[len(hex)-8:]}, groups...)
+		hex = hex[:len(hex)-8]
+	}
+	return strings.Join(append([]string{hex}, groups...), ",")
+}

@@ -1,0 +1,216 @@
+// Package journal keeps the original value of every kernel setting the agent
+// changes, in /var/lib/latencytier/journal.json under the host root, so a
+// crash, a restart, a spec change or a deleted profile restores exactly what
+// was there. It is written atomically (temp file, fsync, rename, fsync of the
+// directory) before any kernel write. It records the boot it belongs to: after
+// a reboot the kernel is back at its boot values and stale originals must not
+// be written back. A journal that does not parse is reported and left in
+// place, never guessed at.
+package journal
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"latencytier.io/latencytier/agent/host"
+)
+
+// Version is the journal format version.
+const Version = 1
+
+// FileName is the journal's file name inside the host's state directory.
+const FileName = "journal.json"
+
+// ErrCorrupt marks a journal that exists but cannot be trusted.
+var ErrCorrupt = errors.New("journal is corrupt")
+
+// Entry is one setting the agent changed.
+type Entry struct {
+	// ID is the knob's setting name.
+	ID string `json:"id"`
+	// Path is the kernel file (under the host root).
+	Path string `json:"path"`
+	// Original is the value before the agent's first write this boot.
+	Original string `json:"original"`
+	// Written lists every value the agent wrote or was about to write,
+	// oldest first. Revert restores Original only where the kernel still
+	// holds one of these; anything else is someone else's value.
+	Written []string `json:"written,omitempty"`
+	// Verified is the last value the agent wrote and read back; a later
+	// read that differs is drift.
+	Verified string `json:"verified,omitempty"`
+}
+
+// Ours reports whether value is one the agent wrote.
+func (e *Entry) Ours(value string, equal func(a, b string) bool) bool {
+	for _, w := range e.Written {
+		if equal(value, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// Journal is the whole file.
+type Journal struct {
+	Version int `json:"version"`
+	// BootID is /proc/sys/kernel/random/boot_id when the journal was written.
+	BootID string `json:"bootID"`
+	// Profile and ProfileGeneration are the spec the entries belong to.
+	Profile           string `json:"profile,omitempty"`
+	ProfileGeneration int64  `json:"profileGeneration,omitempty"`
+	// Entries are in the order the agent applied them; revert walks them
+	// backwards.
+	Entries   []Entry   `json:"entries"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// New is an empty journal for this boot.
+func New(bootID string) *Journal {
+	return &Journal{Version: Version, BootID: bootID}
+}
+
+// Find returns the entry for id, or nil.
+func (j *Journal) Find(id string) *Entry {
+	for i := range j.Entries {
+		if j.Entries[i].ID == id {
+			return &j.Entries[i]
+		}
+	}
+	return nil
+}
+
+// Record notes that the agent is about to write value to id. The first
+// record of an id keeps original; later records keep the first original.
+func (j *Journal) Record(id, path, original, value string) {
+	e := j.Find(id)
+	if e == nil {
+		j.Entries = append(j.Entries, Entry{ID: id, Path: path, Original: original})
+		e = &j.Entries[len(j.Entries)-1]
+	}
+	if !slices.Contains(e.Written, value) {
+		e.Written = append(e.Written, value)
+	}
+}
+
+// Drop removes the entry for id.
+func (j *Journal) Drop(id string) {
+	j.Entries = slices.DeleteFunc(j.Entries, func(e Entry) bool { return e.ID == id })
+}
+
+// Path is the journal file under root.
+func Path(root *host.Root) string { return filepath.Join(root.StateDir(), FileName) }
+
+// BootID reads the kernel's boot id.
+func BootID(root *host.Root) (string, error) {
+	id, err := root.ReadString(root.Proc("sys", "kernel", "random", "boot_id"))
+	if err != nil {
+		return "", fmt.Errorf("read boot id: %w", err)
+	}
+	return id, nil
+}
+
+// Load reads the journal. It returns (nil, nil) when there is none and an
+// error wrapping ErrCorrupt when the file exists but does not parse.
+func Load(root *host.Root) (*Journal, error) {
+	b, err := os.ReadFile(Path(root))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read journal: %w", err)
+	}
+	var j Journal
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, Path(root), err)
+	}
+	if err := j.check(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, Path(root), err)
+	}
+	return &j, nil
+}
+
+func (j *Journal) check() error {
+	if j.Version != Version {
+		return fmt.Errorf("version %d, want %d", j.Version, Version)
+	}
+	if j.BootID == "" {
+		return errors.New("no boot id")
+	}
+	seen := map[string]bool{}
+	for _, e := range j.Entries {
+		if e.ID == "" || e.Path == "" {
+			return errors.New("entry without id or path")
+		}
+		if seen[e.ID] {
+			return fmt.Errorf("duplicate entry %s", e.ID)
+		}
+		seen[e.ID] = true
+	}
+	return nil
+}
+
+// Save writes the journal atomically: a temp file in the same directory,
+// fsync, rename over the journal, fsync of the directory.
+func Save(root *host.Root, j *Journal) error {
+	j.Version = Version
+	j.UpdatedAt = time.Now().UTC().Truncate(time.Second)
+	b, err := json.MarshalIndent(j, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode journal: %w", err)
+	}
+	dir := root.StateDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, FileName+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("create temp journal: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write temp journal: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("fsync temp journal: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close temp journal: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), Path(root)); err != nil {
+		return fmt.Errorf("rename journal: %w", err)
+	}
+	return syncDir(dir)
+}
+
+// Remove deletes the journal after a complete revert.
+func Remove(root *host.Root) error {
+	err := os.Remove(Path(root))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove journal: %w", err)
+	}
+	return syncDir(root.StateDir())
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,271 @@
+// Package sysctl maps the typed scheduler intent (spec.tuning.scheduler) and
+// the raw sysctls (spec.tuning.sysctls) to knobs on the running kernel. It
+// probes where each knob lives instead of trusting the kernel version:
+// /proc/sys/kernel/sched_* up to 5.12, debugfs /sys/kernel/debug/sched/* from
+// 5.13, base_slice_ns on EEVDF (6.6+), where latency and wakeup granularity
+// no longer exist and are reported Unsupported.
+package sysctl
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/kerr"
+	"latencytier.io/latencytier/agent/knob"
+)
+
+// Layout is where this kernel keeps its scheduler knobs.
+type Layout struct {
+	// DebugfsMounted says Probe mounted debugfs to reach the sched knobs.
+	DebugfsMounted bool
+	// DebugfsMissing says debugfs is not mounted (and Probe did not mount it).
+	DebugfsMissing bool
+	// EEVDF says the kernel runs the EEVDF scheduler (6.6+).
+	EEVDF bool
+}
+
+// Probe finds the layout. With mount set it mounts debugfs at the host's
+// /sys/kernel/debug when the sched directory is missing there.
+func Probe(root *host.Root, mount bool) (Layout, error) {
+	var l Layout
+	if !root.Exists(root.DebugSched()) {
+		switch {
+		case !mount:
+			l.DebugfsMissing = true
+		default:
+			if err := mountDebugfs(root); err != nil {
+				l.DebugfsMissing = true
+				l.EEVDF = eevdfByVersion(root)
+				return l, err
+			}
+			l.DebugfsMounted = true
+		}
+	}
+	l.EEVDF = root.Exists(root.DebugSched("base_slice_ns")) ||
+		(!root.Exists(root.DebugSched()) && eevdfByVersion(root))
+	return l, nil
+}
+
+func mountDebugfs(root *host.Root) error {
+	dir := root.Sys("kernel", "debug")
+	if !root.Exists(dir) {
+		return fmt.Errorf("mount debugfs: %s does not exist", dir)
+	}
+	if err := syscall.Mount("debugfs", dir, "debugfs", 0, ""); err != nil {
+		return fmt.Errorf("mount debugfs at %s: %w", dir, err)
+	}
+	if !root.Exists(root.DebugSched()) {
+		return fmt.Errorf("debugfs mounted at %s but it has no sched directory", dir)
+	}
+	return nil
+}
+
+// eevdfByVersion is the fallback when debugfs cannot be probed: EEVDF
+// replaced CFS in 6.6.
+func eevdfByVersion(root *host.Root) bool {
+	rel, err := root.ReadString(root.Proc("sys", "kernel", "osrelease"))
+	if err != nil {
+		return false
+	}
+	major, minor, ok := parseRelease(rel)
+	return ok && (major > 6 || (major == 6 && minor >= 6))
+}
+
+func parseRelease(rel string) (major, minor int, ok bool) {
+	parts := strings.SplitN(rel, ".", 3)
+	if len(parts) < 2 {
+		return 0, 0, false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(strings.TrimLeftFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return major, minor, true
+}
+
+// candidate is one place a knob may live.
+type candidate struct {
+	proc  string // name under /proc/sys/kernel
+	debug string // name under /sys/kernel/debug/sched
+}
+
+// intent is one typed scheduler field resolved to a kernel value.
+type intent struct {
+	field      string
+	value      string
+	candidates []candidate
+	// eevdfGone marks knobs EEVDF removed.
+	eevdfGone bool
+}
+
+// Knobs maps the scheduler spec and raw sysctls to knobs in a stable order.
+// Knobs the kernel lacks come back as Unsupported results instead.
+func Knobs(root *host.Root, l Layout, s *v1alpha1.SchedulerSpec, raw []v1alpha1.Sysctl) ([]knob.Knob, []v1alpha1.SettingResult) {
+	var knobs []knob.Knob
+	var results []v1alpha1.SettingResult
+	for _, in := range intents(s) {
+		k, res := resolve(root, l, in)
+		if res != nil {
+			results = append(results, *res)
+			continue
+		}
+		knobs = append(knobs, k)
+	}
+	for _, sc := range raw {
+		k, res := rawKnob(root, sc)
+		if res != nil {
+			results = append(results, *res)
+			continue
+		}
+		knobs = append(knobs, k)
+	}
+	return knobs, results
+}
+
+// ID is the setting name of a typed scheduler field in status and journal.
+func ID(field string) string { return "scheduler/" + field }
+
+// RawID is the setting name of a raw sysctl.
+func RawID(name string) string { return "sysctl/" + name }
+
+func intents(s *v1alpha1.SchedulerSpec) []intent {
+	if s == nil {
+		return nil
+	}
+	var out []intent
+	if s.Autogroup != nil {
+		out = append(out, intent{field: "autogroup", value: toggle(*s.Autogroup),
+			candidates: []candidate{{proc: "sched_autogroup_enabled"}}})
+	}
+	if s.NumaBalancing != nil {
+		out = append(out, intent{field: "numaBalancing", value: toggle(*s.NumaBalancing),
+			candidates: []candidate{{proc: "numa_balancing"}}})
+	}
+	if s.MigrationCost != nil {
+		out = append(out, intent{field: "migrationCost", value: ns(s.MigrationCost.Duration),
+			candidates: []candidate{{proc: "sched_migration_cost_ns"}, {debug: "migration_cost_ns"}}})
+	}
+	if s.BaseSlice != nil {
+		out = append(out, intent{field: "baseSlice", value: ns(s.BaseSlice.Duration),
+			candidates: []candidate{{debug: "base_slice_ns"}, {proc: "sched_min_granularity_ns"}, {debug: "min_granularity_ns"}}})
+	}
+	if s.Latency != nil {
+		out = append(out, intent{field: "latency", value: ns(s.Latency.Duration), eevdfGone: true,
+			candidates: []candidate{{proc: "sched_latency_ns"}, {debug: "latency_ns"}}})
+	}
+	if s.WakeupGranularity != nil {
+		out = append(out, intent{field: "wakeupGranularity", value: ns(s.WakeupGranularity.Duration), eevdfGone: true,
+			candidates: []candidate{{proc: "sched_wakeup_granularity_ns"}, {debug: "wakeup_granularity_ns"}}})
+	}
+	if s.RTRuntime != nil {
+		v, err := RTRuntimeValue(*s.RTRuntime)
+		if err != nil {
+			v = "invalid:" + *s.RTRuntime
+		}
+		out = append(out, intent{field: "rtRuntime", value: v,
+			candidates: []candidate{{proc: "sched_rt_runtime_us"}}})
+	}
+	return out
+}
+
+// RTRuntimeValue converts "Unlimited" or a duration to sched_rt_runtime_us.
+func RTRuntimeValue(s string) (string, error) {
+	if s == "Unlimited" {
+		return "-1", nil
+	}
+	d, err := time.ParseDuration(strings.ReplaceAll(s, "µs", "us"))
+	if err != nil {
+		return "", fmt.Errorf("rtRuntime %q: %w", s, err)
+	}
+	return strconv.FormatInt(d.Microseconds(), 10), nil
+}
+
+func toggle(t v1alpha1.Toggle) string {
+	if t == v1alpha1.Enabled {
+		return "1"
+	}
+	return "0"
+}
+
+func ns(d time.Duration) string { return strconv.FormatInt(d.Nanoseconds(), 10) }
+
+func resolve(root *host.Root, l Layout, in intent) (knob.Knob, *v1alpha1.SettingResult) {
+	id := ID(in.field)
+	unsupported := func(msg string) (knob.Knob, *v1alpha1.SettingResult) {
+		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: in.value,
+			State: v1alpha1.SettingUnsupported, Message: msg}
+	}
+	if strings.HasPrefix(in.value, "invalid:") {
+		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: in.value,
+			State: v1alpha1.SettingInvalid, Message: "value cannot be converted for the kernel"}
+	}
+	if in.eevdfGone && l.EEVDF {
+		return unsupported(fmt.Sprintf("%s does not exist on EEVDF kernels (6.6+); the scheduler has no such knob", in.field))
+	}
+	var tried []string
+	for _, c := range in.candidates {
+		path := candidatePath(root, c)
+		tried = append(tried, path)
+		if !root.Exists(path) {
+			continue
+		}
+		if c.debug != "" {
+			if _, err := root.ReadString(path); err != nil {
+				err = kerr.Classify("read", path, err)
+				return unsupported(fmt.Sprintf("the kernel exposes %s but denies access to it (%v); debugfs is restricted on this kernel", path, errors.Unwrap(err)))
+			}
+		}
+		return knob.Knob{ID: id, Path: path, Desired: in.value, Label: path}, nil
+	}
+	msg := fmt.Sprintf("none of %s exists on this kernel", strings.Join(tried, ", "))
+	if l.DebugfsMissing {
+		msg += "; debugfs is not mounted"
+	}
+	return unsupported(msg)
+}
+
+func candidatePath(root *host.Root, c candidate) string {
+	if c.debug != "" {
+		return root.DebugSched(c.debug)
+	}
+	return root.Proc("sys", "kernel", c.proc)
+}
+
+func rawKnob(root *host.Root, sc v1alpha1.Sysctl) (knob.Knob, *v1alpha1.SettingResult) {
+	id := RawID(sc.Name)
+	path, err := root.SysctlPath(sc.Name)
+	if err != nil {
+		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: sc.Value,
+			State: v1alpha1.SettingInvalid, Message: err.Error()}
+	}
+	if len(sc.Value) == 0 || len(sc.Value) > 256 || strings.ContainsAny(sc.Value, "\n\x00") {
+		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: sc.Value,
+			State: v1alpha1.SettingInvalid, Message: "value must be 1-256 characters on one line"}
+	}
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: sc.Value,
+			State: v1alpha1.SettingUnsupported, Message: fmt.Sprintf("%s does not exist on this kernel", path)}
+	}
+	if err == nil && st.IsDir() {
+		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: sc.Value,
+			State: v1alpha1.SettingInvalid, Message: fmt.Sprintf("%s is a directory, not a sysctl", path)}
+	}
+	return knob.Knob{ID: id, Path: path, Desired: sc.Value, Equal: fieldsEqual, Label: filepath.Clean(path)}, nil
+}
+
+// fieldsEqual compares sysctl values the way sysctl(8) prints them: multi-
+// field values ("4096 87380 6291456") match whatever whitespace separates them.
+func fieldsEqual(actual, want string) bool {
+	return strings.Join(strings.Fields(actual), " ") == strings.Join(strings.Fields(want), " ")
+}
