@@ -1,0 +1,175 @@
+// Package bpf owns the run-queue latency BPF program (runqlat.bpf.c, compiled
+// by hack/generate-bpf.sh into runqlat_bpfel.o and its bpf2go loader): it
+// loads it, attaches it to sched_wakeup, sched_wakeup_new and sched_switch
+// (tp_btf where the kernel has BPF tracing programs, raw_tp otherwise) and
+// reads the per-CPU log-linear histograms. It knows nothing about CPU
+// classes or percentiles; package measure does.
+package bpf
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// Histogram layout, mirrored from runqlat.bpf.c.
+const (
+	// SubBits is log2 of the sub-buckets per power of two.
+	SubBits = 3
+	// MaxExp is the largest power of two (in units) with its own buckets.
+	MaxExp = 33
+	// Slots is the number of buckets.
+	Slots = (MaxExp - SubBits + 2) << SubBits
+	// UnitNanos is the histogram unit as a fraction: 1/16 us = 125/2 ns.
+	UnitNumer, UnitDenom = 125, 2
+)
+
+// Attach types the tracer may use.
+const (
+	AttachTPBTF = "tp_btf"
+	AttachRawTP = "raw_tp"
+)
+
+// CPUHist is one CPU's cumulative histogram (Slots) and the largest latency
+// since the last ReadAndResetMax.
+type CPUHist struct {
+	Slots [Slots]uint64
+	MaxNs uint64
+}
+
+// Tracer is the loaded and attached program.
+type Tracer struct {
+	attach string
+	hists  *ebpf.Map
+	maxes  *ebpf.Map
+	start  *ebpf.Map
+	progs  []*ebpf.Program
+	links  []link.Link
+}
+
+type objects struct {
+	Wakeup    *ebpf.Program `ebpf:"wakeup"`
+	WakeupNew *ebpf.Program `ebpf:"wakeup_new"`
+	Switch    *ebpf.Program `ebpf:"switch"`
+	Hists     *ebpf.Map     `ebpf:"hists"`
+	Maxes     *ebpf.Map     `ebpf:"maxes"`
+	Start     *ebpf.Map     `ebpf:"start"`
+}
+
+var tracepoints = []string{"sched_wakeup", "sched_wakeup_new", "sched_switch"}
+
+// OpenAttach loads and attaches the program with one attach type only
+// (AttachTPBTF or AttachRawTP).
+func OpenAttach(attach string) (*Tracer, error) {
+	_ = rlimit.RemoveMemlock()
+	switch attach {
+	case AttachTPBTF:
+		return open(AttachTPBTF, "ltb_")
+	case AttachRawTP:
+		return open(AttachRawTP, "ltr_")
+	}
+	return nil, fmt.Errorf("unknown attach type %q", attach)
+}
+
+// Open loads and attaches the program, trying tp_btf first and raw_tp second.
+func Open() (*Tracer, error) {
+	_ = rlimit.RemoveMemlock() // only matters before 5.11 (memcg accounting)
+	t, errBTF := open(AttachTPBTF, "ltb_")
+	if errBTF == nil {
+		return t, nil
+	}
+	t, errRaw := open(AttachRawTP, "ltr_")
+	if errRaw == nil {
+		return t, nil
+	}
+	return nil, fmt.Errorf("load run-queue latency BPF: %w", errors.Join(errBTF, errRaw))
+}
+
+func open(attach, prefix string) (*Tracer, error) {
+	spec, err := loadRunqlat()
+	if err != nil {
+		return nil, err
+	}
+	keep := map[string]string{prefix + "wakeup": "wakeup", prefix + "wakeup_new": "wakeup_new", prefix + "switch": "switch"}
+	progs := map[string]*ebpf.ProgramSpec{}
+	for name, ps := range spec.Programs {
+		if short, ok := keep[name]; ok {
+			progs[short] = ps
+		}
+	}
+	spec.Programs = progs
+	var objs objects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return nil, fmt.Errorf("%s: %w", attach, err)
+	}
+	t := &Tracer{attach: attach, hists: objs.Hists, maxes: objs.Maxes, start: objs.Start,
+		progs: []*ebpf.Program{objs.Wakeup, objs.WakeupNew, objs.Switch}}
+	for i, p := range t.progs {
+		l, err := attachOne(attach, tracepoints[i], p)
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("%s attach %s: %w", attach, tracepoints[i], err)
+		}
+		t.links = append(t.links, l)
+	}
+	return t, nil
+}
+
+func attachOne(attach, tp string, p *ebpf.Program) (link.Link, error) {
+	if attach == AttachTPBTF {
+		return link.AttachTracing(link.TracingOptions{Program: p})
+	}
+	return link.AttachRawTracepoint(link.RawTracepointOptions{Name: tp, Program: p})
+}
+
+// Attach says how the program is attached (tp_btf or raw_tp).
+func (t *Tracer) Attach() string { return t.attach }
+
+// Programs returns the loaded programs (for cost accounting in benchmarks).
+func (t *Tracer) Programs() []*ebpf.Program { return t.progs }
+
+// Read returns every possible CPU's cumulative histogram and the largest
+// latency since the previous Read, which it resets.
+func (t *Tracer) Read() ([]CPUHist, error) {
+	var hs []runqlatHist
+	if err := t.hists.Lookup(uint32(0), &hs); err != nil {
+		return nil, fmt.Errorf("read histogram map: %w", err)
+	}
+	var maxes []uint64
+	if err := t.maxes.Lookup(uint32(0), &maxes); err != nil {
+		return nil, fmt.Errorf("read max map: %w", err)
+	}
+	if err := t.maxes.Update(uint32(0), make([]uint64, len(maxes)), ebpf.UpdateExist); err != nil {
+		return nil, fmt.Errorf("reset max map: %w", err)
+	}
+	out := make([]CPUHist, len(hs))
+	for i := range hs {
+		out[i].Slots = hs[i].Slots
+		if i < len(maxes) {
+			out[i].MaxNs = maxes[i]
+		}
+	}
+	return out, nil
+}
+
+// Close detaches and unloads everything.
+func (t *Tracer) Close() error {
+	var errs []error
+	for _, l := range t.links {
+		errs = append(errs, l.Close())
+	}
+	for _, p := range t.progs {
+		if p != nil {
+			errs = append(errs, p.Close())
+		}
+	}
+	for _, m := range []*ebpf.Map{t.hists, t.maxes, t.start} {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
