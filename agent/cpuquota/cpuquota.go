@@ -1,0 +1,178 @@
+// Package cpuquota removes CFS bandwidth limits from the pods that opt in:
+// cgroup v1 cpu.cfs_quota_us = -1, cgroup v2 cpu.max = "max <period>", at pod
+// AND container level (removing only the container's limit still throttles
+// at the pod). It turns opted-in pods into knobs; the plan/journal machinery
+// applies, re-asserts and reverts them. It also reads cpu.stat throttling.
+package cpuquota
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/kerr"
+	"latencytier.io/latencytier/agent/knob"
+	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// Files holding the limit.
+const (
+	QuotaFileV1 = "cpu.cfs_quota_us"
+	MaxFileV2   = "cpu.max"
+	// Unlimited is the v1 "no limit" quota.
+	Unlimited = "-1"
+)
+
+// Knobs returns, for every opted-in pod, one knob for the pod cgroup followed
+// by one per container cgroup, each removing the limit.
+//
+// Order: pod first, containers after, so a revert (reverse order) restores
+// the containers while the pod is still unlimited and the pod last. In cgroup
+// v1 the kernel rejects a quota (per period) above the parent's; a child at
+// -1 inherits the parent's. Applying: writing -1 is always legal. Reverting:
+// each container goes back under an unlimited pod (always legal), then the
+// pod goes back to a quota that the original containers already satisfied
+// (kubelet and the runtime only ever create children within the pod's
+// limit). Cgroup v2 has no such rule; the same order is used.
+//
+// A pod whose cgroup cannot be found, or whose cgroup has no cpu controller,
+// yields a SettingResult instead of knobs; only a host without any cgroup
+// filesystem is an error.
+func Knobs(root *host.Root, pods []podcgroup.Pod, opts ...podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, error) {
+	if _, _, err := podcgroup.ControllerDir(root, "cpu"); err != nil {
+		return nil, nil, fmt.Errorf("finding the cpu controller: %w", err)
+	}
+	var knobs []knob.Knob
+	var results []v1alpha1.SettingResult
+	for _, p := range pods {
+		if !p.OptedIn {
+			continue
+		}
+		k, res := podKnobs(root, p, opts)
+		knobs = append(knobs, k...)
+		results = append(results, res...)
+	}
+	return knobs, results, nil
+}
+
+// PodID is the setting name of a pod's quota knob.
+func PodID(p podcgroup.Pod) string { return "cpuquota/" + p.Namespace + "/" + p.Name }
+
+func podKnobs(root *host.Root, p podcgroup.Pod, opts []podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult) {
+	id := PodID(p)
+	dirs, err := podcgroup.Find(root, p.UID, opts...)
+	if errors.Is(err, podcgroup.ErrNotFound) {
+		return nil, []v1alpha1.SettingResult{{Setting: id, State: v1alpha1.SettingFailed,
+			Message: fmt.Sprintf("no cgroup for pod uid %s (searched cgroupfs and systemd layouts, all QoS classes): the pod has not started here yet, or kubelet uses another cgroup root", p.UID)}}
+	}
+	if err != nil {
+		return nil, []v1alpha1.SettingResult{{Setting: id, State: v1alpha1.SettingFailed, Message: err.Error()}}
+	}
+	var knobs []knob.Knob
+	var results []v1alpha1.SettingResult
+	add := func(kid, dir string) {
+		k, err := dirKnob(root, dirs.Version, kid, dir)
+		if err != nil {
+			results = append(results, failure(kid, err))
+			return
+		}
+		knobs = append(knobs, k)
+	}
+	add(id, dirs.Pod)
+	for _, c := range dirs.Containers {
+		add(id+"/"+podcgroup.ShortID(podcgroup.ContainerID(c)), c)
+	}
+	return knobs, results
+}
+
+func failure(id string, err error) v1alpha1.SettingResult {
+	state := v1alpha1.SettingFailed
+	if kerr.ClassOf(err) == kerr.Unsupported {
+		state = v1alpha1.SettingUnsupported
+	}
+	return v1alpha1.SettingResult{Setting: id, State: state, Message: err.Error()}
+}
+
+// dirKnob builds the knob removing the limit of one cgroup directory.
+func dirKnob(root *host.Root, version int, id, dir string) (knob.Knob, error) {
+	if version == 1 {
+		path := filepath.Join(dir, QuotaFileV1)
+		if !root.Exists(path) {
+			return knob.Knob{}, kerr.Classify("read", path, fmt.Errorf("cpu controller has no CFS bandwidth file: %w", errNotExist))
+		}
+		return knob.Knob{ID: id, Path: path, Desired: Unlimited, Equal: EqualV1}, nil
+	}
+	path := filepath.Join(dir, MaxFileV2)
+	cur, err := root.ReadString(path)
+	if err != nil {
+		return knob.Knob{}, kerr.Classify("read", path, fmt.Errorf("cpu controller not enabled for this cgroup: %w", err))
+	}
+	_, period, err := ParseMax(cur)
+	if err != nil {
+		return knob.Knob{}, kerr.Classify("read", path, err)
+	}
+	return knob.Knob{ID: id, Path: path, Desired: "max " + strconv.FormatInt(period, 10), Equal: EqualV2}, nil
+}
+
+// EqualV1 compares cpu.cfs_quota_us values numerically; every negative
+// quota means unlimited.
+func EqualV1(actual, want string) bool {
+	a, errA := strconv.ParseInt(strings.TrimSpace(actual), 10, 64)
+	w, errW := strconv.ParseInt(strings.TrimSpace(want), 10, 64)
+	if errA != nil || errW != nil {
+		return strings.TrimSpace(actual) == strings.TrimSpace(want)
+	}
+	if a < 0 && w < 0 {
+		return true
+	}
+	return a == w
+}
+
+// EqualV2 compares cpu.max values. Two unlimited values are equal whatever
+// their periods (a period without a quota limits nothing, so a period
+// change alone is not drift); limited values must match in quota and period.
+// A value without a period ("max") matches on quota alone.
+func EqualV2(actual, want string) bool {
+	qa, pa, errA := parseMax(actual)
+	qw, pw, errW := parseMax(want)
+	if errA != nil || errW != nil {
+		return strings.TrimSpace(actual) == strings.TrimSpace(want)
+	}
+	if qa != qw {
+		return false
+	}
+	return qa < 0 || pa == 0 || pw == 0 || pa == pw
+}
+
+// ParseMax parses a cgroup v2 cpu.max value "<quota|max> <period>". quota is
+// -1 for max. The period is required.
+func ParseMax(s string) (quota, period int64, err error) {
+	q, p, err := parseMax(s)
+	if err == nil && p == 0 {
+		err = fmt.Errorf("cpu.max %q has no period", s)
+	}
+	return q, p, err
+}
+
+func parseMax(s string) (quota, period int64, err error) {
+	f := strings.Fields(s)
+	if len(f) < 1 || len(f) > 2 {
+		return 0, 0, fmt.Errorf("malformed cpu.max %q", s)
+	}
+	quota = -1
+	if f[0] != "max" {
+		if quota, err = strconv.ParseInt(f[0], 10, 64); err != nil || quota < 0 {
+			return 0, 0, fmt.Errorf("malformed cpu.max quota %q", s)
+		}
+	}
+	if len(f) == 2 {
+		if period, err = strconv.ParseInt(f[1], 10, 64); err != nil || period <= 0 {
+			return 0, 0, fmt.Errorf("malformed cpu.max period %q", s)
+		}
+	}
+	return quota, period, nil
+}
