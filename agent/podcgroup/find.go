@@ -96,6 +96,12 @@ func v1Mounts(controller string) []string {
 // kubepods), and lists its container cgroups. It returns ErrNotFound
 // (wrapped) when the pod has no cgroup.
 func Find(root *host.Root, uid string, opts ...Option) (*Dirs, error) {
+	return FindIn(root, "cpu", uid, opts...)
+}
+
+// FindIn is Find in another controller's hierarchy ("cpuset"); in cgroup v2
+// every controller shares the unified tree and FindIn equals Find.
+func FindIn(root *host.Root, controller, uid string, opts ...Option) (*Dirs, error) {
 	o := options{kubepods: DefaultKubepods}
 	for _, f := range opts {
 		f(&o)
@@ -103,7 +109,7 @@ func Find(root *host.Root, uid string, opts ...Option) (*Dirs, error) {
 	if uid == "" || strings.ContainsAny(uid, "/.") {
 		return nil, fmt.Errorf("invalid pod uid %q", uid)
 	}
-	base, version, err := ControllerDir(root, "cpu")
+	base, version, err := ControllerDir(root, controller)
 	if err != nil {
 		return nil, err
 	}

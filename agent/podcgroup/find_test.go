@@ -260,3 +260,18 @@ func TestOptedIn(t *testing.T) {
 		}
 	}
 }
+
+func TestFindInCpuset(t *testing.T) {
+	dir := t.TempDir()
+	mkfiles(t, dir,
+		"sys/fs/cgroup/cpu/kubepods/pod"+uid+"/"+cid+"/",
+		"sys/fs/cgroup/cpuset/kubepods/pod"+uid+"/"+cid+"/",
+	)
+	d, err := FindIn(host.New(dir), "cpuset", uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "sys/fs/cgroup/cpuset/kubepods/pod"+uid); d.Pod != want || len(d.Containers) != 1 {
+		t.Fatalf("FindIn(cpuset) = %+v; want pod %s", d, want)
+	}
+}
