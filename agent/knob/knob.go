@@ -32,6 +32,21 @@ type Knob struct {
 	// means the kernel will not move this value (managed or per-CPU IRQs):
 	// reported Immovable, not Failed.
 	RefusalIsImmovable bool
+	// Restore, when set, turns the value read from Path before the first
+	// write into the value that writes it back; the journal should record
+	// Restore(original) as the original. Files whose read format is not
+	// their write format need it: cgroup v2 cgroup.subtree_control reads
+	// "cpu io memory" but takes "+cpuset" / "-cpuset". Equal must accept
+	// both forms. Optional.
+	Restore func(read string) string
+}
+
+// RestoreValue is the value that puts back what was read from Path.
+func (k Knob) RestoreValue(read string) string {
+	if k.Restore != nil {
+		return k.Restore(read)
+	}
+	return read
 }
 
 // Verified reports whether a value read from VerifyPath satisfies want.
