@@ -1,0 +1,99 @@
+package cpuset
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+
+	"latencytier.io/latencytier/agent/host"
+)
+
+// CPU manager policies kubelet writes to cpu_manager_state.
+const (
+	PolicyNone   = "none"
+	PolicyStatic = "static"
+)
+
+// CPUManagerState is kubelet's /var/lib/kubelet/cpu_manager_state.
+type CPUManagerState struct {
+	// PolicyName is "none" or "static".
+	PolicyName string
+	// DefaultCPUSet is the shared pool (static policy).
+	DefaultCPUSet cpuset.CPUSet
+	// Entries maps pod UID → container name → exclusive CPUs.
+	Entries map[string]map[string]cpuset.CPUSet
+}
+
+// OwnsPlacement reports whether kubelet's CPU manager sets container
+// cpusets itself. The static policy does, for every container: exclusive
+// CPUs for Guaranteed integer-CPU containers, the shared pool for the rest,
+// re-written on each reconcile. Any policy but "none" is treated as owning.
+func (s *CPUManagerState) OwnsPlacement() bool {
+	return s != nil && s.PolicyName != "" && s.PolicyName != PolicyNone
+}
+
+// PodCPUs returns the union of a pod's exclusive CPUs and whether it has any.
+func (s *CPUManagerState) PodCPUs(uid string) (cpuset.CPUSet, bool) {
+	if s == nil {
+		return cpuset.New(), false
+	}
+	var out cpuset.CPUSet
+	for _, c := range s.Entries[uid] {
+		out = out.Union(c)
+	}
+	return out, len(s.Entries[uid]) > 0
+}
+
+type stateFile struct {
+	PolicyName    string                       `json:"policyName"`
+	DefaultCPUSet string                       `json:"defaultCpuSet"`
+	Entries       map[string]map[string]string `json:"entries,omitempty"`
+	Checksum      uint64                       `json:"checksum"`
+}
+
+// ReadCPUManagerState parses kubelet's cpu_manager_state under the host
+// root. A missing file (no kubelet, or a kubelet that never started its CPU
+// manager) gives nil state and nil error: nothing owns placement.
+func ReadCPUManagerState(root *host.Root) (*CPUManagerState, error) {
+	path := root.KubeletDir("cpu_manager_state")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ParseCPUManagerState(b)
+}
+
+// ParseCPUManagerState parses the file's JSON.
+func ParseCPUManagerState(b []byte) (*CPUManagerState, error) {
+	var f stateFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("parsing kubelet cpu_manager_state: %w", err)
+	}
+	if f.PolicyName == "" {
+		return nil, fmt.Errorf("kubelet cpu_manager_state has no policyName")
+	}
+	def, err := cpuset.Parse(strings.TrimSpace(f.DefaultCPUSet))
+	if err != nil {
+		return nil, fmt.Errorf("kubelet cpu_manager_state defaultCpuSet: %w", err)
+	}
+	s := &CPUManagerState{PolicyName: f.PolicyName, DefaultCPUSet: def, Entries: map[string]map[string]cpuset.CPUSet{}}
+	for uid, containers := range f.Entries {
+		s.Entries[uid] = map[string]cpuset.CPUSet{}
+		for name, list := range containers {
+			c, err := cpuset.Parse(strings.TrimSpace(list))
+			if err != nil {
+				return nil, fmt.Errorf("kubelet cpu_manager_state entry %s/%s: %w", uid, name, err)
+			}
+			s.Entries[uid][name] = c
+		}
+	}
+	return s, nil
+}
