@@ -1,0 +1,286 @@
+// Package measure measures what a latency-tier node delivers: run-queue
+// latency (eBPF on sched_wakeup/sched_wakeup_new/sched_switch, like runqlat,
+// with per-task schedstat run_delay and PSI as the fallback where BPF is not
+// allowed), CFS throttling per pod from cgroup cpu.stat, and the field notes'
+// diagnostic findings, and judges them against the profile's latency budget.
+// A Measurer is started once and collected every interval; each Result
+// covers the window since the previous Collect.
+package measure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/measure/bpf"
+	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// Input is what a Collect needs from the agent: the node's resolved tuning
+// and the pods running on the node.
+type Input struct {
+	Tuning v1alpha1.TuningSpec
+	Pods   []podcgroup.Pod
+}
+
+// Result is one window's measurement, shaped for LatencyNode status.
+type Result struct {
+	// Latency is nil when measurement is disabled or no source produced
+	// numbers in this window.
+	Latency *v1alpha1.LatencyStatus
+	// RunQueueP99 is the node-wide p99 (nil when not measured).
+	RunQueueP99 *metav1.Duration
+	// Throttling lists pods with a CFS limit or opted in, most throttled first.
+	Throttling []v1alpha1.PodThrottling
+	// ThrottledRatio is the highest ratio in Throttling ("" when no pod).
+	ThrottledRatio string
+	// Findings are diagnostics with evidence, most severe first.
+	Findings []v1alpha1.Finding
+	// Budget is the WithinBudget condition (the caller sets transition times).
+	Budget metav1.Condition
+	// Hists are the full-resolution histograms per class, for the CLI.
+	Hists map[string]*Hist `json:"-"`
+}
+
+// Attach modes for WithAttach.
+const (
+	AttachAuto  = ""
+	AttachTPBTF = bpf.AttachTPBTF
+	AttachRawTP = bpf.AttachRawTP
+	AttachNone  = "none"
+)
+
+// Option configures a Measurer.
+type Option func(*Measurer)
+
+// WithAttach forces an attach type (tp_btf, raw_tp) or none (schedstat only).
+func WithAttach(a string) Option { return func(m *Measurer) { m.attach = a } }
+
+// WithPodcgroup passes options to podcgroup.Find (tests use their own
+// kubepods name).
+func WithPodcgroup(opts ...podcgroup.Option) Option {
+	return func(m *Measurer) { m.thr.opts = opts }
+}
+
+// Measurer owns the BPF program and the previous counters of every source.
+type Measurer struct {
+	root   *host.Root
+	log    logr.Logger
+	attach string
+
+	mu       sync.Mutex
+	started  bool
+	bpfSrc   *bpfSource
+	bpfErr   error
+	sched    *schedstatSource
+	thr      throttler
+	irqs     counterTable
+	softirqs counterTable
+	haveIRQ  bool
+	haveSoft bool
+	last     time.Time
+}
+
+// New returns a Measurer reading the host through root.
+func New(root *host.Root, log logr.Logger, opts ...Option) *Measurer {
+	m := &Measurer{root: root, log: log, thr: throttler{root: root}}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
+}
+
+// Start loads the BPF program (tp_btf where the kernel has it, raw_tp
+// otherwise) and takes the baselines. Where BPF is not allowed it records
+// why and measures with schedstat and PSI instead; that is not an error.
+func (m *Measurer) Start(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started {
+		return errors.New("measurer already started")
+	}
+	m.started = true
+	if err := m.startBPF(); err != nil {
+		m.bpfErr = err
+		m.log.Info("Fell back to schedstat and PSI for run-queue latency", "reason", err.Error())
+	} else {
+		m.log.Info("Attached run-queue latency BPF program", "attach", m.bpfSrc.t.Attach())
+	}
+	m.sched = &schedstatSource{root: m.root}
+	if m.bpfSrc == nil {
+		_, _ = m.sched.perCPU() // baseline
+	}
+	m.readCounters()
+	m.last = time.Now()
+	return nil
+}
+
+func (m *Measurer) startBPF() error {
+	var t *bpf.Tracer
+	var err error
+	switch m.attach {
+	case AttachNone:
+		return errors.New("BPF disabled by configuration")
+	case AttachAuto:
+		t, err = bpf.Open()
+	default:
+		t, err = bpf.OpenAttach(m.attach)
+	}
+	if err != nil {
+		return err
+	}
+	m.bpfSrc = &bpfSource{t: t}
+	_, err = m.bpfSrc.perCPU() // baseline
+	return err
+}
+
+// Source says where run-queue latency comes from: "EBPF (raw_tp)", or
+// "Schedstat" with the reason BPF is not used.
+func (m *Measurer) Source() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.bpfSrc != nil {
+		return SourceEBPF + " (" + m.bpfSrc.t.Attach() + ")"
+	}
+	if m.bpfErr != nil {
+		return SourceSchedstat + " (BPF unavailable: " + m.bpfErr.Error() + ")"
+	}
+	return SourceSchedstat
+}
+
+// Tracer returns the BPF tracer (nil on the fallback), for cost accounting.
+func (m *Measurer) Tracer() *bpf.Tracer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.bpfSrc == nil {
+		return nil
+	}
+	return m.bpfSrc.t
+}
+
+// Collect summarises the window since the previous Collect (or Start).
+// Problems with one source are logged and leave its part of the Result
+// empty; only a Measurer that was never started is an error.
+func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.started {
+		return nil, errors.New("measurer not started")
+	}
+	now := time.Now()
+	window := now.Sub(m.last)
+	m.last = now
+	cls := classesOf(in.Tuning)
+	res := &Result{}
+
+	if hs := m.latency(in.Tuning, cls); hs != nil {
+		res.Hists = hs.hists
+		res.Latency = &v1alpha1.LatencyStatus{
+			Source:     hs.source,
+			Window:     &metav1.Duration{Duration: window.Round(time.Millisecond)},
+			MeasuredAt: &metav1.Time{Time: now},
+			Classes:    classLatencies(hs.hists),
+		}
+		res.Latency.PSICPUSomeAvg10, _ = psiSomeAvg10(m.root.Proc("pressure", "cpu"))
+		if p99 := res.Latency.Classes[0].P99; p99 != nil {
+			res.RunQueueP99 = p99.DeepCopy()
+		}
+	}
+
+	throttles, err := m.thr.collect(in.Pods)
+	if err != nil {
+		m.log.V(1).Info("Read no pod throttling", "reason", err.Error())
+	}
+	list, highest, highestOptedIn := podThrottlings(throttles)
+	res.Throttling = list
+	if len(throttles) > 0 {
+		res.ThrottledRatio = FormatRatio(highest)
+	}
+
+	prevIRQ, prevSoft, hadIRQ, hadSoft := m.irqs, m.softirqs, m.haveIRQ, m.haveSoft
+	m.readCounters()
+	c := &checker{root: m.root, in: in, cls: cls, throttles: throttles,
+		irqs: [2]counterTable{prevIRQ, m.irqs}, softirqs: [2]counterTable{prevSoft, m.softirqs},
+		haveIRQs: hadIRQ && m.haveIRQ, haveSoft: hadSoft && m.haveSoft}
+	res.Findings = c.findings()
+
+	res.Budget = budgetCondition(budgetInput{
+		budget: in.Tuning.LatencyBudget, p99: res.RunQueueP99,
+		throttled: highestOptedIn, throttledPod: mostThrottledOptedIn(throttles),
+	})
+	return res, nil
+}
+
+type latencyHists struct {
+	source string
+	hists  map[string]*Hist
+}
+
+// latency reads the source the tuning asks for; nil when measurement is
+// disabled or the source has nothing for this window.
+func (m *Measurer) latency(t v1alpha1.TuningSpec, cls cpuClasses) *latencyHists {
+	want := v1alpha1.MeasurementAuto
+	if t.Measurement != nil && t.Measurement.Source != "" {
+		want = t.Measurement.Source
+	}
+	var fromBPF []Hist
+	var bpfErr error
+	if m.bpfSrc != nil {
+		fromBPF, bpfErr = m.bpfSrc.perCPU() // always read, so windows stay aligned
+	}
+	useBPF := m.bpfSrc != nil && (want == v1alpha1.MeasurementAuto || want == v1alpha1.MeasurementEBPF)
+	switch {
+	case want == v1alpha1.MeasurementDisabled:
+		return nil
+	case useBPF && bpfErr == nil:
+		return &latencyHists{source: SourceEBPF, hists: byClass(fromBPF, cls)}
+	case useBPF:
+		m.log.Info("Read no BPF histogram", "reason", bpfErr.Error())
+		return nil
+	case want == v1alpha1.MeasurementEBPF:
+		m.log.V(1).Info("Measured no run-queue latency: source EBPF asked for but unavailable", "reason", fmt.Sprint(m.bpfErr))
+		return nil
+	}
+	perCPU, err := m.sched.perCPU()
+	if err != nil {
+		m.log.V(1).Info("Read no schedstat window", "reason", err.Error())
+		return nil
+	}
+	return &latencyHists{source: SourceSchedstat, hists: byClass(perCPU, cls)}
+}
+
+func (m *Measurer) readCounters() {
+	var err error
+	m.irqs, err = readCounterTable(m.root.Proc("interrupts"))
+	m.haveIRQ = err == nil
+	m.softirqs, err = readCounterTable(m.root.Proc("softirqs"))
+	m.haveSoft = err == nil
+}
+
+func mostThrottledOptedIn(ps []podThrottle) string {
+	for _, p := range ps { // sorted most throttled first
+		if p.pod.OptedIn && p.delta.throttled > 0 {
+			return p.pod.Namespace + "/" + p.pod.Name
+		}
+	}
+	return ""
+}
+
+// Close unloads the BPF program.
+func (m *Measurer) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.bpfSrc == nil {
+		return nil
+	}
+	err := m.bpfSrc.t.Close()
+	m.bpfSrc = nil
+	return err
+}

@@ -1,0 +1,170 @@
+package measure
+
+import (
+	"cmp"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latencytier.io/latencytier/agent/cpuquota"
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// MaxThrottling bounds status.throttling.
+const MaxThrottling = 32
+
+// cpuStat is one cgroup's cumulative cpu.stat throttling counters.
+type cpuStat struct {
+	periods, throttled int64
+	time               time.Duration
+}
+
+func (c cpuStat) sub(o cpuStat) cpuStat {
+	return cpuStat{periods: c.periods - o.periods, throttled: c.throttled - o.throttled, time: c.time - o.time}
+}
+
+func (c cpuStat) ratio() float64 {
+	if c.periods <= 0 || c.throttled <= 0 {
+		return 0
+	}
+	return float64(c.throttled) / float64(c.periods)
+}
+
+// FormatRatio renders a ratio the way status carries it ("0.0123").
+func FormatRatio(r float64) string {
+	return strconv.FormatFloat(r, 'f', 4, 64)
+}
+
+// podThrottle is one pod's throttling over the window, with the cgroup
+// level (pod or a container) that throttled most.
+type podThrottle struct {
+	pod   podcgroup.Pod
+	delta cpuStat
+}
+
+// throttler keeps each pod cgroup's previous cpu.stat.
+type throttler struct {
+	root *host.Root
+	opts []podcgroup.Option
+	prev map[string]cpuStat // by cgroup dir
+}
+
+// collect returns, for each pod with a CFS limit or opted in, its throttling
+// since the previous collect. A pod seen for the first time only sets its
+// baseline.
+func (t *throttler) collect(pods []podcgroup.Pod) ([]podThrottle, error) {
+	cur := map[string]cpuStat{}
+	var out []podThrottle
+	var errs []error
+	for _, p := range pods {
+		dirs, err := podcgroup.Find(t.root, p.UID, t.opts...)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !p.OptedIn && !hasLimit(dirs) {
+			continue
+		}
+		pt, seen := t.podDelta(p, dirs, cur)
+		if seen {
+			out = append(out, pt)
+		}
+	}
+	t.prev = cur
+	sortThrottles(out)
+	if len(errs) > 0 && len(out) == 0 && len(errs) == len(pods) {
+		return out, fmt.Errorf("no pod cgroup found: %w", errs[0])
+	}
+	return out, nil
+}
+
+// podDelta reads cpu.stat of the pod and its containers and keeps the level
+// with the highest throttled ratio (the pod's own on a tie).
+func (t *throttler) podDelta(p podcgroup.Pod, dirs *podcgroup.Dirs, cur map[string]cpuStat) (podThrottle, bool) {
+	best := podThrottle{pod: p}
+	seen := false
+	for _, dir := range append([]string{dirs.Pod}, dirs.Containers...) {
+		periods, throttled, tt, err := cpuquota.Stat(dir)
+		if err != nil {
+			continue
+		}
+		st := cpuStat{periods: periods, throttled: throttled, time: tt}
+		cur[dir] = st
+		old, ok := t.prev[dir]
+		if !ok {
+			continue
+		}
+		d := st.sub(old)
+		if !seen || d.ratio() > best.delta.ratio() {
+			best.delta = d
+		}
+		seen = true
+	}
+	return best, seen
+}
+
+func sortThrottles(ps []podThrottle) {
+	slices.SortStableFunc(ps, func(a, b podThrottle) int {
+		if c := cmp.Compare(b.delta.ratio(), a.delta.ratio()); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.delta.time, a.delta.time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.pod.Namespace+"/"+a.pod.Name, b.pod.Namespace+"/"+b.pod.Name)
+	})
+}
+
+// hasLimit reports whether the pod or one of its containers has a CFS quota.
+func hasLimit(d *podcgroup.Dirs) bool {
+	for _, dir := range append([]string{d.Pod}, d.Containers...) {
+		if dirHasLimit(d.Version, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+func dirHasLimit(version int, dir string) bool {
+	if version == 2 {
+		s, err := readTrim(filepath.Join(dir, cpuquota.MaxFileV2))
+		if err != nil {
+			return false
+		}
+		q, _, err := cpuquota.ParseMax(s)
+		return err == nil && q >= 0
+	}
+	s, err := readTrim(filepath.Join(dir, cpuquota.QuotaFileV1))
+	return err == nil && s != cpuquota.Unlimited
+}
+
+// podThrottlings renders the status list (most throttled first, bounded) and
+// the highest ratio of all and of opted-in pods.
+func podThrottlings(ps []podThrottle) (list []v1alpha1.PodThrottling, highest, highestOptedIn float64) {
+	for i, p := range ps {
+		r := p.delta.ratio()
+		highest = max(highest, r)
+		if p.pod.OptedIn {
+			highestOptedIn = max(highestOptedIn, r)
+		}
+		if i >= MaxThrottling {
+			continue
+		}
+		list = append(list, v1alpha1.PodThrottling{
+			Namespace:     p.pod.Namespace,
+			Name:          p.pod.Name,
+			OptedIn:       p.pod.OptedIn,
+			Periods:       p.delta.periods,
+			Throttled:     p.delta.throttled,
+			Ratio:         FormatRatio(r),
+			ThrottledTime: &metav1.Duration{Duration: p.delta.time},
+		})
+	}
+	return list, highest, highestOptedIn
+}
