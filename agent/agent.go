@@ -1,12 +1,197 @@
-// Package agent is the latencytier node agent.
+// Package agent is the latencytier node agent's command line: the
+// long-running agent (agent/loop) and the one-shot subcommands an SRE or a
+// benchmark uses on a single host: plan (dry run), apply and revert. The
+// one-shot apply journals exactly like the loop, so a later revert (by the
+// CLI or by the agent) restores the same originals.
 package agent
 
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/agent/apply"
+	"latencytier.io/latencytier/agent/desired"
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/loop"
+	"latencytier.io/latencytier/agent/sysctl"
 )
 
-// Main runs "latencytier agent [plan] ...". Placeholder until the agent issue lands.
+const usage = `Usage:
+  latencytier agent --node-name N [--host-root /] [--kubeconfig FILE] [--resync 30s]
+  latencytier agent plan --node-spec FILE [--host-root /]     print what would change; writes nothing
+  latencytier agent apply --node-spec FILE [--host-root /]    apply once (journaled)
+  latencytier agent revert [--host-root /]                    restore every journaled original
+The node-spec FILE is a LatencyNode YAML or just its spec.
+`
+
+// crashHook is set by the crash-safety test in its child process only.
+var crashHook func(stage apply.Stage, id string)
+
+// Main runs "latencytier agent [plan|apply|revert] ...".
 func Main(ctx context.Context, args []string) error {
-	return errors.New("agent is not implemented yet")
+	if len(args) > 0 {
+		switch args[0] {
+		case "plan":
+			return oneShot(ctx, "plan", args[1:], os.Stdout)
+		case "apply":
+			return oneShot(ctx, "apply", args[1:], os.Stdout)
+		case "revert":
+			return oneShot(ctx, "revert", args[1:], os.Stdout)
+		case "help", "-h", "--help":
+			fmt.Print(usage)
+			return nil
+		}
+	}
+	return runLoop(ctx, args)
+}
+
+func runLoop(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	var o loop.Options
+	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (the LatencyNode to watch)")
+	hostRoot := fs.String("host-root", "/", "the host's filesystem root (/host in the DaemonSet)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (in-cluster config when empty)")
+	fs.DurationVar(&o.Resync, "resync", 30*time.Second, "how often to re-check the host for drift")
+	verbosity := fs.Int("v", 0, "log verbosity")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.NodeName == "" {
+		return errors.New("agent: --node-name (or NODE_NAME) is required")
+	}
+	o.Root = host.New(*hostRoot)
+	o.Log = newLogger(os.Stderr, *verbosity)
+	return loop.Run(ctx, o)
+}
+
+func newLogger(w io.Writer, v int) logr.Logger {
+	return funcr.NewJSON(func(obj string) { fmt.Fprintln(w, obj) }, funcr.Options{Verbosity: v, LogTimestamp: true})
+}
+
+func oneShot(ctx context.Context, cmd string, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("agent "+cmd, flag.ContinueOnError)
+	specFile := fs.String("node-spec", "", "LatencyNode YAML (or just its spec)")
+	hostRoot := fs.String("host-root", "/", "the host's filesystem root")
+	verbosity := fs.Int("v", 0, "log verbosity")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	root := host.New(*hostRoot)
+	eng := &apply.Engine{Root: root, Log: newLogger(os.Stderr, *verbosity), Hook: crashHook}
+	if cmd == "revert" {
+		return revert(eng, out)
+	}
+	if *specFile == "" {
+		return fmt.Errorf("agent %s: --node-spec is required", cmd)
+	}
+	spec, err := loop.LoadSpecFile(*specFile)
+	if err != nil {
+		return err
+	}
+	if spec.Action == v1alpha1.ActionRevert {
+		if cmd == "plan" {
+			return previewRevert(root, out)
+		}
+		return revert(eng, out)
+	}
+	if cmd == "plan" {
+		return preview(root, eng, spec, out)
+	}
+	return applyOnce(ctx, eng, spec, out)
+}
+
+func preview(root *host.Root, eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, out io.Writer) error {
+	layout, _ := sysctl.Probe(root, false)
+	st := desired.Render(root, layout, spec.Tuning, nil)
+	d, err := eng.Preview(st.Knobs)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	if layout.DebugfsMissing {
+		fmt.Fprintf(out, "note: debugfs is not mounted at %s; apply mounts it to reach the sched knobs\n", root.Sys("kernel", "debug"))
+	}
+	for _, o := range d.Orphans {
+		fmt.Fprintf(out, "RESTORE      %-40s -> %q (no longer in the spec)\n", o.ID, o.Original)
+	}
+	for _, c := range d.Plan.Changes {
+		fmt.Fprintf(out, "CHANGE       %-40s %q -> %q  (%s)\n", c.Knob.ID, c.From, c.Knob.Desired, c.Knob.Path)
+	}
+	printResults(out, d.Plan.Settled)
+	printResults(out, st.Results)
+	for _, f := range st.Findings {
+		fmt.Fprintf(out, "FINDING      %s: %s\n", f.Type, f.Message)
+	}
+	fmt.Fprintf(out, "%d change(s), %d restore(s); nothing was written\n", len(d.Plan.Changes), len(d.Orphans))
+	return nil
+}
+
+func previewRevert(root *host.Root, out io.Writer) error {
+	fmt.Fprintf(out, "the spec says Revert: `latencytier agent revert --host-root %s` restores the journal\n", root.Dir())
+	return nil
+}
+
+func applyOnce(ctx context.Context, eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, out io.Writer) error {
+	layout, perr := sysctl.Probe(eng.Root, true)
+	if perr != nil {
+		fmt.Fprintf(out, "note: %v\n", perr)
+	}
+	if layout.DebugfsMounted {
+		fmt.Fprintf(out, "note: mounted debugfs at %s to reach the sched knobs\n", eng.Root.Sys("kernel", "debug"))
+	}
+	st := desired.Render(eng.Root, layout, spec.Tuning, nil)
+	rep, err := eng.Apply(apply.Meta{Profile: spec.Profile, Generation: spec.ProfileGeneration}, st.Knobs)
+	printNotes(out, rep.Notes)
+	printResults(out, rep.Restored)
+	printResults(out, rep.Results)
+	printResults(out, st.Results)
+	for _, f := range st.Findings {
+		fmt.Fprintf(out, "FINDING      %s: %s\n", f.Type, f.Message)
+	}
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	fmt.Fprintf(out, "%d write(s); originals journaled in %s\n", rep.Written, eng.Root.StateDir())
+	_ = ctx
+	return nil
+}
+
+func revert(eng *apply.Engine, out io.Writer) error {
+	rep, err := eng.Revert()
+	printNotes(out, rep.Notes)
+	printResults(out, rep.Results)
+	if err != nil {
+		return fmt.Errorf("revert: %w", err)
+	}
+	if c := rep.Conflicts(); len(c) > 0 {
+		fmt.Fprintf(out, "%d restore(s); %d setting(s) left because someone else changed them\n", rep.Written, len(c))
+		return nil
+	}
+	fmt.Fprintf(out, "%d restore(s); journal cleared\n", rep.Written)
+	return nil
+}
+
+func printNotes(out io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(out, "note: %s\n", n)
+	}
+}
+
+func printResults(out io.Writer, rs []v1alpha1.SettingResult) {
+	for _, r := range rs {
+		line := fmt.Sprintf("%-12s %-40s desired=%q actual=%q", r.State, r.Setting, r.Desired, r.Actual)
+		if r.Message != "" {
+			line += "  " + r.Message
+		}
+		fmt.Fprintln(out, line)
+	}
 }

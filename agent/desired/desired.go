@@ -1,0 +1,109 @@
+// Package desired turns a LatencyNode's tuning (plus the pods on the node)
+// into the ordered knob list the engine applies, asking each setting package
+// in turn: scheduler knobs and sysctls, cpusets, IRQs, CPU quota. Settings the
+// node cannot take come back as results (Unsupported, Invalid), and things a
+// human should know (irqbalance running) as findings.
+package desired
+
+import (
+	"fmt"
+	"strconv"
+
+	"k8s.io/utils/cpuset"
+
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/agent/cpuquota"
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/irq"
+	"latencytier.io/latencytier/agent/knob"
+	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/sysctl"
+)
+
+// State is the rendered desired state of one node.
+type State struct {
+	// Knobs in apply order (revert walks them backwards).
+	Knobs []knob.Knob
+	// Results are settings that became no knob (Unsupported, Invalid, ...).
+	Results []v1alpha1.SettingResult
+	// Findings are diagnostics for status.
+	Findings []v1alpha1.Finding
+	// IRQBalancePID is a running irqbalance, 0 when none.
+	IRQBalancePID int
+}
+
+// Render builds the desired state. Order: scheduler and sysctls, cpusets,
+// IRQs, CPU quota.
+func Render(root *host.Root, layout sysctl.Layout, t v1alpha1.TuningSpec, pods []podcgroup.Pod) State {
+	var s State
+	k, r := sysctl.Knobs(root, layout, t.Scheduler, t.Sysctls)
+	s.add(k, r)
+	reserved, ok := s.reserved(t)
+	if ok {
+		s.add(cpusetKnobs(root, reserved))
+	}
+	if ok && irqWanted(t) {
+		s.irqs(root, reserved)
+	}
+	if t.CPUQuota != nil && t.CPUQuota.Policy != v1alpha1.CPUQuotaKeep {
+		s.quota(root, t.CPUQuota, pods)
+	}
+	return s
+}
+
+func (s *State) add(k []knob.Knob, r []v1alpha1.SettingResult) {
+	s.Knobs = append(s.Knobs, k...)
+	s.Results = append(s.Results, r...)
+}
+
+func (s *State) reserved(t v1alpha1.TuningSpec) (cpuset.CPUSet, bool) {
+	if t.CPUs == nil || t.CPUs.Reserved == nil {
+		return cpuset.New(), false
+	}
+	set, err := cpuset.Parse(*t.CPUs.Reserved)
+	if err != nil || set.IsEmpty() {
+		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpus/reserved", Desired: *t.CPUs.Reserved,
+			State: v1alpha1.SettingInvalid, Message: fmt.Sprintf("not a cpulist: %v", err)})
+		return cpuset.New(), false
+	}
+	return set, true
+}
+
+func irqWanted(t v1alpha1.TuningSpec) bool {
+	return t.IRQ != nil && t.IRQ.Affinity != v1alpha1.IRQAffinityUnchanged
+}
+
+func (s *State) irqs(root *host.Root, reserved cpuset.CPUSet) {
+	k, err := irq.Knobs(root, reserved)
+	if err != nil {
+		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "irq", Desired: reserved.String(),
+			State: v1alpha1.SettingFailed, Message: err.Error()})
+		return
+	}
+	s.Knobs = append(s.Knobs, k...)
+	if pid := irq.IRQBalance(root); pid != 0 {
+		s.IRQBalancePID = pid
+		s.Findings = append(s.Findings, v1alpha1.Finding{Type: "IRQBalanceRunning", Severity: "Warning",
+			Message: "irqbalance (pid " + strconv.Itoa(pid) + ") rewrites IRQ affinity every 10s and undoes the steering; " +
+				"ban the isolated CPUs (IRQBALANCE_BANNED_CPULIST) or stop it. The agent re-asserts on every pass."})
+	}
+}
+
+func (s *State) quota(root *host.Root, spec *v1alpha1.CPUQuotaSpec, pods []podcgroup.Pod) {
+	opted := make([]podcgroup.Pod, 0, len(pods))
+	for _, p := range pods {
+		p.OptedIn = p.OptedIn || podcgroup.OptedIn(p.Annotations, p.Labels, spec.PodSelector)
+		if p.OptedIn {
+			opted = append(opted, p)
+		}
+	}
+	if len(opted) == 0 {
+		return
+	}
+	k, r, err := cpuquota.Knobs(root, opted)
+	if err != nil {
+		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuquota", State: v1alpha1.SettingFailed, Message: err.Error()})
+		return
+	}
+	s.add(k, r)
+}

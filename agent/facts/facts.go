@@ -1,0 +1,147 @@
+// Package facts reads what status needs to know about the node's kernel:
+// release, scheduler class, cgroup mode and kubelet cgroup driver, online
+// CPUs, SMT siblings, and the isolation flags of the kernel command line,
+// and decides whether the profile's isolated CPUs need a reboot.
+package facts
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/utils/cpuset"
+
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/agent/host"
+)
+
+// IsolationFlags are the boot parameters full CPU isolation needs.
+var IsolationFlags = []string{"isolcpus", "nohz_full", "rcu_nocbs"}
+
+// Read gathers the kernel facts. eevdf comes from the sysctl probe;
+// debugfsMounted says the agent mounted debugfs.
+func Read(root *host.Root, eevdf, debugfsMounted bool) v1alpha1.KernelFacts {
+	f := v1alpha1.KernelFacts{DebugfsMounted: debugfsMounted, SchedulerClass: "CFS"}
+	if eevdf {
+		f.SchedulerClass = "EEVDF"
+	}
+	f.Version, _ = root.ReadString(root.Proc("sys", "kernel", "osrelease"))
+	f.CgroupMode = CgroupMode(root)
+	f.CgroupDriver = CgroupDriver(root)
+	f.OnlineCPUs, _ = root.ReadString(root.Sys("devices", "system", "cpu", "online"))
+	f.SMTSiblings = SMTSiblings(root)
+	if cmd, err := root.ReadString(root.Proc("cmdline")); err == nil {
+		f.CmdlineIsolation = Isolation(cmd)
+	}
+	return f
+}
+
+// CgroupMode is v2 (unified), hybrid (v1 controllers plus a unified
+// mount) or v1.
+func CgroupMode(root *host.Root) string {
+	var st unix.Statfs_t
+	if err := unix.Statfs(root.Cgroup(), &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return "v2"
+	}
+	if root.Exists(root.Cgroup("cgroup.controllers")) {
+		return "v2" // temp-dir roots: the v2 root marker file
+	}
+	if root.Exists(root.Cgroup("unified", "cgroup.controllers")) {
+		return "hybrid"
+	}
+	if root.Exists(root.Cgroup("cpu")) || root.Exists(root.Cgroup("cpuset")) {
+		return "v1"
+	}
+	return ""
+}
+
+// CgroupDriver infers kubelet's cgroup driver from the pod tree: systemd
+// names it kubepods.slice, cgroupfs kubepods. Empty when no tree exists.
+func CgroupDriver(root *host.Root) string {
+	for _, base := range []string{"", "cpu", "cpu,cpuacct", "cpuset", "systemd"} {
+		switch {
+		case root.Exists(root.Cgroup(base, "kubepods.slice")):
+			return "systemd"
+		case root.Exists(root.Cgroup(base, "kubepods")):
+			return "cgroupfs"
+		}
+	}
+	return ""
+}
+
+// SMTSiblings lists the thread groups that share a core, e.g. "0,4"; cores
+// with a single thread are left out.
+func SMTSiblings(root *host.Root) []string {
+	dirs, _ := os.ReadDir(root.Sys("devices", "system", "cpu"))
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range dirs {
+		if !strings.HasPrefix(d.Name(), "cpu") || strings.Trim(d.Name()[3:], "0123456789") != "" || d.Name() == "cpu" {
+			continue
+		}
+		s, err := root.ReadString(root.Sys("devices", "system", "cpu", d.Name(), "topology", "thread_siblings_list"))
+		if err != nil || seen[s] {
+			continue
+		}
+		seen[s] = true
+		if set, err := cpuset.Parse(s); err == nil && set.Size() > 1 {
+			out = append(out, set.String())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Isolation returns the isolcpus, nohz_full and rcu_nocbs parameters of a
+// kernel command line ("isolcpus=managed_irq,2-3"), in that order.
+func Isolation(cmdline string) []string {
+	var out []string
+	for _, flag := range IsolationFlags {
+		for _, f := range strings.Fields(cmdline) {
+			if f == "--" {
+				break // the rest belongs to init
+			}
+			if strings.HasPrefix(f, flag+"=") {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// MissingIsolation returns a message for each isolation flag that does not
+// cover the isolated CPUs; empty means the command line is enough.
+func MissingIsolation(isolated cpuset.CPUSet, flags []string) []string {
+	if isolated.IsEmpty() {
+		return nil
+	}
+	var missing []string
+	for _, name := range IsolationFlags {
+		have := flagCPUs(name, flags)
+		if !isolated.IsSubsetOf(have) {
+			missing = append(missing, fmt.Sprintf("%s=%s", name, isolated.String()))
+		}
+	}
+	return missing
+}
+
+// flagCPUs parses a flag's CPU list, skipping isolcpus's leading
+// non-numeric options (managed_irq,domain,...).
+func flagCPUs(name string, flags []string) cpuset.CPUSet {
+	for _, f := range flags {
+		v, ok := strings.CutPrefix(f, name+"=")
+		if !ok {
+			continue
+		}
+		parts := slices.DeleteFunc(strings.Split(v, ","), func(p string) bool {
+			return p == "" || strings.Trim(p, "0123456789-") != ""
+		})
+		if set, err := cpuset.Parse(strings.Join(parts, ",")); err == nil {
+			return set
+		}
+	}
+	return cpuset.New()
+}

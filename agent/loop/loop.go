@@ -1,0 +1,292 @@
+// Package loop is the long-running node agent. It watches only its own
+// LatencyNode (field selector metadata.name) and the pods on its node (field
+// selector spec.nodeName), applies the spec on every change and again every
+// resync interval to catch drift (reported, then re-asserted), reverts on a
+// Revert spec or when its LatencyNode is gone (so a journal left for a spec
+// it no longer has is restored on start), and patches only its own
+// LatencyNode's status subresource, only when the status changed.
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/agent/apply"
+	"latencytier.io/latencytier/agent/desired"
+	"latencytier.io/latencytier/agent/facts"
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/sysctl"
+)
+
+// Options configure the agent.
+type Options struct {
+	NodeName   string
+	Kubeconfig string
+	Resync     time.Duration
+	Root       *host.Root
+	Log        logr.Logger
+	// Config overrides Kubeconfig (tests pass envtest's config).
+	Config *rest.Config
+	// Measure, when set, is called on the profile's measurement interval.
+	Measure MeasureFunc
+}
+
+// Run starts the agent and blocks until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	if o.Resync <= 0 {
+		o.Resync = 30 * time.Second
+	}
+	cfg, err := restConfig(o)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Logger:                 o.Log,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&v1alpha1.LatencyNode{}: {Field: fields.OneTermEqualSelector("metadata.name", o.NodeName)},
+			&corev1.Pod{}:           {Field: fields.OneTermEqualSelector("spec.nodeName", o.NodeName)},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("create agent manager: %w", err)
+	}
+	r := &Reconciler{Client: mgr.GetClient(), NodeName: o.NodeName, Root: o.Root, Resync: o.Resync,
+		Engine: &apply.Engine{Root: o.Root, Log: o.Log}, Measure: o.Measure}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	o.Log.Info("Started agent", "node", o.NodeName, "hostRoot", o.Root.Dir(), "resync", o.Resync.String())
+	return mgr.Start(ctx)
+}
+
+func restConfig(o Options) (*rest.Config, error) {
+	if o.Config != nil {
+		return o.Config, nil
+	}
+	if o.Kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("load kubeconfig %s: %w", o.Kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load in-cluster config: %w", err)
+	}
+	return cfg, nil
+}
+
+// Reconciler applies this node's LatencyNode.
+type Reconciler struct {
+	Client   client.Client
+	NodeName string
+	Root     *host.Root
+	Resync   time.Duration
+	Engine   *apply.Engine
+	Measure  MeasureFunc
+
+	mu          sync.Mutex
+	lastMeasure time.Time
+	measured    *Measurement
+}
+
+// SetupWithManager watches the LatencyNode named NodeName, the node's pods
+// (only changes that matter for opt-in or cgroups), and enqueues once at
+// start so a journal is restored even when no LatencyNode exists.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: r.NodeName}}
+	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{req}
+	})
+	start := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		q.Add(req)
+		return nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("latencynode-agent").
+		For(&v1alpha1.LatencyNode{}).
+		Watches(&corev1.Pod{}, toNode, builder.WithPredicates(podChanged())).
+		WatchesRawSource(start).
+		Complete(r)
+}
+
+// podChanged passes pod events that can change the knobs: create, delete,
+// labels, annotations, and new container IDs (cgroups appear with them).
+func podChanged() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Pod)
+		n, ok2 := e.ObjectNew.(*corev1.Pod)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return !equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
+			!equality.Semantic.DeepEqual(o.Annotations, n.Annotations) ||
+			!slices.Equal(containerIDs(o), containerIDs(n))
+	}}
+}
+
+// Reconcile applies or reverts, then patches status when it changed.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	again := reconcile.Result{RequeueAfter: r.Resync}
+	ln := &v1alpha1.LatencyNode{}
+	err := r.Client.Get(ctx, req.NamespacedName, ln)
+	if apierrors.IsNotFound(err) {
+		r.revertOrphan(ctx)
+		return again, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("get LatencyNode %s: %w", req.Name, err)
+	}
+	var st v1alpha1.LatencyNodeStatus
+	if ln.Spec.Action == v1alpha1.ActionRevert {
+		st = r.revert(ctx, ln)
+	} else {
+		st, err = r.apply(ctx, ln)
+		if err != nil {
+			log.Error(err, "Failed to apply the node's tuning")
+		}
+	}
+	if equality.Semantic.DeepEqual(st, ln.Status) {
+		return again, nil
+	}
+	orig := ln.DeepCopy()
+	ln.Status = st
+	if err := r.Client.Status().Patch(ctx, ln, client.MergeFrom(orig)); err != nil {
+		return reconcile.Result{}, fmt.Errorf("patch LatencyNode %s status: %w", ln.Name, err)
+	}
+	log.V(1).Info("Patched LatencyNode status", "settings", len(st.Settings))
+	return again, nil
+}
+
+func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alpha1.LatencyNodeStatus, error) {
+	log := ctrl.LoggerFrom(ctx)
+	pods, err := r.pods(ctx)
+	if err != nil {
+		return ln.Status, err
+	}
+	layout, perr := sysctl.Probe(r.Root, true)
+	if perr != nil {
+		log.Info("Could not mount debugfs; debugfs scheduler knobs are reported Unsupported", "error", perr.Error())
+	}
+	if layout.DebugfsMounted {
+		log.Info("Mounted debugfs to reach the scheduler knobs", "path", r.Root.Sys("kernel", "debug"))
+	}
+	ds := desired.Render(r.Root, layout, ln.Spec.Tuning, pods)
+	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration}, ds.Knobs)
+	for _, d := range rep.Drifts {
+		log.Info("Re-asserted a setting someone else changed", "setting", d.ID, "ours", d.Ours, "theirs", d.Theirs,
+			"likely", Culprit(d.ID, ds.IRQBalancePID))
+	}
+	if rep.Written > 0 {
+		log.Info("Applied tuning", "profile", ln.Spec.Profile, "writes", rep.Written)
+	}
+	kf := facts.Read(r.Root, layout.EEVDF, layout.DebugfsMounted || wasMounted(ln))
+	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
+		Findings: ds.Findings, Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Now: metav1.Now()})
+	r.measure(ctx, ln, pods, &st)
+	return st, err
+}
+
+// wasMounted keeps the debugfsMounted fact once the agent mounted it: later
+// passes find it mounted already.
+func wasMounted(ln *v1alpha1.LatencyNode) bool {
+	return ln.Status.Kernel != nil && ln.Status.Kernel.DebugfsMounted
+}
+
+func (r *Reconciler) revert(ctx context.Context, ln *v1alpha1.LatencyNode) v1alpha1.LatencyNodeStatus {
+	log := ctrl.LoggerFrom(ctx)
+	rep, err := r.Engine.Revert()
+	if err != nil {
+		log.Error(err, "Failed to revert the node's tuning")
+	}
+	if rep.Written > 0 {
+		log.Info("Reverted tuning", "restores", rep.Written, "conflicts", len(rep.Conflicts()))
+	}
+	layout, _ := sysctl.Probe(r.Root, false)
+	kf := facts.Read(r.Root, layout.EEVDF, wasMounted(ln))
+	return revertStatus(ln.Status, revertInput{Node: ln, Report: rep, Err: err, Kernel: kf, Now: metav1.Now()})
+}
+
+// revertOrphan restores a journal when the node has no LatencyNode: the
+// profile is gone, so nothing may stay tuned.
+func (r *Reconciler) revertOrphan(ctx context.Context) {
+	log := ctrl.LoggerFrom(ctx)
+	rep, err := r.Engine.Revert()
+	switch {
+	case errors.Is(err, apply.ErrJournalCorrupt):
+		log.Error(err, "Left a corrupt journal in place; nothing reverted")
+	case err != nil:
+		log.Error(err, "Failed to revert a journal without a LatencyNode")
+	case len(rep.Results) > 0:
+		log.Info("Reverted a journal for a spec this node no longer has", "restores", rep.Written, "conflicts", len(rep.Conflicts()))
+	}
+}
+
+func (r *Reconciler) pods(ctx context.Context) ([]podcgroup.Pod, error) {
+	var list corev1.PodList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list pods on node %s: %w", r.NodeName, err)
+	}
+	out := make([]podcgroup.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Spec.NodeName != r.NodeName || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		out = append(out, podcgroup.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name,
+			QOSClass: string(p.Status.QOSClass), Labels: p.Labels, Annotations: p.Annotations,
+			ContainerIDs: containerIDs(p)})
+	}
+	return out, nil
+}
+
+func containerIDs(p *corev1.Pod) []string {
+	var ids []string
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.ContainerID != "" {
+			ids = append(ids, cs.ContainerID)
+		}
+	}
+	return ids
+}

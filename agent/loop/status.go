@@ -1,0 +1,264 @@
+package loop
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/cpuset"
+
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/agent/apply"
+	"latencytier.io/latencytier/agent/facts"
+	"latencytier.io/latencytier/agent/journal"
+)
+
+// Limits from the API's validation.
+const (
+	maxSettings = 256
+	maxFindings = 32
+	maxValue    = 256
+	maxMessage  = 512
+)
+
+// applyInput is everything one Apply pass tells status.
+type applyInput struct {
+	Node     *v1alpha1.LatencyNode
+	Report   apply.Report
+	Err      error
+	Results  []v1alpha1.SettingResult // settings that became no knob
+	Findings []v1alpha1.Finding
+	Kernel   v1alpha1.KernelFacts
+	// IRQBalancePID names the likely culprit of IRQ drift.
+	IRQBalancePID int
+	Now           metav1.Time
+}
+
+// applyStatus is the status after an Apply pass; prev is the current status
+// (not modified).
+func applyStatus(prev v1alpha1.LatencyNodeStatus, in applyInput) v1alpha1.LatencyNodeStatus {
+	st := *prev.DeepCopy()
+	spec := in.Node.Spec
+	st.Profile, st.ProfileGeneration = spec.Profile, spec.ProfileGeneration
+	st.Kernel = &in.Kernel
+	st.Settings = bound(append(append(append([]v1alpha1.SettingResult{}, in.Report.Results...), in.Results...),
+		unsettled(in.Report.Restored)...))
+	st.Findings = boundFindings(in.Findings)
+	gen := in.Node.Generation
+	setCondition(&st, appliedCondition(in.Err, st.Settings), gen, in.Now)
+	setCondition(&st, driftCondition(in.Report.Drifts, in.IRQBalancePID), gen, in.Now)
+	setCondition(&st, rebootCondition(spec.Tuning.CPUs, in.Kernel.CmdlineIsolation), gen, in.Now)
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.NodeReverted)
+	if in.Err == nil {
+		st.ObservedGeneration = gen
+	}
+	if in.Err == nil && (in.Report.Written > 0 || st.LastAppliedTime == nil) {
+		t := in.Now
+		st.LastAppliedTime = &t
+	}
+	return st
+}
+
+// revertInput is everything one Revert pass tells status.
+type revertInput struct {
+	Node   *v1alpha1.LatencyNode // nil when the LatencyNode is gone
+	Report apply.Report
+	Err    error
+	Kernel v1alpha1.KernelFacts
+	Now    metav1.Time
+}
+
+// revertStatus is the status after a Revert pass.
+func revertStatus(prev v1alpha1.LatencyNodeStatus, in revertInput) v1alpha1.LatencyNodeStatus {
+	st := *prev.DeepCopy()
+	st.Kernel = &in.Kernel
+	st.Settings = bound(in.Report.Results)
+	st.Findings = nil
+	gen := in.Node.Generation
+	rev := revertedCondition(in.Err, in.Report)
+	setCondition(&st, rev, gen, in.Now)
+	if rev.Status == metav1.ConditionTrue {
+		st.Profile, st.ProfileGeneration = "", 0
+		st.ObservedGeneration = gen
+		setCondition(&st, metav1.Condition{Type: v1alpha1.NodeApplied, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.ReasonRevertComplete, Message: "the node's originals are restored"}, gen, in.Now)
+	} else {
+		setCondition(&st, metav1.Condition{Type: v1alpha1.NodeApplied, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.ReasonReverting, Message: "reverting to the journaled originals"}, gen, in.Now)
+	}
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.NodeDrifted)
+	return st
+}
+
+func setCondition(st *v1alpha1.LatencyNodeStatus, c metav1.Condition, gen int64, now metav1.Time) {
+	c.ObservedGeneration = gen
+	c.LastTransitionTime = now
+	c.Message = truncate(c.Message, 32768)
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+func appliedCondition(err error, settings []v1alpha1.SettingResult) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.NodeApplied}
+	switch {
+	case errors.Is(err, journal.ErrCorrupt):
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonJournalCorrupt
+		c.Message = fmt.Sprintf("nothing applied: %v; inspect or remove it by hand", err)
+		return c
+	case err != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonApplyFailed, err.Error()
+		return c
+	}
+	counts := map[v1alpha1.SettingState]int{}
+	var bad []string
+	for _, s := range settings {
+		counts[s.State]++
+		if s.State == v1alpha1.SettingFailed || s.State == v1alpha1.SettingInvalid {
+			bad = append(bad, fmt.Sprintf("%s (%s)", s.Setting, s.State))
+		}
+	}
+	summary := fmt.Sprintf("%d applied, %d unsupported, %d immovable", counts[v1alpha1.SettingApplied],
+		counts[v1alpha1.SettingUnsupported], counts[v1alpha1.SettingImmovable])
+	if len(bad) > 0 {
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonPartiallyApplied
+		c.Message = fmt.Sprintf("%s; not applied: %s", summary, strings.Join(first(bad, 8), ", "))
+		return c
+	}
+	c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.ReasonApplied, summary
+	return c
+}
+
+func driftCondition(drifts []apply.Drift, irqbalancePID int) metav1.Condition {
+	if len(drifts) == 0 {
+		return metav1.Condition{Type: v1alpha1.NodeDrifted, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.ReasonNoDrift, Message: "every setting held since the last pass"}
+	}
+	var parts []string
+	for _, d := range drifts {
+		parts = append(parts, fmt.Sprintf("%s was %q, ours %q (likely %s)", d.ID, d.Theirs, d.Ours, Culprit(d.ID, irqbalancePID)))
+	}
+	return metav1.Condition{Type: v1alpha1.NodeDrifted, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonDriftDetected,
+		Message: "re-asserted after someone else changed: " + strings.Join(first(parts, 8), "; ")}
+}
+
+// Culprit names who most likely changed a setting, by its kind.
+func Culprit(id string, irqbalancePID int) string {
+	switch {
+	case strings.HasPrefix(id, "irq/") && irqbalancePID != 0:
+		return fmt.Sprintf("irqbalance, pid %d", irqbalancePID)
+	case strings.HasPrefix(id, "irq/"):
+		return "a tool writing /proc/irq (irqbalance, tuned)"
+	case strings.HasPrefix(id, "cpuquota/"):
+		return "kubelet or the container runtime"
+	case strings.HasPrefix(id, "cpuset/"):
+		return "systemd (AllowedCPUs) or kubelet"
+	default:
+		return "another sysctl writer (systemd-sysctl, tuned, an administrator)"
+	}
+}
+
+func rebootCondition(cpus *v1alpha1.CPUSpec, cmdline []string) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.NodeRebootRequired, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonCmdlineMatches}
+	if cpus == nil || cpus.Isolated == nil {
+		c.Message = "the profile isolates no CPUs"
+		return c
+	}
+	isolated, err := cpuset.Parse(*cpus.Isolated)
+	if err != nil {
+		c.Message = fmt.Sprintf("cpus.isolated %q is not a cpulist", *cpus.Isolated)
+		return c
+	}
+	missing := facts.MissingIsolation(isolated, cmdline)
+	if len(missing) == 0 {
+		c.Message = "the kernel command line isolates " + isolated.String()
+		return c
+	}
+	c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonCmdlineMissingFlags
+	c.Message = "add to the kernel command line and reboot: " + strings.Join(missing, " ")
+	return c
+}
+
+func revertedCondition(err error, rep apply.Report) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.NodeReverted}
+	if errors.Is(err, journal.ErrCorrupt) {
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonJournalCorrupt
+		c.Message = fmt.Sprintf("nothing reverted: %v; inspect it by hand", err)
+		return c
+	}
+	if err != nil {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonReverting, err.Error()
+		return c
+	}
+	var failed, conflicts []string
+	for _, r := range rep.Results {
+		switch r.State {
+		case v1alpha1.SettingFailed:
+			failed = append(failed, r.Setting)
+		case v1alpha1.SettingConflict:
+			conflicts = append(conflicts, fmt.Sprintf("%s (theirs %q)", r.Setting, r.Actual))
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonReverting
+		c.Message = "restore failed, retrying: " + strings.Join(first(failed, 8), ", ")
+	case len(conflicts) > 0:
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonRevertConflict
+		c.Message = "reverted; left values someone else set since: " + strings.Join(first(conflicts, 8), ", ")
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonRevertComplete
+		c.Message = fmt.Sprintf("%d setting(s) restored to their originals", rep.Written)
+	}
+	return c
+}
+
+// unsettled keeps the restore results a human must see (not plain success).
+func unsettled(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
+	var out []v1alpha1.SettingResult
+	for _, r := range rs {
+		if r.State != v1alpha1.SettingReverted {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func bound(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
+	rs = first(rs, maxSettings)
+	out := make([]v1alpha1.SettingResult, len(rs))
+	for i, r := range rs {
+		r.Desired, r.Actual = truncate(r.Desired, maxValue), truncate(r.Actual, maxValue)
+		r.Message = truncate(r.Message, maxMessage)
+		out[i] = r
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func boundFindings(fs []v1alpha1.Finding) []v1alpha1.Finding {
+	fs = first(fs, maxFindings)
+	for i := range fs {
+		fs[i].Message = truncate(fs[i].Message, 1024)
+	}
+	if len(fs) == 0 {
+		return nil
+	}
+	return fs
+}
+
+func first[T any](s []T, n int) []T {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
