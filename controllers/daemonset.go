@@ -1,0 +1,171 @@
+package controllers
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// Names of the agent's objects in the operator namespace.
+const (
+	AgentDaemonSetName      = "latencytier-agent"
+	AgentServiceAccountName = "latencytier-agent"
+	agentContainerName      = "agent"
+	agentAppLabel           = "app.kubernetes.io/name"
+	agentComponentLabel     = "app.kubernetes.io/component"
+	// HostRootMountPath is where the node's root filesystem appears in the
+	// agent container; the agent's host.Root is built on it.
+	HostRootMountPath = "/host"
+)
+
+// AgentOptions are the manager flags that shape the agent DaemonSet.
+type AgentOptions struct {
+	Namespace string
+	Image     string
+	Args      []string
+}
+
+// agentSelectorLabels select the agent's pods.
+func agentSelectorLabels() map[string]string {
+	return map[string]string{agentAppLabel: "latencytier", agentComponentLabel: "agent"}
+}
+
+// RenderAgentDaemonSet is the agent DaemonSet the controller keeps in place.
+// It is a pure function of the options; every privilege it grants is
+// commented with the reason the agent needs it.
+func RenderAgentDaemonSet(o AgentOptions) *appsv1.DaemonSet {
+	lbls := agentSelectorLabels()
+	return &appsv1.DaemonSet{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      AgentDaemonSetName,
+			Namespace: o.Namespace,
+			Labels:    lbls,
+		},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: lbls},
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{
+				Type: appsv1.RollingUpdateDaemonSetStrategyType,
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbls},
+				Spec:       agentPodSpec(o),
+			},
+		},
+	}
+}
+
+func agentPodSpec(o AgentOptions) corev1.PodSpec {
+	return corev1.PodSpec{
+		ServiceAccountName: AgentServiceAccountName,
+		// The agent is what keeps a latency node tuned and measured; it must
+		// not be the pod evicted first under pressure.
+		PriorityClassName: "system-node-critical",
+		// hostPID: the agent reads /proc/<pid>/schedstat and cgroup membership
+		// of every task on the node, and finds kubelet and irqbalance.
+		HostPID: true,
+		// hostNetwork: the clusters this runs on schedule only host-network
+		// pods, and the agent needs no pod network of its own.
+		HostNetwork: true,
+		DNSPolicy:   corev1.DNSClusterFirstWithHostNet,
+		// Run only on nodes a LatencyProfile owns.
+		Affinity:    profileNodeAffinity(),
+		Tolerations: agentTolerations(),
+		Containers:  []corev1.Container{agentContainer(o)},
+		Volumes: []corev1.Volume{{
+			// The host root: /proc/sys, /proc/irq, /sys/fs/cgroup,
+			// /sys/kernel/debug/sched, /var/lib/kubelet and the journal in
+			// /var/lib/latencytier are all reached under it.
+			Name: "host-root",
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+				Path: "/", Type: ptr.To(corev1.HostPathDirectory),
+			}},
+		}},
+		TerminationGracePeriodSeconds: ptr.To[int64](30),
+	}
+}
+
+func agentContainer(o AgentOptions) corev1.Container {
+	args := append([]string{"agent", "--node-name=$(NODE_NAME)"}, o.Args...)
+	return corev1.Container{
+		Name:  agentContainerName,
+		Image: o.Image,
+		// IfNotPresent: images may be imported on the node, without a registry.
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Args:            args,
+		Env: []corev1.EnvVar{{
+			// The agent watches and reports only its own LatencyNode, named
+			// after the node it runs on.
+			Name: "NODE_NAME",
+			ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+				APIVersion: "v1", FieldPath: "spec.nodeName",
+			}},
+		}, {
+			// Where the host root is mounted (see the host-root volume).
+			Name: "LATENCYTIER_HOST_ROOT", Value: HostRootMountPath,
+		}},
+		SecurityContext: &corev1.SecurityContext{
+			// privileged: writing /proc/sys and /proc/irq/*/smp_affinity_list,
+			// mounting debugfs for the scheduler knobs, moving cgroups, and
+			// loading eBPF programs on the sched tracepoints all need full
+			// capabilities and an unconfined view of /proc and /sys.
+			Privileged: ptr.To(true),
+			// runAsUser 0: the host files it tunes are owned by root.
+			RunAsUser: ptr.To[int64](0),
+		},
+		VolumeMounts: []corev1.VolumeMount{{
+			Name:      "host-root",
+			MountPath: HostRootMountPath,
+			// HostToContainer: cgroup and debugfs mounts made on the host
+			// after the pod started are visible to the agent.
+			MountPropagation: ptr.To(corev1.MountPropagationHostToContainer),
+		}},
+	}
+}
+
+// profileNodeAffinity places the agent on nodes carrying the profile label.
+func profileNodeAffinity() *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{
+					Key: v1alpha1.ProfileLabel, Operator: corev1.NodeSelectorOpExists,
+				}},
+			}},
+		},
+	}}
+}
+
+// agentTolerations let the agent run on latency nodes whatever taints keep
+// ordinary workloads off them, and stay through NotReady so it can revert.
+func agentTolerations() []corev1.Toleration {
+	return []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+}
+
+// daemonSetDrifted reports whether actual no longer carries what desired
+// sets. Fields desired leaves unset (server defaults) are ignored; lists
+// must match in full, so an added volume or env var counts as drift.
+func daemonSetDrifted(desired, actual *appsv1.DaemonSet) bool {
+	if !equality.Semantic.DeepDerivative(desired.Labels, actual.Labels) {
+		return true
+	}
+	return !equality.Semantic.DeepDerivative(desired.Spec, actual.Spec)
+}
+
+// repairedDaemonSet is actual with desired's labels and spec put back, keeping
+// actual's metadata (resourceVersion, foreign labels and annotations).
+func repairedDaemonSet(desired, actual *appsv1.DaemonSet) *appsv1.DaemonSet {
+	out := actual.DeepCopy()
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	for k, v := range desired.Labels {
+		out.Labels[k] = v
+	}
+	out.Spec = *desired.Spec.DeepCopy()
+	return out
+}

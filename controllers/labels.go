@@ -1,0 +1,101 @@
+package controllers
+
+import (
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// ownedLabelKeys returns the label keys the controller recorded as set by it
+// in the node's owned-labels annotation.
+func ownedLabelKeys(annotations map[string]string) []string {
+	raw := annotations[v1alpha1.OwnedLabelsAnnotation]
+	if raw == "" {
+		return nil
+	}
+	var keys []string
+	for _, k := range strings.Split(raw, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// labelPatch computes the JSON merge patch that gives a node the profile
+// label for profile want ("" means no profile). It touches only the profile
+// label and the owned-labels annotation, and removes only labels recorded as
+// owned. A profile label the controller did not set is never changed:
+// foreign is then true and the patch leaves it alone. A nil patch means the
+// node already is as wanted.
+func labelPatch(node *corev1.Node, want string) (patch map[string]any, foreign bool) {
+	owned := ownedLabelKeys(node.Annotations)
+	isOwned := contains(owned, v1alpha1.ProfileLabel)
+	current, present := node.Labels[v1alpha1.ProfileLabel]
+	if present && !isOwned {
+		return nil, true
+	}
+	if want == "" {
+		return removeOwnedPatch(node, owned), false
+	}
+	if present && current == want && isOwned {
+		return nil, false
+	}
+	return metadataPatch(
+		map[string]any{v1alpha1.ProfileLabel: want},
+		ownedAnnotation(append(owned, v1alpha1.ProfileLabel)),
+	), false
+}
+
+// removeOwnedPatch removes every owned label still on the node and the
+// owned-labels annotation.
+func removeOwnedPatch(node *corev1.Node, owned []string) map[string]any {
+	if len(owned) == 0 {
+		return nil
+	}
+	lbls := map[string]any{}
+	for _, k := range owned {
+		if _, ok := node.Labels[k]; ok {
+			lbls[k] = nil
+		}
+	}
+	return metadataPatch(lbls, nil)
+}
+
+// metadataPatch builds {"metadata":{"labels":...,"annotations":{owned}}};
+// a nil ownedValue deletes the owned-labels annotation.
+func metadataPatch(lbls map[string]any, ownedValue any) map[string]any {
+	meta := map[string]any{
+		"annotations": map[string]any{v1alpha1.OwnedLabelsAnnotation: ownedValue},
+	}
+	if len(lbls) > 0 {
+		meta["labels"] = lbls
+	}
+	return map[string]any{"metadata": meta}
+}
+
+// ownedAnnotation is the annotation value recording keys, sorted and unique.
+func ownedAnnotation(keys []string) string {
+	set := map[string]struct{}{}
+	for _, k := range keys {
+		set[k] = struct{}{}
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

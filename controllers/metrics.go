@@ -1,0 +1,56 @@
+package controllers
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// Metrics on the manager's metrics endpoint, registered with
+// controller-runtime's registry next to its own controller metrics.
+var (
+	profileNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "latencytier_profile_nodes",
+		Help: "Nodes of a LatencyProfile by state (Applied, Pending, Degraded, Drifted, Conflicted, Reverting, Reverted, Unreachable).",
+	}, []string{"profile", "state"})
+
+	profileWorstP99 = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "latencytier_profile_worst_runqueue_p99_seconds",
+		Help: "Highest p99 run-queue latency reported by a node of the LatencyProfile.",
+	}, []string{"profile"})
+
+	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "latencytier_reconcile_errors_total",
+		Help: "Reconciles that returned an error, by controller.",
+	}, []string{"controller"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(profileNodes, profileWorstP99, reconcileErrors)
+}
+
+var allNodeStates = []v1alpha1.ProfileNodeState{
+	v1alpha1.NodeStatePending, v1alpha1.NodeStateApplied, v1alpha1.NodeStateDegraded,
+	v1alpha1.NodeStateDrifted, v1alpha1.NodeStateConflicted, v1alpha1.NodeStateReverting,
+	v1alpha1.NodeStateReverted, v1alpha1.NodeStateUnreachable,
+}
+
+// recordProfileMetrics sets the gauges of one profile from its status. The
+// per-state counts come from the full node list, not the capped status list.
+func recordProfileMetrics(profile string, counts map[v1alpha1.ProfileNodeState]int, st v1alpha1.LatencyProfileStatus) {
+	for _, s := range allNodeStates {
+		profileNodes.WithLabelValues(profile, string(s)).Set(float64(counts[s]))
+	}
+	if st.WorstRunQueueP99 == nil {
+		profileWorstP99.DeleteLabelValues(profile)
+		return
+	}
+	profileWorstP99.WithLabelValues(profile).Set(st.WorstRunQueueP99.Seconds())
+}
+
+// forgetProfileMetrics drops the series of a profile that is gone.
+func forgetProfileMetrics(profile string) {
+	profileNodes.DeletePartialMatch(prometheus.Labels{"profile": profile})
+	profileWorstP99.DeleteLabelValues(profile)
+}

@@ -1,0 +1,240 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// Event reasons for decisions a user asks about.
+const (
+	EventSelected       = "Selected"
+	EventReverting      = "Reverting"
+	EventReverted       = "Reverted"
+	EventNodeGone       = "NodeGone"
+	EventNodeConflict   = "NodeConflict"
+	EventDegraded       = "Degraded"
+	EventApplied        = "Applied"
+	EventWaiting        = "WaitingForRevert"
+	EventAgentRepaired  = "AgentRepaired"
+	EventForeignLabel   = "ForeignLabel"
+	EventSelectorError  = "InvalidSelector"
+	eventActionLabel    = "Label"
+	eventActionApply    = "Apply"
+	eventActionRevert   = "Revert"
+	eventActionCleanup  = "Cleanup"
+	eventActionAggregat = "Aggregate"
+)
+
+// NodeReconciler owns, for one node, the profile label and the LatencyNode:
+// it decides which profile the node belongs to, writes the resolved spec, and
+// carries out the revert handshake when the node leaves a profile.
+type NodeReconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+	// UnreachableAfter is how long a NotReady node may hold up a revert.
+	UnreachableAfter time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Reconcile brings one node's label and LatencyNode in line with the profiles.
+func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ln, err := r.latencyNode(ctx, req.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	node := &corev1.Node{}
+	if err := r.Get(ctx, req.NamespacedName, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.nodeGone(ctx, ln)
+		}
+		return ctrl.Result{}, fmt.Errorf("getting node: %w", err)
+	}
+	var list v1alpha1.LatencyProfileList
+	if err := r.List(ctx, &list); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing profiles: %w", err)
+	}
+	cands, _ := compileProfiles(list.Items)
+	res := resolveNode(node.Labels, cands)
+	if res.Winner != "" {
+		return ctrl.Result{}, r.apply(ctx, node, ln, findProfile(list.Items, res.Winner))
+	}
+	return r.release(ctx, node, ln, res, list.Items)
+}
+
+func (r *NodeReconciler) now() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
+}
+
+// latencyNode returns the node's LatencyNode, nil when there is none.
+func (r *NodeReconciler) latencyNode(ctx context.Context, name string) (*v1alpha1.LatencyNode, error) {
+	ln := &v1alpha1.LatencyNode{}
+	err := r.Get(ctx, types.NamespacedName{Name: name}, ln)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting LatencyNode: %w", err)
+	}
+	return ln, nil
+}
+
+// apply labels the node for p and writes p's resolved spec to its LatencyNode.
+func (r *NodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile) error {
+	if err := r.setLabel(ctx, node, p.Name, p); err != nil {
+		return err
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("profile", p.Name)
+	if ln == nil {
+		if err := r.Create(ctx, renderLatencyNode(node, p)); err != nil {
+			return fmt.Errorf("creating LatencyNode: %w", err)
+		}
+		log.Info("Created LatencyNode")
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, EventSelected, eventActionApply,
+			"Node %s selected; LatencyNode created", node.Name)
+		return nil
+	}
+	if specUpToDate(ln, p) {
+		return nil
+	}
+	previous := ln.Spec.Profile
+	patched := ln.DeepCopy()
+	patched.Spec = applySpec(p)
+	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(ln, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("patching LatencyNode spec: %w", err)
+	}
+	log.Info("Updated LatencyNode spec", "previousProfile", previous, "generation", p.Generation)
+	if previous != p.Name {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, EventSelected, eventActionApply,
+			"Node %s selected (taken over from %q)", node.Name, previous)
+	}
+	return nil
+}
+
+// release handles a node no profile owns: revert its LatencyNode, wait for
+// the agent (or for the node to be unreachable too long), then clean up.
+func (r *NodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, res Resolution, profiles []v1alpha1.LatencyProfile) (ctrl.Result, error) {
+	if ln == nil {
+		return ctrl.Result{}, r.setLabel(ctx, node, "", nil)
+	}
+	owner := findProfile(profiles, ln.Spec.Profile)
+	if ln.Spec.Action == v1alpha1.ActionApply {
+		return ctrl.Result{}, r.startRevert(ctx, ln, res, owner)
+	}
+	gone, wait := unreachable(node, r.now(), r.UnreachableAfter)
+	switch {
+	case revertDone(ln):
+		return ctrl.Result{}, r.finish(ctx, node, ln, owner, "Node %s reverted")
+	case gone:
+		return ctrl.Result{}, r.finish(ctx, node, ln, owner, "Node %s NotReady past the timeout; removed without waiting for its agent")
+	case wait > 0:
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// startRevert turns the node's LatencyNode spec to Revert.
+func (r *NodeReconciler) startRevert(ctx context.Context, ln *v1alpha1.LatencyNode, res Resolution, owner *v1alpha1.LatencyProfile) error {
+	patched := ln.DeepCopy()
+	patched.Spec.Action = v1alpha1.ActionRevert
+	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(ln, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("patching LatencyNode to Revert: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Started revert", "profile", ln.Spec.Profile, "conflict", res.Conflict)
+	why := "no longer selected"
+	if res.Conflicted() {
+		why = fmt.Sprintf("selected with equal priority by %v", res.Conflict)
+	} else if owner == nil || !owner.DeletionTimestamp.IsZero() {
+		why = "profile deleted"
+	}
+	r.event(owner, ln, corev1.EventTypeNormal, EventReverting, eventActionRevert, "Node %s reverting: %s", ln.Name, why)
+	return nil
+}
+
+// finish removes the profile label and the LatencyNode once a revert is over.
+func (r *NodeReconciler) finish(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, owner *v1alpha1.LatencyProfile, note string) error {
+	if err := r.setLabel(ctx, node, "", owner); err != nil {
+		return err
+	}
+	if err := r.Delete(ctx, ln, client.Preconditions{UID: &ln.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting LatencyNode: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Removed reverted LatencyNode", "profile", ln.Spec.Profile)
+	r.event(owner, ln, corev1.EventTypeNormal, EventReverted, eventActionCleanup, note, node.Name)
+	return nil
+}
+
+// nodeGone deletes the LatencyNode of a node that no longer exists.
+func (r *NodeReconciler) nodeGone(ctx context.Context, ln *v1alpha1.LatencyNode) error {
+	if ln == nil {
+		return nil
+	}
+	if err := r.Delete(ctx, ln, client.Preconditions{UID: &ln.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting LatencyNode of a deleted node: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleted LatencyNode of a deleted node", "profile", ln.Spec.Profile)
+	owner := r.profile(ctx, ln.Spec.Profile)
+	r.event(owner, ln, corev1.EventTypeNormal, EventNodeGone, eventActionCleanup, "Node %s is gone; LatencyNode removed", ln.Name)
+	return nil
+}
+
+// setLabel patches the node's profile label to want ("" removes it).
+func (r *NodeReconciler) setLabel(ctx context.Context, node *corev1.Node, want string, p *v1alpha1.LatencyProfile) error {
+	patch, foreign := labelPatch(node, want)
+	if foreign {
+		ctrl.LoggerFrom(ctx).Info("Left a profile label the controller did not set", "value", node.Labels[v1alpha1.ProfileLabel])
+		return nil
+	}
+	if patch == nil {
+		return nil
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("encoding label patch: %w", err)
+	}
+	if err := r.Patch(ctx, node, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return fmt.Errorf("patching node labels: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Patched node profile label", "profile", want)
+	return nil
+}
+
+func (r *NodeReconciler) profile(ctx context.Context, name string) *v1alpha1.LatencyProfile {
+	p := &v1alpha1.LatencyProfile{}
+	if name == "" || r.Get(ctx, types.NamespacedName{Name: name}, p) != nil {
+		return nil
+	}
+	return p
+}
+
+// event records on the profile when it still exists, else on the LatencyNode.
+func (r *NodeReconciler) event(p *v1alpha1.LatencyProfile, ln *v1alpha1.LatencyNode, typ, reason, action, note string, args ...any) {
+	if p != nil {
+		r.Recorder.Eventf(p, ln, typ, reason, action, note, args...)
+		return
+	}
+	r.Recorder.Eventf(ln, nil, typ, reason, action, note, args...)
+}
+
+func findProfile(profiles []v1alpha1.LatencyProfile, name string) *v1alpha1.LatencyProfile {
+	for i := range profiles {
+		if profiles[i].Name == name {
+			return &profiles[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// ProfileReconciler owns a LatencyProfile's finalizer and status: it
+// aggregates the profile's LatencyNodes into status and, on deletion, holds
+// the profile until every node it tuned has been reverted. It never writes
+// the profile's spec, labels or annotations.
+type ProfileReconciler struct {
+	client.Client
+	Recorder         events.EventRecorder
+	UnreachableAfter time.Duration
+	Now              func() time.Time
+}
+
+// Reconcile updates one profile's finalizer and status.
+func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p := &v1alpha1.LatencyProfile{}
+	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetProfileMetrics(req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("getting profile: %w", err)
+	}
+	deleting := !p.DeletionTimestamp.IsZero()
+	if !deleting && !controllerutil.ContainsFinalizer(p, v1alpha1.RevertFinalizer) {
+		return ctrl.Result{}, r.patchFinalizer(ctx, p, controllerutil.AddFinalizer)
+	}
+	in, err := r.statusInput(ctx, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if deleting && !holdsNodes(in) {
+		return ctrl.Result{}, r.patchFinalizer(ctx, p, controllerutil.RemoveFinalizer)
+	}
+	st, counts := computeStatus(p.Status, in)
+	recordProfileMetrics(p.Name, counts, st)
+	if err := r.patchStatus(ctx, p, st); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: unreachableRecheck(in)}, nil
+}
+
+// statusInput gathers what the profile's status is computed from.
+func (r *ProfileReconciler) statusInput(ctx context.Context, p *v1alpha1.LatencyProfile) (statusInput, error) {
+	var profiles v1alpha1.LatencyProfileList
+	if err := r.List(ctx, &profiles); err != nil {
+		return statusInput{}, fmt.Errorf("listing profiles: %w", err)
+	}
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes); err != nil {
+		return statusInput{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	var lns v1alpha1.LatencyNodeList
+	if err := r.List(ctx, &lns); err != nil {
+		return statusInput{}, fmt.Errorf("listing LatencyNodes: %w", err)
+	}
+	byName := make(map[string]*v1alpha1.LatencyNode, len(lns.Items))
+	for i := range lns.Items {
+		byName[lns.Items[i].Name] = &lns.Items[i]
+	}
+	cands, bad := compileProfiles(profiles.Items)
+	if err := bad[p.Name]; err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Ignored profile with an invalid nodeSelector")
+	}
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	return statusInput{
+		Profile: p, Nodes: nodes.Items, Candidates: cands, LatencyNodes: byName,
+		Now: now, UnreachableAfter: r.UnreachableAfter,
+	}, nil
+}
+
+// holdsNodes reports whether a LatencyNode still carries the profile.
+func holdsNodes(in statusInput) bool {
+	for _, ln := range in.LatencyNodes {
+		if ln.Spec.Profile == in.Profile.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// unreachableRecheck is when a NotReady node of the profile crosses the
+// unreachable timeout, so status turns Unreachable without another event.
+func unreachableRecheck(in statusInput) time.Duration {
+	var soonest time.Duration
+	for i := range in.Nodes {
+		ln := in.LatencyNodes[in.Nodes[i].Name]
+		if ln == nil || ln.Spec.Profile != in.Profile.Name {
+			continue
+		}
+		if _, wait := unreachable(&in.Nodes[i], in.Now, in.UnreachableAfter); wait > 0 && (soonest == 0 || wait < soonest) {
+			soonest = wait
+		}
+	}
+	return soonest
+}
+
+// patchFinalizer adds or removes the revert finalizer with a merge patch that
+// carries only metadata.finalizers (and the resourceVersion it was read at).
+func (r *ProfileReconciler) patchFinalizer(ctx context.Context, p *v1alpha1.LatencyProfile, change func(client.Object, string) bool) error {
+	patched := p.DeepCopy()
+	change(patched, v1alpha1.RevertFinalizer)
+	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("patching finalizer: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Patched finalizer", "present", controllerutil.ContainsFinalizer(patched, v1alpha1.RevertFinalizer))
+	return nil
+}
+
+// patchStatus writes st through the status subresource when it changed, and
+// records an event for each decision the change carries.
+func (r *ProfileReconciler) patchStatus(ctx context.Context, p *v1alpha1.LatencyProfile, st v1alpha1.LatencyProfileStatus) error {
+	if equality.Semantic.DeepEqual(p.Status, st) {
+		return nil
+	}
+	patched := p.DeepCopy()
+	patched.Status = st
+	if err := r.Status().Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("patching status: %w", err)
+	}
+	for _, e := range statusEvents(p.Status, st) {
+		r.Recorder.Eventf(patched, nil, e.typ, e.reason, eventActionAggregat, "%s", e.note)
+	}
+	return nil
+}
+
+// statusEvent is an event a status change warrants.
+type statusEvent struct{ typ, reason, note string }
+
+// statusEvents are the events for the decisions between old and new status:
+// conflicts, degradation, all nodes applied, and what a deletion waits for.
+func statusEvents(old, cur v1alpha1.LatencyProfileStatus) []statusEvent {
+	var out []statusEvent
+	if cur.Conflicted > old.Conflicted {
+		out = append(out, statusEvent{corev1.EventTypeWarning, EventNodeConflict, conditionMessage(cur, v1alpha1.ProfileDegraded, v1alpha1.ReasonNodeConflict,
+			fmt.Sprintf("%d node(s) selected with equal priority by another profile get no profile", cur.Conflicted))})
+	}
+	if cur.Degraded > old.Degraded {
+		out = append(out, statusEvent{corev1.EventTypeWarning, EventDegraded, fmt.Sprintf("%d node(s) failed, drifted or unreachable", cur.Degraded)})
+	}
+	if becameTrue(old, cur, v1alpha1.ProfileReady) {
+		out = append(out, statusEvent{corev1.EventTypeNormal, EventApplied, fmt.Sprintf("All %d node(s) applied", cur.Applied)})
+	}
+	if len(cur.WaitingFor) > 0 && !equality.Semantic.DeepEqual(old.WaitingFor, cur.WaitingFor) {
+		out = append(out, statusEvent{corev1.EventTypeNormal, EventWaiting, "Waiting for nodes to revert: " + strings.Join(cur.WaitingFor, ", ")})
+	}
+	return out
+}
+
+func becameTrue(old, cur v1alpha1.LatencyProfileStatus, typ string) bool {
+	return meta.IsStatusConditionTrue(cur.Conditions, typ) && !meta.IsStatusConditionTrue(old.Conditions, typ)
+}
+
+// conditionMessage is the message of condition typ when it has reason, else def.
+func conditionMessage(st v1alpha1.LatencyProfileStatus, typ, reason, def string) string {
+	c := meta.FindStatusCondition(st.Conditions, typ)
+	if c != nil && c.Reason == reason && c.Message != "" {
+		return c.Message
+	}
+	return def
+}

@@ -1,0 +1,115 @@
+package controllers
+
+import (
+	"fmt"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// candidate is a LatencyProfile reduced to what node selection needs.
+type candidate struct {
+	name     string
+	priority int32
+	selector labels.Selector
+}
+
+// Resolution is the outcome of node selection for one node.
+type Resolution struct {
+	// Winner is the profile that owns the node, "" when none does.
+	Winner string
+	// Conflict lists the profiles tied at the highest priority (two or
+	// more) when the node is conflicted; the node then has no Winner.
+	Conflict []string
+}
+
+// Conflicted reports whether profiles of equal priority claim the node.
+func (r Resolution) Conflicted() bool { return len(r.Conflict) > 1 }
+
+// Involves reports whether profile name is the winner or in the conflict.
+func (r Resolution) Involves(name string) bool {
+	if r.Winner == name {
+		return true
+	}
+	for _, c := range r.Conflict {
+		if c == name {
+			return true
+		}
+	}
+	return false
+}
+
+// compileProfiles turns profiles into candidates sorted by descending
+// priority then name. Profiles being deleted take part in no selection, so
+// their nodes are reverted or handed to the next profile. A profile whose
+// selector does not parse is left out and reported in the error map.
+func compileProfiles(profiles []v1alpha1.LatencyProfile) ([]candidate, map[string]error) {
+	out := make([]candidate, 0, len(profiles))
+	var bad map[string]error
+	for i := range profiles {
+		p := &profiles[i]
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&p.Spec.NodeSelector)
+		if err != nil {
+			if bad == nil {
+				bad = map[string]error{}
+			}
+			bad[p.Name] = fmt.Errorf("parsing nodeSelector: %w", err)
+			continue
+		}
+		out = append(out, candidate{name: p.Name, priority: p.Spec.Priority, selector: sel})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].priority != out[j].priority {
+			return out[i].priority > out[j].priority
+		}
+		return out[i].name < out[j].name
+	})
+	return out, bad
+}
+
+// selectableLabels are the node's labels without the ones latencytier sets,
+// so a profile can never select a node because of a label we put there.
+func selectableLabels(nodeLabels map[string]string) labels.Set {
+	set := make(labels.Set, len(nodeLabels))
+	for k, v := range nodeLabels {
+		if k == v1alpha1.ProfileLabel {
+			continue
+		}
+		set[k] = v
+	}
+	return set
+}
+
+// resolveNode decides which profile owns a node: the highest priority among
+// the profiles that select it; a tie at the top is a conflict and the node
+// goes to none of them. An empty nodeSelector selects every node, as in the
+// rest of Kubernetes. candidates must come from compileProfiles.
+func resolveNode(nodeLabels map[string]string, candidates []candidate) Resolution {
+	set := selectableLabels(nodeLabels)
+	var top []string
+	var topPriority int32
+	for _, c := range candidates {
+		if len(top) > 0 && c.priority < topPriority {
+			break
+		}
+		if !c.selector.Matches(set) {
+			continue
+		}
+		top = append(top, c.name)
+		topPriority = c.priority
+	}
+	switch len(top) {
+	case 0:
+		return Resolution{}
+	case 1:
+		return Resolution{Winner: top[0]}
+	default:
+		return Resolution{Conflict: top}
+	}
+}

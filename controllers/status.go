@@ -1,0 +1,349 @@
+package controllers
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// maxStatusNodes caps status.nodes and status.waitingFor (the CRD's MaxItems).
+const maxStatusNodes = 32
+
+// maxMessage is the CRD bound on a node line's message.
+const maxMessage = 512
+
+// statusInput is everything a LatencyProfile's status is computed from.
+type statusInput struct {
+	Profile      *v1alpha1.LatencyProfile
+	Nodes        []corev1.Node
+	Candidates   []candidate
+	LatencyNodes map[string]*v1alpha1.LatencyNode
+	Now          time.Time
+	// UnreachableAfter is how long a NotReady node counts as still coming back.
+	UnreachableAfter time.Duration
+}
+
+// nodeLine is one node's state for the profile plus the facts counted from it.
+type nodeLine struct {
+	v1alpha1.ProfileNodeStatus
+	won           bool // the profile owns the node
+	applied       bool // the agent reports the current generation Applied
+	outsideBudget bool
+	reboot        bool
+	throttled     float64
+}
+
+// severity orders node states worst first in status.nodes.
+var severity = map[v1alpha1.ProfileNodeState]int{
+	v1alpha1.NodeStateDegraded:    0,
+	v1alpha1.NodeStateUnreachable: 1,
+	v1alpha1.NodeStateConflicted:  2,
+	v1alpha1.NodeStateDrifted:     3,
+	v1alpha1.NodeStateReverting:   4,
+	v1alpha1.NodeStatePending:     5,
+	v1alpha1.NodeStateApplied:     6,
+	v1alpha1.NodeStateReverted:    7,
+}
+
+// profileNodeLines lists every node the profile owns, is conflicted on, or
+// still has a LatencyNode on (being reverted), in no particular order.
+func profileNodeLines(in statusInput) []nodeLine {
+	name := in.Profile.Name
+	seen := map[string]bool{}
+	var lines []nodeLine
+	for i := range in.Nodes {
+		node := &in.Nodes[i]
+		ln := in.LatencyNodes[node.Name]
+		res := resolveNode(node.Labels, in.Candidates)
+		var line nodeLine
+		switch {
+		case res.Conflicted() && res.Involves(name):
+			line = conflictLine(node.Name, name, res.Conflict)
+		case res.Winner == name:
+			line = ownedLine(in, node, ln)
+		case ln != nil && ln.Spec.Profile == name:
+			line = revertLine(node.Name, ln, "node no longer selected")
+		default:
+			continue
+		}
+		seen[node.Name] = true
+		lines = append(lines, line)
+	}
+	for nodeName, ln := range in.LatencyNodes {
+		if !seen[nodeName] && ln.Spec.Profile == name {
+			lines = append(lines, revertLine(nodeName, ln, "node is gone"))
+		}
+	}
+	return lines
+}
+
+func conflictLine(node, self string, tied []string) nodeLine {
+	others := make([]string, 0, len(tied))
+	for _, t := range tied {
+		if t != self {
+			others = append(others, t)
+		}
+	}
+	return nodeLine{ProfileNodeStatus: v1alpha1.ProfileNodeStatus{
+		Name:    node,
+		State:   v1alpha1.NodeStateConflicted,
+		Message: truncate("selected with equal priority by " + strings.Join(others, ", ")),
+	}}
+}
+
+func revertLine(node string, ln *v1alpha1.LatencyNode, why string) nodeLine {
+	state := v1alpha1.NodeStateReverting
+	if revertDone(ln) {
+		state = v1alpha1.NodeStateReverted
+	}
+	return nodeLine{ProfileNodeStatus: v1alpha1.ProfileNodeStatus{
+		Name: node, State: state, Message: why,
+	}}
+}
+
+// ownedLine is the state of a node the profile owns, from its LatencyNode.
+func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) nodeLine {
+	line := nodeLine{won: true, ProfileNodeStatus: v1alpha1.ProfileNodeStatus{Name: node.Name}}
+	if ln != nil {
+		line.RunQueueP99 = ln.Status.RunQueueP99.DeepCopy()
+		line.ThrottledRatio = ln.Status.ThrottledRatio
+		line.throttled = parseRatio(ln.Status.ThrottledRatio)
+	}
+	if gone, _ := unreachable(node, in.Now, in.UnreachableAfter); gone {
+		line.State, line.Message = v1alpha1.NodeStateUnreachable, "node NotReady longer than "+in.UnreachableAfter.String()
+		return line
+	}
+	if ln == nil || !specUpToDate(ln, in.Profile) {
+		line.State, line.Message = v1alpha1.NodeStatePending, "LatencyNode not yet written"
+		return line
+	}
+	if !reportsCurrent(ln, in.Profile) {
+		line.State, line.Message = v1alpha1.NodeStatePending, "waiting for the node's agent"
+		return line
+	}
+	conds := ln.Status.Conditions
+	line.outsideBudget = meta.IsStatusConditionFalse(conds, v1alpha1.NodeWithinBudget)
+	line.reboot = meta.IsStatusConditionTrue(conds, v1alpha1.NodeRebootRequired)
+	applied := meta.FindStatusCondition(conds, v1alpha1.NodeApplied)
+	switch {
+	case applied != nil && applied.Status == metav1.ConditionFalse:
+		line.State, line.Message = v1alpha1.NodeStateDegraded, truncate(applied.Reason+": "+applied.Message)
+	case meta.IsStatusConditionTrue(conds, v1alpha1.NodeDrifted):
+		c := meta.FindStatusCondition(conds, v1alpha1.NodeDrifted)
+		line.State, line.Message = v1alpha1.NodeStateDrifted, truncate(c.Message)
+		line.applied = applied != nil && applied.Status == metav1.ConditionTrue
+	case applied != nil && applied.Status == metav1.ConditionTrue:
+		line.State, line.applied = v1alpha1.NodeStateApplied, true
+	default:
+		line.State, line.Message = v1alpha1.NodeStatePending, "waiting for the node's agent"
+	}
+	return line
+}
+
+// reportsCurrent reports whether the agent's status describes the current
+// spec of ln for the current generation of p.
+func reportsCurrent(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile) bool {
+	return ln.Status.ObservedGeneration >= ln.Generation &&
+		ln.Status.Profile == p.Name && ln.Status.ProfileGeneration == p.Generation
+}
+
+// sortLines puts the worst nodes first: by state severity, then highest
+// p99, then highest throttling, then name.
+func sortLines(lines []nodeLine) {
+	sort.SliceStable(lines, func(i, j int) bool {
+		a, b := lines[i], lines[j]
+		if severity[a.State] != severity[b.State] {
+			return severity[a.State] < severity[b.State]
+		}
+		if pa, pb := p99(a.RunQueueP99), p99(b.RunQueueP99); pa != pb {
+			return pa > pb
+		}
+		if a.throttled != b.throttled {
+			return a.throttled > b.throttled
+		}
+		return a.Name < b.Name
+	})
+}
+
+// computeStatus is the profile's status from its node lines, and the number
+// of nodes in each state (all of them, where status.nodes is capped).
+// Conditions keep their lastTransitionTime from old when their status does
+// not change.
+func computeStatus(old v1alpha1.LatencyProfileStatus, in statusInput) (v1alpha1.LatencyProfileStatus, map[v1alpha1.ProfileNodeState]int) {
+	lines := profileNodeLines(in)
+	counts := map[v1alpha1.ProfileNodeState]int{}
+	for _, l := range lines {
+		counts[l.State]++
+	}
+	sortLines(lines)
+	st := v1alpha1.LatencyProfileStatus{ObservedGeneration: in.Profile.Generation}
+	tally := countLines(&st, lines)
+	for i, l := range lines {
+		if i == maxStatusNodes {
+			st.NodesOmitted = int32(len(lines) - maxStatusNodes)
+			break
+		}
+		st.Nodes = append(st.Nodes, l.ProfileNodeStatus)
+	}
+	if !in.Profile.DeletionTimestamp.IsZero() {
+		st.WaitingFor = waitingFor(lines)
+	}
+	st.Conditions = append([]metav1.Condition(nil), old.Conditions...)
+	for _, c := range profileConditions(in.Profile, &st, tally) {
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	return st, counts
+}
+
+// lineTally holds the counts that are not status fields.
+type lineTally struct {
+	won, pending, reverting int
+}
+
+// countLines fills the counters and worst figures of st from lines.
+func countLines(st *v1alpha1.LatencyProfileStatus, lines []nodeLine) lineTally {
+	var t lineTally
+	maxRatio := -1.0
+	for _, l := range lines {
+		switch l.State {
+		case v1alpha1.NodeStateConflicted:
+			st.Conflicted++
+		case v1alpha1.NodeStateDegraded, v1alpha1.NodeStateDrifted, v1alpha1.NodeStateUnreachable:
+			st.Degraded++
+		case v1alpha1.NodeStatePending:
+			t.pending++
+		case v1alpha1.NodeStateReverting:
+			t.reverting++
+		}
+		if !l.won {
+			continue
+		}
+		t.won++
+		if l.applied {
+			st.Applied++
+		}
+		if l.outsideBudget {
+			st.OutsideBudget++
+		}
+		if l.reboot {
+			st.RebootRequired++
+		}
+		if l.RunQueueP99 != nil && (st.WorstRunQueueP99 == nil || l.RunQueueP99.Duration > st.WorstRunQueueP99.Duration) {
+			st.WorstRunQueueP99 = l.RunQueueP99.DeepCopy()
+		}
+		if l.ThrottledRatio != "" && l.throttled > maxRatio {
+			maxRatio, st.MaxThrottledRatio = l.throttled, l.ThrottledRatio
+		}
+	}
+	st.Matched = int32(t.won) + st.Conflicted
+	return t
+}
+
+// waitingFor names the nodes a deleted profile still waits to revert.
+func waitingFor(lines []nodeLine) []string {
+	var names []string
+	for _, l := range lines {
+		if l.State == v1alpha1.NodeStateReverting {
+			names = append(names, l.Name)
+		}
+	}
+	sort.Strings(names)
+	if len(names) > maxStatusNodes {
+		names = names[:maxStatusNodes]
+	}
+	return names
+}
+
+// profileConditions are Ready, Progressing and Degraded for st.
+func profileConditions(p *v1alpha1.LatencyProfile, st *v1alpha1.LatencyProfileStatus, t lineTally) []metav1.Condition {
+	gen := p.Generation
+	cond := func(typ string, ok bool, reason, msg string) metav1.Condition {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen}
+	}
+	deleting := !p.DeletionTimestamp.IsZero()
+	return []metav1.Condition{
+		readyCondition(cond, deleting, st, t),
+		progressingCondition(cond, deleting, t),
+		degradedCondition(cond, st),
+	}
+}
+
+type condFunc func(typ string, ok bool, reason, msg string) metav1.Condition
+
+func readyCondition(cond condFunc, deleting bool, st *v1alpha1.LatencyProfileStatus, t lineTally) metav1.Condition {
+	r := v1alpha1.ProfileReady
+	switch {
+	case deleting:
+		return cond(r, false, v1alpha1.ReasonReverting, fmt.Sprintf("profile deleted; %d node(s) still reverting", t.reverting))
+	case st.Matched == 0:
+		return cond(r, false, v1alpha1.ReasonNoNodesMatched, "nodeSelector matches no node this profile can own")
+	case st.Degraded > 0:
+		return cond(r, false, v1alpha1.ReasonNodesDegraded, fmt.Sprintf("%d of %d node(s) degraded", st.Degraded, st.Matched))
+	case st.Conflicted > 0:
+		return cond(r, false, v1alpha1.ReasonNodeConflict, fmt.Sprintf("%d node(s) selected with equal priority by another profile", st.Conflicted))
+	case int(st.Applied) < t.won:
+		return cond(r, false, v1alpha1.ReasonApplying, fmt.Sprintf("%d of %d node(s) applied", st.Applied, t.won))
+	default:
+		return cond(r, true, v1alpha1.ReasonAllNodesApplied, fmt.Sprintf("%d node(s) applied", st.Applied))
+	}
+}
+
+func progressingCondition(cond condFunc, deleting bool, t lineTally) metav1.Condition {
+	r := v1alpha1.ProfileProgressing
+	switch {
+	case deleting || t.reverting > 0:
+		return cond(r, true, v1alpha1.ReasonReverting, fmt.Sprintf("%d node(s) reverting", t.reverting))
+	case t.pending > 0:
+		return cond(r, true, v1alpha1.ReasonApplying, fmt.Sprintf("%d node(s) pending", t.pending))
+	default:
+		return cond(r, false, v1alpha1.ReasonAsExpected, "no node is changing")
+	}
+}
+
+func degradedCondition(cond condFunc, st *v1alpha1.LatencyProfileStatus) metav1.Condition {
+	r := v1alpha1.ProfileDegraded
+	switch {
+	case st.Degraded > 0:
+		return cond(r, true, v1alpha1.ReasonNodesDegraded, fmt.Sprintf("%d node(s) failed, drifted or unreachable", st.Degraded))
+	case st.Conflicted > 0:
+		return cond(r, true, v1alpha1.ReasonNodeConflict, fmt.Sprintf("%d node(s) selected with equal priority by another profile get no profile", st.Conflicted))
+	case st.OutsideBudget > 0:
+		return cond(r, true, v1alpha1.ReasonOutsideBudget, fmt.Sprintf("%d node(s) outside the latency budget", st.OutsideBudget))
+	default:
+		return cond(r, false, v1alpha1.ReasonAsExpected, "no node is degraded")
+	}
+}
+
+func p99(d *metav1.Duration) time.Duration {
+	if d == nil {
+		return -1
+	}
+	return d.Duration
+}
+
+func parseRatio(s string) float64 {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0
+	}
+	return f
+}
+
+func truncate(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	return s[:maxMessage-3] + "..."
+}
