@@ -111,12 +111,25 @@ func throttled(t *testing.T, dir string) int64 {
 	return n
 }
 
-// growth is how much nr_throttled of dir grows over d (20 CFS periods at
+// growth is how much nr_throttled of dir grows over d (5 CFS periods at
 // 500ms: a throttled spinner is throttled in nearly every one).
 func growth(t *testing.T, dir string, d time.Duration) int64 {
 	t.Helper()
 	before := throttled(t, dir)
 	time.Sleep(d)
+	return throttled(t, dir) - before
+}
+
+// throttling waits until nr_throttled of dir grows (at least d, at most
+// 10s: on a loaded machine a spinner may not even get its quota's worth of
+// CPU in a period) and returns the growth.
+func throttling(t *testing.T, dir string, d time.Duration) int64 {
+	t.Helper()
+	before := throttled(t, dir)
+	time.Sleep(d)
+	for deadline := time.Now().Add(10 * time.Second); throttled(t, dir) == before && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
 	return throttled(t, dir) - before
 }
 
@@ -146,16 +159,16 @@ func TestRealV1QuotaRemoval(t *testing.T) {
 	}
 
 	spin(t, ctrDir)
-	first := growth(t, ctrDir, window)
-	t.Logf("quota 10000/100000: container nr_throttled +%d in %v", first, window)
+	first := throttling(t, ctrDir, window)
+	t.Logf("quota 10000/100000: container nr_throttled +%d over ≥%v (from %d)", first, window, throttled(t, ctrDir)-first)
 	if first == 0 {
 		t.Fatal("a busy process under a 10% quota was never throttled")
 	}
 
 	// Removing only the container's limit still throttles at the pod.
 	write(t, ctrQuota, Unlimited)
-	podOnly := growth(t, podDir, window)
-	t.Logf("container quota -1, pod 20000: pod nr_throttled +%d in %v", podOnly, window)
+	podOnly := throttling(t, podDir, window)
+	t.Logf("container quota -1, pod 20000: pod nr_throttled +%d over ≥%v", podOnly, window)
 	if podOnly == 0 {
 		t.Fatal("pod-level quota did not throttle once the container's was removed")
 	}
@@ -183,8 +196,10 @@ func TestRealV1QuotaRemoval(t *testing.T) {
 		}
 	}
 	time.Sleep(100 * time.Millisecond) // let a period in flight end
+	podBefore, ctrBefore := throttled(t, podDir), throttled(t, ctrDir)
 	podAfter, ctrAfter := growth(t, podDir, window), growth(t, ctrDir, window)
-	t.Logf("quota removed at pod and container: nr_throttled +%d (pod), +%d (container) in %v", podAfter, ctrAfter, window)
+	t.Logf("quota removed at pod and container: nr_throttled pod %d → %d, container %d → %d over 2×%v",
+		podBefore, throttled(t, podDir), ctrBefore, throttled(t, ctrDir), window)
 	if podAfter != 0 || ctrAfter != 0 {
 		t.Fatalf("still throttled after removal: pod +%d, container +%d", podAfter, ctrAfter)
 	}
@@ -195,8 +210,8 @@ func TestRealV1QuotaRemoval(t *testing.T) {
 	if p, c := read(t, podQuota), read(t, ctrQuota); p != "20000" || c != "10000" {
 		t.Fatalf("after revert pod=%s container=%s; want 20000, 10000", p, c)
 	}
-	again := growth(t, ctrDir, window)
-	t.Logf("after revert: container nr_throttled +%d in %v", again, window)
+	again := throttling(t, ctrDir, window)
+	t.Logf("after revert: container nr_throttled +%d over ≥%v", again, window)
 	if again == 0 {
 		t.Fatal("reverted quota does not throttle")
 	}
