@@ -32,6 +32,7 @@ EOF
 	log "applied gateway profile via $AGENT_PATH: autogroup=$(cat $AUTOGROUP)"
 }
 
+export DURATION_S=$((REQS / RATE + 5))
 kernel_lock
 set_value "$AUTOGROUP" 1
 start_hog "$HOGS"

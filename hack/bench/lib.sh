@@ -67,6 +67,15 @@ runqlat_p99() {
 	           for (i=0;i<n;i++) { s+=c[i]; if (s >= 0.99*tot) { print hi[i]; exit } } }' "$1"
 }
 
+# agent_p99 FILE: the first "p99 <duration>" of "latencytier agent measure"
+# output, in µs.
+agent_p99() {
+	grep -oE 'p99 [0-9.]+(ns|µs|us|ms|s)' "$1" | head -1 | awk '{
+		v=$2; u=v; sub(/^[0-9.]+/, "", u); sub(/[a-zµ]+$/, "", v)
+		m = (u=="ns") ? 0.001 : (u=="ms") ? 1000 : (u=="s") ? 1000000 : 1
+		printf "%.0f", v*m }'
+}
+
 # --- workload ---------------------------------------------------------------
 # run_workload LABEL WORKLOAD_ARGS...: runs the workload in a new session
 # (its own autogroup), in cgroup directory $WORKLOAD_CGROUP when set, traced
@@ -85,14 +94,17 @@ run_workload() {
 	local wpid=$!
 	while [ ! -s "$pidf" ]; do sleep 0.02; done
 	local pid; pid=$(cat "$pidf")
+	# Node-wide run-queue latency, the way the agent measures it: runqlat
+	# without a PID filter, and "latencytier agent measure" side by side.
 	local rq=$OUT/logs/$label.runqlat
-	runqlat -p "$pid" >"$rq" 2>&1 &
+	runqlat >"$rq" 2>&1 &
 	local rqpid=$!
 	for _ in $(seq 100); do grep -q Tracing "$rq" && break; sleep 0.05; done
 	local mpid=""
-	if agent_has measure; then
-		"$LT" agent measure -pid "$pid" >"$OUT/logs/$label.measure" 2>&1 &
+	if agent_has measure duration; then
+		"$LT" agent measure -duration "${DURATION_S:-60}s" >"$OUT/logs/$label.measure" 2>&1 &
 		mpid=$!
+		for _ in $(seq 100); do grep -q Tracing "$OUT/logs/$label.measure" && break; sleep 0.05; done
 	fi
 	touch "$gof"
 	wait "$wpid"
@@ -101,7 +113,7 @@ run_workload() {
 	local line
 	line="$(grep '^label=' "$OUT/logs/$label.out") runqlat_p99_us=$(runqlat_p99 "$rq")"
 	if [ -n "$mpid" ]; then
-		line+=" agent_p99_us=$(grep -oE 'p99[^0-9]*[0-9.]+' "$OUT/logs/$label.measure" | head -1 | grep -oE '[0-9.]+$')"
+		line+=" agent_p99_us=$(agent_p99 "$OUT/logs/$label.measure")"
 	else
 		line+=" agent_p99_us=n/a"
 	fi

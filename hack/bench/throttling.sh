@@ -65,6 +65,7 @@ run_phase() {
 	echo "$line"
 }
 
+export DURATION_S=$((REQS / RATE + 5))
 kernel_lock
 make_pod
 args=(-n "$REQS" -r "$RATE" -s "$SERVICE" -b "$BURST" -w "$WORKERS" -T 30)
