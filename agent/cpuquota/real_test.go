@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -35,9 +36,12 @@ func randHex(t *testing.T, n int) string {
 	return hex.EncodeToString(b)
 }
 
-// v1Tree builds <cpu>/<kubepods>/burstable/pod<uid>/<cid> in the real v1 cpu
-// controller under a unique kubepods name and removes it in t.Cleanup.
-func v1Tree(t *testing.T) (kubepods, uid, podDir, ctrDir string) {
+// v1Tree builds a kubelet-shaped burstable pod with one container in the
+// real v1 cpu controller under a unique kubepods name, for the cgroupfs
+// (<kubepods>/burstable/pod<uid>/<cid>) or the systemd driver
+// (<kubepods>.slice/<kubepods>-burstable.slice/<kubepods>-burstable-pod<uid_>.slice/cri-containerd-<cid>.scope),
+// and removes it in t.Cleanup.
+func v1Tree(t *testing.T, driver string) (kubepods, uid, podDir, ctrDir string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
@@ -49,14 +53,17 @@ func v1Tree(t *testing.T) (kubepods, uid, podDir, ctrDir string) {
 	kubepods = "lttest-" + randHex(t, 4)
 	uid = randHex(t, 4) + "-0000-4000-8000-" + randHex(t, 6)
 	cid := randHex(t, 32)
-	dirs := []string{
-		filepath.Join(base, kubepods),
-		filepath.Join(base, kubepods, "burstable"),
-		filepath.Join(base, kubepods, "burstable", "pod"+uid),
-		filepath.Join(base, kubepods, "burstable", "pod"+uid, cid),
+	rels := []string{kubepods, "burstable", "pod" + uid, cid}
+	if driver == podcgroup.DriverSystemd {
+		rels = []string{kubepods + ".slice", kubepods + "-burstable.slice",
+			kubepods + "-burstable-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice", "cri-containerd-" + cid + ".scope"}
 	}
-	for _, d := range dirs {
-		if err := os.Mkdir(d, 0o755); err != nil {
+	var dirs []string
+	dir := base
+	for _, r := range rels {
+		dir = filepath.Join(dir, r)
+		dirs = append(dirs, dir)
+		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -140,7 +147,13 @@ const window = 500 * time.Millisecond
 // through the knobs Knobs returns (applied in order), sees throttling stop,
 // reverts in reverse order and sees the quotas, and the throttling, return.
 func TestRealV1QuotaRemoval(t *testing.T) {
-	kubepods, uid, podDir, ctrDir := v1Tree(t)
+	for _, driver := range []string{podcgroup.DriverCgroupfs, podcgroup.DriverSystemd} {
+		t.Run(driver, func(t *testing.T) { testRealV1QuotaRemoval(t, driver) })
+	}
+}
+
+func testRealV1QuotaRemoval(t *testing.T, driver string) {
+	kubepods, uid, podDir, ctrDir := v1Tree(t, driver)
 	podQuota := filepath.Join(podDir, QuotaFileV1)
 	ctrQuota := filepath.Join(ctrDir, QuotaFileV1)
 
