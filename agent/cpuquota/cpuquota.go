@@ -8,6 +8,7 @@ package cpuquota
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -102,7 +103,7 @@ func dirKnob(root *host.Root, version int, id, dir string) (knob.Knob, error) {
 	if version == 1 {
 		path := filepath.Join(dir, QuotaFileV1)
 		if !root.Exists(path) {
-			return knob.Knob{}, kerr.Classify("read", path, fmt.Errorf("cpu controller has no CFS bandwidth file: %w", errNotExist))
+			return knob.Knob{}, kerr.Classify("read", path, fmt.Errorf("cpu controller has no CFS bandwidth file: %w", fs.ErrNotExist))
 		}
 		return knob.Knob{ID: id, Path: path, Desired: Unlimited, Equal: EqualV1}, nil
 	}

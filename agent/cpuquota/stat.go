@@ -9,8 +9,6 @@ import (
 	"time"
 )
 
-var errNotExist = os.ErrNotExist
-
 // Stat reads a cgroup's cpu.stat throttling counters. It understands v1
 // (nr_periods, nr_throttled, throttled_time in ns) and v2 (nr_periods,
 // nr_throttled, throttled_usec). A cgroup without bandwidth control (v2
