@@ -15,12 +15,12 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/cpuset"
 
-	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/plan"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 // Stage names a point in Apply or Revert where a test may crash the agent.

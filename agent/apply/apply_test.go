@@ -1,0 +1,271 @@
+package apply
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/go-logr/logr"
+
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/internal/testroot"
+	"latencytier.io/latencytier/agent/journal"
+	"latencytier.io/latencytier/agent/knob"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/kernellock"
+)
+
+func engine(root *host.Root) *Engine { return &Engine{Root: root, Log: logr.Discard()} }
+
+func fakeKnobs(root *host.Root) []knob.Knob {
+	return []knob.Knob{
+		{ID: "k/a", Path: root.Proc("sys", "a"), Desired: "0"},
+		{ID: "k/b", Path: root.Proc("sys", "b"), Desired: "5"},
+	}
+}
+
+func fakeRoot(t *testing.T) *host.Root {
+	return testroot.New(t, map[string]string{"proc/sys/a": "1\n", "proc/sys/b": "5\n"})
+}
+
+func state(t *testing.T, rs []v1alpha1.SettingResult, id string) v1alpha1.SettingResult {
+	t.Helper()
+	for _, r := range rs {
+		if r.Setting == id {
+			return r
+		}
+	}
+	t.Fatalf("no result for %s in %+v", id, rs)
+	return v1alpha1.SettingResult{}
+}
+
+func TestApplyThenRevertRestoresOriginals(t *testing.T) {
+	root := fakeRoot(t)
+	e := engine(root)
+	rep, err := e.Apply(Meta{Profile: "p"}, fakeKnobs(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Written != 1 || state(t, rep.Results, "k/a").State != v1alpha1.SettingApplied || state(t, rep.Results, "k/b").State != v1alpha1.SettingApplied {
+		t.Fatalf("apply = %+v", rep)
+	}
+	if got := testroot.Read(t, root.Proc("sys", "a")); got != "0" {
+		t.Fatalf("a = %q after apply", got)
+	}
+	// A second pass is a no-op.
+	if rep, _ := e.Apply(Meta{Profile: "p"}, fakeKnobs(root)); rep.Written != 0 || len(rep.Drifts) != 0 {
+		t.Fatalf("second apply = %+v", rep)
+	}
+	rep, err = e.Revert()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := testroot.Read(t, root.Proc("sys", "a")); got != "1" {
+		t.Fatalf("a = %q after revert, want 1", got)
+	}
+	if got := testroot.Read(t, root.Proc("sys", "b")); got != "5" {
+		t.Fatalf("b = %q after revert, want 5", got)
+	}
+	if _, err := os.Stat(journal.Path(root)); !os.IsNotExist(err) {
+		t.Fatalf("journal not cleared after a complete revert: %v", err)
+	}
+}
+
+func TestDriftIsReportedAndReasserted(t *testing.T) {
+	root := fakeRoot(t)
+	e := engine(root)
+	if _, err := e.Apply(Meta{}, fakeKnobs(root)); err != nil {
+		t.Fatal(err)
+	}
+	testroot.Write(t, root.Proc("sys", "a"), "7")
+	testroot.Write(t, root.Proc("sys", "b"), "8") // b was already 5 before: still drift
+	rep, err := e.Apply(Meta{}, fakeKnobs(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Drifts) != 2 || rep.Drifts[0].ID != "k/a" || rep.Drifts[0].Theirs != "7" || rep.Drifts[0].Ours != "0" {
+		t.Fatalf("drifts = %+v", rep.Drifts)
+	}
+	if testroot.Read(t, root.Proc("sys", "a")) != "0" || testroot.Read(t, root.Proc("sys", "b")) != "5" {
+		t.Fatal("drift not re-asserted")
+	}
+	// Revert still restores the first original, not the drifted value.
+	if _, err := e.Revert(); err != nil {
+		t.Fatal(err)
+	}
+	if got := testroot.Read(t, root.Proc("sys", "a")); got != "1" {
+		t.Fatalf("a = %q after revert, want the original 1", got)
+	}
+}
+
+func TestSpecChangeRestoresWhatItNoLongerWants(t *testing.T) {
+	root := fakeRoot(t)
+	e := engine(root)
+	if _, err := e.Apply(Meta{Profile: "one"}, fakeKnobs(root)); err != nil {
+		t.Fatal(err)
+	}
+	only := []knob.Knob{{ID: "k/b", Path: root.Proc("sys", "b"), Desired: "6"}}
+	rep, err := e.Apply(Meta{Profile: "two"}, only)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Restored) != 1 || rep.Restored[0].Setting != "k/a" || rep.Restored[0].State != v1alpha1.SettingReverted {
+		t.Fatalf("restored = %+v", rep.Restored)
+	}
+	if testroot.Read(t, root.Proc("sys", "a")) != "1" || testroot.Read(t, root.Proc("sys", "b")) != "6" {
+		t.Fatal("spec change not carried out")
+	}
+	if _, err := e.Revert(); err != nil {
+		t.Fatal(err)
+	}
+	if got := testroot.Read(t, root.Proc("sys", "b")); got != "5" {
+		t.Fatalf("b = %q after revert, want 5", got)
+	}
+}
+
+func TestCorruptJournalBlocksApplyAndRevert(t *testing.T) {
+	root := fakeRoot(t)
+	testroot.Write(t, journal.Path(root), "{not json")
+	e := engine(root)
+	if _, err := e.Apply(Meta{}, fakeKnobs(root)); !errors.Is(err, ErrJournalCorrupt) {
+		t.Fatalf("Apply err = %v, want ErrJournalCorrupt", err)
+	}
+	if _, err := e.Revert(); !errors.Is(err, ErrJournalCorrupt) {
+		t.Fatalf("Revert err = %v, want ErrJournalCorrupt", err)
+	}
+	if testroot.Read(t, root.Proc("sys", "a")) != "1" {
+		t.Fatal("a kernel value was written despite a corrupt journal")
+	}
+	if testroot.Read(t, journal.Path(root)) != "{not json" {
+		t.Fatal("corrupt journal was not left in place")
+	}
+}
+
+// After a reboot the kernel is back at boot values: the old journal's
+// originals are stale, so they are re-read instead of written back.
+func TestJournalOfEarlierBootIsNotRestored(t *testing.T) {
+	root := fakeRoot(t)
+	e := engine(root)
+	if _, err := e.Apply(Meta{}, fakeKnobs(root)); err != nil {
+		t.Fatal(err)
+	}
+	// "Reboot": new boot id, and the kernel boots with a = 3.
+	testroot.Write(t, root.Proc("sys", "kernel", "random", "boot_id"), "99999999-0000-0000-0000-000000000000")
+	testroot.Write(t, root.Proc("sys", "a"), "3")
+	rep, err := e.Apply(Meta{}, fakeKnobs(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Notes) == 0 || len(rep.Drifts) != 0 {
+		t.Fatalf("report = %+v, want a discarded-journal note and no drift", rep)
+	}
+	if _, err := e.Revert(); err != nil {
+		t.Fatal(err)
+	}
+	if got := testroot.Read(t, root.Proc("sys", "a")); got != "3" {
+		t.Fatalf("a = %q after revert, want this boot's original 3", got)
+	}
+}
+
+func TestRevertConflictLeavesTheirValue(t *testing.T) {
+	root := fakeRoot(t)
+	e := engine(root)
+	if _, err := e.Apply(Meta{}, fakeKnobs(root)); err != nil {
+		t.Fatal(err)
+	}
+	testroot.Write(t, root.Proc("sys", "a"), "42")
+	rep, err := e.Revert()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Conflicts()
+	if len(c) != 1 || c[0].Setting != "k/a" || c[0].Actual != "42" {
+		t.Fatalf("conflicts = %+v", c)
+	}
+	if got := testroot.Read(t, root.Proc("sys", "a")); got != "42" {
+		t.Fatalf("a = %q, want their 42 left in place", got)
+	}
+}
+
+func TestUnsupportedAndInvalidWrites(t *testing.T) {
+	root := fakeRoot(t)
+	e := engine(root)
+	knobs := []knob.Knob{{ID: "k/missing", Path: root.Proc("sys", "missing"), Desired: "1"}}
+	rep, err := e.Apply(Meta{}, knobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := state(t, rep.Results, "k/missing"); s.State != v1alpha1.SettingUnsupported {
+		t.Fatalf("missing knob = %+v", s)
+	}
+}
+
+// Real kernel: autogroup and rt_runtime through the engine, and a revert
+// conflict when someone else changes the value in between.
+func TestRealSchedSysctls(t *testing.T) {
+	kernellock.Lock(t)
+	root := testroot.RealKernel(t)
+	before := testroot.Snapshot(t)
+	ag := root.Proc("sys", "kernel", "sched_autogroup_enabled")
+	rt := root.Proc("sys", "kernel", "sched_rt_runtime_us")
+	testroot.Restore(t, ag)
+	testroot.Restore(t, rt)
+	origAG, origRT := testroot.Read(t, ag), testroot.Read(t, rt)
+	flip := map[string]string{"0": "1", "1": "0"}[origAG]
+	knobs := []knob.Knob{
+		{ID: "scheduler/autogroup", Path: ag, Desired: flip},
+		{ID: "scheduler/rtRuntime", Path: rt, Desired: "-1"},
+	}
+	e := engine(root)
+	rep, err := e.Apply(Meta{Profile: "t"}, knobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Results {
+		if r.State != v1alpha1.SettingApplied {
+			t.Fatalf("result %+v", r)
+		}
+	}
+	if testroot.Read(t, ag) != flip || testroot.Read(t, rt) != "-1" {
+		t.Fatal("kernel does not hold the applied values")
+	}
+	// Invalid value: the kernel's EINVAL comes back as Invalid.
+	bad := []knob.Knob{knobs[0], knobs[1], {ID: "scheduler/bad", Path: rt, Desired: "2000000"}}
+	rep, err = e.Apply(Meta{Profile: "t"}, bad[2:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := state(t, rep.Results, "scheduler/bad"); s.State != v1alpha1.SettingInvalid {
+		t.Fatalf("rt_runtime above period = %+v, want Invalid", s)
+	}
+	// That pass dropped autogroup and rtRuntime from the spec: restored.
+	if testroot.Read(t, ag) != origAG || testroot.Read(t, rt) != origRT {
+		t.Fatal("orphaned knobs not restored")
+	}
+	if _, err := e.Apply(Meta{Profile: "t"}, knobs); err != nil {
+		t.Fatal(err)
+	}
+	// Someone else sets rt_runtime after us: revert leaves it, reports it.
+	if err := root.WriteString(rt, "990000"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = e.Revert()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Conflicts(); len(c) != 1 || c[0].Setting != "scheduler/rtRuntime" || c[0].Actual != "990000" {
+		t.Fatalf("conflicts = %+v", rep.Conflicts())
+	}
+	if testroot.Read(t, rt) != "990000" {
+		t.Fatal("revert clobbered someone else's rt_runtime")
+	}
+	if testroot.Read(t, ag) != origAG {
+		t.Fatalf("autogroup = %s after revert, want %s", testroot.Read(t, ag), origAG)
+	}
+	if err := root.WriteString(rt, origRT); err != nil {
+		t.Fatal(err)
+	}
+	if d := testroot.Diff(before, testroot.Snapshot(t)); len(d) != 0 {
+		t.Fatalf("kernel differs after revert: %v", d)
+	}
+}

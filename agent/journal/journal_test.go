@@ -1,0 +1,118 @@
+package journal
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"latencytier.io/latencytier/agent/internal/testroot"
+)
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	root := testroot.New(t, nil)
+	j := New("boot-1")
+	j.Profile = "gateway"
+	j.Record("sysctl/a", "/x/a", "1", "0")
+	j.Record("sysctl/a", "/x/a", "ignored-original", "5")
+	j.Record("irq/24", "/x/24", "0-1", "0")
+	if err := Save(root, j); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := got.Find("sysctl/a")
+	if a == nil || a.Original != "1" || len(a.Written) != 2 || a.Written[1] != "5" {
+		t.Fatalf("entry a = %+v, want original 1 written [0 5]", a)
+	}
+	if got.Entries[1].ID != "irq/24" || got.BootID != "boot-1" || got.Profile != "gateway" {
+		t.Fatalf("journal = %+v", got)
+	}
+	// No temp file is left next to the journal.
+	left, _ := filepath.Glob(filepath.Join(root.StateDir(), FileName+".tmp-*"))
+	if len(left) != 0 {
+		t.Fatalf("temp files left: %v", left)
+	}
+	if st, _ := os.Stat(root.StateDir()); st.Mode().Perm() != 0o700 {
+		t.Errorf("state dir mode = %v, want 0700", st.Mode().Perm())
+	}
+}
+
+func TestLoadMissingIsNil(t *testing.T) {
+	j, err := Load(testroot.New(t, nil))
+	if j != nil || err != nil {
+		t.Fatalf("Load = %v, %v; want nil, nil", j, err)
+	}
+}
+
+func TestCorruptJournalIsReportedAndLeftInPlace(t *testing.T) {
+	for name, content := range map[string]string{
+		"truncated":     `{"version":1,"bootID":"b","entries":[{"id":"a","pa`,
+		"wrong version": `{"version":9,"bootID":"b","entries":[]}`,
+		"no boot id":    `{"version":1,"entries":[]}`,
+		"duplicate":     `{"version":1,"bootID":"b","entries":[{"id":"a","path":"/a","original":"1"},{"id":"a","path":"/a","original":"2"}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := testroot.New(t, nil)
+			testroot.Write(t, Path(root), content)
+			_, err := Load(root)
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Load err = %v, want ErrCorrupt", err)
+			}
+			if got, _ := os.ReadFile(Path(root)); string(got) != content {
+				t.Fatalf("corrupt journal was changed: %q", got)
+			}
+		})
+	}
+}
+
+// A crash during Save leaves either the old or the new journal, never a
+// torn one: the new content goes to a temp file that is renamed over.
+func TestSaveIsAtomicOverExisting(t *testing.T) {
+	root := testroot.New(t, nil)
+	old := New("b")
+	old.Record("a", "/a", "1", "0")
+	if err := Save(root, old); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(Path(root))
+	next := New("b")
+	next.Record("a", "/a", "1", "0")
+	next.Record("b", "/b", "2", "3")
+	if err := Save(root, next); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.Stat(Path(root))
+	if os.SameFile(before, after) {
+		t.Fatal("journal was rewritten in place, want a new inode renamed over it")
+	}
+	got, err := Load(root)
+	if err != nil || len(got.Entries) != 2 {
+		t.Fatalf("Load = %+v, %v", got, err)
+	}
+}
+
+func TestBootIDOnThisKernel(t *testing.T) {
+	root := testroot.New(t, nil)
+	if id, err := BootID(root); err != nil || id != "11111111-2222-3333-4444-555555555555" {
+		t.Fatalf("BootID = %q, %v", id, err)
+	}
+}
+
+func TestRemove(t *testing.T) {
+	root := testroot.New(t, nil)
+	if err := Remove(root); err != nil {
+		t.Fatalf("Remove without journal: %v", err)
+	}
+	if err := Save(root, New("b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(Path(root)); !os.IsNotExist(err) {
+		t.Fatalf("journal still there: %v", err)
+	}
+}
