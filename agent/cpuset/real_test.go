@@ -210,3 +210,45 @@ func TestRealHostSlices(t *testing.T) {
 	}
 	t.Logf("host slices: %d knobs, results %+v", len(knobs), results)
 }
+
+// TestRealV1PodCpuset pins a kubelet-shaped pod (cgroupfs driver, unique
+// kubepods name) in the real v1 cpuset hierarchy to CPU 1 with PodKnobs
+// under the none policy, and restores it.
+func TestRealV1PodCpuset(t *testing.T) {
+	base := realV1(t)
+	kubepods := "lttest-" + randHex(t, 4)
+	uid := randHex(t, 4) + "-0000-4000-8000-" + randHex(t, 6)
+	cid := randHex(t, 32)
+	burstable := filepath.Join(kubepods, "burstable")
+	pod := filepath.Join(burstable, "pod"+uid)
+	ctr := filepath.Join(pod, cid)
+	mkCgroups(t, base, map[string]string{kubepods: "0-1", burstable: "0-1", pod: "0-1", ctr: "0-1"},
+		[]string{kubepods, burstable, pod, ctr})
+	pid := sleeper(t, filepath.Join(base, ctr))
+
+	none, err := ParseCPUManagerState([]byte(`{"policyName":"none","defaultCpuSet":"","checksum":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := podcgroup.Pod{UID: uid, Namespace: "default", Name: "latency", OptedIn: true}
+	knobs, results, err := PodKnobs(host.New("/"), []podcgroup.Pod{p}, cpuset.New(1), none, podcgroup.WithKubepods(kubepods))
+	if err != nil || len(results) != 0 || len(knobs) != 2 {
+		t.Fatalf("PodKnobs: %+v %+v %v", knobs, results, err)
+	}
+	if knobs[0].Path != filepath.Join(base, ctr, CPUsFile) || knobs[1].Path != filepath.Join(base, pod, CPUsFile) {
+		t.Fatalf("knobs = %+v; want container then pod", knobs)
+	}
+	originals := []string{read(t, knobs[0].Path), read(t, knobs[1].Path)}
+	for _, k := range knobs {
+		write(t, k.Path, k.Desired)
+	}
+	if got := allowedCPUs(t, pid); got != "1" {
+		t.Fatalf("container process may run on %s after apply; want 1", got)
+	}
+	for i := len(knobs) - 1; i >= 0; i-- {
+		write(t, knobs[i].Path, originals[i])
+	}
+	if got := allowedCPUs(t, pid); got != "0-1" {
+		t.Fatalf("container process may run on %s after revert; want 0-1", got)
+	}
+}
