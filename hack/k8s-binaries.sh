@@ -2,8 +2,8 @@
 # k8s-binaries.sh builds the Kubernetes control-plane (and, with "all", node)
 # binaries from the Go module proxy and caches them outside the repository.
 #
-#   hack/k8s-binaries.sh            # etcd + kube-apiserver (envtest)
-#   hack/k8s-binaries.sh all        # + kube-controller-manager, kube-scheduler, kubelet, kubectl
+#   hack/k8s-binaries.sh            # etcd + kube-apiserver (envtest) + kubectl
+#   hack/k8s-binaries.sh all        # + kube-controller-manager, kube-scheduler, kubelet
 #   hack/k8s-binaries.sh --print-dir
 #
 # The Kubernetes version follows go.mod's k8s.io/api (v0.X.Y -> v1.X.Y), so the
@@ -22,7 +22,7 @@ BIN_DIR="$CACHE/k8s/$K8S_VERSION"
 
 if [[ "${1:-}" == "--print-dir" ]]; then echo "$BIN_DIR"; exit 0; fi
 
-want=(etcd kube-apiserver)
+want=(etcd kube-apiserver kubectl)
 if [[ "${1:-}" == "all" ]]; then
   want+=(kube-controller-manager kube-scheduler kubelet kubectl)
 fi

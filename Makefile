@@ -1,0 +1,90 @@
+# latencytier — see README.md. Targets run as root on the project's VMs.
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMG ?= latencytier:$(VERSION)
+BIN := bin/latencytier
+GO_LDFLAGS := -s -w -X main.version=$(VERSION)
+CONTROLLER_GEN := go tool controller-gen
+
+.PHONY: all
+all: build
+
+##@ Development
+
+.PHONY: deps
+deps: ## Install the Debian packages the tests and demo need (hack/apt-packages.txt).
+	hack/install-deps.sh
+
+.PHONY: envtest
+envtest: ## Build (once, cached outside the repo) the etcd + kube-apiserver envtest uses.
+	hack/k8s-binaries.sh >/dev/null
+
+.PHONY: manifests
+manifests: ## Generate CRDs and RBAC from the Go markers.
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=latencytier-manager paths=./controllers/... output:rbac:artifacts:config=config/rbac
+
+.PHONY: generate
+generate: ## Generate deepcopy functions.
+	$(CONTROLLER_GEN) object paths=./api/...
+
+.PHONY: generate-bpf
+generate-bpf: ## Regenerate vmlinux.h and the bpf2go objects (needs clang, bpftool).
+	hack/generate-bpf.sh
+
+.PHONY: verify-gen
+verify-gen: ## Fail if generated files (CRDs, RBAC, deepcopy, BPF) differ from their sources.
+	hack/verify-gen.sh
+
+.PHONY: fmt
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: lint
+lint: ## gofmt + go vet.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+
+.PHONY: test
+test: deps envtest ## Unit, real-kernel and envtest tests (as root).
+	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh --print-dir)" go test -count=1 -timeout 30m ./...
+
+.PHONY: test-e2e
+test-e2e: build ## End-to-end on a real single-node cluster on this machine.
+	hack/e2e.sh
+
+.PHONY: bench
+bench: build ## Reproduce the field notes' incidents and write docs/benchmarks.md.
+	hack/bench/run.sh
+
+##@ Build and run
+
+.PHONY: build
+build: ## Build the single latencytier binary (static, CGO-free).
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(BIN) .
+
+.PHONY: run
+run: ## Run the manager against the current kubeconfig.
+	go run . manager
+
+.PHONY: demo
+demo: build ## Bring up a local cluster, apply a profile, show it working; Ctrl-C reverts and tears down.
+	hack/demo.sh
+
+.PHONY: docker-build
+docker-build: ## Build the image (needs a Docker engine; none runs on the CI VMs).
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+.PHONY: deploy
+deploy: ## Install CRDs, RBAC, admission policy and the manager into the current cluster.
+	kubectl apply -k config/default
+
+.PHONY: undeploy
+undeploy:
+	kubectl delete -k config/default --ignore-not-found
+
+.PHONY: help
+help:
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)

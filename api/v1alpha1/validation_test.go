@@ -1,0 +1,387 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+// These tests run the real kube-apiserver and etcd (envtest) with the
+// generated CRDs, so every rule below is enforced by the API server exactly
+// as `kubectl apply` and GitOps dry-runs will see it.
+
+var (
+	k8s     client.Client
+	restCfg *rest.Config
+	env     *envtest.Environment
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test` (it builds the API server with hack/k8s-binaries.sh)")
+		os.Exit(1)
+	}
+	env = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		os.Exit(1)
+	}
+	restCfg = cfg
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// profile builds an unstructured LatencyProfile from a YAML spec, so tests can
+// send exactly what a user's manifest would (including values Go types could
+// not hold).
+func profile(t *testing.T, name, spec string) *unstructured.Unstructured {
+	t.Helper()
+	doc := fmt.Sprintf("apiVersion: tuning.latencytier.io/v1alpha1\nkind: LatencyProfile\nmetadata:\n  name: %s\nspec:\n%s", name, indent(spec))
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		t.Fatalf("bad test YAML: %v\n%s", err, doc)
+	}
+	return u
+}
+
+func indent(s string) string {
+	lines := strings.Split(strings.Trim(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "  " + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+const selector = "nodeSelector:\n  matchLabels:\n    tier: gateway\n"
+
+func TestInvalidProfilesAreRejectedNamingTheField(t *testing.T) {
+	long := strings.Repeat("x", 257)
+	var many strings.Builder
+	many.WriteString("sysctls:\n")
+	for i := 0; i < 65; i++ {
+		fmt.Fprintf(&many, "- name: net.core.x%d\n  value: \"1\"\n", i)
+	}
+	cases := []struct {
+		name, spec string
+		want       []string // every string must appear in the API server's message
+	}{
+		{"cpulist-open-range", "cpus:\n  reserved: \"1-\"", []string{"spec.cpus.reserved"}},
+		{"cpulist-letter", "cpus:\n  reserved: \"a\"", []string{"spec.cpus.reserved"}},
+		{"cpulist-descending", "cpus:\n  reserved: \"3-1\"", []string{"spec.cpus.reserved", "descending range"}},
+		{"cpulist-empty-entry", "cpus:\n  reserved: \"0,,1\"", []string{"spec.cpus.reserved"}},
+		{"isolated-descending", "cpus:\n  reserved: \"0\"\n  isolated: \"7-4\"", []string{"spec.cpus.isolated", "descending range"}},
+		{"overlap-single", "cpus:\n  reserved: \"0-1\"\n  isolated: \"1\"", []string{"spec.cpus", "must not overlap"}},
+		{"overlap-ranges", "cpus:\n  reserved: \"0,4-6\"\n  isolated: \"2-3,6-7\"", []string{"spec.cpus", "must not overlap"}},
+		{"isolated-without-reserved", "cpus:\n  isolated: \"1\"", []string{"spec.cpus", "needs cpus.reserved"}},
+		{"sysctl-slash", "sysctls:\n- name: kernel/sysrq\n  value: \"1\"", []string{"spec.sysctls[0].name"}},
+		{"sysctl-dotdot", "sysctls:\n- name: net..core\n  value: \"1\"", []string{"spec.sysctls[0].name"}},
+		{"sysctl-space", "sysctls:\n- name: \"net.core. rmem\"\n  value: \"1\"", []string{"spec.sysctls[0].name"}},
+		{"sysctl-uppercase", "sysctls:\n- name: net.core.RMEM_max\n  value: \"1\"", []string{"spec.sysctls[0].name"}},
+		{"sysctl-empty", "sysctls:\n- name: \"\"\n  value: \"1\"", []string{"spec.sysctls[0].name"}},
+		{"sysctl-undotted", "sysctls:\n- name: swappiness\n  value: \"1\"", []string{"spec.sysctls[0].name"}},
+		{"sysctl-value-too-long", "sysctls:\n- name: net.core.somaxconn\n  value: " + long, []string{"spec.sysctls[0].value"}},
+		{"sysctl-too-many", many.String(), []string{"spec.sysctls", "64"}},
+		{"sysctl-duplicates-typed", "sysctls:\n- name: kernel.sched_autogroup_enabled\n  value: \"0\"", []string{"spec.sysctls[0]", "duplicates a typed field of spec.scheduler"}},
+		{"sysctl-duplicates-migration", "sysctls:\n- name: kernel.sched_migration_cost_ns\n  value: \"5000000\"", []string{"spec.sysctls[0]", "kernel.sched_migration_cost_ns"}},
+		{"duration-negative", "scheduler:\n  migrationCost: -5ms", []string{"spec.scheduler.migrationCost"}},
+		{"duration-absurd", "scheduler:\n  migrationCost: 90s", []string{"spec.scheduler.migrationCost", "at most 1s"}},
+		{"duration-garbage", "scheduler:\n  baseSlice: fast", []string{"spec.scheduler.baseSlice"}},
+		{"baseslice-too-small", "scheduler:\n  baseSlice: 1us", []string{"spec.scheduler.baseSlice", "between 100us and 100ms"}},
+		{"latency-hours", "scheduler:\n  latency: 2h", []string{"spec.scheduler.latency"}},
+		{"rtruntime-over-period", "scheduler:\n  rtRuntime: 2s", []string{"spec.scheduler.rtRuntime"}},
+		{"rtruntime-garbage", "scheduler:\n  rtRuntime: always", []string{"spec.scheduler.rtRuntime"}},
+		{"autogroup-unknown-enum", "scheduler:\n  autogroup: Off", []string{"spec.scheduler.autogroup", "Enabled", "Disabled"}},
+		{"irq-unknown-enum", "cpus:\n  reserved: \"0\"\nirq:\n  affinity: Everywhere", []string{"spec.irq.affinity"}},
+		{"irq-reserved-needs-cpus", "irq:\n  affinity: Reserved", []string{"irq.affinity Reserved needs cpus.reserved"}},
+		{"quota-unknown-enum", "cpuQuota:\n  policy: Sometimes", []string{"spec.cpuQuota.policy"}},
+		{"measurement-unknown-source", "measurement:\n  source: Magic", []string{"spec.measurement.source"}},
+		{"measurement-interval-too-short", "measurement:\n  interval: 100ms", []string{"spec.measurement.interval", "between 5s and 1h"}},
+		{"priority-too-high", "priority: 5000", []string{"spec.priority"}},
+		{"priority-too-low", "priority: -5000", []string{"spec.priority"}},
+		{"budget-p99-garbage", "latencyBudget:\n  runQueueP99: soon", []string{"spec.latencyBudget.runQueueP99"}},
+		{"budget-p99-zero", "latencyBudget:\n  runQueueP99: 0s", []string{"spec.latencyBudget.runQueueP99"}},
+		{"budget-ratio-over-one", "latencyBudget:\n  throttledRatio: \"1.5\"", []string{"spec.latencyBudget.throttledRatio"}},
+		{"budget-ratio-percent", "latencyBudget:\n  throttledRatio: \"1%\"", []string{"spec.latencyBudget.throttledRatio"}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := selector + tc.spec
+			if tc.name == "isolated-without-reserved" || tc.name == "irq-reserved-needs-cpus" {
+				spec = selector + tc.spec
+			}
+			obj := profile(t, fmt.Sprintf("bad-%d", i), spec)
+			err := k8s.Create(context.Background(), obj)
+			if err == nil {
+				_ = k8s.Delete(context.Background(), obj)
+				t.Fatalf("API server accepted an invalid profile:\n%s", spec)
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid error, got %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("message does not name %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// TestBoundaryValuesAreAccepted pins the other side of each rule, so a rule
+// that rejects too much fails here.
+func TestBoundaryValuesAreAccepted(t *testing.T) {
+	specs := map[string]string{
+		"cpulists":     "cpus:\n  reserved: \"0,4-6\"\n  isolated: \"1-3,7,8-15\"",
+		"touching":     "cpus:\n  reserved: \"0-1\"\n  isolated: \"2-3\"",
+		"durations":    "scheduler:\n  migrationCost: 0s\n  baseSlice: 100us\n  latency: 1s\n  wakeupGranularity: 500us\n  rtRuntime: Unlimited",
+		"rt-duration":  "scheduler:\n  rtRuntime: 950ms",
+		"sysctl-dash":  "sysctls:\n- name: net.ipv4.conf.eth-0.rp_filter\n  value: \"1\"\n- name: vm.swappiness\n  value: \"10\"",
+		"budget":       "latencyBudget:\n  runQueueP99: 100us\n  throttledRatio: \"0.000001\"",
+		"budget-one":   "latencyBudget:\n  throttledRatio: \"1\"",
+		"priority-max": "priority: 1000",
+		"irq-none":     "irq:\n  affinity: Unchanged",
+	}
+	for name, spec := range specs {
+		t.Run(name, func(t *testing.T) {
+			obj := profile(t, "ok-"+name, selector+spec)
+			if err := k8s.Create(context.Background(), obj); err != nil {
+				t.Fatalf("valid profile rejected: %v\n%s", err, spec)
+			}
+			t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
+		})
+	}
+}
+
+func TestDefaultsAreApplied(t *testing.T) {
+	obj := profile(t, "defaults", selector+"cpus:\n  reserved: \"0\"\nirq: {}\ncpuQuota: {}\nmeasurement: {}")
+	if err := k8s.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
+	var got v1alpha1.LatencyProfile
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: "defaults"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.IRQ.Affinity != v1alpha1.IRQAffinityReserved || got.Spec.CPUQuota.Policy != v1alpha1.CPUQuotaRemove ||
+		got.Spec.Measurement.Source != v1alpha1.MeasurementAuto {
+		t.Fatalf("defaults not applied: irq=%q quota=%q source=%q", got.Spec.IRQ.Affinity, got.Spec.CPUQuota.Policy, got.Spec.Measurement.Source)
+	}
+}
+
+func samplePaths(t *testing.T) []string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range paths {
+		if filepath.Base(p) != "kustomization.yaml" {
+			out = append(out, p)
+		}
+	}
+	if len(out) < 2 {
+		t.Fatalf("want at least the gateway and isolated-rt samples, found %v", out)
+	}
+	return out
+}
+
+func TestSamplesAreAccepted(t *testing.T) {
+	for _, p := range samplePaths(t) {
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(b, &u.Object); err != nil {
+				t.Fatal(err)
+			}
+			u.SetName("sample-" + u.GetName())
+			if err := k8s.Create(context.Background(), u); err != nil {
+				t.Fatalf("sample %s rejected: %v", p, err)
+			}
+			t.Cleanup(func() { _ = k8s.Delete(context.Background(), u) })
+		})
+	}
+}
+
+// TestSamplesPassKubectlServerDryRun drives the real kubectl against the
+// envtest API server, as a GitOps pipeline's dry run would.
+func TestSamplesPassKubectlServerDryRun(t *testing.T) {
+	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Fatalf("kubectl not built next to the API server (hack/k8s-binaries.sh builds it): %v", err)
+	}
+	user, err := env.AddUser(envtest.User{Name: "gitops", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcPath := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kcPath, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range samplePaths(t) {
+		out, err := exec.Command(kubectl, "--kubeconfig", kcPath, "apply", "--dry-run=server", "-f", p).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "(server dry run)") {
+			t.Fatalf("kubectl apply --dry-run=server -f %s: %v\n%s", p, err, out)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	_ = os.WriteFile(bad, []byte("apiVersion: tuning.latencytier.io/v1alpha1\nkind: LatencyProfile\nmetadata:\n  name: bad\nspec:\n  nodeSelector: {}\n  cpus:\n    reserved: \"3-1\"\n"), 0o600)
+	out, err := exec.Command(kubectl, "--kubeconfig", kcPath, "apply", "--dry-run=server", "-f", bad).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "spec.cpus.reserved") {
+		t.Fatalf("kubectl accepted or did not name the field: %v\n%s", err, out)
+	}
+}
+
+func TestStatusIsASubresource(t *testing.T) {
+	ctx := context.Background()
+	lp := &v1alpha1.LatencyProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: "status-sub"},
+		Spec:       v1alpha1.LatencyProfileSpec{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}},
+	}
+	if err := k8s.Create(ctx, lp); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, lp) })
+	// A status change through the main resource is dropped by the API server.
+	lp.Status.Matched = 3
+	if err := k8s.Update(ctx, lp); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.LatencyProfile
+	_ = k8s.Get(ctx, client.ObjectKeyFromObject(lp), &got)
+	if got.Status.Matched != 0 {
+		t.Fatalf("status written through the main resource: matched=%d", got.Status.Matched)
+	}
+	// Through the status subresource it sticks, and spec is untouched.
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Status.Matched = 3
+	got.Status.Applied = 2
+	if err := k8s.Status().Patch(ctx, &got, patch); err != nil {
+		t.Fatal(err)
+	}
+	var again v1alpha1.LatencyProfile
+	_ = k8s.Get(ctx, client.ObjectKeyFromObject(lp), &again)
+	if again.Status.Matched != 3 || again.Status.Applied != 2 || again.Generation != got.Generation {
+		t.Fatalf("status patch: matched=%d applied=%d gen %d→%d", again.Status.Matched, again.Status.Applied, got.Generation, again.Generation)
+	}
+}
+
+// TestPrinterColumns asks the API server for the Table kubectl renders and
+// checks the columns and the values in them.
+func TestPrinterColumns(t *testing.T) {
+	ctx := context.Background()
+	ln := &v1alpha1.LatencyNode{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-a"},
+		Spec:       v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Profile: "gateway", ProfileGeneration: 1},
+	}
+	if err := k8s.Create(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, ln) })
+	patch := client.MergeFrom(ln.DeepCopy())
+	ln.Status.RunQueueP99 = &metav1.Duration{Duration: 85_000}
+	ln.Status.ThrottledRatio = "0.012"
+	ln.Status.Conditions = []metav1.Condition{
+		{Type: v1alpha1.NodeApplied, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonApplied, LastTransitionTime: metav1.Now()},
+		{Type: v1alpha1.NodeDrifted, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoDrift, LastTransitionTime: metav1.Now()},
+	}
+	if err := k8s.Status().Patch(ctx, ln, patch); err != nil {
+		t.Fatal(err)
+	}
+	cols, row := table(t, "latencynodes")
+	want := map[string]string{"Name": "node-a", "Profile": "gateway", "Action": "Apply", "Applied": "True", "P99": "85µs", "Throttled": "0.012", "Drift": "False"}
+	for c, v := range want {
+		i := indexOf(cols, c)
+		if i < 0 {
+			t.Fatalf("LatencyNode table lacks column %q: %v", c, cols)
+		}
+		if fmt.Sprint(row[i]) != v {
+			t.Errorf("column %s = %v, want %s", c, row[i], v)
+		}
+	}
+	lpCols, _ := table(t, "latencyprofiles")
+	for _, c := range []string{"Matched", "Applied", "Degraded", "Worst-P99", "Throttled", "Ready", "Age"} {
+		if indexOf(lpCols, c) < 0 {
+			t.Errorf("LatencyProfile table lacks column %q: %v", c, lpCols)
+		}
+	}
+}
+
+func table(t *testing.T, resource string) ([]string, []interface{}) {
+	t.Helper()
+	if resource == "latencyprofiles" {
+		lp := profile(t, "table-row", selector)
+		if err := k8s.Create(context.Background(), lp); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), lp) })
+	}
+	cfg := rest.CopyConfig(restCfg)
+	cfg.GroupVersion = &v1alpha1.GroupVersion
+	cfg.APIPath = "/apis"
+	cfg.NegotiatedSerializer = unstructuredNegotiator()
+	rc, err := rest.UnversionedRESTClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := rc.Get().Resource(resource).SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tbl metav1.Table
+	if err := yaml.Unmarshal(raw, &tbl); err != nil {
+		t.Fatal(err)
+	}
+	var cols []string
+	for _, c := range tbl.ColumnDefinitions {
+		cols = append(cols, c.Name)
+	}
+	if len(tbl.Rows) == 0 {
+		t.Fatalf("empty table for %s", resource)
+	}
+	return cols, tbl.Rows[0].Cells
+}
+
+func indexOf(xs []string, x string) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# verify-gen.sh regenerates every generated file (CRDs, RBAC, deepcopy, and the
+# BPF objects when clang and bpftool are present) and fails if any differs
+# from what is committed.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+make -s generate manifests
+if [[ -x hack/generate-bpf.sh ]]; then
+  hack/generate-bpf.sh
+fi
+if ! git diff --exit-code --stat -- api config agent; then
+  echo "verify-gen: generated files are stale; run 'make generate manifests generate-bpf' and commit" >&2
+  exit 1
+fi
+untracked=$(git ls-files --others --exclude-standard -- api config agent)
+if [[ -n "$untracked" ]]; then
+  echo "verify-gen: generated files not committed:" >&2; echo "$untracked" >&2; exit 1
+fi
+echo "verify-gen: generated files match their sources"
