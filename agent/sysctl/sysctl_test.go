@@ -1,0 +1,219 @@
+package sysctl
+
+import (
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latencytier.io/latencytier/agent/internal/testroot"
+	"latencytier.io/latencytier/agent/knob"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/kernellock"
+)
+
+func fullSpec() *v1alpha1.SchedulerSpec {
+	dis := v1alpha1.Disabled
+	d := func(s string) *metav1.Duration {
+		v, _ := time.ParseDuration(s)
+		return &metav1.Duration{Duration: v}
+	}
+	rt := "Unlimited"
+	return &v1alpha1.SchedulerSpec{Autogroup: &dis, NumaBalancing: &dis, MigrationCost: d("5ms"),
+		BaseSlice: d("3ms"), Latency: d("12ms"), WakeupGranularity: d("8ms"), RTRuntime: &rt}
+}
+
+var procKnobs = map[string]string{
+	"proc/sys/kernel/sched_autogroup_enabled": "1",
+	"proc/sys/kernel/numa_balancing":          "1",
+	"proc/sys/kernel/sched_rt_runtime_us":     "950000",
+}
+
+func layoutFiles(release string, extra map[string]string) map[string]string {
+	files := map[string]string{"proc/sys/kernel/osrelease": release}
+	for k, v := range procKnobs {
+		files[k] = v
+	}
+	for k, v := range extra {
+		files[k] = v
+	}
+	return files
+}
+
+func byID(knobs []knob.Knob) map[string]knob.Knob {
+	out := map[string]knob.Knob{}
+	for _, k := range knobs {
+		out[k.ID] = k
+	}
+	return out
+}
+
+func resultsByID(rs []v1alpha1.SettingResult) map[string]v1alpha1.SettingResult {
+	out := map[string]v1alpha1.SettingResult{}
+	for _, r := range rs {
+		out[r.Setting] = r
+	}
+	return out
+}
+
+func TestLayouts(t *testing.T) {
+	cases := []struct {
+		name    string
+		release string
+		files   map[string]string
+		mount   bool
+		eevdf   bool
+		// want maps field → path relative to the root ("" = Unsupported)
+		want map[string]string
+		// unsupportedHas maps field → a phrase the Unsupported message holds
+		unsupportedHas map[string]string
+	}{
+		{
+			name: "5.10 CFS, knobs in /proc/sys", release: "5.10.0-21-amd64",
+			files: map[string]string{
+				"proc/sys/kernel/sched_latency_ns": "24000000", "proc/sys/kernel/sched_min_granularity_ns": "3000000",
+				"proc/sys/kernel/sched_wakeup_granularity_ns": "4000000", "proc/sys/kernel/sched_migration_cost_ns": "500000",
+			},
+			want: map[string]string{"autogroup": "proc/sys/kernel/sched_autogroup_enabled", "numaBalancing": "proc/sys/kernel/numa_balancing",
+				"migrationCost": "proc/sys/kernel/sched_migration_cost_ns", "baseSlice": "proc/sys/kernel/sched_min_granularity_ns",
+				"latency": "proc/sys/kernel/sched_latency_ns", "wakeupGranularity": "proc/sys/kernel/sched_wakeup_granularity_ns",
+				"rtRuntime": "proc/sys/kernel/sched_rt_runtime_us"},
+		},
+		{
+			name: "5.15 CFS, knobs in debugfs", release: "5.15.0-91-generic", mount: true,
+			files: map[string]string{
+				"sys/kernel/debug/sched/latency_ns": "24000000", "sys/kernel/debug/sched/min_granularity_ns": "3000000",
+				"sys/kernel/debug/sched/wakeup_granularity_ns": "4000000", "sys/kernel/debug/sched/migration_cost_ns": "500000",
+			},
+			want: map[string]string{"migrationCost": "sys/kernel/debug/sched/migration_cost_ns", "baseSlice": "sys/kernel/debug/sched/min_granularity_ns",
+				"latency": "sys/kernel/debug/sched/latency_ns", "wakeupGranularity": "sys/kernel/debug/sched/wakeup_granularity_ns"},
+		},
+		{
+			name: "6.6 EEVDF: base_slice_ns, no latency or wakeup granularity", release: "6.6.8", mount: true, eevdf: true,
+			files: map[string]string{"sys/kernel/debug/sched/base_slice_ns": "3000000", "sys/kernel/debug/sched/migration_cost_ns": "500000"},
+			want: map[string]string{"migrationCost": "sys/kernel/debug/sched/migration_cost_ns", "baseSlice": "sys/kernel/debug/sched/base_slice_ns",
+				"latency": "", "wakeupGranularity": ""},
+			unsupportedHas: map[string]string{"latency": "EEVDF", "wakeupGranularity": "EEVDF"},
+		},
+		{
+			name: "6.8 without debugfs, not mounted in a dry run", release: "6.8.0", eevdf: true,
+			want:           map[string]string{"baseSlice": "", "migrationCost": "", "latency": ""},
+			unsupportedHas: map[string]string{"baseSlice": "debugfs is not mounted", "latency": "EEVDF"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root := testroot.New(t, layoutFiles(tc.release, tc.files))
+			l, _ := Probe(root, tc.mount)
+			if l.EEVDF != tc.eevdf {
+				t.Fatalf("EEVDF = %v, want %v", l.EEVDF, tc.eevdf)
+			}
+			knobs, results := Knobs(root, l, fullSpec(), nil)
+			ks, rs := byID(knobs), resultsByID(results)
+			for field, rel := range tc.want {
+				k, ok := ks[ID(field)]
+				if rel == "" {
+					r := rs[ID(field)]
+					if ok || r.State != v1alpha1.SettingUnsupported {
+						t.Errorf("%s: knob %v result %+v, want Unsupported", field, ok, r)
+					}
+					if has := tc.unsupportedHas[field]; !strings.Contains(r.Message, has) {
+						t.Errorf("%s: message %q lacks %q", field, r.Message, has)
+					}
+					continue
+				}
+				if !ok || k.Path != root.Path(rel) {
+					t.Errorf("%s: knob %+v, want path %s", field, k, rel)
+				}
+			}
+		})
+	}
+}
+
+func TestValues(t *testing.T) {
+	root := testroot.New(t, layoutFiles("5.10.0", map[string]string{
+		"proc/sys/kernel/sched_latency_ns": "1", "proc/sys/kernel/sched_min_granularity_ns": "1",
+		"proc/sys/kernel/sched_wakeup_granularity_ns": "1", "proc/sys/kernel/sched_migration_cost_ns": "1",
+	}))
+	l, _ := Probe(root, false)
+	ks := byID(func() []knob.Knob { k, _ := Knobs(root, l, fullSpec(), nil); return k }())
+	want := map[string]string{"autogroup": "0", "numaBalancing": "0", "migrationCost": "5000000", "baseSlice": "3000000",
+		"latency": "12000000", "wakeupGranularity": "8000000", "rtRuntime": "-1"}
+	for f, v := range want {
+		if ks[ID(f)].Desired != v {
+			t.Errorf("%s = %q, want %q", f, ks[ID(f)].Desired, v)
+		}
+	}
+	if v, _ := RTRuntimeValue("950ms"); v != "950000" {
+		t.Errorf("RTRuntimeValue(950ms) = %s", v)
+	}
+}
+
+func TestRawSysctls(t *testing.T) {
+	root := testroot.New(t, map[string]string{"proc/sys/net/ipv4/tcp_rmem": "4096\t131072\t6291456"})
+	knobs, results := Knobs(root, Layout{}, nil, []v1alpha1.Sysctl{
+		{Name: "net.ipv4.tcp_rmem", Value: "4096 131072 6291456"},
+		{Name: "net.core.busy_poll", Value: "50"},
+		{Name: "kernel/../../etc/passwd", Value: "x"},
+		{Name: "net.ipv4", Value: "1"},
+	})
+	if len(knobs) != 1 || !knobs[0].Matches("4096\t131072\t6291456", knobs[0].Desired) {
+		t.Fatalf("knobs = %+v; multi-field values must match across whitespace", knobs)
+	}
+	rs := resultsByID(results)
+	if rs["sysctl/net.core.busy_poll"].State != v1alpha1.SettingUnsupported {
+		t.Errorf("missing sysctl = %+v", rs["sysctl/net.core.busy_poll"])
+	}
+	if rs["sysctl/kernel/../../etc/passwd"].State != v1alpha1.SettingInvalid {
+		t.Errorf("path-like name = %+v", rs["sysctl/kernel/../../etc/passwd"])
+	}
+	if rs["sysctl/net.ipv4"].State != v1alpha1.SettingInvalid {
+		t.Errorf("directory = %+v", rs["sysctl/net.ipv4"])
+	}
+}
+
+// Real kernel (6.18, EEVDF): debugfs is mounted if needed, the sched knobs
+// exist there but the kernel denies reading them (EPERM): they must come back
+// Unsupported with the reason, and the /proc/sys knobs resolve normally.
+func TestRealKernel(t *testing.T) {
+	kernellock.Lock(t)
+	root := testroot.RealKernel(t)
+	wasMounted := root.Exists(root.DebugSched())
+	l, err := Probe(root, true)
+	if err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+	if l.DebugfsMounted {
+		t.Cleanup(func() {
+			if err := syscall.Unmount(root.Sys("kernel", "debug"), 0); err != nil {
+				t.Errorf("unmount debugfs: %v", err)
+			}
+		})
+	}
+	if l.DebugfsMounted == wasMounted {
+		t.Errorf("DebugfsMounted = %v with debugfs mounted before = %v", l.DebugfsMounted, wasMounted)
+	}
+	if !l.EEVDF {
+		t.Fatal("this 6.18 kernel must probe as EEVDF")
+	}
+	knobs, results := Knobs(root, l, fullSpec(), nil)
+	ks, rs := byID(knobs), resultsByID(results)
+	if ks[ID("autogroup")].Path != root.Proc("sys", "kernel", "sched_autogroup_enabled") {
+		t.Errorf("autogroup knob = %+v", ks[ID("autogroup")])
+	}
+	if _, err := os.ReadFile(root.DebugSched("base_slice_ns")); err == nil {
+		t.Skip("debugfs sched knobs are readable on this machine; the EPERM case does not apply")
+	}
+	for _, f := range []string{"baseSlice", "migrationCost"} {
+		r := rs[ID(f)]
+		if r.State != v1alpha1.SettingUnsupported || !strings.Contains(r.Message, "operation not permitted") {
+			t.Errorf("%s = %+v, want Unsupported naming EPERM", f, r)
+		}
+	}
+	if r := rs[ID("latency")]; r.State != v1alpha1.SettingUnsupported || !strings.Contains(r.Message, "EEVDF") {
+		t.Errorf("latency = %+v", r)
+	}
+}
