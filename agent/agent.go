@@ -17,12 +17,12 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
-	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/agent/apply"
 	"latencytier.io/latencytier/agent/desired"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/loop"
 	"latencytier.io/latencytier/agent/sysctl"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 const usage = `Usage:

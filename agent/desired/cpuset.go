@@ -3,9 +3,9 @@ package desired
 import (
 	"k8s.io/utils/cpuset"
 
-	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/knob"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 // cpusetKnobs confines system services to the reserved CPUs.

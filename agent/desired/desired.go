@@ -11,13 +11,13 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/agent/cpuquota"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/irq"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/agent/sysctl"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 // State is the rendered desired state of one node.

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
 
-	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/agent/host"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 // IsolationFlags are the boot parameters full CPU isolation needs.

@@ -7,8 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/agent/podcgroup"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 // defaultMeasureInterval applies when the profile names none.

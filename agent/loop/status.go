@@ -9,10 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/cpuset"
 
-	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/agent/apply"
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/journal"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 // Limits from the API's validation.

@@ -6,9 +6,9 @@ package plan
 import (
 	"fmt"
 
-	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/knob"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 // Observed is what reading one knob gave.

@@ -91,4 +91,3 @@ func TestRevert(t *testing.T) {
 		}
 	}
 }
-
