@@ -90,7 +90,7 @@ func agentPodSpec(o AgentOptions) corev1.PodSpec {
 }
 
 func agentContainer(o AgentOptions) corev1.Container {
-	args := append([]string{"agent", "--node-name=$(NODE_NAME)"}, o.Args...)
+	args := append([]string{"agent", "--node-name=$(NODE_NAME)", "--host-root=" + HostRootMountPath}, o.Args...)
 	return corev1.Container{
 		Name:  agentContainerName,
 		Image: o.Image,
@@ -104,9 +104,6 @@ func agentContainer(o AgentOptions) corev1.Container {
 			ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
 				APIVersion: "v1", FieldPath: "spec.nodeName",
 			}},
-		}, {
-			// Where the host root is mounted (see the host-root volume).
-			Name: "LATENCYTIER_HOST_ROOT", Value: HostRootMountPath,
 		}},
 		SecurityContext: &corev1.SecurityContext{
 			// privileged: writing /proc/sys and /proc/irq/*/smp_affinity_list,
@@ -147,13 +144,33 @@ func agentTolerations() []corev1.Toleration {
 }
 
 // daemonSetDrifted reports whether actual no longer carries what desired
-// sets. Fields desired leaves unset (server defaults) are ignored; lists
-// must match in full, so an added volume or env var counts as drift.
+// sets. Fields desired leaves unset (server defaults) are ignored; the lists
+// of the pod spec must have the same length, so an added volume, container,
+// env var or argument counts as drift (DeepDerivative alone allows extras).
 func daemonSetDrifted(desired, actual *appsv1.DaemonSet) bool {
 	if !equality.Semantic.DeepDerivative(desired.Labels, actual.Labels) {
 		return true
 	}
+	if !sameListLengths(&desired.Spec.Template.Spec, &actual.Spec.Template.Spec) {
+		return true
+	}
 	return !equality.Semantic.DeepDerivative(desired.Spec, actual.Spec)
+}
+
+// sameListLengths compares the lengths of the pod spec's lists.
+func sameListLengths(a, b *corev1.PodSpec) bool {
+	if len(a.Containers) != len(b.Containers) || len(a.InitContainers) != len(b.InitContainers) ||
+		len(a.Volumes) != len(b.Volumes) || len(a.Tolerations) != len(b.Tolerations) {
+		return false
+	}
+	for i := range a.Containers {
+		x, y := &a.Containers[i], &b.Containers[i]
+		if len(x.Args) != len(y.Args) || len(x.Command) != len(y.Command) || len(x.Env) != len(y.Env) ||
+			len(x.EnvFrom) != len(y.EnvFrom) || len(x.VolumeMounts) != len(y.VolumeMounts) {
+			return false
+		}
+	}
+	return true
 }
 
 // repairedDaemonSet is actual with desired's labels and spec put back, keeping

@@ -226,7 +226,7 @@ func parseManagerFlags(args []string) (managerFlags, error) {
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so that only one manager replica reconciles")
 	fs.StringVar(&f.namespace, "namespace", "latencytier-system", "operator namespace: agent DaemonSet and leader-election lease")
 	fs.StringVar(&f.agentImage, "agent-image", "latencytier:dev", "image of the agent DaemonSet")
-	fs.StringVar(&f.agentArgs, "agent-args", "", "extra agent arguments, space-separated (after agent --node-name=...)")
+	fs.StringVar(&f.agentArgs, "agent-args", "", "extra agent arguments, space-separated (after agent --node-name=$(NODE_NAME) --host-root=/host)")
 	fs.DurationVar(&f.unreachableAfter, "node-unreachable-timeout", 10*time.Minute, "how long a NotReady node may hold up a revert before its LatencyNode is removed anyway")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
 	if err := fs.Parse(args); err != nil {

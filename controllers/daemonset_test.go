@@ -1,0 +1,141 @@
+package controllers
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+var testAgent = AgentOptions{Namespace: "latencytier-system", Image: "latencytier:test", Args: []string{"--resync=10s"}}
+
+func TestRenderAgentDaemonSet(t *testing.T) {
+	ds := RenderAgentDaemonSet(testAgent)
+	pod := ds.Spec.Template.Spec
+	if ds.Namespace != testAgent.Namespace || ds.Name != AgentDaemonSetName {
+		t.Fatalf("object key = %s/%s", ds.Namespace, ds.Name)
+	}
+	if !pod.HostPID || !pod.HostNetwork {
+		t.Errorf("hostPID=%v hostNetwork=%v, want both true", pod.HostPID, pod.HostNetwork)
+	}
+	if pod.PriorityClassName != "system-node-critical" {
+		t.Errorf("priorityClassName = %q", pod.PriorityClassName)
+	}
+	if pod.ServiceAccountName != AgentServiceAccountName {
+		t.Errorf("serviceAccountName = %q", pod.ServiceAccountName)
+	}
+	if len(pod.Tolerations) != 1 || pod.Tolerations[0].Operator != corev1.TolerationOpExists || pod.Tolerations[0].Key != "" {
+		t.Errorf("tolerations = %+v, want tolerate everything", pod.Tolerations)
+	}
+	req := pod.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0]
+	if req.Key != v1alpha1.ProfileLabel || req.Operator != corev1.NodeSelectorOpExists {
+		t.Errorf("node affinity = %+v, want %s Exists", req, v1alpha1.ProfileLabel)
+	}
+	c := pod.Containers[0]
+	if c.Image != testAgent.Image || c.SecurityContext == nil || !*c.SecurityContext.Privileged {
+		t.Errorf("container image=%q securityContext=%+v", c.Image, c.SecurityContext)
+	}
+	wantArgs := []string{"agent", "--node-name=$(NODE_NAME)", "--host-root=/host", "--resync=10s"}
+	if strings.Join(c.Args, " ") != strings.Join(wantArgs, " ") {
+		t.Errorf("args = %q, want %q", c.Args, wantArgs)
+	}
+	if len(c.Env) != 1 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("env = %+v, want NODE_NAME from spec.nodeName", c.Env)
+	}
+	if c.VolumeMounts[0].MountPath != HostRootMountPath || pod.Volumes[0].HostPath.Path != "/" {
+		t.Errorf("host root mount = %+v / %+v", c.VolumeMounts, pod.Volumes)
+	}
+}
+
+// TestDaemonSetPrivilegesAreExplained reads the renderer's source: every
+// privilege it grants sits under a comment saying why.
+func TestDaemonSetPrivilegesAreExplained(t *testing.T) {
+	src, err := os.ReadFile("daemonset.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(src), "\n")
+	for _, field := range []string{"Privileged:", "HostPID:", "HostNetwork:", "RunAsUser:", "PriorityClassName:", "HostPath:"} {
+		found := false
+		for i, l := range lines {
+			if !strings.Contains(l, field) {
+				continue
+			}
+			found = true
+			if !precededByComment(lines, i) {
+				t.Errorf("%s (line %d) has no comment explaining it", field, i+1)
+			}
+		}
+		if !found {
+			t.Errorf("%s not found in daemonset.go", field)
+		}
+	}
+}
+
+// precededByComment reports whether a // comment is within the three lines
+// above line i (a comment may explain a small block).
+func precededByComment(lines []string, i int) bool {
+	for j := i - 1; j >= 0 && j >= i-4; j-- {
+		if strings.HasPrefix(strings.TrimSpace(lines[j]), "//") {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDaemonSetDrifted(t *testing.T) {
+	desired := RenderAgentDaemonSet(testAgent)
+	defaulted := func() *appsv1.DaemonSet {
+		ds := RenderAgentDaemonSet(testAgent)
+		// What the API server adds must not count as drift.
+		ds.ResourceVersion = "7"
+		ds.Annotations = map[string]string{"deprecated.daemonset.template.generation": "1"}
+		ds.Labels["someone/else"] = "x"
+		ds.Spec.RevisionHistoryLimit = new(int32)
+		ds.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		ds.Spec.Template.Spec.Containers[0].TerminationMessagePath = "/dev/termination-log"
+		ds.Spec.Template.Spec.SchedulerName = "default-scheduler"
+		return ds
+	}
+	cases := []struct {
+		name   string
+		mutate func(*appsv1.DaemonSet)
+		drift  bool
+	}{
+		{"server defaults", func(*appsv1.DaemonSet) {}, false},
+		{"image changed", func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = "evil:1" }, true},
+		{"privileged dropped", func(ds *appsv1.DaemonSet) {
+			f := false
+			ds.Spec.Template.Spec.Containers[0].SecurityContext.Privileged = &f
+		}, true},
+		{"volume added", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.Volumes = append(ds.Spec.Template.Spec.Volumes, corev1.Volume{Name: "x"})
+		}, true},
+		{"env added", func(ds *appsv1.DaemonSet) {
+			c := &ds.Spec.Template.Spec.Containers[0]
+			c.Env = append(c.Env, corev1.EnvVar{Name: "X", Value: "1"})
+		}, true},
+		{"sidecar added", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.Containers = append(ds.Spec.Template.Spec.Containers, corev1.Container{Name: "s"})
+		}, true},
+		{"args changed", func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Args = []string{"agent"} }, true},
+		{"tolerations removed", func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Tolerations = nil }, true},
+		{"our label removed", func(ds *appsv1.DaemonSet) { delete(ds.Labels, agentAppLabel) }, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			actual := defaulted()
+			tc.mutate(actual)
+			if got := daemonSetDrifted(desired, actual); got != tc.drift {
+				t.Fatalf("drifted = %v, want %v", got, tc.drift)
+			}
+			if tc.drift && daemonSetDrifted(desired, repairedDaemonSet(desired, actual)) {
+				t.Fatalf("repaired DaemonSet still drifted")
+			}
+		})
+	}
+}

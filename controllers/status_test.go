@@ -1,0 +1,318 @@
+package controllers
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+
+func tnode(name string, lbls map[string]string, ready corev1.ConditionStatus, since time.Duration) corev1.Node {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}
+	if ready != "" {
+		n.Status.Conditions = []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(t0.Add(-since)),
+		}}
+	}
+	return n
+}
+
+// lnFor is a LatencyNode applying p whose agent reports conds for it.
+func lnFor(node string, p *v1alpha1.LatencyProfile, p99 time.Duration, ratio string, conds ...metav1.Condition) *v1alpha1.LatencyNode {
+	ln := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: node, Generation: 1}, Spec: applySpec(p)}
+	ln.Status = v1alpha1.LatencyNodeStatus{
+		ObservedGeneration: 1, Profile: p.Name, ProfileGeneration: p.Generation,
+		Conditions: conds, ThrottledRatio: ratio,
+	}
+	if p99 > 0 {
+		ln.Status.RunQueueP99 = &metav1.Duration{Duration: p99}
+	}
+	return ln
+}
+
+func cond(typ string, s metav1.ConditionStatus, reason string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: reason + " happened"}
+}
+
+var (
+	applied      = cond(v1alpha1.NodeApplied, metav1.ConditionTrue, v1alpha1.ReasonApplied)
+	applyFailed  = cond(v1alpha1.NodeApplied, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed)
+	drifted      = cond(v1alpha1.NodeDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected)
+	outOfBudget  = cond(v1alpha1.NodeWithinBudget, metav1.ConditionFalse, v1alpha1.ReasonOutsideBudget)
+	needsReboot  = cond(v1alpha1.NodeRebootRequired, metav1.ConditionTrue, v1alpha1.ReasonCmdlineMissingFlags)
+	revertedCond = cond(v1alpha1.NodeReverted, metav1.ConditionTrue, v1alpha1.ReasonRevertComplete)
+)
+
+var rt = map[string]string{"tier": "rt"}
+
+type statusCase struct {
+	name     string
+	profile  v1alpha1.LatencyProfile
+	others   []v1alpha1.LatencyProfile
+	nodes    []corev1.Node
+	lns      func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode
+	check    func(t *testing.T, st v1alpha1.LatencyProfileStatus)
+	wantCond map[string]string // condition type -> "Status/Reason"
+}
+
+func runStatus(tc statusCase) v1alpha1.LatencyProfileStatus {
+	p := tc.profile
+	all := append([]v1alpha1.LatencyProfile{p}, tc.others...)
+	cands, _ := compileProfiles(all)
+	byName := map[string]*v1alpha1.LatencyNode{}
+	if tc.lns != nil {
+		for _, ln := range tc.lns(&p) {
+			byName[ln.Name] = ln
+		}
+	}
+	st, _ := computeStatus(p.Status, statusInput{
+		Profile: &p, Nodes: tc.nodes, Candidates: cands, LatencyNodes: byName,
+		Now: t0, UnreachableAfter: 5 * time.Minute,
+	})
+	return st
+}
+
+func TestComputeStatus(t *testing.T) {
+	deleting := profile("p", 0, rt)
+	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
+	cases := []statusCase{{
+		name:    "no node matches",
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("web", map[string]string{"tier": "web"}, "", 0)},
+		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			expectCounts(t, st, 0, 0, 0, 0)
+		},
+		wantCond: map[string]string{"Ready": "False/NoNodesMatched", "Progressing": "False/AsExpected", "Degraded": "False/AsExpected"},
+	}, {
+		name:    "all applied",
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("a", rt, corev1.ConditionTrue, time.Hour), tnode("b", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			return []*v1alpha1.LatencyNode{lnFor("a", p, 0, "", applied), lnFor("b", p, 0, "", applied)}
+		},
+		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			expectCounts(t, st, 2, 2, 0, 0)
+			if st.ObservedGeneration != 1 {
+				t.Errorf("observedGeneration = %d", st.ObservedGeneration)
+			}
+		},
+		wantCond: map[string]string{"Ready": "True/AllNodesApplied", "Progressing": "False/AsExpected", "Degraded": "False/AsExpected"},
+	}, {
+		name:    "pending: no LatencyNode yet, and one reporting an older generation",
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("a", rt, "", 0), tnode("b", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			old := lnFor("b", p, 0, "", applied)
+			old.Status.ObservedGeneration = 0
+			return []*v1alpha1.LatencyNode{old}
+		},
+		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			expectCounts(t, st, 2, 0, 0, 0)
+			expectStates(t, st, "a=Pending", "b=Pending")
+		},
+		wantCond: map[string]string{"Ready": "False/Applying", "Progressing": "True/Applying", "Degraded": "False/AsExpected"},
+	}, {
+		name:    "degraded and drifted nodes, worst first",
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("ok", rt, "", 0), tnode("failed", rt, "", 0), tnode("drift", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			return []*v1alpha1.LatencyNode{
+				lnFor("ok", p, time.Millisecond, "", applied),
+				lnFor("failed", p, 0, "", applyFailed),
+				lnFor("drift", p, 0, "", applied, drifted),
+			}
+		},
+		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			expectCounts(t, st, 3, 2, 2, 0)
+			expectStates(t, st, "failed=Degraded", "drift=Drifted", "ok=Applied")
+			if st.Nodes[0].Message != "ApplyFailed: ApplyFailed happened" {
+				t.Errorf("message = %q", st.Nodes[0].Message)
+			}
+		},
+		wantCond: map[string]string{"Ready": "False/NodesDegraded", "Degraded": "True/NodesDegraded"},
+	}, {
+		name:    "equal priority conflict on one node",
+		profile: profile("p", 3, rt),
+		others:  []v1alpha1.LatencyProfile{profile("q", 3, map[string]string{"zone": "z"})},
+		nodes:   []corev1.Node{tnode("both", map[string]string{"tier": "rt", "zone": "z"}, "", 0), tnode("mine", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			return []*v1alpha1.LatencyNode{lnFor("mine", p, 0, "", applied)}
+		},
+		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			expectCounts(t, st, 2, 1, 0, 1)
+			expectStates(t, st, "both=Conflicted", "mine=Applied")
+			if st.Nodes[0].Message != "selected with equal priority by q" {
+				t.Errorf("message = %q", st.Nodes[0].Message)
+			}
+		},
+		wantCond: map[string]string{"Ready": "False/NodeConflict", "Degraded": "True/NodeConflict"},
+	}, {
+		name:    "lost to a higher priority profile: not counted",
+		profile: profile("p", 0, rt),
+		others:  []v1alpha1.LatencyProfile{profile("q", 9, rt)},
+		nodes:   []corev1.Node{tnode("a", rt, "", 0)},
+		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			expectCounts(t, st, 0, 0, 0, 0)
+		},
+		wantCond: map[string]string{"Ready": "False/NoNodesMatched"},
+	}, {
+		name:    "measurements: worst p99, max throttling, budget, reboot",
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("a", rt, "", 0), tnode("b", rt, "", 0), tnode("c", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			return []*v1alpha1.LatencyNode{
+				lnFor("a", p, 80*time.Microsecond, "0.002", applied),
+				lnFor("b", p, 4500*time.Microsecond, "0.01", applied, outOfBudget),
+				lnFor("c", p, 200*time.Microsecond, "0.25", applied, needsReboot),
+			}
+		},
+		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			if st.WorstRunQueueP99 == nil || st.WorstRunQueueP99.Duration != 4500*time.Microsecond {
+				t.Errorf("worst p99 = %v", st.WorstRunQueueP99)
+			}
+			if st.MaxThrottledRatio != "0.25" {
+				t.Errorf("max throttled = %q", st.MaxThrottledRatio)
+			}
+			if st.OutsideBudget != 1 || st.RebootRequired != 1 {
+				t.Errorf("outsideBudget=%d rebootRequired=%d", st.OutsideBudget, st.RebootRequired)
+			}
+			expectStates(t, st, "b=Applied", "c=Applied", "a=Applied")
+		},
+		wantCond: map[string]string{"Ready": "True/AllNodesApplied", "Degraded": "True/OutsideBudget"},
+	}, {
+		name:    "unreachable past the timeout",
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("down", rt, corev1.ConditionUnknown, time.Hour), tnode("flaky", rt, corev1.ConditionFalse, time.Minute)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			return []*v1alpha1.LatencyNode{lnFor("down", p, 0, "", applied), lnFor("flaky", p, 0, "", applied)}
+		},
+		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			expectStates(t, st, "down=Unreachable", "flaky=Applied")
+			expectCounts(t, st, 2, 1, 1, 0)
+		},
+		wantCond: map[string]string{"Degraded": "True/NodesDegraded"},
+	}, {
+		name:    "deletion waits for reverting nodes, not for reverted ones",
+		profile: deleting,
+		nodes:   []corev1.Node{tnode("a", rt, "", 0), tnode("b", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			a := lnFor("a", p, 0, "", applied)
+			a.Spec.Action = v1alpha1.ActionRevert
+			b := lnFor("b", p, 0, "", revertedCond)
+			b.Spec.Action = v1alpha1.ActionRevert
+			gone := lnFor("gone", p, 0, "", applied)
+			return []*v1alpha1.LatencyNode{a, b, gone}
+		},
+		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			if !reflect.DeepEqual(st.WaitingFor, []string{"a", "gone"}) {
+				t.Errorf("waitingFor = %v", st.WaitingFor)
+			}
+			expectStates(t, st, "a=Reverting", "gone=Reverting", "b=Reverted")
+		},
+		wantCond: map[string]string{"Ready": "False/Reverting", "Progressing": "True/Reverting"},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := runStatus(tc)
+			if tc.check != nil {
+				tc.check(t, st)
+			}
+			for typ, want := range tc.wantCond {
+				c := meta.FindStatusCondition(st.Conditions, typ)
+				if c == nil {
+					t.Errorf("condition %s missing", typ)
+					continue
+				}
+				if got := string(c.Status) + "/" + c.Reason; got != want {
+					t.Errorf("condition %s = %s, want %s (%s)", typ, got, want, c.Message)
+				}
+			}
+		})
+	}
+}
+
+func TestComputeStatusBoundsNodeList(t *testing.T) {
+	p := profile("p", 0, rt)
+	var nodes []corev1.Node
+	lns := map[string]*v1alpha1.LatencyNode{}
+	for i := range 40 {
+		name := fmt.Sprintf("n%02d", i)
+		nodes = append(nodes, tnode(name, rt, "", 0))
+		lns[name] = lnFor(name, &p, time.Duration(i+1)*time.Microsecond, "", applied)
+	}
+	cands, _ := compileProfiles([]v1alpha1.LatencyProfile{p})
+	st, counts := computeStatus(p.Status, statusInput{Profile: &p, Nodes: nodes, Candidates: cands, LatencyNodes: lns, Now: t0, UnreachableAfter: time.Minute})
+	if len(st.Nodes) != maxStatusNodes || st.NodesOmitted != 8 {
+		t.Fatalf("nodes listed %d, omitted %d; want %d and 8", len(st.Nodes), st.NodesOmitted, maxStatusNodes)
+	}
+	if st.Nodes[0].Name != "n39" || st.Nodes[31].Name != "n08" {
+		t.Fatalf("list not worst first: first %s, last %s", st.Nodes[0].Name, st.Nodes[31].Name)
+	}
+	if counts[v1alpha1.NodeStateApplied] != 40 || st.Applied != 40 || st.Matched != 40 {
+		t.Fatalf("counts %v applied %d matched %d, want all 40", counts, st.Applied, st.Matched)
+	}
+}
+
+// TestComputeStatusIsStable: recomputing from an unchanged world gives the
+// same status (same condition times), so a resync writes nothing.
+func TestComputeStatusIsStable(t *testing.T) {
+	tc := statusCase{
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("a", rt, "", 0), tnode("b", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			return []*v1alpha1.LatencyNode{lnFor("a", p, time.Millisecond, "0.1", applied)}
+		},
+	}
+	first := runStatus(tc)
+	time.Sleep(1100 * time.Millisecond) // condition times have second precision
+	tc.profile.Status = first
+	second := runStatus(tc)
+	if !equality.Semantic.DeepEqual(first, second) {
+		t.Fatalf("status changed on recompute:\n%+v\n%+v", first, second)
+	}
+}
+
+func TestStatusEvents(t *testing.T) {
+	before := v1alpha1.LatencyProfileStatus{}
+	after := v1alpha1.LatencyProfileStatus{Conflicted: 1, Degraded: 2, Applied: 3, WaitingFor: []string{"a"}}
+	meta.SetStatusCondition(&after.Conditions, metav1.Condition{Type: v1alpha1.ProfileReady, Status: metav1.ConditionTrue, Reason: "AllNodesApplied"})
+	var reasons []string
+	for _, e := range statusEvents(before, after) {
+		reasons = append(reasons, e.reason)
+	}
+	want := []string{EventNodeConflict, EventDegraded, EventApplied, EventWaiting}
+	if !reflect.DeepEqual(reasons, want) {
+		t.Fatalf("events = %v, want %v", reasons, want)
+	}
+	if got := statusEvents(after, after); len(got) != 0 {
+		t.Fatalf("unchanged status produced events %v", got)
+	}
+}
+
+func expectCounts(t *testing.T, st v1alpha1.LatencyProfileStatus, matched, applied, degraded, conflicted int32) {
+	t.Helper()
+	if st.Matched != matched || st.Applied != applied || st.Degraded != degraded || st.Conflicted != conflicted {
+		t.Errorf("matched/applied/degraded/conflicted = %d/%d/%d/%d, want %d/%d/%d/%d",
+			st.Matched, st.Applied, st.Degraded, st.Conflicted, matched, applied, degraded, conflicted)
+	}
+}
+
+func expectStates(t *testing.T, st v1alpha1.LatencyProfileStatus, want ...string) {
+	t.Helper()
+	var got []string
+	for _, n := range st.Nodes {
+		got = append(got, n.Name+"="+string(n.State))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("nodes = %v, want %v", got, want)
+	}
+}
