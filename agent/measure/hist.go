@@ -23,8 +23,11 @@ type Hist struct {
 
 const subs = 1 << bpf.SubBits
 
-// unitsToNs converts histogram units (1/16 us) to nanoseconds.
-func unitsToNs(u uint64) uint64 { return u * bpf.UnitNumer / bpf.UnitDenom }
+// unitsToNs is the smallest ns value that falls in unit u (the inverse of
+// ns*2/125, rounded up: unit 1 starts at 63 ns).
+func unitsToNs(u uint64) uint64 {
+	return (u*bpf.UnitNumer + bpf.UnitDenom - 1) / bpf.UnitDenom
+}
 
 // SlotOf returns the bucket of a latency in ns (the BPF program's slot()).
 func SlotOf(ns uint64) int {
