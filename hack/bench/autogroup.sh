@@ -5,9 +5,9 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-REQS=${AG_REQS:-30000}
-RATE=${AG_RATE:-5000}
-SERVICE=${AG_SERVICE_US:-100}
+REQS=${AG_REQS:-60000}
+RATE=${AG_RATE:-7500}
+SERVICE=${AG_SERVICE_US:-150}
 WORKERS=${AG_WORKERS:-16}
 HOGS=${AG_HOGS:-4}
 AUTOGROUP=/proc/sys/kernel/sched_autogroup_enabled
@@ -41,6 +41,6 @@ before=$(run_workload autogroup-before "${args[@]}")
 apply_gateway_profile
 after=$(run_workload autogroup-after "${args[@]}")
 stop_hog
-echo "scenario=autogroup agent_path=$AGENT_PATH autogroup_after=$(cat $AUTOGROUP) hogs=$HOGS cmd=workload_${args[*]// /_}" >>"$OUT/results.txt"
+echo "scenario=autogroup agent_path=$AGENT_PATH autogroup_after=$(cat $AUTOGROUP) hogs=$HOGS cmd=$(IFS=_; echo "${args[*]}")" >>"$OUT/results.txt"
 echo "$before"
 echo "$after"

@@ -76,4 +76,4 @@ run_phase irq-before
 steer_irqs
 run_phase irq-after
 eff=$(for i in /proc/irq/[0-9]*; do printf '%s:%s ' "${i#/proc/irq/}" "$(cat "$i/effective_affinity_list" 2>/dev/null)"; done)
-echo "scenario=irq agent_path=$AGENT_PATH effective_after=${eff// /,}" >>"$OUT/results.txt"
+echo "scenario=irq agent_path=$AGENT_PATH cmd=$(IFS=_; echo "${args[*]}") effective_after=${eff// /,}" >>"$OUT/results.txt"

@@ -122,7 +122,7 @@ run_workload() {
 }
 
 # field LINE KEY: the value of KEY in a key=value line.
-field() { grep -oE "(^| )$2=[^ ]*" <<<"$1" | head -1 | cut -d= -f2; }
+field() { grep -oE "(^| )$2=[^ ]*" <<<"$1" | head -1 | cut -d= -f2 || true; }
 
 # --- CPU hog ---------------------------------------------------------------
 # start_hog N: N gzip loops over generated log-like data in ONE new session
@@ -134,7 +134,7 @@ start_hog() {
 	setsid sh -c 'for i in $(seq "$1"); do (while :; do gzip -1c "$2" >/dev/null; done) & done; wait' \
 		sh "$n" "$data" >/dev/null 2>&1 &
 	HOG_PID=$!
-	undo_push "kill -- -$HOG_PID 2>/dev/null; wait $HOG_PID 2>/dev/null"
+	undo_push "kill -- -$HOG_PID 2>/dev/null; wait $HOG_PID 2>/dev/null; true"
 	sleep 1
 }
-stop_hog() { kill -- -"$HOG_PID" 2>/dev/null; wait "$HOG_PID" 2>/dev/null; }
+stop_hog() { kill -- -"$HOG_PID" 2>/dev/null; wait "$HOG_PID" 2>/dev/null || true; }

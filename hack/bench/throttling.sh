@@ -11,7 +11,7 @@ source "$(dirname "$0")/lib.sh"
 REQS=${TH_REQS:-20000}
 RATE=${TH_RATE:-2000}
 SERVICE=${TH_SERVICE_US:-100}
-BURST=${TH_BURST:-25}
+BURST=${TH_BURST:-100}
 WORKERS=${TH_WORKERS:-8}
 QUOTA_US=${TH_QUOTA_US:-40000}
 PERIOD_US=100000
@@ -72,4 +72,4 @@ args=(-n "$REQS" -r "$RATE" -s "$SERVICE" -b "$BURST" -w "$WORKERS" -T 30)
 run_phase throttling-before
 remove_quota
 run_phase throttling-after
-echo "scenario=throttling agent_path=cpuquota-code quota_us=$QUOTA_US period_us=$PERIOD_US cgroup=${POD#$CPU_ROOT/}" >>"$OUT/results.txt"
+echo "scenario=throttling agent_path=cpuquota-code cmd=$(IFS=_; echo "${args[*]}") quota_us=$QUOTA_US period_us=$PERIOD_US cgroup=${POD#$CPU_ROOT/}" >>"$OUT/results.txt"

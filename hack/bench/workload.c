@@ -22,6 +22,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,7 +83,7 @@ static void burn(long ns) {
 	int64_t end = now_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
 	volatile uint64_t x = 0;
 	while (now_ns(CLOCK_THREAD_CPUTIME_ID) < end)
-		for (int i = 0; i < 200; i++)
+		for (int i = 0; i < 1000; i++)
 			x += i;
 }
 
@@ -216,7 +217,12 @@ int main(int argc, char **argv) {
 	}
 	if (f)
 		fclose(f);
-	printf("label=%s requests=%ld of=%ld wall_s=%.2f", cfg.label, n, cfg.n, wall);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	double cpu = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+	             (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+	printf("label=%s requests=%ld of=%ld wall_s=%.2f cpus_used=%.2f", cfg.label, n, cfg.n,
+	       wall, cpu / wall);
 	report("q2s", q2s, n);
 	report("e2e", e2e, n);
 	printf("\n");

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# plot.sh PNG: before/after end-to-end latency distributions of every
+# scenario that ran (samples in $OUT/samples), as complementary CDFs on
+# log-log axes: the tail is where these incidents live.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+trap - EXIT
+png=$1
+
+# ccdf SAMPLES DEST: "latency_ms fraction_slower" points, thinned to ~400.
+ccdf() {
+	cut -d' ' -f2 "$1" | sort -g | awk '{ v[NR] = $1 } END {
+		step = int(NR / 400); if (step < 1) step = 1
+		for (i = 1; i <= NR; i += step) printf "%.4f %.6g\n", v[i] / 1000, (NR - i + 1) / NR
+		printf "%.4f %.6g\n", v[NR] / 1000, 1 / NR }' >"$2"
+}
+
+panels=()
+for s in autogroup throttling irq; do
+	[ -s "$OUT/samples/$s-before.txt" ] && [ -s "$OUT/samples/$s-after.txt" ] || continue
+	ccdf "$OUT/samples/$s-before.txt" "$OUT/logs/$s-before.ccdf"
+	ccdf "$OUT/samples/$s-after.txt" "$OUT/logs/$s-after.ccdf"
+	panels+=("$s")
+done
+[ ${#panels[@]} -gt 0 ] || { log "no samples to plot"; exit 0; }
+
+declare -A title=(
+	[autogroup]="autogroup (note 004): gzip hog in another session"
+	[throttling]="CFS quota (notes 001/002): pod quota vs. removed"
+	[irq]="IRQs (notes 000/001/003): left alone vs. steered off CPU 1"
+)
+declare -A after=([autogroup]="after: gateway profile (autogroup off)" [throttling]="after: agent removed the pod quota" [irq]="after: movable IRQs steered to CPU 0")
+{
+	echo "set terminal pngcairo size $((520 * ${#panels[@]})),440 font 'sans,10'"
+	echo "set output '$png'"
+	echo "set multiplot layout 1,${#panels[@]}"
+	echo "set logscale xy; set grid; set key bottom left"
+	echo "set xlabel 'end-to-end latency (ms)'; set ylabel 'fraction of requests slower'"
+	echo "set yrange [1e-5:1.1]; set format x '%g'; set format y '10^{%L}'"
+	for s in "${panels[@]}"; do
+		echo "set title '${title[$s]}'"
+		echo "plot '$OUT/logs/$s-before.ccdf' w l lw 2 lc rgb '#c0392b' t 'before', \\"
+		echo "     '$OUT/logs/$s-after.ccdf' w l lw 2 lc rgb '#2471a3' t '${after[$s]}'"
+	done
+	echo "unset multiplot"
+} | gnuplot
+log "wrote $png"
