@@ -1,0 +1,301 @@
+package measure
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr/testr"
+	"golang.org/x/sys/unix"
+
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/kernellock"
+)
+
+// fixtureRoot builds a temp-dir host root holding files (path → content).
+func fixtureRoot(t *testing.T, files map[string]string) *host.Root {
+	t.Helper()
+	dir := t.TempDir()
+	for p, content := range files {
+		writeFile(t, filepath.Join(dir, p), content)
+	}
+	return host.New(dir)
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tuning(isolated, reserved string) v1alpha1.TuningSpec {
+	return v1alpha1.TuningSpec{CPUs: cpuSpec(isolated, reserved)}
+}
+
+func findingsOf(root *host.Root, in Input) []v1alpha1.Finding {
+	c := &checker{root: root, in: in, cls: classesOf(in.Tuning)}
+	return c.findings()
+}
+
+func findType(fs []v1alpha1.Finding, typ string) *v1alpha1.Finding {
+	for i := range fs {
+		if fs[i].Type == typ {
+			return &fs[i]
+		}
+	}
+	return nil
+}
+
+func mustFind(t *testing.T, fs []v1alpha1.Finding, typ string, evidence ...string) {
+	t.Helper()
+	f := findType(fs, typ)
+	if f == nil {
+		t.Fatalf("no %s finding in %+v", typ, fs)
+	}
+	for _, e := range evidence {
+		if !strings.Contains(f.Message, e) {
+			t.Errorf("%s message %q lacks %q", typ, f.Message, e)
+		}
+	}
+}
+
+func mustNotFind(t *testing.T, fs []v1alpha1.Finding, typ string) {
+	t.Helper()
+	if f := findType(fs, typ); f != nil {
+		t.Fatalf("unexpected %s finding: %s", typ, f.Message)
+	}
+}
+
+// setSysctl writes a real sysctl under the kernel lock and restores it.
+func setSysctl(t *testing.T, name, val string) {
+	t.Helper()
+	r := host.New("/")
+	p, err := r.SysctlPath(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := r.ReadString(p)
+	if err != nil {
+		t.Skipf("%s not readable here: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := r.WriteString(p, orig); err != nil {
+			t.Errorf("restoring %s=%s: %v", name, orig, err)
+		}
+	})
+	if err := r.WriteString(p, val); err != nil {
+		t.Fatalf("writing %s=%s: %v", name, val, err)
+	}
+}
+
+func TestFindingAutogroupRealKernel(t *testing.T) {
+	needRoot(t)
+	kernellock.Lock(t)
+	root := host.New("/")
+	setSysctl(t, "kernel.sched_autogroup_enabled", "1")
+	mustFind(t, findingsOf(root, Input{}), FindingAutogroup, "kernel.sched_autogroup_enabled=1")
+
+	enabled := v1alpha1.Enabled
+	asked := Input{Tuning: v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{Autogroup: &enabled}}}
+	mustNotFind(t, findingsOf(root, asked), FindingAutogroup)
+
+	setSysctl(t, "kernel.sched_autogroup_enabled", "0")
+	mustNotFind(t, findingsOf(root, Input{}), FindingAutogroup)
+}
+
+func TestFindingNumaBalancing(t *testing.T) {
+	on := fixtureRoot(t, map[string]string{"proc/sys/kernel/numa_balancing": "1\n"})
+	mustFind(t, findingsOf(on, Input{}), FindingNumaBalancing, "kernel.numa_balancing=1")
+	off := fixtureRoot(t, map[string]string{"proc/sys/kernel/numa_balancing": "0\n"})
+	mustNotFind(t, findingsOf(off, Input{}), FindingNumaBalancing)
+}
+
+const softirqs1 = `                    CPU0       CPU1
+          HI:          0          0
+       TIMER:        100        100
+      NET_RX:         10         10
+       BLOCK:          5          5
+`
+
+const softirqs2 = `                    CPU0       CPU1
+          HI:          0          0
+       TIMER:        200        900
+      NET_RX:         10         42
+       BLOCK:          9          5
+`
+
+// TestFindingIRQsAndSoftirqsOnIsolated drives the Measurer over two
+// snapshots of /proc/interrupts and /proc/softirqs.
+func TestFindingIRQsAndSoftirqsOnIsolated(t *testing.T) {
+	root := fixtureRoot(t, map[string]string{"proc/interrupts": interrupts1, "proc/softirqs": softirqs1})
+	m := New(root, testr.New(t), WithAttach(AttachNone))
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, root.Proc("interrupts"), interrupts2)
+	writeFile(t, root.Proc("softirqs"), softirqs2)
+	res, err := m.Collect(context.Background(), Input{Tuning: tuning("1", "0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustFind(t, res.Findings, FindingIRQsIsolated, "127 device interrupts", "irq 36 [virtio1-req.0]: 120", "irq 41 [virtio0-input.0]: 7")
+	mustFind(t, res.Findings, FindingSoftirqsIsolated, "NET_RX: 32")
+	if f := findType(res.Findings, FindingSoftirqsIsolated); strings.Contains(f.Message, "TIMER") || strings.Contains(f.Message, "BLOCK") {
+		t.Errorf("softirq finding counts tick softirqs or CPU0's: %s", f.Message)
+	}
+
+	// Nothing new in the next window: no finding.
+	res, _ = m.Collect(context.Background(), Input{Tuning: tuning("1", "0")})
+	mustNotFind(t, res.Findings, FindingIRQsIsolated)
+	mustNotFind(t, res.Findings, FindingSoftirqsIsolated)
+}
+
+// startNamed runs a sleeping process whose comm is name, with env.
+func startNamed(t *testing.T, name string, env ...string) *exec.Cmd {
+	t.Helper()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary")
+	}
+	bin := filepath.Join(t.TempDir(), name)
+	b, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "60")
+	cmd.Env = env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+func TestFindingIRQBalanceRealProcess(t *testing.T) {
+	needRoot(t)
+	if out, _ := exec.Command("pgrep", "-x", "irqbalance").Output(); len(out) > 0 {
+		t.Skip("a real irqbalance runs here; the test needs to own every irqbalance process")
+	}
+	root := host.New("/")
+	in := Input{Tuning: tuning("1", "0")}
+
+	banned := startNamed(t, "irqbalance", "IRQBALANCE_BANNED_CPULIST=1")
+	waitComm(t, banned.Process.Pid, "irqbalance")
+	mustNotFind(t, findingsOf(root, in), FindingIRQBalance)
+
+	unbanned := startNamed(t, "irqbalance", "PATH=/usr/bin")
+	waitComm(t, unbanned.Process.Pid, "irqbalance")
+	mustFind(t, findingsOf(root, in), FindingIRQBalance, "pid "+strconv.Itoa(unbanned.Process.Pid), "IRQBALANCE_BANNED_CPULIST=1")
+}
+
+func waitComm(t *testing.T, pid int, comm string) {
+	t.Helper()
+	for i := 0; i < 200; i++ {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		if strings.TrimSpace(string(b)) == comm {
+			return
+		}
+		unix.Nanosleep(&unix.Timespec{Nsec: 5e6}, nil)
+	}
+	t.Fatalf("pid %d never showed comm %q", pid, comm)
+}
+
+func TestFindingRTTaskOnIsolatedCPURealKernel(t *testing.T) {
+	needRoot(t)
+	cmd := startNamed(t, "rt-sleeper")
+	pid := cmd.Process.Pid
+	var cpus unix.CPUSet
+	cpus.Set(1)
+	if err := unix.SchedSetaffinity(pid, &cpus); err != nil {
+		t.Fatalf("pinning to CPU 1: %v", err)
+	}
+	attr := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}
+	if err := unix.SchedSetAttr(pid, attr, 0); err != nil {
+		t.Fatalf("making it SCHED_FIFO: %v", err)
+	}
+	root := host.New("/")
+	mustFind(t, findingsOf(root, Input{Tuning: tuning("1", "0")}), FindingRTTasksIsolated,
+		"rt-sleeper (tid "+strconv.Itoa(pid)+", SCHED_FIFO prio 10, cpus 1)")
+	if f := findType(findingsOf(root, Input{Tuning: tuning("0", "1")}), FindingRTTasksIsolated); f != nil &&
+		strings.Contains(f.Message, "tid "+strconv.Itoa(pid)) {
+		t.Errorf("task pinned to CPU 1 reported on isolated CPU 0: %s", f.Message)
+	}
+}
+
+func TestFindingRTThrottlingDisabledRealKernel(t *testing.T) {
+	needRoot(t)
+	kernellock.Lock(t)
+	setSysctl(t, "kernel.sched_rt_runtime_us", "-1")
+	root := host.New("/")
+	mustFind(t, findingsOf(root, Input{}), FindingRTThrottlingOff, "sched_rt_runtime_us=-1")
+
+	// With the isolated CPUs isolated by the kernel, -1 is a choice.
+	isolated := fixtureRoot(t, map[string]string{
+		"proc/sys/kernel/sched_rt_runtime_us": "-1\n",
+		"proc/cmdline":                        "ro isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1\n",
+	})
+	mustNotFind(t, findingsOf(isolated, Input{Tuning: tuning("1", "0")}), FindingRTThrottlingOff)
+
+	setSysctl(t, "kernel.sched_rt_runtime_us", "950000")
+	mustNotFind(t, findingsOf(root, Input{}), FindingRTThrottlingOff)
+}
+
+func TestFindingRunQueueOverloaded(t *testing.T) {
+	busy := fixtureRoot(t, map[string]string{
+		"proc/stat":                     "cpu  1 2 3\nprocs_running 9\nprocs_blocked 0\n",
+		"sys/devices/system/cpu/online": "0-1\n",
+	})
+	mustFind(t, findingsOf(busy, Input{}), FindingRunQueueOverloaded, "procs_running stayed at 9", "2 online CPUs")
+	calm := fixtureRoot(t, map[string]string{
+		"proc/stat":                     "procs_running 2\n",
+		"sys/devices/system/cpu/online": "0-1\n",
+	})
+	mustNotFind(t, findingsOf(calm, Input{}), FindingRunQueueOverloaded)
+}
+
+func TestFindingCmdlineMissingIsolation(t *testing.T) {
+	root := host.New("/")
+	cmdline, err := root.ReadString(root.Proc("cmdline"))
+	if err != nil || strings.Contains(cmdline, "isolcpus=") {
+		t.Skip("this kernel's command line already isolates CPUs")
+	}
+	mustFind(t, findingsOf(root, Input{Tuning: tuning("1", "0")}), FindingCmdline, "isolcpus=1 nohz_full=1 rcu_nocbs=1")
+	mustNotFind(t, findingsOf(root, Input{}), FindingCmdline) // nothing to isolate
+
+	full := fixtureRoot(t, map[string]string{"proc/cmdline": "ro isolcpus=managed_irq,1 nohz_full=1 rcu_nocbs=1\n"})
+	mustNotFind(t, findingsOf(full, Input{Tuning: tuning("1", "0")}), FindingCmdline)
+}
+
+func TestFindingSMTSiblingsSplit(t *testing.T) {
+	files := map[string]string{}
+	for cpu, sib := range map[string]string{"0": "0,2", "1": "1,3", "2": "0,2", "3": "1,3"} {
+		files["sys/devices/system/cpu/cpu"+cpu+"/topology/thread_siblings_list"] = sib + "\n"
+	}
+	root := fixtureRoot(t, files)
+	mustFind(t, findingsOf(root, Input{Tuning: tuning("2-3", "0-1")}), FindingSMTSplit, "2 with 0", "3 with 1")
+	mustNotFind(t, findingsOf(root, Input{Tuning: tuning("1,3", "0,2")}), FindingSMTSplit)
+}
+
+func TestFindingCPUManagerNone(t *testing.T) {
+	pods := []podcgroup.Pod{{Namespace: "shop", Name: "api", QOSClass: "Guaranteed"}, {Namespace: "shop", Name: "batch", QOSClass: "BestEffort"}}
+	none := fixtureRoot(t, map[string]string{"var/lib/kubelet/cpu_manager_state": `{"policyName":"none","defaultCpuSet":"","checksum":1}`})
+	mustFind(t, findingsOf(none, Input{Tuning: tuning("1", "0"), Pods: pods}), FindingCPUManagerNone, "shop/api")
+	if f := findType(findingsOf(none, Input{Tuning: tuning("1", "0"), Pods: pods}), FindingCPUManagerNone); strings.Contains(f.Message, "batch") {
+		t.Errorf("a BestEffort pod is said to expect exclusive CPUs: %s", f.Message)
+	}
+	static := fixtureRoot(t, map[string]string{"var/lib/kubelet/cpu_manager_state": `{"policyName":"static","defaultCpuSet":"0","checksum":1}`})
+	mustNotFind(t, findingsOf(static, Input{Tuning: tuning("1", "0"), Pods: pods}), FindingCPUManagerNone)
+}
