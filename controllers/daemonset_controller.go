@@ -43,7 +43,7 @@ func (r *DaemonSetReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ct
 	}
 	repaired := repairedDaemonSet(desired, actual)
 	if err := r.Patch(ctx, repaired, client.MergeFromWithOptions(actual, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ctrl.Result{}, fmt.Errorf("repairing agent DaemonSet: %w", err)
+		return ctrl.Result{}, ignoreStale(ctx, fmt.Errorf("repairing agent DaemonSet: %w", err))
 	}
 	ctrl.LoggerFrom(ctx).Info("Repaired agent DaemonSet")
 	r.Recorder.Eventf(repaired, nil, corev1.EventTypeWarning, EventAgentRepaired, "Repair",
@@ -53,7 +53,7 @@ func (r *DaemonSetReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ct
 
 func (r *DaemonSetReconciler) create(ctx context.Context, ds *appsv1.DaemonSet) error {
 	if err := r.Create(ctx, ds); err != nil {
-		return fmt.Errorf("creating agent DaemonSet: %w", err)
+		return ignoreStale(ctx, fmt.Errorf("creating agent DaemonSet: %w", err))
 	}
 	ctrl.LoggerFrom(ctx).Info("Created agent DaemonSet", "image", r.Agent.Image)
 	return nil

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -46,9 +47,9 @@ import (
 // +kubebuilder:rbac:groups=tuning.latencytier.io,resources=latencyprofiles/finalizers,verbs=update
 // +kubebuilder:rbac:groups=tuning.latencytier.io,resources=latencynodes,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,namespace=latencytier-system,resources=daemonsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=latencytier-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // Options configure the reconcilers.
 type Options struct {
@@ -83,6 +84,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	nodes := &NodeReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter}
 	err := ctrl.NewControllerManagedBy(mgr).Named("node").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
+		// Nodes are independent of each other: reconcile several at once.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Watches(&v1alpha1.LatencyNode{}, &handler.EnqueueRequestForObject{}).
 		Watches(&v1alpha1.LatencyProfile{}, handler.EnqueueRequestsFromMapFunc(allNodes(mgr.GetClient()))).
 		Complete(countErrors("node", nodes))

@@ -101,7 +101,7 @@ func (r *NodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 	log := ctrl.LoggerFrom(ctx).WithValues("profile", p.Name)
 	if ln == nil {
 		if err := r.Create(ctx, renderLatencyNode(node, p)); err != nil {
-			return fmt.Errorf("creating LatencyNode: %w", err)
+			return ignoreStale(ctx, fmt.Errorf("creating LatencyNode: %w", err))
 		}
 		log.Info("Created LatencyNode")
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, EventSelected, eventActionApply,
@@ -115,7 +115,7 @@ func (r *NodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 	patched := ln.DeepCopy()
 	patched.Spec = applySpec(p)
 	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(ln, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("patching LatencyNode spec: %w", err)
+		return ignoreStale(ctx, fmt.Errorf("patching LatencyNode spec: %w", err))
 	}
 	log.Info("Updated LatencyNode spec", "previousProfile", previous, "generation", p.Generation)
 	if previous != p.Name {
@@ -152,7 +152,7 @@ func (r *NodeReconciler) startRevert(ctx context.Context, ln *v1alpha1.LatencyNo
 	patched := ln.DeepCopy()
 	patched.Spec.Action = v1alpha1.ActionRevert
 	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(ln, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("patching LatencyNode to Revert: %w", err)
+		return ignoreStale(ctx, fmt.Errorf("patching LatencyNode to Revert: %w", err))
 	}
 	ctrl.LoggerFrom(ctx).Info("Started revert", "profile", ln.Spec.Profile, "conflict", res.Conflict)
 	why := "no longer selected"
@@ -237,4 +237,15 @@ func findProfile(profiles []v1alpha1.LatencyProfile, name string) *v1alpha1.Late
 		}
 	}
 	return nil
+}
+
+// ignoreStale drops the errors that only mean the cache was behind the API
+// server (a conflict on an optimistic lock, a create of something that
+// exists): the watch event for the newer object reconciles again.
+func ignoreStale(ctx context.Context, err error) error {
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		ctrl.LoggerFrom(ctx).V(1).Info("Retrying on a newer object", "reason", err.Error())
+		return nil
+	}
+	return err
 }

@@ -122,7 +122,7 @@ func (r *ProfileReconciler) patchFinalizer(ctx context.Context, p *v1alpha1.Late
 	patched := p.DeepCopy()
 	change(patched, v1alpha1.RevertFinalizer)
 	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("patching finalizer: %w", err)
+		return ignoreStale(ctx, fmt.Errorf("patching finalizer: %w", err))
 	}
 	ctrl.LoggerFrom(ctx).Info("Patched finalizer", "present", controllerutil.ContainsFinalizer(patched, v1alpha1.RevertFinalizer))
 	return nil
@@ -137,7 +137,7 @@ func (r *ProfileReconciler) patchStatus(ctx context.Context, p *v1alpha1.Latency
 	patched := p.DeepCopy()
 	patched.Status = st
 	if err := r.Status().Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("patching status: %w", err)
+		return ignoreStale(ctx, fmt.Errorf("patching status: %w", err))
 	}
 	for _, e := range statusEvents(p.Status, st) {
 		r.Recorder.Eventf(patched, nil, e.typ, e.reason, eventActionAggregat, "%s", e.note)

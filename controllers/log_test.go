@@ -1,0 +1,8 @@
+package controllers
+
+import (
+	"io"
+	"log/slog"
+)
+
+func slogHandler(w io.Writer) slog.Handler { return slog.NewTextHandler(w, nil) }

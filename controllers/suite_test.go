@@ -1,0 +1,222 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// The suite runs one real kube-apiserver + etcd and one manager for every
+// envtest test of the package; tests use their own node and profile names.
+var (
+	testEnv    *envtest.Environment
+	k8s        client.Client // direct client, as the user or an agent would be
+	writes     atomic.Int64  // API writes made by the manager's client
+	reads      atomic.Int64  // reads by the manager's client (proves it reconciled)
+	suiteReady bool
+)
+
+const (
+	testNamespace   = "latencytier-system"
+	testSyncPeriod  = 2 * time.Second
+	testUnreachable = 30 * time.Second
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	if err := ensureAssets(); err != nil {
+		fmt.Fprintln(os.Stderr, "envtest:", err)
+		return 1
+	}
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := testEnv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		return 1
+	}
+	defer func() { _ = testEnv.Stop() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := startSuite(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "starting suite:", err)
+		return 1
+	}
+	suiteReady = true
+	return m.Run()
+}
+
+// ensureAssets points envtest at the binaries built by hack/k8s-binaries.sh
+// when KUBEBUILDER_ASSETS is not set (the Makefile sets it).
+func ensureAssets() error {
+	if os.Getenv("KUBEBUILDER_ASSETS") != "" {
+		return nil
+	}
+	out, err := exec.Command("../hack/k8s-binaries.sh", "--print-dir").Output()
+	if err != nil {
+		return fmt.Errorf("finding envtest binaries: %w", err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if _, err := os.Stat(filepath.Join(dir, "kube-apiserver")); err != nil {
+		return fmt.Errorf("no kube-apiserver in %s: run hack/k8s-binaries.sh", dir)
+	}
+	return os.Setenv("KUBEBUILDER_ASSETS", dir)
+}
+
+func startSuite(ctx context.Context, cfg *rest.Config) error {
+	var err error
+	k8s, err = client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return err
+	}
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}); err != nil {
+		return err
+	}
+	for _, f := range []string{"../config/agent/service_account.yaml", "../config/agent/role.yaml", "../config/admission/policy.yaml"} {
+		if err := applyFile(ctx, f); err != nil {
+			return err
+		}
+	}
+	sync := testSyncPeriod
+	cacheOpts := CacheOptions(testNamespace)
+	cacheOpts.SyncPeriod = &sync
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  Scheme(),
+		Cache:   cacheOpts,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Logger:  testLogger(),
+		NewClient: func(c *rest.Config, o client.Options) (client.Client, error) {
+			inner, err := client.New(c, o)
+			return &countingClient{Client: inner}, err
+		},
+	})
+	if err != nil {
+		return err
+	}
+	opts := Options{Agent: AgentOptions{Namespace: testNamespace, Image: "latencytier:test"}, UnreachableAfter: testUnreachable}
+	if err := Setup(mgr, opts); err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager stopped:", err)
+		}
+	}()
+	return nil
+}
+
+// testLogger discards logs unless LATENCYTIER_TEST_LOG is set.
+func testLogger() logr.Logger {
+	if os.Getenv("LATENCYTIER_TEST_LOG") == "" {
+		return logr.Discard()
+	}
+	return logr.FromSlogHandler(slogHandler(os.Stderr))
+}
+
+// applyFile creates every object of a multi-document YAML file.
+func applyFile(ctx context.Context, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := k8s.Create(ctx, &u); err != nil {
+			return fmt.Errorf("%s: creating %s %s: %w", path, u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// countingClient counts the manager's API writes and reads.
+type countingClient struct {
+	client.Client
+}
+
+func (c *countingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	reads.Add(1)
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+func (c *countingClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	reads.Add(1)
+	return c.Client.List(ctx, list, opts...)
+}
+
+func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	writes.Add(1)
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+func (c *countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	writes.Add(1)
+	return c.Client.Update(ctx, obj, opts...)
+}
+
+func (c *countingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	writes.Add(1)
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (c *countingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	writes.Add(1)
+	return c.Client.Delete(ctx, obj, opts...)
+}
+
+func (c *countingClient) Status() client.SubResourceWriter {
+	return countingStatus{c.Client.Status()}
+}
+
+type countingStatus struct{ client.SubResourceWriter }
+
+func (s countingStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	writes.Add(1)
+	return s.SubResourceWriter.Update(ctx, obj, opts...)
+}
+
+func (s countingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	writes.Add(1)
+	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+// needSuite skips nothing: it fails a test that runs without the API server.
+func needSuite(t testing.TB) {
+	t.Helper()
+	if !suiteReady {
+		t.Fatal("envtest suite not started")
+	}
+}
