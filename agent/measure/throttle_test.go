@@ -1,0 +1,166 @@
+package measure
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/kernellock"
+)
+
+func randHex(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// v1Pod builds a cgroupfs-driver burstable pod with one container in the
+// real cgroup v1 cpu controller under a unique kubepods name and removes it
+// in t.Cleanup.
+func v1Pod(t *testing.T) (kubepods, uid, podDir, ctrDir string) {
+	t.Helper()
+	needRoot(t)
+	base, version, err := podcgroup.ControllerDir(host.New("/"), "cpu")
+	if err != nil || version != 1 {
+		t.Skipf("no cgroup v1 cpu controller here (version %d, %v)", version, err)
+	}
+	kubepods = "ltmeasure-" + randHex(t, 4)
+	uid = randHex(t, 4) + "-0000-4000-8000-" + randHex(t, 6)
+	var dirs []string
+	dir := base
+	for _, r := range []string{kubepods, "burstable", "pod" + uid, randHex(t, 32)} {
+		dir = filepath.Join(dir, r)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+	}
+	t.Cleanup(func() {
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := os.Remove(dirs[i]); err != nil {
+				t.Errorf("removing test cgroup: %v", err)
+			}
+		}
+	})
+	return kubepods, uid, dirs[2], dirs[3]
+}
+
+// spinIn starts a busy shell loop in cgroup dir, killed in t.Cleanup
+// (registered after v1Pod's, so it runs before the rmdir).
+func spinIn(t *testing.T, dir string) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		t.Fatalf("moving the spinner into %s: %v", dir, err)
+	}
+}
+
+func setQuota(t *testing.T, dir, quota string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "cpu.cfs_quota_us"), []byte(quota), 0o644); err != nil {
+		t.Fatalf("setting quota %s on %s: %v", quota, dir, err)
+	}
+}
+
+// TestThrottlingRealCgroupV1 puts a busy process under a real 10% CFS quota:
+// the pod is reported throttled (ratio > 0, an opted-in finding, outside a
+// 0.01 budget); once the quota is removed the next window shows ratio 0.
+func TestThrottlingRealCgroupV1(t *testing.T) {
+	kernellock.Lock(t)
+	kubepods, uid, podDir, ctrDir := v1Pod(t)
+	setQuota(t, podDir, "10000") // 10 ms per 100 ms period
+	spinIn(t, ctrDir)
+
+	m := New(host.New("/"), testr.New(t), WithAttach(AttachNone), WithPodcgroup(podcgroup.WithKubepods(kubepods)))
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	budget := "0.01"
+	in := Input{
+		Tuning: v1alpha1.TuningSpec{LatencyBudget: &v1alpha1.LatencyBudget{ThrottledRatio: &budget}},
+		Pods:   []podcgroup.Pod{{UID: uid, Namespace: "shop", Name: "api", OptedIn: true}},
+	}
+	collect := func() *Result {
+		t.Helper()
+		res, err := m.Collect(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := collect(); len(res.Throttling) != 0 {
+		t.Fatalf("first sight of a pod should only set its baseline, got %+v", res.Throttling)
+	}
+	time.Sleep(700 * time.Millisecond)
+	res := collect()
+	if len(res.Throttling) != 1 {
+		t.Fatalf("throttling %+v, want the one pod", res.Throttling)
+	}
+	pt := res.Throttling[0]
+	t.Logf("with quota: %d of %d periods throttled, ratio %s, %s throttled", pt.Throttled, pt.Periods, pt.Ratio, pt.ThrottledTime.Duration)
+	if pt.Throttled <= 0 || pt.Periods <= 0 || pt.Ratio == FormatRatio(0) || pt.ThrottledTime.Duration <= 0 {
+		t.Fatalf("a spinning pod under a 10%% quota is not throttled: %+v", pt)
+	}
+	if res.ThrottledRatio != pt.Ratio || pt.Namespace != "shop" || pt.Name != "api" || !pt.OptedIn {
+		t.Errorf("result %q / %+v", res.ThrottledRatio, pt)
+	}
+	mustFind(t, res.Findings, FindingOptedInThrottled, "shop/api", "quota")
+	if res.Budget.Status != "False" || res.Budget.Reason != v1alpha1.ReasonOutsideBudget {
+		t.Errorf("budget %s (%s): %s", res.Budget.Status, res.Budget.Reason, res.Budget.Message)
+	}
+
+	setQuota(t, podDir, "-1")
+	collect() // the window with the quota removed starts here
+	time.Sleep(700 * time.Millisecond)
+	res = collect()
+	if len(res.Throttling) != 1 {
+		t.Fatalf("an opted-in pod without a quota should still be listed: %+v", res.Throttling)
+	}
+	pt = res.Throttling[0]
+	t.Logf("quota removed: %d of %d periods throttled, ratio %s", pt.Throttled, pt.Periods, pt.Ratio)
+	if pt.Throttled != 0 || pt.Ratio != FormatRatio(0) {
+		t.Fatalf("still throttled after quota removal: %+v", pt)
+	}
+	mustNotFind(t, res.Findings, FindingOptedInThrottled)
+	if res.Budget.Status != "True" {
+		t.Errorf("budget %s (%s): %s", res.Budget.Status, res.Budget.Reason, res.Budget.Message)
+	}
+}
+
+// TestThrottlingSkipsUnlimitedPods: a pod neither limited nor opted in is
+// not listed.
+func TestThrottlingSkipsUnlimitedPods(t *testing.T) {
+	kubepods, uid, _, _ := v1Pod(t)
+	m := New(host.New("/"), testr.New(t), WithAttach(AttachNone), WithPodcgroup(podcgroup.WithKubepods(kubepods)))
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	in := Input{Pods: []podcgroup.Pod{{UID: uid, Namespace: "shop", Name: "free"}}}
+	for i := 0; i < 2; i++ {
+		res, err := m.Collect(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Throttling) != 0 || res.ThrottledRatio != "" {
+			t.Fatalf("unlimited pod listed: %+v", res.Throttling)
+		}
+	}
+}
