@@ -104,9 +104,11 @@ func (r *Root) ReadString(path string) (string, error) {
 }
 
 // WriteString writes val to an existing kernel file in one write(2), the way
-// the kernel expects (no create, no truncate dance, no temp file).
+// the kernel expects (no create, no temp file). O_TRUNC is what `echo >`
+// does: kernel files ignore it, and a regular file in a temp-dir root then
+// holds exactly val instead of val over the tail of the old content.
 func (r *Root) WriteString(path, val string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return err
 	}

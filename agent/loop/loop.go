@@ -27,12 +27,15 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -69,6 +72,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	ctrllog.SetLogger(o.Log)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -77,7 +81,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
+		Scheme: scheme,
+		// One agent per process in production; tests start several.
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 		Logger:                 o.Log,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -128,6 +134,27 @@ type Reconciler struct {
 	mu          sync.Mutex
 	lastMeasure time.Time
 	measured    *Measurement
+
+	// lastDrifts, found at lastDriftAt, keep Drifted=True for driftHold so
+	// a one-pass re-assert is visible to the controller and to kubectl.
+	lastDrifts  []apply.Drift
+	lastDriftAt time.Time
+}
+
+// driftHold is how long Drifted stays True after the last drift.
+func (r *Reconciler) driftHold() time.Duration {
+	return max(10*r.Resync, time.Minute)
+}
+
+// drifts records this pass's drifts and returns those still within the hold.
+func (r *Reconciler) drifts(found []apply.Drift, now time.Time) []apply.Drift {
+	if len(found) > 0 {
+		r.lastDrifts, r.lastDriftAt = found, now
+	}
+	if now.Sub(r.lastDriftAt) >= r.driftHold() {
+		r.lastDrifts = nil
+	}
+	return r.lastDrifts
 }
 
 // SetupWithManager watches the LatencyNode named NodeName, the node's pods
@@ -187,7 +214,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			log.Error(err, "Failed to apply the node's tuning")
 		}
 	}
-	if equality.Semantic.DeepEqual(st, ln.Status) {
+	if equalStatus(st, ln.Status) {
 		return again, nil
 	}
 	orig := ln.DeepCopy()
@@ -222,8 +249,10 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 		log.Info("Applied tuning", "profile", ln.Spec.Profile, "writes", rep.Written)
 	}
 	kf := facts.Read(r.Root, layout.EEVDF, layout.DebugfsMounted || wasMounted(ln))
+	now := metav1.Now()
+	rep.Drifts = r.drifts(rep.Drifts, now.Time)
 	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
-		Findings: ds.Findings, Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Now: metav1.Now()})
+		Findings: ds.Findings, Kernel: kf, IRQBalancePID: ds.IRQBalancePID, DriftAt: r.lastDriftAt, Now: now})
 	r.measure(ctx, ln, pods, &st)
 	return st, err
 }
@@ -237,6 +266,7 @@ func wasMounted(ln *v1alpha1.LatencyNode) bool {
 func (r *Reconciler) revert(ctx context.Context, ln *v1alpha1.LatencyNode) v1alpha1.LatencyNodeStatus {
 	log := ctrl.LoggerFrom(ctx)
 	rep, err := r.Engine.Revert()
+	r.lastDrifts = nil
 	if err != nil {
 		log.Error(err, "Failed to revert the node's tuning")
 	}

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/cpuset"
@@ -33,7 +35,10 @@ type applyInput struct {
 	Kernel   v1alpha1.KernelFacts
 	// IRQBalancePID names the likely culprit of IRQ drift.
 	IRQBalancePID int
-	Now           metav1.Time
+	// DriftAt is when Report.Drifts were found (they may be from an
+	// earlier pass, held so the condition does not flap).
+	DriftAt time.Time
+	Now     metav1.Time
 }
 
 // applyStatus is the status after an Apply pass; prev is the current status
@@ -48,7 +53,7 @@ func applyStatus(prev v1alpha1.LatencyNodeStatus, in applyInput) v1alpha1.Latenc
 	st.Findings = boundFindings(in.Findings)
 	gen := in.Node.Generation
 	setCondition(&st, appliedCondition(in.Err, st.Settings), gen, in.Now)
-	setCondition(&st, driftCondition(in.Report.Drifts, in.IRQBalancePID), gen, in.Now)
+	setCondition(&st, driftCondition(in.Report.Drifts, in.DriftAt, in.IRQBalancePID), gen, in.Now)
 	setCondition(&st, rebootCondition(spec.Tuning.CPUs, in.Kernel.CmdlineIsolation), gen, in.Now)
 	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.NodeReverted)
 	if in.Err == nil {
@@ -129,7 +134,7 @@ func appliedCondition(err error, settings []v1alpha1.SettingResult) metav1.Condi
 	return c
 }
 
-func driftCondition(drifts []apply.Drift, irqbalancePID int) metav1.Condition {
+func driftCondition(drifts []apply.Drift, at time.Time, irqbalancePID int) metav1.Condition {
 	if len(drifts) == 0 {
 		return metav1.Condition{Type: v1alpha1.NodeDrifted, Status: metav1.ConditionFalse,
 			Reason: v1alpha1.ReasonNoDrift, Message: "every setting held since the last pass"}
@@ -139,7 +144,8 @@ func driftCondition(drifts []apply.Drift, irqbalancePID int) metav1.Condition {
 		parts = append(parts, fmt.Sprintf("%s was %q, ours %q (likely %s)", d.ID, d.Theirs, d.Ours, Culprit(d.ID, irqbalancePID)))
 	}
 	return metav1.Condition{Type: v1alpha1.NodeDrifted, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonDriftDetected,
-		Message: "re-asserted after someone else changed: " + strings.Join(first(parts, 8), "; ")}
+		Message: fmt.Sprintf("at %s re-asserted after someone else changed: %s", at.UTC().Format(time.RFC3339),
+			strings.Join(first(parts, 8), "; "))}
 }
 
 // Culprit names who most likely changed a setting, by its kind.
@@ -261,4 +267,9 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-3] + "..."
+}
+
+// equalStatus compares statuses the way the loop decides whether to patch.
+func equalStatus(a, b v1alpha1.LatencyNodeStatus) bool {
+	return equality.Semantic.DeepEqual(a, b)
 }

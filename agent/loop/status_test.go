@@ -1,0 +1,140 @@
+package loop
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latencytier.io/latencytier/agent/apply"
+	"latencytier.io/latencytier/agent/journal"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+func node(gen int64, isolated *string) *v1alpha1.LatencyNode {
+	ln := &v1alpha1.LatencyNode{Spec: v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Profile: "gw", ProfileGeneration: 3}}
+	ln.Generation = gen
+	if isolated != nil {
+		r := "0"
+		ln.Spec.Tuning.CPUs = &v1alpha1.CPUSpec{Reserved: &r, Isolated: isolated}
+	}
+	return ln
+}
+
+func res(id string, s v1alpha1.SettingState) v1alpha1.SettingResult {
+	return v1alpha1.SettingResult{Setting: id, State: s}
+}
+
+func TestApplyStatusConditions(t *testing.T) {
+	one := "1"
+	now := metav1.NewTime(time.Unix(1000, 0))
+	cases := []struct {
+		name                       string
+		in                         applyInput
+		applied, drifted, reboot   metav1.ConditionStatus
+		appliedReason, driftReason string
+		observed                   int64
+	}{
+		{name: "all applied", in: applyInput{Node: node(2, nil), Report: apply.Report{Written: 2,
+			Results: []v1alpha1.SettingResult{res("a", v1alpha1.SettingApplied)}},
+			Results: []v1alpha1.SettingResult{res("b", v1alpha1.SettingUnsupported)}},
+			applied: metav1.ConditionTrue, appliedReason: v1alpha1.ReasonApplied, drifted: metav1.ConditionFalse,
+			driftReason: v1alpha1.ReasonNoDrift, reboot: metav1.ConditionFalse, observed: 2},
+		{name: "immovable IRQ still counts as applied", in: applyInput{Node: node(2, nil), Report: apply.Report{
+			Results: []v1alpha1.SettingResult{res("irq/36", v1alpha1.SettingImmovable)}}},
+			applied: metav1.ConditionTrue, appliedReason: v1alpha1.ReasonApplied, drifted: metav1.ConditionFalse,
+			driftReason: v1alpha1.ReasonNoDrift, reboot: metav1.ConditionFalse, observed: 2},
+		{name: "invalid value: partially applied", in: applyInput{Node: node(2, nil), Report: apply.Report{
+			Results: []v1alpha1.SettingResult{res("a", v1alpha1.SettingApplied), res("b", v1alpha1.SettingInvalid)}}},
+			applied: metav1.ConditionFalse, appliedReason: v1alpha1.ReasonPartiallyApplied, drifted: metav1.ConditionFalse,
+			driftReason: v1alpha1.ReasonNoDrift, reboot: metav1.ConditionFalse, observed: 2},
+		{name: "drift", in: applyInput{Node: node(2, nil), IRQBalancePID: 77, Report: apply.Report{
+			Drifts: []apply.Drift{{ID: "irq/24", Ours: "0", Theirs: "0-1"}}}},
+			applied: metav1.ConditionTrue, appliedReason: v1alpha1.ReasonApplied, drifted: metav1.ConditionTrue,
+			driftReason: v1alpha1.ReasonDriftDetected, reboot: metav1.ConditionFalse, observed: 2},
+		{name: "corrupt journal: nothing applied, generation not observed", in: applyInput{Node: node(2, nil),
+			Err: fmt.Errorf("load: %w", journal.ErrCorrupt)},
+			applied: metav1.ConditionFalse, appliedReason: v1alpha1.ReasonJournalCorrupt, drifted: metav1.ConditionFalse,
+			driftReason: v1alpha1.ReasonNoDrift, reboot: metav1.ConditionFalse, observed: 0},
+		{name: "isolated CPUs without cmdline flags", in: applyInput{Node: node(2, &one),
+			Kernel: v1alpha1.KernelFacts{CmdlineIsolation: []string{"isolcpus=1"}}},
+			applied: metav1.ConditionTrue, appliedReason: v1alpha1.ReasonApplied, drifted: metav1.ConditionFalse,
+			driftReason: v1alpha1.ReasonNoDrift, reboot: metav1.ConditionTrue, observed: 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.in.Now = now
+			st := applyStatus(v1alpha1.LatencyNodeStatus{}, tc.in)
+			check := func(typ string, want metav1.ConditionStatus, reason string) {
+				c := meta.FindStatusCondition(st.Conditions, typ)
+				if c == nil || c.Status != want || (reason != "" && c.Reason != reason) {
+					t.Errorf("%s = %+v, want %s %s", typ, c, want, reason)
+				}
+			}
+			check(v1alpha1.NodeApplied, tc.applied, tc.appliedReason)
+			check(v1alpha1.NodeDrifted, tc.drifted, tc.driftReason)
+			check(v1alpha1.NodeRebootRequired, tc.reboot, "")
+			if st.ObservedGeneration != tc.observed {
+				t.Errorf("observedGeneration = %d, want %d", st.ObservedGeneration, tc.observed)
+			}
+		})
+	}
+}
+
+// Applying the same outcome twice gives an identical status: the loop only
+// patches when something changed.
+func TestApplyStatusIsStable(t *testing.T) {
+	in := applyInput{Node: node(1, nil), Report: apply.Report{Written: 1,
+		Results: []v1alpha1.SettingResult{res("a", v1alpha1.SettingApplied)}}, Now: metav1.NewTime(time.Unix(1000, 0))}
+	first := applyStatus(v1alpha1.LatencyNodeStatus{}, in)
+	in.Report.Written = 0
+	in.Now = metav1.NewTime(time.Unix(2000, 0))
+	second := applyStatus(first, in)
+	if !equalStatus(first, second) {
+		t.Fatalf("status changed without a change:\n%+v\n%+v", first, second)
+	}
+}
+
+func TestRevertStatus(t *testing.T) {
+	now := metav1.NewTime(time.Unix(1000, 0))
+	cases := []struct {
+		name   string
+		rep    apply.Report
+		err    error
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{"complete", apply.Report{Written: 2, Results: []v1alpha1.SettingResult{res("a", v1alpha1.SettingReverted)}}, nil,
+			metav1.ConditionTrue, v1alpha1.ReasonRevertComplete},
+		{"conflict", apply.Report{Results: []v1alpha1.SettingResult{res("a", v1alpha1.SettingConflict)}}, nil,
+			metav1.ConditionTrue, v1alpha1.ReasonRevertConflict},
+		{"failed restore", apply.Report{Results: []v1alpha1.SettingResult{res("a", v1alpha1.SettingFailed)}}, nil,
+			metav1.ConditionFalse, v1alpha1.ReasonReverting},
+		{"corrupt", apply.Report{}, fmt.Errorf("x: %w", journal.ErrCorrupt), metav1.ConditionFalse, v1alpha1.ReasonJournalCorrupt},
+		{"error", apply.Report{}, errors.New("boom"), metav1.ConditionFalse, v1alpha1.ReasonReverting},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := revertStatus(v1alpha1.LatencyNodeStatus{Profile: "gw"}, revertInput{Node: node(4, nil), Report: tc.rep, Err: tc.err, Now: now})
+			c := meta.FindStatusCondition(st.Conditions, v1alpha1.NodeReverted)
+			if c == nil || c.Status != tc.status || c.Reason != tc.reason {
+				t.Fatalf("Reverted = %+v, want %s %s", c, tc.status, tc.reason)
+			}
+			if (tc.status == metav1.ConditionTrue) != (st.Profile == "") {
+				t.Errorf("profile = %q with Reverted %s", st.Profile, tc.status)
+			}
+		})
+	}
+}
+
+func TestCulprit(t *testing.T) {
+	if got := Culprit("irq/24", 77); got != "irqbalance, pid 77" {
+		t.Errorf("Culprit = %q", got)
+	}
+	if got := Culprit("cpuquota/ns/p", 0); got != "kubelet or the container runtime" {
+		t.Errorf("Culprit = %q", got)
+	}
+}
