@@ -62,6 +62,7 @@ func runLoop(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (in-cluster config when empty)")
 	fs.DurationVar(&o.Resync, "resync", 30*time.Second, "how often to re-check the host for drift")
 	verbosity := fs.Int("v", 0, "log verbosity")
+	noMeasure := fs.Bool("no-measure", false, "do not measure run-queue latency and throttling")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -71,6 +72,11 @@ func runLoop(ctx context.Context, args []string) error {
 	}
 	o.Root = host.New(*hostRoot)
 	o.Log = newLogger(os.Stderr, *verbosity)
+	if !*noMeasure {
+		hook, stop := startMeasurer(ctx, o.Root, o.Log)
+		defer stop()
+		o.Measure = hook
+	}
 	return loop.Run(ctx, o)
 }
 

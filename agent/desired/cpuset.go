@@ -1,19 +1,45 @@
 package desired
 
 import (
+	"fmt"
+
 	"k8s.io/utils/cpuset"
 
+	lcpuset "latencytier.io/latencytier/agent/cpuset"
 	"latencytier.io/latencytier/agent/host"
-	"latencytier.io/latencytier/agent/knob"
+	"latencytier.io/latencytier/agent/podcgroup"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
-// cpusetKnobs confines system services to the reserved CPUs.
-//
-// INTEGRATION POINT (cgroups helper): agent/cpuset is not committed yet; once
-// it is, this becomes cpuset.Knobs(root, reserved).
-func cpusetKnobs(root *host.Root, reserved cpuset.CPUSet) ([]knob.Knob, []v1alpha1.SettingResult) {
-	_ = root
-	_ = reserved
-	return nil, nil
+// cpusets confines system services to the reserved CPUs and keeps opted-in
+// pods on the isolated CPUs, unless kubelet's CPU manager owns their
+// placement (then it only reports).
+func (s *State) cpusets(root *host.Root, t v1alpha1.TuningSpec, reserved cpuset.CPUSet, opted []podcgroup.Pod) {
+	k, r, err := lcpuset.Knobs(root, reserved)
+	if err != nil {
+		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuset", Desired: reserved.String(),
+			State: v1alpha1.SettingFailed, Message: err.Error()})
+	} else {
+		s.add(k, r)
+	}
+	if t.CPUs.Isolated == nil || len(opted) == 0 {
+		return
+	}
+	isolated, err := cpuset.Parse(*t.CPUs.Isolated)
+	if err != nil {
+		return // reported by the CRD; nothing to keep pods on
+	}
+	state, err := lcpuset.ReadCPUManagerState(root)
+	if err != nil {
+		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuset/pods", State: v1alpha1.SettingFailed,
+			Message: fmt.Sprintf("kubelet cpu_manager_state: %v; pods left where they are", err)})
+		return
+	}
+	k, r, err = lcpuset.PodKnobs(root, opted, isolated, state)
+	if err != nil {
+		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuset/pods", Desired: isolated.String(),
+			State: v1alpha1.SettingFailed, Message: err.Error()})
+		return
+	}
+	s.add(k, r)
 }

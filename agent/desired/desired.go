@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/cpuquota"
@@ -32,23 +33,41 @@ type State struct {
 	IRQBalancePID int
 }
 
-// Render builds the desired state. Order: scheduler and sysctls, cpusets,
-// IRQs, CPU quota.
+// Render builds the desired state. Order: scheduler and sysctls, cpusets
+// (system slices, then opted-in pods), IRQs, CPU quota.
 func Render(root *host.Root, layout sysctl.Layout, t v1alpha1.TuningSpec, pods []podcgroup.Pod) State {
 	var s State
 	k, r := sysctl.Knobs(root, layout, t.Scheduler, t.Sysctls)
 	s.add(k, r)
+	opted := OptedIn(t, pods)
 	reserved, ok := s.reserved(t)
 	if ok {
-		s.add(cpusetKnobs(root, reserved))
+		s.cpusets(root, t, reserved, opted)
 	}
 	if ok && irqWanted(t) {
 		s.irqs(root, reserved)
 	}
-	if t.CPUQuota != nil && t.CPUQuota.Policy != v1alpha1.CPUQuotaKeep {
-		s.quota(root, t.CPUQuota, pods)
+	if t.CPUQuota != nil && t.CPUQuota.Policy != v1alpha1.CPUQuotaKeep && len(opted) > 0 {
+		s.quota(root, opted)
 	}
 	return s
+}
+
+// OptedIn marks and returns the pods that opted in: annotation
+// latencytier.io/cpu-quota: disable, or cpuQuota.podSelector.
+func OptedIn(t v1alpha1.TuningSpec, pods []podcgroup.Pod) []podcgroup.Pod {
+	var sel *metav1.LabelSelector
+	if t.CPUQuota != nil {
+		sel = t.CPUQuota.PodSelector
+	}
+	var out []podcgroup.Pod
+	for _, p := range pods {
+		p.OptedIn = p.OptedIn || podcgroup.OptedIn(p.Annotations, p.Labels, sel)
+		if p.OptedIn {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (s *State) add(k []knob.Knob, r []v1alpha1.SettingResult) {
@@ -89,17 +108,7 @@ func (s *State) irqs(root *host.Root, reserved cpuset.CPUSet) {
 	}
 }
 
-func (s *State) quota(root *host.Root, spec *v1alpha1.CPUQuotaSpec, pods []podcgroup.Pod) {
-	opted := make([]podcgroup.Pod, 0, len(pods))
-	for _, p := range pods {
-		p.OptedIn = p.OptedIn || podcgroup.OptedIn(p.Annotations, p.Labels, spec.PodSelector)
-		if p.OptedIn {
-			opted = append(opted, p)
-		}
-	}
-	if len(opted) == 0 {
-		return
-	}
+func (s *State) quota(root *host.Root, opted []podcgroup.Pod) {
 	k, r, err := cpuquota.Knobs(root, opted)
 	if err != nil {
 		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuquota", State: v1alpha1.SettingFailed, Message: err.Error()})
