@@ -102,6 +102,7 @@ func startSuite(ctx context.Context, cfg *rest.Config) error {
 			return err
 		}
 	}
+	ctrl.SetLogger(testLogger())
 	sync := testSyncPeriod
 	cacheOpts := CacheOptions(testNamespace)
 	cacheOpts.SyncPeriod = &sync
