@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# demo.sh (`make demo`): bring up a real single-node cluster on this machine,
+# run a workload with a CPU limit that opts in to quota removal, apply the
+# gateway sample profile to this node, show the kernel values and the
+# workload's CFS quota before and after the agent applied it, then on Ctrl-C
+# delete the profile, show the values restored, and tear everything down.
+#
+#   DEMO_NONINTERACTIVE=1  do not wait for Ctrl-C: hold for DEMO_HOLD seconds (default 5)
+#   DEMO_KEEP=1            leave the cluster running at the end (hack/local-cluster down removes it)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/hack/demo/lib.sh"
+SAMPLE="$ROOT/config/samples/gateway.yaml"
+WAIT_APPLY="${DEMO_WAIT_APPLY:-180}"
+
+interrupted=0
+finished=0
+
+# finish reverts and tears down, whatever state the demo is in.
+finish() {
+  local rc=$?
+  ((finished)) && return
+  finished=1
+  trap '' INT TERM
+  if k get latencyprofile gateway >/dev/null 2>&1; then
+    say "Deleting the profile: the agent restores every value it journaled"
+    k delete latencyprofile gateway --wait=true --timeout="${WAIT_APPLY}s" || true
+    if manager_present; then
+      wait_until "$WAIT_APPLY" "LatencyNode $NODE to go" bash -c "! '$LC' kubectl get latencynode '$NODE'" || true
+    fi
+    show_values "After revert"
+  fi
+  unlock_kernel
+  if [[ "${DEMO_KEEP:-}" == 1 ]]; then
+    say "Leaving the cluster running (DEMO_KEEP=1): export KUBECONFIG=$("$LC" kubeconfig); hack/local-cluster down"
+  else
+    say "Tearing the cluster down"
+    "$LC" down
+  fi
+  exit "$rc"
+}
+trap finish EXIT
+trap 'interrupted=1' INT TERM
+
+say "Bringing up a single-node Kubernetes cluster on this machine (node $NODE)"
+"$LC" up
+
+say "Starting two hostNetwork workloads with a CPU limit (latency-workload opts in: latencytier.io/cpu-quota=disable)"
+k apply -f "$ROOT/hack/demo/workloads.yaml"
+k wait --for=condition=Ready pod/latency-workload pod/plain-workload --timeout=120s
+show_values "Before: the kernel and the workloads' CFS quota as the kubelet set them"
+
+lock_kernel
+say "Labelling node $NODE $PROFILE_LABEL= and applying config/samples/gateway.yaml"
+k label node "$NODE" "$PROFILE_LABEL=" --overwrite
+k apply -f "$SAMPLE"
+
+if manager_present; then
+  say "Waiting for the agent DaemonSet pod on $NODE to report Applied"
+  wait_until "$WAIT_APPLY" "the agent pod to run" agent_ready && k -n latencytier-system get pods -o wide
+  wait_until "$WAIT_APPLY" "LatencyNode $NODE Applied" applied || true
+else
+  say "The manager is not in config/default yet: the profile is stored, nothing tunes the node"
+fi
+
+say "kubectl get latencyprofiles -o wide"
+k get latencyprofiles -o wide
+say "kubectl get latencynodes"
+k get latencynodes -o wide 2>/dev/null || true
+show_values "After: the profile applied by the agent"
+
+if [[ "${DEMO_NONINTERACTIVE:-}" == 1 ]]; then
+  say "Holding for ${DEMO_HOLD:-5}s (DEMO_NONINTERACTIVE=1)"
+  for ((i = 0; i < ${DEMO_HOLD:-5} && !interrupted; i++)); do sleep 1; done
+else
+  say "The node stays tuned. Press Ctrl-C to revert and tear down."
+  while ((!interrupted)); do sleep 1; done
+fi
