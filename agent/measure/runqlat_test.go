@@ -167,14 +167,26 @@ func pingPong(ctx context.Context) {
 // 2 us on this machine.
 func TestAgainstRunqlat(t *testing.T) {
 	needRoot(t)
+	if _, err := exec.LookPath("runqlat"); err != nil {
+		t.Skip("runqlat is not installed (apt-get install libbpf-tools, see hack/apt-packages.txt): cannot compare with it")
+	}
+	for _, attach := range []string{AttachTPBTF, AttachRawTP} {
+		t.Run(attach, func(t *testing.T) { compareWithRunqlat(t, attach) })
+	}
+}
+
+func compareWithRunqlat(t *testing.T, attach string) {
 	const interval, attempts = 4, 3
 	startLoad(t, loadCPU, attempts*(interval+2)*time.Second)
-	m := New(host.New("/"), testr.New(t))
+	m := New(host.New("/"), testr.New(t), WithAttach(attach))
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
 	if m.Tracer() == nil {
+		if attach == AttachTPBTF {
+			t.Skipf("tp_btf not available here: %s", m.Source())
+		}
 		t.Fatalf("BPF did not load: %s", m.Source())
 	}
 	var failures []string
