@@ -156,7 +156,7 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 	dirty := noteSettled(j, p.Settled, knobs)
 	rep.Results = p.Settled
 	for _, c := range p.Changes {
-		j.Record(c.Knob.ID, c.Knob.Path, c.From, c.Knob.Desired)
+		j.Record(c.Knob.ID, c.Knob.Path, c.Knob.RestoreValue(c.From), c.From, c.Knob.Desired)
 	}
 	j.Profile, j.ProfileGeneration = meta.Profile, meta.Generation
 	if len(p.Changes) > 0 || dirty {
@@ -173,7 +173,9 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 		res := e.write(c)
 		rep.Written++
 		if res.State == v1alpha1.SettingApplied {
-			j.Find(c.Knob.ID).Verified = c.Knob.Desired
+			en := j.Find(c.Knob.ID)
+			en.Verified = c.Knob.Desired
+			en.NoteReadBack(res.Actual)
 		}
 		if c.Drift {
 			rep.Drifts = append(rep.Drifts, Drift{ID: c.Knob.ID, Label: c.Knob.Label, Ours: c.Knob.Desired, Theirs: c.From})
@@ -188,9 +190,9 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 // value as their original, so a later change by someone else is seen as
 // drift. It reports whether the journal changed.
 func noteSettled(j *journal.Journal, settled []v1alpha1.SettingResult, knobs []knob.Knob) bool {
-	paths := make(map[string]string, len(knobs))
+	byID := make(map[string]knob.Knob, len(knobs))
 	for _, k := range knobs {
-		paths[k.ID] = k.Path
+		byID[k.ID] = k
 	}
 	dirty := false
 	for _, r := range settled {
@@ -203,7 +205,11 @@ func noteSettled(j *journal.Journal, settled []v1alpha1.SettingResult, knobs []k
 			}
 			continue
 		}
-		j.Entries = append(j.Entries, journal.Entry{ID: r.Setting, Path: paths[r.Setting], Original: r.Actual, Verified: r.Desired})
+		k := byID[r.Setting]
+		j.Entries = append(j.Entries, journal.Entry{ID: r.Setting, Path: k.Path, Original: k.RestoreValue(r.Actual), Verified: r.Desired})
+		if orig := j.Entries[len(j.Entries)-1].Original; orig != r.Actual {
+			j.Entries[len(j.Entries)-1].OriginalRead = r.Actual
+		}
 		dirty = true
 	}
 	return dirty
@@ -352,7 +358,7 @@ func (e *Engine) restoreOne(en journal.Entry) (v1alpha1.SettingResult, bool) {
 	}
 	res.Actual = cur
 	ours := func(v string) bool { return en.Ours(v, Equal) }
-	switch plan.Revert(cur, en.Original, ours, Equal) {
+	switch plan.Revert(cur, en.Read(), ours, Equal) {
 	case plan.RevertNothing:
 		res.Message = "already at the original value"
 		return res, true

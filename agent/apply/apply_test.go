@@ -269,3 +269,30 @@ func TestRealSchedSysctls(t *testing.T) {
 		t.Fatalf("kernel differs after revert: %v", d)
 	}
 }
+
+// Files whose read format differs from their write format (cgroup v2
+// cgroup.subtree_control) journal the knob's Restore value as the original.
+func TestRestoreFormIsJournaled(t *testing.T) {
+	root := testroot.New(t, map[string]string{"sys/fs/cgroup/cgroup.subtree_control": "cpu memory"})
+	path := root.Cgroup("cgroup.subtree_control")
+	k := knob.Knob{ID: "cpuset/subtree", Path: path, Desired: "+cpuset",
+		Equal:   func(a, w string) bool { return a == w || a == "cpu cpuset memory" },
+		Restore: func(read string) string { return "-cpuset" }}
+	e := engine(root)
+	if _, err := e.Apply(Meta{}, []knob.Knob{k}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if en := j.Find("cpuset/subtree"); en == nil || en.Original != "-cpuset" || en.Read() != "cpu memory" {
+		t.Fatalf("entry = %+v, want original -cpuset read as %q", en, "cpu memory")
+	}
+	if _, err := e.Revert(); err != nil {
+		t.Fatal(err)
+	}
+	if got := testroot.Read(t, path); got != "-cpuset" {
+		t.Fatalf("revert wrote %q, want -cpuset", got)
+	}
+}

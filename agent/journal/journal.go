@@ -36,20 +36,44 @@ type Entry struct {
 	ID string `json:"id"`
 	// Path is the kernel file (under the host root).
 	Path string `json:"path"`
-	// Original is the value before the agent's first write this boot.
+	// Original is the value that restores the setting as it was before
+	// the agent's first write this boot (in the file's write format).
 	Original string `json:"original"`
+	// OriginalRead is the value as read before the first write, when its
+	// read format differs from Original (cgroup.subtree_control).
+	OriginalRead string `json:"originalRead,omitempty"`
 	// Written lists every value the agent wrote or was about to write,
 	// oldest first. Revert restores Original only where the kernel still
 	// holds one of these; anything else is someone else's value.
 	Written []string `json:"written,omitempty"`
+	// ReadBack lists what the kernel showed after the agent's writes; for
+	// files whose read format differs from the written value these, not
+	// Written, are what the kernel holds while the agent's value stands.
+	ReadBack []string `json:"readBack,omitempty"`
 	// Verified is the last value the agent wrote and read back; a later
 	// read that differs is drift.
 	Verified string `json:"verified,omitempty"`
 }
 
-// Ours reports whether value is one the agent wrote.
+// Read is the value as read before the first write.
+func (e *Entry) Read() string {
+	if e.OriginalRead != "" {
+		return e.OriginalRead
+	}
+	return e.Original
+}
+
+// NoteReadBack records what the kernel showed after a write of ours.
+func (e *Entry) NoteReadBack(v string) {
+	if !slices.Contains(e.ReadBack, v) {
+		e.ReadBack = append(e.ReadBack, v)
+	}
+}
+
+// Ours reports whether value is one the agent wrote (or the kernel showed
+// after one of its writes).
 func (e *Entry) Ours(value string, equal func(a, b string) bool) bool {
-	for _, w := range e.Written {
+	for _, w := range append(slices.Clone(e.Written), e.ReadBack...) {
 		if equal(value, w) {
 			return true
 		}
@@ -86,13 +110,18 @@ func (j *Journal) Find(id string) *Entry {
 	return nil
 }
 
-// Record notes that the agent is about to write value to id. The first
-// record of an id keeps original; later records keep the first original.
-func (j *Journal) Record(id, path, original, value string) {
+// Record notes that the agent is about to write value to id. original is
+// the value that restores the setting, read is how it was read (the same for
+// most files). The first record of an id keeps its original; later records
+// keep the first.
+func (j *Journal) Record(id, path, original, read, value string) {
 	e := j.Find(id)
 	if e == nil {
 		j.Entries = append(j.Entries, Entry{ID: id, Path: path, Original: original})
 		e = &j.Entries[len(j.Entries)-1]
+		if read != original {
+			e.OriginalRead = read
+		}
 	}
 	if !slices.Contains(e.Written, value) {
 		e.Written = append(e.Written, value)

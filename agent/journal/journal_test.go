@@ -13,9 +13,9 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	root := testroot.New(t, nil)
 	j := New("boot-1")
 	j.Profile = "gateway"
-	j.Record("sysctl/a", "/x/a", "1", "0")
-	j.Record("sysctl/a", "/x/a", "ignored-original", "5")
-	j.Record("irq/24", "/x/24", "0-1", "0")
+	j.Record("sysctl/a", "/x/a", "1", "1", "0")
+	j.Record("sysctl/a", "/x/a", "ignored-original", "ignored-original", "5")
+	j.Record("irq/24", "/x/24", "0-1", "0-1", "0")
 	if err := Save(root, j); err != nil {
 		t.Fatal(err)
 	}
@@ -73,14 +73,14 @@ func TestCorruptJournalIsReportedAndLeftInPlace(t *testing.T) {
 func TestSaveIsAtomicOverExisting(t *testing.T) {
 	root := testroot.New(t, nil)
 	old := New("b")
-	old.Record("a", "/a", "1", "0")
+	old.Record("a", "/a", "1", "1", "0")
 	if err := Save(root, old); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := os.Stat(Path(root))
 	next := New("b")
-	next.Record("a", "/a", "1", "0")
-	next.Record("b", "/b", "2", "3")
+	next.Record("a", "/a", "1", "1", "0")
+	next.Record("b", "/b", "2", "2", "3")
 	if err := Save(root, next); err != nil {
 		t.Fatal(err)
 	}

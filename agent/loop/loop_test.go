@@ -70,6 +70,11 @@ func fakeHost(t *testing.T) *host.Root {
 		"sys/kernel/debug/sched/base_slice_ns":    "3000000",
 		"sys/devices/system/cpu/online":           "0-1",
 		"proc/cmdline":                            "ro quiet",
+		"sys/fs/cgroup/cgroup.controllers":        "cpuset cpu",
+		"sys/fs/cgroup/cgroup.subtree_control":    "cpuset cpu",
+		"sys/fs/cgroup/system.slice/cpuset.cpus":  "",
+		"sys/fs/cgroup/user.slice/cpuset.cpus":    "",
+		"sys/fs/cgroup/init.scope/cpuset.cpus":    "",
 	})
 }
 
@@ -137,7 +142,8 @@ func TestAgentLoop(t *testing.T) {
 	eventually(t, "Applied=True", func() bool {
 		return c.Get(ctx, key, ln) == nil && conditionIs(ln, v1alpha1.NodeApplied, metav1.ConditionTrue)
 	})
-	if testroot.Read(t, autogroup) != "0" || testroot.Read(t, root.Proc("irq", "41", "smp_affinity_list")) != "0" {
+	if testroot.Read(t, autogroup) != "0" || testroot.Read(t, root.Proc("irq", "41", "smp_affinity_list")) != "0" ||
+		testroot.Read(t, root.Cgroup("system.slice", "cpuset.cpus")) != "0" {
 		t.Fatal("host not tuned")
 	}
 	if ln.Status.ObservedGeneration != ln.Generation || ln.Status.Profile != "gateway" || ln.Status.Kernel.SchedulerClass != "EEVDF" {
@@ -188,6 +194,7 @@ func TestAgentLoop(t *testing.T) {
 		return c.Get(ctx, key, ln) == nil && conditionIs(ln, v1alpha1.NodeReverted, metav1.ConditionTrue)
 	})
 	if testroot.Read(t, autogroup) != "1" || testroot.Read(t, root.Proc("irq", "41", "smp_affinity_list")) != "0-1" ||
+		testroot.Read(t, root.Cgroup("system.slice", "cpuset.cpus")) != "" ||
 		testroot.Read(t, root.Proc("irq", "default_smp_affinity")) != "3" {
 		t.Fatal("originals not restored")
 	}
