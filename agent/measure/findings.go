@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/utils/cpuset"
@@ -30,7 +31,12 @@ const (
 	FindingSMTSplit           = "SMTSiblingsSplit"
 	FindingCPUManagerNone     = "CPUManagerPolicyNone"
 	FindingOptedInThrottled   = "OptedInPodThrottled"
+	FindingPodCPUPressure     = "PodCPUPressure"
 )
+
+// podPressureWarn is the cgroup v2 cpu.pressure "some avg10" (percent) from
+// which an opted-in pod is reported as waiting for CPU.
+const podPressureWarn = 10.0
 
 // Severities.
 const (
@@ -62,6 +68,7 @@ func (c *checker) findings() []v1alpha1.Finding {
 	}
 	var out []v1alpha1.Finding
 	out = append(out, c.optedInThrottled()...)
+	out = append(out, c.podPressure()...)
 	for _, check := range checks {
 		if f := check(); f != nil {
 			out = append(out, *f)
@@ -458,6 +465,22 @@ func (c *checker) optedInThrottled() []v1alpha1.Finding {
 		out = append(out, *finding(FindingOptedInThrottled, SeverityCritical,
 			"pod %s/%s opted into CFS quota removal but was throttled in %d of %d periods (ratio %s, %s throttled): the quota is back or was never removed",
 			t.pod.Namespace, t.pod.Name, t.delta.throttled, t.delta.periods, FormatRatio(t.delta.ratio()), t.delta.time))
+	}
+	return out
+}
+
+// podPressure: on cgroup v2, an opted-in pod whose tasks were runnable but
+// waiting for CPU a noticeable share of the last 10 s.
+func (c *checker) podPressure() []v1alpha1.Finding {
+	var out []v1alpha1.Finding
+	for _, t := range c.throttles {
+		v, err := strconv.ParseFloat(t.pressure, 64)
+		if !t.pod.OptedIn || err != nil || v < podPressureWarn {
+			continue
+		}
+		out = append(out, *finding(FindingPodCPUPressure, SeverityWarning,
+			"pod %s/%s cpu.pressure some avg10=%s%%: its tasks waited for a CPU that share of the last 10s (run-queue latency inside the pod)",
+			t.pod.Namespace, t.pod.Name, t.pressure))
 	}
 	return out
 }

@@ -46,6 +46,9 @@ func FormatRatio(r float64) string {
 type podThrottle struct {
 	pod   podcgroup.Pod
 	delta cpuStat
+	// pressure is the pod cgroup's cpu.pressure "some avg10" (cgroup v2
+	// only; "" otherwise).
+	pressure string
 }
 
 // throttler keeps each pod cgroup's previous cpu.stat.
@@ -72,6 +75,9 @@ func (t *throttler) collect(pods []podcgroup.Pod) ([]podThrottle, error) {
 			continue
 		}
 		pt, seen := t.podDelta(p, dirs, cur)
+		if dirs.Version == 2 {
+			pt.pressure, _ = psiSomeAvg10(filepath.Join(dirs.Pod, "cpu.pressure"))
+		}
 		if seen {
 			out = append(out, pt)
 		}

@@ -164,3 +164,40 @@ func TestThrottlingSkipsUnlimitedPods(t *testing.T) {
 		}
 	}
 }
+
+// TestThrottlingCgroupV2Fixture covers the v2 layout (cpu.max, cpu.stat
+// throttled_usec, cpu.pressure) that this cgroup v1 machine lacks.
+func TestThrottlingCgroupV2Fixture(t *testing.T) {
+	uid := "0b5e6f1c-0000-4000-8000-0123456789ab"
+	pod := "sys/fs/cgroup/kubepods/pod" + uid
+	root := fixtureRoot(t, map[string]string{
+		"sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids\n",
+		pod + "/cpu.max":                   "50000 100000\n",
+		pod + "/cpu.stat":                  "usage_usec 1000\nnr_periods 100\nnr_throttled 10\nthrottled_usec 5000\n",
+		pod + "/cpu.pressure":              "some avg10=23.50 avg60=4.00 avg300=1.00 total=123\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+		pod + "/abc123/cpu.max":            "max 100000\n",
+		pod + "/abc123/cpu.stat":           "usage_usec 900\n",
+	})
+	m := New(root, testr.New(t), WithAttach(AttachNone))
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	in := Input{Pods: []podcgroup.Pod{{UID: uid, Namespace: "shop", Name: "api", OptedIn: true}}}
+	if _, err := m.Collect(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, root.Path(pod, "cpu.stat"), "usage_usec 9000\nnr_periods 200\nnr_throttled 60\nthrottled_usec 25000\n")
+	res, err := m.Collect(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Throttling) != 1 {
+		t.Fatalf("throttling %+v", res.Throttling)
+	}
+	pt := res.Throttling[0]
+	if pt.Periods != 100 || pt.Throttled != 50 || pt.Ratio != "0.5000" || pt.ThrottledTime.Duration != 20*time.Millisecond {
+		t.Errorf("v2 deltas %+v (throttled %s)", pt, pt.ThrottledTime.Duration)
+	}
+	mustFind(t, res.Findings, FindingOptedInThrottled, "50 of 100 periods")
+	mustFind(t, res.Findings, FindingPodCPUPressure, "some avg10=23.50%")
+}
