@@ -5,11 +5,11 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-REQS=${AG_REQS:-60000}
-RATE=${AG_RATE:-7500}
-SERVICE=${AG_SERVICE_US:-150}
+REQS=${AG_REQS:-10000}
+RATE=${AG_RATE:-1200}
+SERVICE=${AG_SERVICE_US:-1000}
 WORKERS=${AG_WORKERS:-16}
-HOGS=${AG_HOGS:-4}
+HOGS=${AG_HOGS:-$(nproc)}
 AUTOGROUP=/proc/sys/kernel/sched_autogroup_enabled
 SPEC=$OUT/gateway-spec.json
 
@@ -41,6 +41,6 @@ before=$(run_workload autogroup-before "${args[@]}")
 apply_gateway_profile
 after=$(run_workload autogroup-after "${args[@]}")
 stop_hog
-echo "scenario=autogroup agent_path=$AGENT_PATH autogroup_after=$(cat $AUTOGROUP) hogs=$HOGS cmd=$(IFS=_; echo "${args[*]}")" >>"$OUT/results.txt"
+echo "scenario=autogroup agent_path=$AGENT_PATH autogroup_after=$(cat $AUTOGROUP) hogs=$HOGS workers=$WORKERS cmd=$(IFS=_; echo "${args[*]}")" >>"$OUT/results.txt"
 echo "$before"
 echo "$after"

@@ -82,18 +82,27 @@ $(headline irq)
 
 ## 1. Autogroup (field note 004)
 
-\`kernel.sched_autogroup_enabled=1\`. The workload ($(field "$ag" hogs >/dev/null; grep -oE '^WORKERS=\$\{AG_WORKERS:-[0-9]+' "$BENCH_DIR/autogroup.sh" | grep -oE '[0-9]+$') workers) runs in its own session; a CPU hog of
+\`kernel.sched_autogroup_enabled=1\`. The workload ($(field "$ag" workers) workers) runs in its own session; a CPU hog of
 $(field "$ag" hogs) \`gzip -1\` loops over generated log lines runs in one other session (\`setsid\`), like the
-cron \`tar -czf\` of the note. The workload asks for more than half the machine, as the gateway did (60 %
-CPU). With autogroup on, the kernel splits CPU between the two *sessions* first, so the multi-threaded
-server gets half the machine however many threads it has, and its queue grows without bound; with autogroup
-off, CPU is shared per thread and the server's threads get what they need.
+cron \`tar -czf\` of the note. With autogroup on, the kernel splits CPU between *sessions* first, so the
+multi-threaded server gets one session's share however many threads it has, and once that share is below
+its demand its queue grows without bound (the note: gateway at 60 % CPU, p99 2 ms → 300 ms); with autogroup
+off, CPU is shared per thread and the server's runnable threads get what they need.
 
-Why $(field "$ag" hogs) hog processes: the note's gateway had 32 cores and one tar. With 2 vCPUs a single-threaded hog
-can use at most one CPU, and a group's share is spread over the CPUs its threads run on, so one hog leaves
-the server more than half the machine; several hog processes in one session make the hog's *group* able to
-claim its full half, which is the asymmetry the note describes (one session of many threads vs. one session
-of few).
+The workload asks for about 1.2 CPU, 60 % of this 2-vCPU machine, like the note's gateway (60 % CPU):
+1 ms of CPU per request at 1200 requests/s (longer requests than a gateway's, so that the server's own
+wakeup and lock overhead does not cap it below its demand on 2 CPUs). Autogroup caps its session at half
+the machine, one CPU, below its demand; per-thread sharing gives its $(field "$ag" workers) threads what they need.
+
+Why $(field "$ag" hogs) hog processes (one per CPU, in one session): the note's gateway had 32 cores and one tar. A
+group's share is spread over the CPUs its threads run on, so a single-threaded hog on 2 vCPUs sits on one
+CPU and leaves the server more than half the machine; one hog per CPU lets the hog's *group* claim its full
+half, which is the asymmetry the note describes (one session of many threads vs. one session of few).
+With autogroup off the same hogs are just $(field "$ag" hogs) threads among the server's $(field "$ag" workers).
+
+Caveat for this VM: other builds and tests on the shared machine are further sessions (further
+autogroups with autogroup on, further threads with it off), so part of the contention in both runs can be
+theirs; see the load averages.
 
 Fix: the gateway profile (\`scheduler.autogroup: Disabled\`) applied by
 $( [ "$(field "$ag" agent_path)" = agent ] && echo "\`latencytier agent apply --node-spec\` and restored by \`latencytier agent revert\`" || echo "**a direct sysctl write: the agent's one-shot CLI was not available in this build (agent_path=$(field "$ag" agent_path))**").
