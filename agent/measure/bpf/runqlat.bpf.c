@@ -67,6 +67,7 @@ struct task_struct___x {
 	unsigned int __state;
 } __attribute__((preserve_access_index));
 
+// task_state reads through bpf_probe_read_kernel (raw_tp: untyped pointers).
 static __always_inline __s64 task_state(void *task)
 {
 	struct task_struct___x *t = task;
@@ -74,6 +75,17 @@ static __always_inline __s64 task_state(void *task)
 	if (bpf_core_field_exists(t->__state))
 		return BPF_CORE_READ(t, __state);
 	return BPF_CORE_READ((struct task_struct___o *)task, state);
+}
+
+// task_state_btf loads directly (tp_btf: the verifier knows the pointer's
+// type, so no helper call is needed).
+static __always_inline __s64 task_state_btf(void *task)
+{
+	struct task_struct___x *t = task;
+
+	if (bpf_core_field_exists(t->__state))
+		return t->__state;
+	return ((struct task_struct___o *)task)->state;
 }
 
 static __always_inline __u32 log2_u64(__u64 v)
@@ -103,9 +115,8 @@ static __always_inline __u32 slot(__u64 ns)
 	return (e - SUB_BITS + 1) * SUBS + ((u >> (e - SUB_BITS)) & (SUBS - 1));
 }
 
-static __always_inline int enqueue(struct task_struct *p)
+static __always_inline int enqueue(__u32 pid)
 {
-	__u32 pid = BPF_CORE_READ(p, pid);
 	__u64 ts;
 
 	if (!pid)
@@ -115,17 +126,18 @@ static __always_inline int enqueue(struct task_struct *p)
 	return 0;
 }
 
-static __always_inline int on_switch(struct task_struct *prev, struct task_struct *next)
+// on_switch re-queues a preempted prev (still TASK_RUNNING) and records how
+// long next waited.
+static __always_inline int on_switch(bool prev_runnable, __u32 prev_pid, __u32 pid)
 {
-	__u32 pid, key = 0, s;
+	__u32 key = 0, s;
 	struct hist *h;
 	__u64 *tsp, *m;
 	__s64 delta;
 
-	if (task_state(prev) == TASK_RUNNING)
-		enqueue(prev);
+	if (prev_runnable)
+		enqueue(prev_pid);
 
-	pid = BPF_CORE_READ(next, pid);
 	tsp = bpf_map_lookup_elem(&start, &pid);
 	if (!tsp)
 		return 0;
@@ -148,37 +160,39 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(ltb_wakeup, struct task_struct *p)
 {
-	return enqueue(p);
+	return enqueue(p->pid);
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(ltb_wakeup_new, struct task_struct *p)
 {
-	return enqueue(p);
+	return enqueue(p->pid);
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(ltb_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(prev, next);
+	return on_switch(task_state_btf(prev) == TASK_RUNNING, prev->pid, next->pid);
 }
 
 SEC("raw_tp/sched_wakeup")
 int BPF_PROG(ltr_wakeup, struct task_struct *p)
 {
-	return enqueue(p);
+	return enqueue(BPF_CORE_READ(p, pid));
 }
 
 SEC("raw_tp/sched_wakeup_new")
 int BPF_PROG(ltr_wakeup_new, struct task_struct *p)
 {
-	return enqueue(p);
+	return enqueue(BPF_CORE_READ(p, pid));
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(ltr_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(prev, next);
+	bool runnable = task_state(prev) == TASK_RUNNING;
+
+	return on_switch(runnable, runnable ? BPF_CORE_READ(prev, pid) : 0, BPF_CORE_READ(next, pid));
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
