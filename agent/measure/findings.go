@@ -364,9 +364,7 @@ func (c *checker) runQueueOverloaded() *v1alpha1.Finding {
 		if err != nil {
 			return nil
 		}
-		if c.root.IsReal() {
-			n-- // this reader is running
-		}
+		n-- // the reading thread itself is running
 		if lowest < 0 || n < lowest {
 			lowest = n
 		}
@@ -375,7 +373,7 @@ func (c *checker) runQueueOverloaded() *v1alpha1.Finding {
 		return nil
 	}
 	return finding(FindingRunQueueOverloaded, SeverityWarning,
-		"procs_running stayed at %d or more across samples with %d online CPUs: runnable threads are queueing; find the busy processes or give the node more CPUs", lowest, online.Size())
+		"procs_running (not counting the agent) stayed at %d or more across samples with %d online CPUs: runnable threads are queueing; find the busy processes or give the node more CPUs", lowest, online.Size())
 }
 
 func (c *checker) cmdline() *v1alpha1.Finding {

@@ -23,7 +23,7 @@ const (
 	MaxExp = 33
 	// Slots is the number of buckets.
 	Slots = (MaxExp - SubBits + 2) << SubBits
-	// UnitNanos is the histogram unit as a fraction: 1/16 us = 125/2 ns.
+	// UnitNumer/UnitDenom is the histogram unit in ns: 1/16 us = 125/2 ns.
 	UnitNumer, UnitDenom = 125, 2
 )
 
