@@ -34,17 +34,17 @@ type Input struct {
 type Result struct {
 	// Latency is nil when measurement is disabled or no source produced
 	// numbers in this window.
-	Latency *v1alpha1.LatencyStatus
+	Latency *v1alpha1.LatencyStatus `json:"latency,omitempty"`
 	// RunQueueP99 is the node-wide p99 (nil when not measured).
-	RunQueueP99 *metav1.Duration
+	RunQueueP99 *metav1.Duration `json:"runQueueP99,omitempty"`
 	// Throttling lists pods with a CFS limit or opted in, most throttled first.
-	Throttling []v1alpha1.PodThrottling
+	Throttling []v1alpha1.PodThrottling `json:"throttling,omitempty"`
 	// ThrottledRatio is the highest ratio in Throttling ("" when no pod).
-	ThrottledRatio string
+	ThrottledRatio string `json:"throttledRatio,omitempty"`
 	// Findings are diagnostics with evidence, most severe first.
-	Findings []v1alpha1.Finding
+	Findings []v1alpha1.Finding `json:"findings,omitempty"`
 	// Budget is the WithinBudget condition (the caller sets transition times).
-	Budget metav1.Condition
+	Budget metav1.Condition `json:"budget"`
 	// Hists are the full-resolution histograms per class, for the CLI.
 	Hists map[string]*Hist `json:"-"`
 }
