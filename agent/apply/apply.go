@@ -154,7 +154,7 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 	}
 	p := plan.Make(knobs, e.observe(knobs), verified(j))
 	dirty := noteSettled(j, p.Settled, knobs)
-	rep.Results = p.Settled
+	p.Changes, rep.Results = skipRefused(j, p.Changes, p.Settled)
 	for _, c := range p.Changes {
 		j.Record(c.Knob.ID, c.Knob.Path, c.Knob.RestoreValue(c.From), c.From, c.Knob.Desired)
 	}
@@ -171,11 +171,14 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 	e.hook(StageJournaled, "")
 	for _, c := range p.Changes {
 		res := e.write(c)
-		rep.Written++
-		if res.State == v1alpha1.SettingApplied {
-			en := j.Find(c.Knob.ID)
+		en := j.Find(c.Knob.ID)
+		switch res.State {
+		case v1alpha1.SettingApplied:
+			rep.Written++
 			en.Verified = c.Knob.Desired
 			en.NoteReadBack(res.Actual)
+		case v1alpha1.SettingImmovable:
+			en.Refused, en.RefusedMessage = c.Knob.Desired, res.Message
 		}
 		if c.Drift {
 			rep.Drifts = append(rep.Drifts, Drift{ID: c.Knob.ID, Label: c.Knob.Label, Ours: c.Knob.Desired, Theirs: c.From})
@@ -184,6 +187,23 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 	}
 	rep.Results = order(rep.Results, knobs)
 	return rep, e.save(j)
+}
+
+// skipRefused takes out of changes the knobs the kernel already refused as
+// immovable this boot (a managed IRQ stays managed), reporting them from the
+// journal instead of writing and logging again every pass.
+func skipRefused(j *journal.Journal, changes []plan.Change, settled []v1alpha1.SettingResult) ([]plan.Change, []v1alpha1.SettingResult) {
+	var keep []plan.Change
+	for _, c := range changes {
+		en := j.Find(c.Knob.ID)
+		if c.Knob.RefusalIsImmovable && en != nil && en.Refused == c.Knob.Desired {
+			settled = append(settled, v1alpha1.SettingResult{Setting: c.Knob.ID, Desired: c.Knob.Desired, Actual: c.From,
+				State: v1alpha1.SettingImmovable, Message: en.RefusedMessage})
+			continue
+		}
+		keep = append(keep, c)
+	}
+	return keep, settled
 }
 
 // noteSettled journals knobs that already hold the desired value, with the

@@ -115,6 +115,20 @@ func TestRealIRQs(t *testing.T) {
 	if v := testroot.Read(t, irqPath(41)); v != "1" {
 		t.Errorf("IRQ 41 affinity = %s, want 1", v)
 	}
+	// The next pass does not retry the immovable IRQ, still reports it, and
+	// writes nothing.
+	rep, err = e.Apply(apply.Meta{Profile: "irq-test"}, knobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Written != 0 {
+		t.Errorf("second pass wrote %d values, want 0", rep.Written)
+	}
+	for _, r := range rep.Results {
+		if r.Setting == "irq/36" && r.State != v1alpha1.SettingImmovable {
+			t.Errorf("second pass irq/36 = %+v", r)
+		}
+	}
 	if _, err := e.Revert(); err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,10 @@ type Entry struct {
 	// Verified is the last value the agent wrote and read back; a later
 	// read that differs is drift.
 	Verified string `json:"verified,omitempty"`
+	// Refused is a value the kernel refused as immovable this boot, and
+	// RefusedMessage why; the agent does not retry it every pass.
+	Refused        string `json:"refused,omitempty"`
+	RefusedMessage string `json:"refusedMessage,omitempty"`
 }
 
 // Read is the value as read before the first write.
