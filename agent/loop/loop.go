@@ -139,6 +139,8 @@ type Reconciler struct {
 	// a one-pass re-assert is visible to the controller and to kubectl.
 	lastDrifts  []apply.Drift
 	lastDriftAt time.Time
+	// debugfsNoted keeps a failed debugfs mount to one log line.
+	debugfsNoted bool
 }
 
 // driftHold is how long Drifted stays True after the last drift.
@@ -233,7 +235,8 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 		return ln.Status, err
 	}
 	layout, perr := sysctl.Probe(r.Root, true)
-	if perr != nil {
+	if perr != nil && !r.debugfsNoted {
+		r.debugfsNoted = true
 		log.Info("Could not mount debugfs; debugfs scheduler knobs are reported Unsupported", "error", perr.Error())
 	}
 	if layout.DebugfsMounted {
