@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# e2e.sh (`make test-e2e`): the whole loop on a real single-node cluster on
+# this machine (hack/local-cluster), driven through kubectl, asserted against
+# this machine's kernel and the pods' real cgroups. The cluster is always torn
+# down, pass or fail, and the machine must be as it was before.
+#
+#   E2E_KEEP=1   leave the cluster up at the end (for debugging)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/hack/demo/lib.sh"
+PROFILE=e2e
+TIMEOUT="${E2E_TIMEOUT:-120}"
+failures=()
+T0=$SECONDS
+
+pass() { printf '  \033[32mPASS\033[0m %s\n' "$*"; }
+fail() { printf '  \033[31mFAIL\033[0m %s\n' "$*"; failures+=("$*"); }
+# check DESCRIPTION COMMAND...: records a failure, carries on.
+check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
+# must DESCRIPTION COMMAND...: stops the test (the rest depends on it).
+must() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; exit 1; fi; }
+
+# host_state is what the cluster must leave behind exactly as it found it.
+host_state() {
+  findmnt -n -o PROPAGATION /
+  ls -d /sys/fs/cgroup/*/kubepods /run/containerd /opt/containerd /var/log/containers /var/log/pods \
+    /var/lib/cni /var/lib/kubelet /var/lib/latencytier-local 2>/dev/null || true
+  kernel_snapshot
+}
+
+finish() {
+  local rc=$?
+  trap '' INT TERM
+  set +e
+  if [[ "${E2E_KEEP:-}" != 1 ]]; then
+    # Revert before teardown if an assertion stopped us with the profile on.
+    if k get latencyprofile "$PROFILE" >/dev/null 2>&1; then
+      k delete latencyprofile "$PROFILE" --timeout=60s >/dev/null 2>&1
+    fi
+    "$LC" down >/dev/null 2>&1 || fail "hack/local-cluster down"
+    diff <(echo "$HOST_BEFORE") <(host_state) >/dev/null && pass "machine state after down equals before up" ||
+      fail "machine state after down differs: $(diff <(echo "$HOST_BEFORE") <(host_state) | tr '\n' ' ')"
+  fi
+  unlock_kernel
+  echo
+  if ((${#failures[@]})); then
+    echo "e2e: ${#failures[@]} failure(s) in $((SECONDS - T0))s:"
+    printf '  - %s\n' "${failures[@]}"
+    exit 1
+  fi
+  ((rc == 0)) || { echo "e2e: aborted (exit $rc)"; exit "$rc"; }
+  echo "e2e: all checks passed in $((SECONDS - T0))s"
+}
+
+# The profile under test: the gateway sample's knobs plus rtRuntime, so every
+# kind the issue names (autogroup, rt_runtime, IRQs, quota) is exercised.
+# rtRuntime goes above the 950ms default: with RT group scheduling the kernel
+# refuses (EINVAL) a global value below what child cgroups already hold.
+profile() {
+  cat <<EOF
+apiVersion: tuning.latencytier.io/v1alpha1
+kind: LatencyProfile
+metadata:
+  name: $PROFILE
+spec:
+  nodeSelector:
+    matchLabels: {$PROFILE_LABEL: ""}
+  scheduler:
+    autogroup: Disabled
+    rtRuntime: ${1:-980ms}
+  cpus:
+    reserved: "0"
+  irq:
+    affinity: Reserved
+  cpuQuota:
+    policy: Remove
+  measurement:
+    interval: 10s
+EOF
+}
+
+apply_profile() { profile "$@" | k apply -f -; }
+
+# bad_profile NAME SPEC_YAML: a profile that the API server must refuse.
+bad_profile() {
+  printf 'apiVersion: tuning.latencytier.io/v1alpha1\nkind: LatencyProfile\nmetadata:\n  name: %s\nspec:\n  nodeSelector: {matchLabels: {a: b}}\n%s\n' "$1" "$2"
+}
+
+# rejected WANT SPEC: kubectl apply fails and its message names WANT.
+rejected() {
+  local want=$1 out
+  if out=$(bad_profile bad "$2" | k apply -f - 2>&1); then
+    k delete latencyprofile bad --ignore-not-found >/dev/null
+    echo "    accepted: $2" >&2
+    return 1
+  fi
+  grep -qF -- "$want" <<<"$out" || { echo "    message lacks '$want': $out" >&2; return 1; }
+}
+
+sysctl_is() { [[ "$(cat "/proc/sys/kernel/$1")" == "$2" ]]; }
+quota_is() { [[ "$(pod_quotas "$1")" == "$2" ]]; }
+node_labelled() { [[ "$(k get node "$NODE" -o jsonpath='{.metadata.labels.latencytier\.io/profile}')" == "$1" ]]; }
+ln_generation_is() { [[ "$(k get latencynode "$NODE" -o jsonpath='{.status.profileGeneration}')" == "$1" ]] && applied; }
+drifted() { [[ "$(ln_condition Drifted)" == True ]]; }
+ln_gone() { ! k get latencynode "$NODE" >/dev/null 2>&1; }
+lp_lists_node() {
+  [[ "$(k get latencyprofile "$PROFILE" -o jsonpath='{.status.nodes[*].name}')" == *"$NODE"* ]] &&
+    k get latencyprofile "$PROFILE" -o wide | awk -v n=1 'NR == 2 && $2 == n && $3 == n {ok = 1} END {exit !ok}'
+}
+# movable_irqs_on CPUS: every IRQ the agent reports Applied sits on CPUS.
+movable_irqs_on() {
+  local irqs irq n=0
+  irqs=$(k get latencynode "$NODE" -o jsonpath='{range .status.settings[?(@.state=="Applied")]}{.setting}{"\n"}{end}' | sed -n 's|^irq/\([0-9]*\)$|\1|p')
+  for irq in $irqs; do
+    [[ "$(cat "/proc/irq/$irq/smp_affinity_list")" == "$1" ]] || { echo "    irq $irq on $(cat "/proc/irq/$irq/smp_affinity_list")" >&2; return 1; }
+    n=$((n + 1))
+  done
+  ((n > 0)) || { echo "    no IRQ reported Applied" >&2; return 1; }
+}
+
+# Hold the kernel-test lock for the whole run: the snapshots below must not
+# see a Go test's temporary kernel values.
+lock_kernel
+HOST_BEFORE=$(host_state)
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+say "Cluster"
+t=$SECONDS
+must "hack/local-cluster up" "$LC" up
+echo "  (cluster up in $((SECONDS - t))s)"
+must "workloads Ready" k apply -f "$ROOT/hack/demo/workloads.yaml"
+must "workloads Ready" k wait --for=condition=Ready pod/latency-workload pod/plain-workload --timeout=120s
+
+say "Bad profiles are rejected by kubectl apply, with the field named"
+check "autogroup: Maybe"             rejected "spec.scheduler.autogroup" '  scheduler: {autogroup: Maybe}'
+check "priority: 5000"               rejected "spec.priority" '  priority: 5000'
+check "rtRuntime: 2s"                rejected "spec.scheduler.rtRuntime" '  scheduler: {rtRuntime: 2s}'
+check "sysctl name with a path"      rejected "spec.sysctls[0].name" '  sysctls: [{name: "kernel/../../etc/x", value: "1"}]'
+check "sysctl duplicating a field"   rejected "duplicates a typed field" '  sysctls: [{name: kernel.sched_autogroup_enabled, value: "0"}]'
+check "overlapping cpus"             rejected "must not overlap" '  cpus: {reserved: "0-1", isolated: "1"}'
+check "irq Reserved without cpus"    rejected "needs cpus.reserved" '  irq: {affinity: Reserved}'
+check "measurement.interval: 1s"     rejected "spec.measurement.interval" '  measurement: {interval: 1s}'
+
+say "Apply"
+BEFORE=$(kernel_snapshot; pod_quotas latency-workload; pod_quotas plain-workload)
+must "label node" k label node "$NODE" "$PROFILE_LABEL=" --overwrite
+must "apply profile" apply_profile
+check "node labelled latencytier.io/profile=$PROFILE" wait_until "$TIMEOUT" "node label" node_labelled "$PROFILE"
+must "agent DaemonSet pod Running on $NODE" wait_until "$TIMEOUT" "agent pod" agent_ready
+must "LatencyNode $NODE Applied" wait_until "$TIMEOUT" "Applied" applied
+check "kernel.sched_autogroup_enabled = 0" sysctl_is sched_autogroup_enabled 0
+check "kernel.sched_rt_runtime_us = 980000" sysctl_is sched_rt_runtime_us 980000
+check "default_smp_affinity = CPU 0" bash -c '[[ $(cat /proc/irq/default_smp_affinity) == 1 ]]'
+check "movable IRQs on CPU 0" movable_irqs_on 0
+check "opted-in pod: pod and container quota removed" wait_until 30 "quota removal" quota_is latency-workload "pod=-1 container=-1"
+check "non-opted pod keeps its quota" quota_is plain-workload "pod=30000 container=30000"
+check "kubectl get lp shows the node" wait_until 30 "profile status" lp_lists_node
+k get latencyprofiles -o wide
+k get latencynodes -o wide
+
+say "Drift: autogroup written back to 1"
+echo 1 >/proc/sys/kernel/sched_autogroup_enabled
+check "drift reported (Drifted=True)" wait_until "$TIMEOUT" "Drifted" drifted
+check "drift re-asserted (autogroup 0)" wait_until "$TIMEOUT" "re-assert" sysctl_is sched_autogroup_enabled 0
+
+say "Agent pod deleted in the middle of an apply"
+must "change profile (rtRuntime 970ms)" apply_profile 970ms
+gen=$(k get latencyprofile "$PROFILE" -o jsonpath='{.metadata.generation}')
+k -n latencytier-system delete pod -l app.kubernetes.io/component=agent --wait=false >/dev/null
+check "DaemonSet recreated the agent pod" wait_until "$TIMEOUT" "agent pod" agent_ready
+check "LatencyNode Applied at generation $gen" wait_until "$TIMEOUT" "generation $gen" ln_generation_is "$gen"
+check "kernel.sched_rt_runtime_us = 970000" sysctl_is sched_rt_runtime_us 970000
+
+say "Delete the profile: everything restored exactly"
+check "profile deleted (finalizer released after revert)" k delete latencyprofile "$PROFILE" --timeout="${TIMEOUT}s"
+check "LatencyNode removed" wait_until "$TIMEOUT" "LatencyNode removal" ln_gone
+AFTER=$(kernel_snapshot; pod_quotas latency-workload; pod_quotas plain-workload)
+if [[ "$BEFORE" == "$AFTER" ]]; then pass "snapshot before == after"; else
+  fail "snapshot before != after"; diff <(echo "$BEFORE") <(echo "$AFTER") | sed 's/^/    /'
+fi
+check "node profile label removed" node_labelled ""
