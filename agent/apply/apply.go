@@ -9,8 +9,11 @@ package apply
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/go-logr/logr"
 	"k8s.io/utils/cpuset"
@@ -137,11 +140,35 @@ func (e *Engine) Preview(knobs []knob.Knob) (DryRun, error) {
 	return d, nil
 }
 
+// lock serialises engines on one host (the DaemonSet agent and a one-shot
+// CLI run) with an flock next to the journal, so two never interleave
+// journal and kernel writes.
+func (e *Engine) lock() (unlock func(), err error) {
+	dir := e.Root.StateDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "journal.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open journal lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock journal: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
 // Apply brings the host to knobs: restores journaled settings the spec no
 // longer wants, journals the originals of everything it will change, writes,
 // and verifies.
 func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 	var rep Report
+	unlock, err := e.lock()
+	if err != nil {
+		return rep, err
+	}
+	defer unlock()
 	j, err := e.load(&rep)
 	if err != nil {
 		return rep, err
@@ -320,6 +347,11 @@ func describe(k knob.Knob) string {
 // journal once nothing is left to restore.
 func (e *Engine) Revert() (Report, error) {
 	var rep Report
+	unlock, err := e.lock()
+	if err != nil {
+		return rep, err
+	}
+	defer unlock()
 	boot, err := journal.BootID(e.Root)
 	if err != nil {
 		return rep, err
