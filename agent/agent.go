@@ -41,11 +41,11 @@ func Main(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "plan":
-			return oneShot(ctx, "plan", args[1:], os.Stdout)
+			return oneShot("plan", args[1:], os.Stdout)
 		case "apply":
-			return oneShot(ctx, "apply", args[1:], os.Stdout)
+			return oneShot("apply", args[1:], os.Stdout)
 		case "revert":
-			return oneShot(ctx, "revert", args[1:], os.Stdout)
+			return oneShot("revert", args[1:], os.Stdout)
 		case "help", "-h", "--help":
 			fmt.Print(usage)
 			return nil
@@ -84,7 +84,7 @@ func newLogger(w io.Writer, v int) logr.Logger {
 	return funcr.NewJSON(func(obj string) { fmt.Fprintln(w, obj) }, funcr.Options{Verbosity: v, LogTimestamp: true})
 }
 
-func oneShot(ctx context.Context, cmd string, args []string, out io.Writer) error {
+func oneShot(cmd string, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("agent "+cmd, flag.ContinueOnError)
 	specFile := fs.String("node-spec", "", "LatencyNode YAML (or just its spec)")
 	hostRoot := fs.String("host-root", "/", "the host's filesystem root")
@@ -113,7 +113,7 @@ func oneShot(ctx context.Context, cmd string, args []string, out io.Writer) erro
 	if cmd == "plan" {
 		return preview(root, eng, spec, out)
 	}
-	return applyOnce(ctx, eng, spec, out)
+	return applyOnce(eng, spec, out)
 }
 
 func preview(root *host.Root, eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, out io.Writer) error {
@@ -146,7 +146,7 @@ func previewRevert(root *host.Root, out io.Writer) error {
 	return nil
 }
 
-func applyOnce(ctx context.Context, eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, out io.Writer) error {
+func applyOnce(eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, out io.Writer) error {
 	layout, perr := sysctl.Probe(eng.Root, true)
 	if perr != nil {
 		fmt.Fprintf(out, "note: %v\n", perr)
@@ -167,7 +167,6 @@ func applyOnce(ctx context.Context, eng *apply.Engine, spec v1alpha1.LatencyNode
 		return fmt.Errorf("apply: %w", err)
 	}
 	fmt.Fprintf(out, "%d write(s); originals journaled in %s\n", rep.Written, eng.Root.StateDir())
-	_ = ctx
 	return nil
 }
 

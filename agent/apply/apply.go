@@ -380,8 +380,8 @@ func (e *Engine) restore(j *journal.Journal, idsInOrder []string, rep *Report) [
 	var out []v1alpha1.SettingResult
 	for _, id := range idsInOrder {
 		en := j.Find(id)
-		res, settled := e.restoreOne(*en)
-		if res.State == v1alpha1.SettingReverted && res.Message == "" {
+		res, settled, wrote := e.restoreOne(*en)
+		if wrote {
 			rep.Written++
 		}
 		if settled {
@@ -392,43 +392,45 @@ func (e *Engine) restore(j *journal.Journal, idsInOrder []string, rep *Report) [
 	return out
 }
 
-func (e *Engine) restoreOne(en journal.Entry) (v1alpha1.SettingResult, bool) {
-	res := v1alpha1.SettingResult{Setting: en.ID, Desired: en.Original, State: v1alpha1.SettingReverted}
+// restoreOne reverts one entry; settled says the entry can leave the
+// journal, wrote that the original was written back.
+func (e *Engine) restoreOne(en journal.Entry) (res v1alpha1.SettingResult, settled, wrote bool) {
+	res = v1alpha1.SettingResult{Setting: en.ID, Desired: en.Original, State: v1alpha1.SettingReverted}
 	if en.Path == "" || len(en.Written) == 0 {
 		res.Message = "never changed by the agent"
-		return res, true
+		return res, true, false
 	}
 	cur, err := e.Root.ReadString(en.Path)
 	if err != nil {
 		err = kerr.Classify("read", en.Path, err)
 		if kerr.ClassOf(err) == kerr.Unsupported {
 			res.Message = "gone from the host (device or cgroup removed)"
-			return res, true
+			return res, true, false
 		}
 		res.State, res.Message = v1alpha1.SettingFailed, err.Error()
-		return res, false
+		return res, false, false
 	}
 	res.Actual = cur
 	ours := func(v string) bool { return en.Ours(v, Equal) }
 	switch plan.Revert(cur, en.Read(), ours, Equal) {
 	case plan.RevertNothing:
 		res.Message = "already at the original value"
-		return res, true
+		return res, true, false
 	case plan.RevertConflict:
 		res.State = v1alpha1.SettingConflict
 		res.Message = fmt.Sprintf("changed by someone else since the agent wrote it (ours %s, theirs %q); left in place", oursList(en.Written), cur)
 		e.Log.Info("Left a setting someone else changed", "setting", en.ID, "ours", en.Written, "theirs", cur)
-		return res, true
+		return res, true, false
 	}
 	if err := e.Root.WriteString(en.Path, en.Original); err != nil {
 		res.State, res.Message = v1alpha1.SettingFailed, kerr.Classify("write", en.Path, err).Error()
-		return res, false
+		return res, false, false
 	}
 	e.hook(StageRestored, en.ID)
 	if now, err := e.Root.ReadString(en.Path); err == nil {
 		res.Actual = now
 	}
-	return res, true
+	return res, true, true
 }
 
 func oursList(w []string) string {

@@ -60,6 +60,9 @@ func TestApplyThenRevertRestoresOriginals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rep.Written != 1 {
+		t.Errorf("revert wrote %d values, want 1 (b was never changed)", rep.Written)
+	}
 	if got := testroot.Read(t, root.Proc("sys", "a")); got != "1" {
 		t.Fatalf("a = %q after revert, want 1", got)
 	}
