@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/agent/internal/testroot"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 // `latencytier agent --node-name ... --kubeconfig ...` end to end against a
