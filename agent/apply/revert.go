@@ -7,10 +7,10 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/plan"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 // Revert restores every journaled original, newest first, and removes the
@@ -129,4 +129,3 @@ func Equal(a, b string) bool {
 func isCPUList(s string) bool {
 	return s != "" && strings.Trim(s, "0123456789,-") == "" && s[0] != '-'
 }
-
