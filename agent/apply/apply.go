@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/go-logr/logr"
@@ -178,10 +179,10 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 		}
 	}
 	p := plan.Make(knobs, e.observe(knobs), verified(j))
-	dirty := noteSettled(j, p.Settled, knobs)
+	dirty := e.noteSettled(j, p.Settled, knobs)
 	p.Changes, rep.Results = skipRefused(j, p.Changes, p.Settled)
 	for _, c := range p.Changes {
-		j.Record(c.Knob.ID, c.Knob.Path, c.Knob.RestoreValue(c.From), c.From, c.Knob.Desired)
+		j.Record(c.Knob.ID, e.rel(c.Knob.Path), c.Knob.RestoreValue(c.From), c.From, c.Knob.Desired)
 	}
 	j.Profile, j.ProfileGeneration = meta.Profile, meta.Generation
 	if len(p.Changes) > 0 || dirty {
@@ -234,7 +235,7 @@ func skipRefused(j *journal.Journal, changes []plan.Change, settled []v1alpha1.S
 // noteSettled journals knobs that already hold the desired value, with the
 // value as their original, so a later change by someone else is seen as
 // drift. It reports whether the journal changed.
-func noteSettled(j *journal.Journal, settled []v1alpha1.SettingResult, knobs []knob.Knob) bool {
+func (e *Engine) noteSettled(j *journal.Journal, settled []v1alpha1.SettingResult, knobs []knob.Knob) bool {
 	byID := make(map[string]knob.Knob, len(knobs))
 	for _, k := range knobs {
 		byID[k.ID] = k
@@ -251,7 +252,7 @@ func noteSettled(j *journal.Journal, settled []v1alpha1.SettingResult, knobs []k
 			continue
 		}
 		k := byID[r.Setting]
-		j.Entries = append(j.Entries, journal.Entry{ID: r.Setting, Path: k.Path, Original: k.RestoreValue(r.Actual), Verified: r.Desired})
+		j.Entries = append(j.Entries, journal.Entry{ID: r.Setting, Path: e.rel(k.Path), Original: k.RestoreValue(r.Actual), Verified: r.Desired})
 		if orig := j.Entries[len(j.Entries)-1].Original; orig != r.Actual {
 			j.Entries[len(j.Entries)-1].OriginalRead = r.Actual
 		}
@@ -339,6 +340,26 @@ func describe(k knob.Knob) string {
 		return k.Label
 	}
 	return k.ID
+}
+
+// rel is how the journal records a path: relative to the host root, so an
+// agent in the DaemonSet (root /host) and the CLI on the node (root /) read
+// each other's journal.
+func (e *Engine) rel(path string) string {
+	r, err := filepath.Rel(e.Root.Dir(), path)
+	if err != nil || strings.HasPrefix(r, "..") {
+		return path
+	}
+	return r
+}
+
+// abs resolves a journaled path; absolute paths (older journals) are used
+// as they are.
+func (e *Engine) abs(path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return e.Root.Path(path)
 }
 
 func ids(j *journal.Journal) []string {

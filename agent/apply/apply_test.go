@@ -299,3 +299,23 @@ func TestRestoreFormIsJournaled(t *testing.T) {
 		t.Fatalf("revert wrote %q, want -cpuset", got)
 	}
 }
+
+// The journal records paths relative to the host root: the DaemonSet agent
+// (root /host) and the CLI on the node (root /) revert each other's work.
+func TestJournalIsPortableAcrossRoots(t *testing.T) {
+	root := fakeRoot(t)
+	if _, err := engine(root).Apply(Meta{}, fakeKnobs(root)); err != nil {
+		t.Fatal(err)
+	}
+	moved := host.New(root.Dir() + "-seen-from-elsewhere")
+	if err := os.Rename(root.Dir(), moved.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(moved.Dir()) })
+	if _, err := engine(moved).Revert(); err != nil {
+		t.Fatal(err)
+	}
+	if got := testroot.Read(t, moved.Proc("sys", "a")); got != "1" {
+		t.Fatalf("a = %q after a revert from another root, want 1", got)
+	}
+}

@@ -70,9 +70,10 @@ func (e *Engine) restoreOne(en journal.Entry) (res v1alpha1.SettingResult, settl
 		res.Message = "never changed by the agent"
 		return res, true, false
 	}
-	cur, err := e.Root.ReadString(en.Path)
+	path := e.abs(en.Path)
+	cur, err := e.Root.ReadString(path)
 	if err != nil {
-		err = kerr.Classify("read", en.Path, err)
+		err = kerr.Classify("read", path, err)
 		if kerr.ClassOf(err) == kerr.Unsupported {
 			res.Message = "gone from the host (device or cgroup removed)"
 			return res, true, false
@@ -92,12 +93,12 @@ func (e *Engine) restoreOne(en journal.Entry) (res v1alpha1.SettingResult, settl
 		e.Log.Info("Left a setting someone else changed", "setting", en.ID, "ours", en.Written, "theirs", cur)
 		return res, true, false
 	}
-	if err := e.Root.WriteString(en.Path, en.Original); err != nil {
-		res.State, res.Message = v1alpha1.SettingFailed, kerr.Classify("write", en.Path, err).Error()
+	if err := e.Root.WriteString(path, en.Original); err != nil {
+		res.State, res.Message = v1alpha1.SettingFailed, kerr.Classify("write", path, err).Error()
 		return res, false, false
 	}
 	e.hook(StageRestored, en.ID)
-	if now, err := e.Root.ReadString(en.Path); err == nil {
+	if now, err := e.Root.ReadString(path); err == nil {
 		res.Actual = now
 	}
 	return res, true, true
