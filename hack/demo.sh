@@ -48,9 +48,12 @@ say "Bringing up a single-node Kubernetes cluster on this machine (node $NODE)"
 say "Starting two hostNetwork workloads with a CPU limit (latency-workload opts in: latencytier.io/cpu-quota=disable)"
 k apply -f "$ROOT/hack/demo/workloads.yaml"
 k wait --for=condition=Ready pod/latency-workload pod/plain-workload --timeout=120s
+# Hold the host-wide lock the kernel-changing Go tests take, so neither they
+# nor we see the other's temporary values.
+if ! flock -n "$KERNEL_LOCK" true; then say "Waiting for kernel tests to release $KERNEL_LOCK"; fi
+lock_kernel
 show_values "Before: the kernel and the workloads' CFS quota as the kubelet set them"
 
-lock_kernel
 say "Labelling node $NODE $PROFILE_LABEL= and applying config/samples/gateway.yaml"
 k label node "$NODE" "$PROFILE_LABEL=" --overwrite
 k apply -f "$SAMPLE"
