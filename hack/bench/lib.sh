@@ -35,8 +35,10 @@ trap 'exit 130' INT TERM
 kernel_lock() {
 	exec {LOCK_FD}>"$LOCK_FILE"
 	log "waiting for $LOCK_FILE"
+	local t0=$SECONDS
 	flock "$LOCK_FD"
 	log "holding $LOCK_FILE"
+	echo "lock_wait_s=$((SECONDS - t0)) scenario=$(basename "$0" .sh)" >>"$OUT/results.txt"
 }
 
 # set_value FILE VALUE: write VALUE, remembering the original for undo.
@@ -107,7 +109,7 @@ run_workload() {
 		for _ in $(seq 100); do grep -q Tracing "$OUT/logs/$label.measure" && break; sleep 0.05; done
 	fi
 	touch "$gof"
-	wait "$wpid"
+	wait "$wpid" || log "workload $label exited $? (see its .out)"
 	kill -INT "$rqpid" 2>/dev/null; wait "$rqpid" 2>/dev/null
 	[ -n "$mpid" ] && { kill -INT "$mpid" 2>/dev/null; wait "$mpid" 2>/dev/null; }
 	local line

@@ -34,6 +34,7 @@ fi
 
 mkdir -p "$REPO/docs"
 "$BENCH_DIR/plot.sh" "$REPO/docs/benchmarks.png"
-BENCH_SECONDS=$(($(date +%s) - start)) "$BENCH_DIR/report.sh" >"$REPO/docs/benchmarks.md"
+echo "run seconds=$(($(date +%s) - start))" >>"$OUT/results.txt"
+"$BENCH_DIR/report.sh" >"$REPO/docs/benchmarks.md"
 log "wrote docs/benchmarks.md and docs/benchmarks.png in $(($(date +%s) - start)) s"
-grep -A8 '^## Headline' "$REPO/docs/benchmarks.md" >&2 || true
+sed -n '/^## Summary/,$p' "$REPO/docs/benchmarks.md" >&2
