@@ -79,3 +79,4 @@ else
   say "The node stays tuned. Press Ctrl-C to revert and tear down."
   while ((!interrupted)); do sleep 1; done
 fi
+exit 0 # Ctrl-C here is the normal end: finish reverts and tears down
