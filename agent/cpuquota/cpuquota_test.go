@@ -1,38 +1,14 @@
 package cpuquota
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
-
-// tree writes files (rel path → content; content "/" makes a directory).
-func tree(t *testing.T, files map[string]string) *host.Root {
-	t.Helper()
-	dir := t.TempDir()
-	for rel, content := range files {
-		p := filepath.Join(dir, rel)
-		if content == "/" {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return host.New(dir)
-}
 
 const (
 	uid = "1b4f0c5e-9d7a-4b1e-8f00-0123456789ab"
@@ -46,7 +22,7 @@ func pod(optedIn bool) podcgroup.Pod {
 
 func TestKnobsV2Systemd(t *testing.T) {
 	podRel := "sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + esc + ".slice"
-	root := tree(t, map[string]string{
+	root := testroot.Lines(t, map[string]string{
 		"sys/fs/cgroup/cgroup.controllers":                                       "cpuset cpu io memory pids",
 		podRel + "/cpu.max":                                                      "150000 50000",
 		podRel + "/cri-containerd-" + cid + ".scope/cpu.max":                     "100000 50000",
@@ -78,7 +54,7 @@ func TestKnobsV2Systemd(t *testing.T) {
 
 func TestKnobsV1Systemd(t *testing.T) {
 	podRel := "sys/fs/cgroup/cpu,cpuacct/kubepods.slice/kubepods-pod" + esc + ".slice"
-	root := tree(t, map[string]string{
+	root := testroot.Lines(t, map[string]string{
 		"sys/fs/cgroup/unified/cgroup.controllers":                      "",
 		podRel + "/cpu.cfs_quota_us":                                    "200000",
 		podRel + "/cri-containerd-" + cid + ".scope/cpu.cfs_quota_us":   "200000",
@@ -95,14 +71,14 @@ func TestKnobsV1Systemd(t *testing.T) {
 
 func TestKnobsResults(t *testing.T) {
 	t.Run("not opted in", func(t *testing.T) {
-		root := tree(t, map[string]string{"sys/fs/cgroup/cpu/kubepods/pod" + uid + "/cpu.cfs_quota_us": "100000"})
+		root := testroot.Lines(t, map[string]string{"sys/fs/cgroup/cpu/kubepods/pod" + uid + "/cpu.cfs_quota_us": "100000"})
 		knobs, results, err := Knobs(root, []podcgroup.Pod{pod(false)})
 		if err != nil || len(knobs) != 0 || len(results) != 0 {
 			t.Fatalf("got %v %v %v; want nothing", knobs, results, err)
 		}
 	})
 	t.Run("pod cgroup missing", func(t *testing.T) {
-		root := tree(t, map[string]string{"sys/fs/cgroup/cpu/kubepods/": "/"})
+		root := testroot.Lines(t, map[string]string{"sys/fs/cgroup/cpu/kubepods/": "/"})
 		knobs, results, err := Knobs(root, []podcgroup.Pod{pod(true)})
 		if err != nil || len(knobs) != 0 || len(results) != 1 {
 			t.Fatalf("got %v %v %v", knobs, results, err)
@@ -114,7 +90,7 @@ func TestKnobsResults(t *testing.T) {
 	})
 	t.Run("v2 without cpu controller in the pod", func(t *testing.T) {
 		podRel := "sys/fs/cgroup/kubepods/burstable/pod" + uid
-		root := tree(t, map[string]string{
+		root := testroot.Lines(t, map[string]string{
 			"sys/fs/cgroup/cgroup.controllers":   "memory pids",
 			podRel + "/cgroup.procs":             "",
 			podRel + "/" + cid + "/cgroup.procs": "",
@@ -130,7 +106,7 @@ func TestKnobsResults(t *testing.T) {
 		}
 	})
 	t.Run("no cgroup filesystem", func(t *testing.T) {
-		root := tree(t, map[string]string{"proc/": "/"})
+		root := testroot.Lines(t, map[string]string{"proc/": "/"})
 		if _, _, err := Knobs(root, []podcgroup.Pod{pod(true)}); err == nil {
 			t.Fatal("want an error without any cgroup filesystem")
 		}
@@ -187,7 +163,7 @@ func TestParseMax(t *testing.T) {
 }
 
 func TestStat(t *testing.T) {
-	root := tree(t, map[string]string{
+	root := testroot.Lines(t, map[string]string{
 		"v1/cpu.stat":     "nr_periods 40\nnr_throttled 12\nthrottled_time 2500000\nnr_bursts 0\nburst_time 0",
 		"v2/cpu.stat":     "usage_usec 100\nuser_usec 50\nsystem_usec 50\nnr_periods 40\nnr_throttled 12\nthrottled_usec 2500\nnr_bursts 0\nburst_usec 0",
 		"v2none/cpu.stat": "usage_usec 100\nuser_usec 50\nsystem_usec 50",

@@ -2,39 +2,17 @@ package cpuset
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
-
-// tree writes files (rel path → content; "/" makes a directory).
-func tree(t *testing.T, files map[string]string) *host.Root {
-	t.Helper()
-	dir := t.TempDir()
-	for rel, content := range files {
-		p := filepath.Join(dir, rel)
-		if content == "/" {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return host.New(dir)
-}
 
 type want struct{ id, rel, desired string }
 
@@ -52,7 +30,7 @@ func checkKnobs(t *testing.T, root *host.Root, got []knob.Knob, wants []want) {
 
 func TestKnobsV1Fixture(t *testing.T) {
 	cg := "sys/fs/cgroup/cpuset/"
-	root := tree(t, map[string]string{
+	root := testroot.Lines(t, map[string]string{
 		"sys/fs/cgroup/unified/cgroup.controllers":  "",
 		cg + "cpuset.cpus":                          "0-7",
 		cg + "system.slice/cpuset.cpus":             "0-7",
@@ -90,7 +68,7 @@ func TestKnobsV1Fixture(t *testing.T) {
 
 func TestKnobsV2(t *testing.T) {
 	t.Run("cpuset enabled", func(t *testing.T) {
-		root := tree(t, map[string]string{
+		root := testroot.Lines(t, map[string]string{
 			"sys/fs/cgroup/cgroup.controllers":                 "cpuset cpu io memory pids",
 			"sys/fs/cgroup/cgroup.subtree_control":             "cpuset cpu memory",
 			"sys/fs/cgroup/system.slice/cpuset.cpus":           "",
@@ -112,7 +90,7 @@ func TestKnobsV2(t *testing.T) {
 		}
 	})
 	t.Run("controller to enable", func(t *testing.T) {
-		root := tree(t, map[string]string{
+		root := testroot.Lines(t, map[string]string{
 			"sys/fs/cgroup/cgroup.controllers":     "cpuset cpu io memory pids",
 			"sys/fs/cgroup/cgroup.subtree_control": "cpu memory",
 			"sys/fs/cgroup/system.slice/cpu.max":   "max 100000",
@@ -145,7 +123,7 @@ func TestKnobsV2(t *testing.T) {
 		}
 	})
 	t.Run("controller unavailable", func(t *testing.T) {
-		root := tree(t, map[string]string{
+		root := testroot.Lines(t, map[string]string{
 			"sys/fs/cgroup/cgroup.controllers":   "cpu io memory pids",
 			"sys/fs/cgroup/system.slice/cpu.max": "max 100000",
 		})
@@ -236,7 +214,7 @@ func optedIn(uid string) podcgroup.Pod {
 
 func TestPodKnobsNonePolicy(t *testing.T) {
 	podRel := "sys/fs/cgroup/cpuset/kubepods/burstable/pod" + uid
-	root := tree(t, map[string]string{
+	root := testroot.Lines(t, map[string]string{
 		"sys/fs/cgroup/cpuset/kubepods/burstable/cpuset.cpus": "0-3",
 		podRel + "/cpuset.cpus":                               "0-3",
 		podRel + "/" + cid + "/cpuset.cpus":                   "0-3",
@@ -263,7 +241,7 @@ func TestPodKnobsNonePolicy(t *testing.T) {
 
 func TestPodKnobsV2Systemd(t *testing.T) {
 	podRel := "sys/fs/cgroup/kubepods.slice/kubepods-pod" + esc + ".slice"
-	root := tree(t, map[string]string{
+	root := testroot.Lines(t, map[string]string{
 		"sys/fs/cgroup/cgroup.controllers":                       "cpuset cpu",
 		podRel + "/cpuset.cpus":                                  "",
 		podRel + "/cri-containerd-" + cid + ".scope/cpuset.cpus": "",
@@ -279,7 +257,7 @@ func TestPodKnobsV2Systemd(t *testing.T) {
 }
 
 func TestPodKnobsStaticPolicy(t *testing.T) {
-	root := tree(t, map[string]string{"sys/fs/cgroup/cpuset/kubepods/pod" + uid + "/cpuset.cpus": "1-2"})
+	root := testroot.Lines(t, map[string]string{"sys/fs/cgroup/cpuset/kubepods/pod" + uid + "/cpuset.cpus": "1-2"})
 	static, err := ReadCPUManagerState(host.New("testdata/static"))
 	if err != nil {
 		t.Fatal(err)
@@ -311,14 +289,14 @@ func TestPodKnobsStaticPolicy(t *testing.T) {
 
 func TestPodKnobsMissing(t *testing.T) {
 	t.Run("no pod cgroup", func(t *testing.T) {
-		root := tree(t, map[string]string{"sys/fs/cgroup/cpuset/kubepods/": "/"})
+		root := testroot.Lines(t, map[string]string{"sys/fs/cgroup/cpuset/kubepods/": "/"})
 		knobs, results, err := PodKnobs(root, []podcgroup.Pod{optedIn(uid)}, cpuset.New(1), nil)
 		if err != nil || len(knobs) != 0 || len(results) != 1 || results[0].State != v1alpha1.SettingFailed {
 			t.Fatalf("got %v %+v %v", knobs, results, err)
 		}
 	})
 	t.Run("v2 pod without cpuset controller", func(t *testing.T) {
-		root := tree(t, map[string]string{
+		root := testroot.Lines(t, map[string]string{
 			"sys/fs/cgroup/cgroup.controllers":              "cpu",
 			"sys/fs/cgroup/kubepods/pod" + uid + "/cpu.max": "max 100000",
 		})

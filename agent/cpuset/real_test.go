@@ -1,11 +1,8 @@
 package cpuset
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,46 +12,17 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/internal/cgtest"
+	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
-
-func randHex(t *testing.T, n int) string {
-	t.Helper()
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-func write(t *testing.T, path, val string) {
-	t.Helper()
-	if err := host.New("/").WriteString(path, val); err != nil {
-		t.Fatalf("writing %q to %s: %v", val, path, err)
-	}
-}
-
-func read(t *testing.T, path string) string {
-	t.Helper()
-	v, err := host.New("/").ReadString(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
 
 // realV1 returns the real v1 cpuset hierarchy, skipping where there is none
 // or fewer than two CPUs.
 func realV1(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	base, version, err := podcgroup.ControllerDir(host.New("/"), "cpuset")
-	if err != nil || version != 1 {
-		t.Skipf("no cgroup v1 cpuset hierarchy (version %d, %v)", version, err)
-	}
+	base := cgtest.V1Controller(t, "cpuset")
 	all, err := readCPUs(filepath.Join(base, CPUsFile))
 	if err != nil || !all.Contains(0) || !all.Contains(1) {
 		t.Skipf("need CPUs 0 and 1 in %s (%v, %v)", base, all, err)
@@ -68,33 +36,10 @@ func mkCgroups(t *testing.T, base string, rels map[string]string, order []string
 	t.Helper()
 	for _, rel := range order {
 		d := filepath.Join(base, rel)
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := os.Remove(d); err != nil {
-				t.Errorf("removing test cgroup: %v", err)
-			}
-		})
-		write(t, filepath.Join(d, CPUsFile), rels[rel])
-		write(t, filepath.Join(d, "cpuset.mems"), "0")
+		cgtest.Mkdir(t, d)
+		cgtest.Set(t, filepath.Join(d, CPUsFile), rels[rel])
+		cgtest.Set(t, filepath.Join(d, "cpuset.mems"), "0")
 	}
-}
-
-// sleeper starts a process in cgroup dir and kills it in t.Cleanup (before
-// the cgroup removal registered earlier).
-func sleeper(t *testing.T, dir string) int {
-	t.Helper()
-	cmd := exec.Command("sleep", "300")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	write(t, filepath.Join(dir, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid))
-	return cmd.Process.Pid
 }
 
 func allowedCPUs(t *testing.T, pid int) string {
@@ -117,11 +62,11 @@ func allowedCPUs(t *testing.T, pid int) string {
 // 0 with the knobs in order, and restores it in reverse order.
 func TestRealV1Confine(t *testing.T) {
 	base := realV1(t)
-	slice := "lttest-" + randHex(t, 4) + ".slice"
+	slice := "lttest-" + cgtest.RandHex(t, 4) + ".slice"
 	child := filepath.Join(slice, "a.service")
 	grand := filepath.Join(child, "leaf")
 	mkCgroups(t, base, map[string]string{slice: "0-1", child: "0-1", grand: "1"}, []string{slice, child, grand})
-	pid := sleeper(t, filepath.Join(base, grand))
+	pid := cgtest.StartIn(t, filepath.Join(base, grand), "sleep", "300")
 
 	// The kernel rule the order is built on: a parent may not shrink below
 	// a child's CPUs.
@@ -129,7 +74,7 @@ func TestRealV1Confine(t *testing.T) {
 		t.Fatalf("shrinking the parent first: err = %v; want EBUSY", err)
 	}
 
-	missing := "lttest-missing-" + randHex(t, 4) + ".slice"
+	missing := "lttest-missing-" + cgtest.RandHex(t, 4) + ".slice"
 	knobs, results, err := Knobs(host.New("/"), cpuset.New(0), WithSlices(slice, missing))
 	if err != nil {
 		t.Fatal(err)
@@ -151,13 +96,13 @@ func TestRealV1Confine(t *testing.T) {
 	}
 	originals := make([]string, len(knobs))
 	for i, k := range knobs {
-		originals[i] = read(t, k.Path)
+		originals[i] = testroot.Read(t, k.Path)
 	}
 	for _, k := range knobs {
-		write(t, k.Path, k.Desired)
+		cgtest.Set(t, k.Path, k.Desired)
 	}
-	t.Logf("applied: %s=%s %s=%s %s=%s; process allowed CPUs %s", slice, read(t, knobs[2].Path),
-		"a.service", read(t, knobs[1].Path), "leaf", read(t, knobs[0].Path), allowedCPUs(t, pid))
+	t.Logf("applied: %s=%s %s=%s %s=%s; process allowed CPUs %s", slice, testroot.Read(t, knobs[2].Path),
+		"a.service", testroot.Read(t, knobs[1].Path), "leaf", testroot.Read(t, knobs[0].Path), allowedCPUs(t, pid))
 	if got := allowedCPUs(t, pid); got != "0" {
 		t.Fatalf("process in the confined leaf may run on %s; want 0", got)
 	}
@@ -167,16 +112,16 @@ func TestRealV1Confine(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range again {
-		if got := read(t, k.Path); !k.Matches(got, k.Desired) {
+		if got := testroot.Read(t, k.Path); !k.Matches(got, k.Desired) {
 			t.Errorf("after apply %s = %s; recomputed knob wants %s", k.ID, got, k.Desired)
 		}
 	}
 
 	for i := len(knobs) - 1; i >= 0; i-- {
-		write(t, knobs[i].Path, originals[i])
+		cgtest.Set(t, knobs[i].Path, originals[i])
 	}
 	for i, k := range knobs {
-		if got := read(t, k.Path); got != originals[i] {
+		if got := testroot.Read(t, k.Path); got != originals[i] {
 			t.Errorf("after revert %s = %s; want %s", k.ID, got, originals[i])
 		}
 	}
@@ -215,38 +160,34 @@ func TestRealHostSlices(t *testing.T) {
 // kubepods name) in the real v1 cpuset hierarchy to CPU 1 with PodKnobs
 // under the none policy, and restores it.
 func TestRealV1PodCpuset(t *testing.T) {
-	base := realV1(t)
-	kubepods := "lttest-" + randHex(t, 4)
-	uid := randHex(t, 4) + "-0000-4000-8000-" + randHex(t, 6)
-	cid := randHex(t, 32)
-	burstable := filepath.Join(kubepods, "burstable")
-	pod := filepath.Join(burstable, "pod"+uid)
-	ctr := filepath.Join(pod, cid)
-	mkCgroups(t, base, map[string]string{kubepods: "0-1", burstable: "0-1", pod: "0-1", ctr: "0-1"},
-		[]string{kubepods, burstable, pod, ctr})
-	pid := sleeper(t, filepath.Join(base, ctr))
+	realV1(t)
+	tree := cgtest.V1Pod(t, "cpuset", podcgroup.DriverCgroupfs, "lttest-", func(dir string) {
+		cgtest.Set(t, filepath.Join(dir, CPUsFile), "0-1")
+		cgtest.Set(t, filepath.Join(dir, "cpuset.mems"), "0")
+	})
+	pid := cgtest.StartIn(t, tree.CtrDir, "sleep", "300")
 
 	none, err := ParseCPUManagerState([]byte(`{"policyName":"none","defaultCpuSet":"","checksum":1}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := podcgroup.Pod{UID: uid, Namespace: "default", Name: "latency", OptedIn: true}
-	knobs, results, err := PodKnobs(host.New("/"), []podcgroup.Pod{p}, cpuset.New(1), none, podcgroup.WithKubepods(kubepods))
+	p := podcgroup.Pod{UID: tree.UID, Namespace: "default", Name: "latency", OptedIn: true}
+	knobs, results, err := PodKnobs(host.New("/"), []podcgroup.Pod{p}, cpuset.New(1), none, podcgroup.WithKubepods(tree.Kubepods))
 	if err != nil || len(results) != 0 || len(knobs) != 2 {
 		t.Fatalf("PodKnobs: %+v %+v %v", knobs, results, err)
 	}
-	if knobs[0].Path != filepath.Join(base, ctr, CPUsFile) || knobs[1].Path != filepath.Join(base, pod, CPUsFile) {
+	if knobs[0].Path != filepath.Join(tree.CtrDir, CPUsFile) || knobs[1].Path != filepath.Join(tree.Dir, CPUsFile) {
 		t.Fatalf("knobs = %+v; want container then pod", knobs)
 	}
-	originals := []string{read(t, knobs[0].Path), read(t, knobs[1].Path)}
+	originals := []string{testroot.Read(t, knobs[0].Path), testroot.Read(t, knobs[1].Path)}
 	for _, k := range knobs {
-		write(t, k.Path, k.Desired)
+		cgtest.Set(t, k.Path, k.Desired)
 	}
 	if got := allowedCPUs(t, pid); got != "1" {
 		t.Fatalf("container process may run on %s after apply; want 1", got)
 	}
 	for i := len(knobs) - 1; i >= 0; i-- {
-		write(t, knobs[i].Path, originals[i])
+		cgtest.Set(t, knobs[i].Path, originals[i])
 	}
 	if got := allowedCPUs(t, pid); got != "0-1" {
 		t.Fatalf("container process may run on %s after revert; want 0-1", got)

@@ -17,15 +17,43 @@ import (
 // boot id.
 func New(t testing.TB, files map[string]string) *host.Root {
 	t.Helper()
-	dir := t.TempDir()
 	all := map[string]string{"proc/sys/kernel/random/boot_id": "11111111-2222-3333-4444-555555555555\n"}
 	for k, v := range files {
 		all[k] = v
 	}
-	for rel, content := range all {
-		Write(t, filepath.Join(dir, rel), content)
+	return Files(t, all)
+}
+
+// Files is a temp-dir root holding exactly files (relative path → content;
+// content "/" makes an empty directory), with no boot id.
+func Files(t testing.TB, files map[string]string) *host.Root {
+	t.Helper()
+	dir := t.TempDir()
+	for rel, content := range files {
+		p := filepath.Join(dir, rel)
+		if content == "/" {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		Write(t, p, content)
 	}
 	return host.New(dir)
+}
+
+// Lines is Files with a newline after every file's content, as kernel files
+// read.
+func Lines(t testing.TB, files map[string]string) *host.Root {
+	t.Helper()
+	lines := make(map[string]string, len(files))
+	for rel, content := range files {
+		if content != "/" {
+			content += "\n"
+		}
+		lines[rel] = content
+	}
+	return Files(t, lines)
 }
 
 // Write creates path (and its parents) with content.

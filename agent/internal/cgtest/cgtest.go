@@ -1,0 +1,130 @@
+// Package cgtest makes throwaway cgroups in the real cgroup v1 hierarchy for
+// tests: kubelet-shaped pod trees under a unique kubepods name, processes
+// moved into them, and reads and writes of host files that fail the test.
+// Every cgroup and process it makes is removed in t.Cleanup, so tests that
+// use it change no shared kernel state and need no kernellock.
+package cgtest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/podcgroup"
+)
+
+// RandHex is n random bytes in hex.
+func RandHex(t testing.TB, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// Set writes val to an existing kernel or cgroup file the way the agent
+// does (host.Root.WriteString: no create), failing the test on error.
+// testroot.Read reads one back.
+func Set(t testing.TB, path, val string) {
+	t.Helper()
+	if err := host.New("/").WriteString(path, val); err != nil {
+		t.Fatalf("writing %q to %s: %v", val, path, err)
+	}
+}
+
+// V1Controller is the real v1 hierarchy of controller; it skips the test
+// when not root or when the controller is not mounted as cgroup v1.
+func V1Controller(t testing.TB, controller string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	base, version, err := podcgroup.ControllerDir(host.New("/"), controller)
+	if err != nil || version != 1 {
+		t.Skipf("no cgroup v1 %s controller here (version %d, %v)", controller, version, err)
+	}
+	return base
+}
+
+// Mkdir creates the cgroup dir and removes it in t.Cleanup (cleanups run
+// last-in first-out, so nested dirs made in order go deepest first).
+func Mkdir(t testing.TB, dir string) {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.Remove(dir); err != nil {
+			t.Errorf("removing test cgroup: %v", err)
+		}
+	})
+}
+
+// Pod is a kubelet-shaped burstable pod with one container in a real v1
+// hierarchy.
+type Pod struct {
+	Kubepods string // the unique kubepods name (podcgroup.WithKubepods)
+	UID      string
+	Dir      string // the pod's cgroup
+	CtrDir   string // its container's cgroup
+}
+
+// V1Pod builds a pod under a unique kubepods name (prefix + random hex) in
+// the real v1 hierarchy of controller, for the cgroupfs
+// (<kubepods>/burstable/pod<uid>/<cid>) or the systemd driver
+// (<kubepods>.slice/<kubepods>-burstable.slice/<kubepods>-burstable-pod<uid_>.slice/cri-containerd-<cid>.scope).
+// init, if not nil, runs on each cgroup right after it is made (a v1 cpuset
+// child needs cpus and mems before it can have children or tasks). The
+// tree is removed in t.Cleanup.
+func V1Pod(t testing.TB, controller, driver, prefix string, init func(dir string)) Pod {
+	t.Helper()
+	base := V1Controller(t, controller)
+	p := Pod{Kubepods: prefix + RandHex(t, 4), UID: RandHex(t, 4) + "-0000-4000-8000-" + RandHex(t, 6)}
+	cid := RandHex(t, 32)
+	rels := []string{p.Kubepods, "burstable", "pod" + p.UID, cid}
+	if driver == podcgroup.DriverSystemd {
+		rels = []string{p.Kubepods + ".slice", p.Kubepods + "-burstable.slice",
+			p.Kubepods + "-burstable-pod" + strings.ReplaceAll(p.UID, "-", "_") + ".slice", "cri-containerd-" + cid + ".scope"}
+	}
+	dir := base
+	for _, r := range rels {
+		dir = filepath.Join(dir, r)
+		Mkdir(t, dir)
+		if init != nil {
+			init(dir)
+		}
+	}
+	p.CtrDir, p.Dir = dir, filepath.Dir(dir)
+	return p
+}
+
+// StartIn starts name with args, moves it into cgroup dir and returns its
+// pid; it is killed in t.Cleanup, registered after the cgroup's, so it is
+// gone before the cgroup is removed.
+func StartIn(t testing.TB, dir, name string, args ...string) int {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	Set(t, filepath.Join(dir, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid))
+	return cmd.Process.Pid
+}
+
+// Spin starts a busy process (a shell loop of builtins: one thread, no
+// forks) in cgroup dir; see StartIn.
+func Spin(t testing.TB, dir string) int {
+	t.Helper()
+	return StartIn(t, dir, "sh", "-c", "while :; do :; done")
+}
