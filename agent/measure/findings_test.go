@@ -13,30 +13,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/kernellock"
 )
-
-// fixtureRoot builds a temp-dir host root holding files (path → content).
-func fixtureRoot(t *testing.T, files map[string]string) *host.Root {
-	t.Helper()
-	dir := t.TempDir()
-	for p, content := range files {
-		writeFile(t, filepath.Join(dir, p), content)
-	}
-	return host.New(dir)
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func tuning(isolated, reserved string) v1alpha1.TuningSpec {
 	return v1alpha1.TuningSpec{CPUs: cpuSpec(isolated, reserved)}
@@ -114,9 +95,9 @@ func TestFindingAutogroupRealKernel(t *testing.T) {
 }
 
 func TestFindingNumaBalancing(t *testing.T) {
-	on := fixtureRoot(t, map[string]string{"proc/sys/kernel/numa_balancing": "1\n"})
+	on := testroot.Files(t, map[string]string{"proc/sys/kernel/numa_balancing": "1\n"})
 	mustFind(t, findingsOf(on, Input{}), FindingNumaBalancing, "kernel.numa_balancing=1")
-	off := fixtureRoot(t, map[string]string{"proc/sys/kernel/numa_balancing": "0\n"})
+	off := testroot.Files(t, map[string]string{"proc/sys/kernel/numa_balancing": "0\n"})
 	mustNotFind(t, findingsOf(off, Input{}), FindingNumaBalancing)
 }
 
@@ -137,13 +118,13 @@ const softirqs2 = `                    CPU0       CPU1
 // TestFindingIRQsAndSoftirqsOnIsolated drives the Measurer over two
 // snapshots of /proc/interrupts and /proc/softirqs.
 func TestFindingIRQsAndSoftirqsOnIsolated(t *testing.T) {
-	root := fixtureRoot(t, map[string]string{"proc/interrupts": interrupts1, "proc/softirqs": softirqs1})
+	root := testroot.Files(t, map[string]string{"proc/interrupts": interrupts1, "proc/softirqs": softirqs1})
 	m := New(root, testr.New(t), WithAttach(AttachNone))
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, root.Proc("interrupts"), interrupts2)
-	writeFile(t, root.Proc("softirqs"), softirqs2)
+	testroot.Write(t, root.Proc("interrupts"), interrupts2)
+	testroot.Write(t, root.Proc("softirqs"), softirqs2)
 	res, err := m.Collect(context.Background(), Input{Tuning: tuning("1", "0")})
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +224,7 @@ func TestFindingRTThrottlingDisabledRealKernel(t *testing.T) {
 	mustFind(t, findingsOf(root, Input{}), FindingRTThrottlingOff, "sched_rt_runtime_us=-1")
 
 	// With the isolated CPUs isolated by the kernel, -1 is a choice.
-	isolated := fixtureRoot(t, map[string]string{
+	isolated := testroot.Files(t, map[string]string{
 		"proc/sys/kernel/sched_rt_runtime_us": "-1\n",
 		"proc/cmdline":                        "ro isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1\n",
 	})
@@ -254,12 +235,12 @@ func TestFindingRTThrottlingDisabledRealKernel(t *testing.T) {
 }
 
 func TestFindingRunQueueOverloaded(t *testing.T) {
-	busy := fixtureRoot(t, map[string]string{
+	busy := testroot.Files(t, map[string]string{
 		"proc/stat":                     "cpu  1 2 3\nprocs_running 9\nprocs_blocked 0\n",
 		"sys/devices/system/cpu/online": "0-1\n",
 	})
 	mustFind(t, findingsOf(busy, Input{}), FindingRunQueueOverloaded, "stayed at 8 or more", "2 online CPUs")
-	calm := fixtureRoot(t, map[string]string{
+	calm := testroot.Files(t, map[string]string{
 		"proc/stat":                     "procs_running 2\n",
 		"sys/devices/system/cpu/online": "0-1\n",
 	})
@@ -275,7 +256,7 @@ func TestFindingCmdlineMissingIsolation(t *testing.T) {
 	mustFind(t, findingsOf(root, Input{Tuning: tuning("1", "0")}), FindingCmdline, "isolcpus=1 nohz_full=1 rcu_nocbs=1")
 	mustNotFind(t, findingsOf(root, Input{}), FindingCmdline) // nothing to isolate
 
-	full := fixtureRoot(t, map[string]string{"proc/cmdline": "ro isolcpus=managed_irq,1 nohz_full=1 rcu_nocbs=1\n"})
+	full := testroot.Files(t, map[string]string{"proc/cmdline": "ro isolcpus=managed_irq,1 nohz_full=1 rcu_nocbs=1\n"})
 	mustNotFind(t, findingsOf(full, Input{Tuning: tuning("1", "0")}), FindingCmdline)
 }
 
@@ -284,18 +265,18 @@ func TestFindingSMTSiblingsSplit(t *testing.T) {
 	for cpu, sib := range map[string]string{"0": "0,2", "1": "1,3", "2": "0,2", "3": "1,3"} {
 		files["sys/devices/system/cpu/cpu"+cpu+"/topology/thread_siblings_list"] = sib + "\n"
 	}
-	root := fixtureRoot(t, files)
+	root := testroot.Files(t, files)
 	mustFind(t, findingsOf(root, Input{Tuning: tuning("2-3", "0-1")}), FindingSMTSplit, "2 with 0", "3 with 1")
 	mustNotFind(t, findingsOf(root, Input{Tuning: tuning("1,3", "0,2")}), FindingSMTSplit)
 }
 
 func TestFindingCPUManagerNone(t *testing.T) {
 	pods := []podcgroup.Pod{{Namespace: "shop", Name: "api", QOSClass: "Guaranteed"}, {Namespace: "shop", Name: "batch", QOSClass: "BestEffort"}}
-	none := fixtureRoot(t, map[string]string{"var/lib/kubelet/cpu_manager_state": `{"policyName":"none","defaultCpuSet":"","checksum":1}`})
+	none := testroot.Files(t, map[string]string{"var/lib/kubelet/cpu_manager_state": `{"policyName":"none","defaultCpuSet":"","checksum":1}`})
 	mustFind(t, findingsOf(none, Input{Tuning: tuning("1", "0"), Pods: pods}), FindingCPUManagerNone, "shop/api")
 	if f := findType(findingsOf(none, Input{Tuning: tuning("1", "0"), Pods: pods}), FindingCPUManagerNone); strings.Contains(f.Message, "batch") {
 		t.Errorf("a BestEffort pod is said to expect exclusive CPUs: %s", f.Message)
 	}
-	static := fixtureRoot(t, map[string]string{"var/lib/kubelet/cpu_manager_state": `{"policyName":"static","defaultCpuSet":"0","checksum":1}`})
+	static := testroot.Files(t, map[string]string{"var/lib/kubelet/cpu_manager_state": `{"policyName":"static","defaultCpuSet":"0","checksum":1}`})
 	mustNotFind(t, findingsOf(static, Input{Tuning: tuning("1", "0"), Pods: pods}), FindingCPUManagerNone)
 }

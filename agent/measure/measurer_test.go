@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -95,7 +96,7 @@ func TestSchedstatFallback(t *testing.T) {
 }
 
 func TestMeasurementDisabled(t *testing.T) {
-	root := fixtureRoot(t, map[string]string{})
+	root := testroot.Files(t, map[string]string{})
 	m := New(root, testr.New(t), WithAttach(AttachNone))
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -2,82 +2,32 @@ package measure
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
 
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/internal/cgtest"
+	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/kernellock"
 )
 
-func randHex(t *testing.T, n int) string {
-	t.Helper()
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
 // v1Pod builds a cgroupfs-driver burstable pod with one container in the
 // real cgroup v1 cpu controller under a unique kubepods name and removes it
 // in t.Cleanup.
-func v1Pod(t *testing.T) (kubepods, uid, podDir, ctrDir string) {
+func v1Pod(t *testing.T) cgtest.Pod {
 	t.Helper()
 	needRoot(t)
-	base, version, err := podcgroup.ControllerDir(host.New("/"), "cpu")
-	if err != nil || version != 1 {
-		t.Skipf("no cgroup v1 cpu controller here (version %d, %v)", version, err)
-	}
-	kubepods = "ltmeasure-" + randHex(t, 4)
-	uid = randHex(t, 4) + "-0000-4000-8000-" + randHex(t, 6)
-	var dirs []string
-	dir := base
-	for _, r := range []string{kubepods, "burstable", "pod" + uid, randHex(t, 32)} {
-		dir = filepath.Join(dir, r)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		dirs = append(dirs, dir)
-	}
-	t.Cleanup(func() {
-		for i := len(dirs) - 1; i >= 0; i-- {
-			if err := os.Remove(dirs[i]); err != nil {
-				t.Errorf("removing test cgroup: %v", err)
-			}
-		}
-	})
-	return kubepods, uid, dirs[2], dirs[3]
-}
-
-// spinIn starts a busy shell loop in cgroup dir, killed in t.Cleanup
-// (registered after v1Pod's, so it runs before the rmdir).
-func spinIn(t *testing.T, dir string) {
-	t.Helper()
-	cmd := exec.Command("sh", "-c", "while :; do :; done")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		t.Fatalf("moving the spinner into %s: %v", dir, err)
-	}
+	return cgtest.V1Pod(t, "cpu", podcgroup.DriverCgroupfs, "ltmeasure-", nil)
 }
 
 func setQuota(t *testing.T, dir, quota string) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, "cpu.cfs_quota_us"), []byte(quota), 0o644); err != nil {
-		t.Fatalf("setting quota %s on %s: %v", quota, dir, err)
-	}
+	cgtest.Set(t, filepath.Join(dir, "cpu.cfs_quota_us"), quota)
 }
 
 // TestThrottlingRealCgroupV1 puts a busy process under a real 10% CFS quota:
@@ -85,9 +35,10 @@ func setQuota(t *testing.T, dir, quota string) {
 // 0.01 budget); once the quota is removed the next window shows ratio 0.
 func TestThrottlingRealCgroupV1(t *testing.T) {
 	kernellock.Lock(t)
-	kubepods, uid, podDir, ctrDir := v1Pod(t)
+	pod := v1Pod(t)
+	kubepods, uid, podDir := pod.Kubepods, pod.UID, pod.Dir
 	setQuota(t, podDir, "10000") // 10 ms per 100 ms period
-	spinIn(t, ctrDir)
+	cgtest.Spin(t, pod.CtrDir)
 
 	m := New(host.New("/"), testr.New(t), WithAttach(AttachNone), WithPodcgroup(podcgroup.WithKubepods(kubepods)))
 	if err := m.Start(context.Background()); err != nil {
@@ -148,7 +99,8 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 // TestThrottlingSkipsUnlimitedPods: a pod neither limited nor opted in is
 // not listed.
 func TestThrottlingSkipsUnlimitedPods(t *testing.T) {
-	kubepods, uid, _, _ := v1Pod(t)
+	pod := v1Pod(t)
+	kubepods, uid := pod.Kubepods, pod.UID
 	m := New(host.New("/"), testr.New(t), WithAttach(AttachNone), WithPodcgroup(podcgroup.WithKubepods(kubepods)))
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -170,7 +122,7 @@ func TestThrottlingSkipsUnlimitedPods(t *testing.T) {
 func TestThrottlingCgroupV2Fixture(t *testing.T) {
 	uid := "0b5e6f1c-0000-4000-8000-0123456789ab"
 	pod := "sys/fs/cgroup/kubepods/pod" + uid
-	root := fixtureRoot(t, map[string]string{
+	root := testroot.Files(t, map[string]string{
 		"sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids\n",
 		pod + "/cpu.max":                   "50000 100000\n",
 		pod + "/cpu.stat":                  "usage_usec 1000\nnr_periods 100\nnr_throttled 10\nthrottled_usec 5000\n",
@@ -186,7 +138,7 @@ func TestThrottlingCgroupV2Fixture(t *testing.T) {
 	if _, err := m.Collect(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, root.Path(pod, "cpu.stat"), "usage_usec 9000\nnr_periods 200\nnr_throttled 60\nthrottled_usec 25000\n")
+	testroot.Write(t, root.Path(pod, "cpu.stat"), "usage_usec 9000\nnr_periods 200\nnr_throttled 60\nthrottled_usec 25000\n")
 	res, err := m.Collect(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
