@@ -74,9 +74,9 @@ show_values "After: the profile applied by the agent"
 
 if [[ "${DEMO_NONINTERACTIVE:-}" == 1 ]]; then
   say "Holding for ${DEMO_HOLD:-5}s (DEMO_NONINTERACTIVE=1)"
-  for ((i = 0; i < ${DEMO_HOLD:-5} && !interrupted; i++)); do sleep 1; done
+  for ((i = 0; i < ${DEMO_HOLD:-5} && !interrupted; i++)); do sleep 1 || true; done
 else
   say "The node stays tuned. Press Ctrl-C to revert and tear down."
-  while ((!interrupted)); do sleep 1; done
+  while ((!interrupted)); do sleep 1 || true; done
 fi
 exit 0 # Ctrl-C here is the normal end: finish reverts and tears down
