@@ -118,6 +118,10 @@ movable_irqs_on() {
   ((n > 0)) || { echo "    no IRQ reported Applied" >&2; return 1; }
 }
 
+# Build first (a cold build takes minutes) so the lock below is not held
+# through it.
+"$ROOT/hack/install-deps.sh"
+"$ROOT/hack/k8s-binaries.sh" all >/dev/null
 # Hold the kernel-test lock for the whole run: the snapshots below must not
 # see a Go test's temporary kernel values.
 lock_kernel
