@@ -9,7 +9,7 @@ REQS=${AG_REQS:-10000}
 RATE=${AG_RATE:-1200}
 SERVICE=${AG_SERVICE_US:-1000}
 WORKERS=${AG_WORKERS:-16}
-HOGS=${AG_HOGS:-$(nproc)}
+HOGS=${AG_HOGS:-$((2 * $(nproc)))}
 AUTOGROUP=/proc/sys/kernel/sched_autogroup_enabled
 SPEC=$OUT/gateway-spec.json
 

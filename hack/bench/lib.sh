@@ -131,9 +131,14 @@ field() { grep -oE "(^| )$2=[^ ]*" <<<"$1" | head -1 | cut -d= -f2 || true; }
 # (one autogroup), like a cron "tar -czf" started outside the service's
 # session. Stopped on EXIT.
 start_hog() {
-	local n=$1 data=$OUT/hog-data.txt
-	[ -s "$data" ] || seq -f 'GET /api/v1/item/%g 200 1.2ms upstream=10.0.0.1' 1 400000 >"$data"
-	setsid sh -c 'for i in $(seq "$1"); do (while :; do gzip -1c "$2" >/dev/null; done) & done; wait' \
+	local n=$1 data=$OUT/hog-log.txt
+	# ~58 MB of access-log lines with random fields: gzip -6 (tar -z's level)
+	# takes about a second per pass, so each loop stays runnable.
+	[ -s "$data" ] || awk 'BEGIN { srand(1); for (i = 0; i < 600000; i++)
+		printf "2026-11-30T08:%02d:%02d.%06d GET /api/v1/item/%d status=%d dur=%.3fms trace=%08x%08x\n",
+			int(i / 36000) % 60, int(i / 600) % 60, int(rand() * 1e6), int(rand() * 1e6),
+			(rand() < 0.98) ? 200 : 503, rand() * 20, int(rand() * 2^31), int(rand() * 2^31) }' >"$data"
+	setsid sh -c 'for i in $(seq "$1"); do (while :; do gzip -6c "$2" >/dev/null; done) & done; wait' \
 		sh "$n" "$data" >/dev/null 2>&1 &
 	HOG_PID=$!
 	undo_push "kill -- -$HOG_PID 2>/dev/null; wait $HOG_PID 2>/dev/null; true"

@@ -100,7 +100,7 @@ $(headline irq)
 ## 1. Autogroup (field note 004)
 
 \`kernel.sched_autogroup_enabled=1\`. The workload ($(field "$ag" workers) workers) runs in its own session; a CPU hog of
-$(field "$ag" hogs) \`gzip -1\` loops over generated log lines runs in one other session (\`setsid\`), like the
+$(field "$ag" hogs) \`gzip -6\` loops (tar -z's level) over 58 MB of generated access-log lines runs in one other session (\`setsid\`), like the
 cron \`tar -czf\` of the note. With autogroup on, the kernel splits CPU between *sessions* first, so the
 multi-threaded server gets one session's share however many threads it has, and once that share is below
 its demand its queue grows without bound (the note: gateway at 60 % CPU, p99 2 ms → 300 ms); with autogroup
@@ -111,11 +111,13 @@ The workload asks for about 1.2 CPU, 60 % of this 2-vCPU machine, like the note'
 wakeup and lock overhead does not cap it below its demand on 2 CPUs). Autogroup caps its session at half
 the machine, one CPU, below its demand; per-thread sharing gives its $(field "$ag" workers) threads what they need.
 
-Why $(field "$ag" hogs) hog processes (one per CPU, in one session): the note's gateway had 32 cores and one tar. A
-group's share is spread over the CPUs its threads run on, so a single-threaded hog on 2 vCPUs sits on one
-CPU and leaves the server more than half the machine; one hog per CPU lets the hog's *group* claim its full
-half, which is the asymmetry the note describes (one session of many threads vs. one session of few).
-With autogroup off the same hogs are just $(field "$ag" hogs) threads among the server's $(field "$ag" workers).
+Why $(field "$ag" hogs) hog processes (two per CPU, in one session): the note's gateway had 32 cores and one
+tar. A group's share is spread over the CPUs its threads run on, so a single-threaded hog on 2 vCPUs sits
+on one CPU and leaves the server more than half the machine. One hog per CPU is not reliably enough either:
+in a trial run the load balancer left both on one CPU and the server still got 1.27 CPU with autogroup on.
+Two per CPU keep the hog's *group* on every CPU, so it claims its full half, which is the asymmetry the note
+describes (one session of many threads vs. one session of few). With autogroup off the same hogs are just
+$(field "$ag" hogs) threads among the server's $(field "$ag" workers).
 
 Caveat for this VM: other builds and tests on the shared machine are further sessions (further
 autogroups with autogroup on, further threads with it off), so part of the contention in both runs can be
@@ -125,7 +127,7 @@ Fix: the gateway profile (\`scheduler.autogroup: Disabled\`) applied by
 $( [ "$(field "$ag" agent_path)" = agent ] && echo "\`latencytier agent apply --node-spec\` and restored by \`latencytier agent revert\`" || echo "**a direct sysctl write: the agent's one-shot CLI was not available in this build (agent_path=$(field "$ag" agent_path))**").
 Autogroup after apply: $(field "$ag" autogroup_after).
 
-Command: \`workload $(field "$ag" cmd | tr _ ' ')\` (its own session), hog: \`setsid sh -c "gzip -1c data >/dev/null" loops\`
+Command: \`workload $(field "$ag" cmd | tr _ ' ')\` (its own session), hog: \`setsid sh -c "while :; do gzip -6c access.log >/dev/null; done"\` × $(field "$ag" hogs)
 
 $(detail autogroup)
 
