@@ -8,6 +8,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Path is the host-wide lock file.
@@ -22,9 +23,15 @@ func Lock(t testing.TB) {
 	if err != nil {
 		t.Fatalf("kernellock: %v", err)
 	}
+	start := time.Now()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		f.Close()
 		t.Fatalf("kernellock: flock: %v", err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		// Visible with -v: a slow test is often one waiting here for
+		// another package, a benchmark or a demo holding the lock.
+		t.Logf("kernellock: waited %s for %s", waited.Round(time.Millisecond), Path)
 	}
 	t.Cleanup(func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
