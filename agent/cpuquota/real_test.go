@@ -31,19 +31,6 @@ func growth(t *testing.T, dir string, d time.Duration) int64 {
 	return throttled(t, dir) - before
 }
 
-// throttling waits until nr_throttled of dir grows (at least d, at most
-// 10s: on a loaded machine a spinner may not even get its quota's worth of
-// CPU in a period) and returns the growth.
-func throttling(t *testing.T, dir string, d time.Duration) int64 {
-	t.Helper()
-	before := throttled(t, dir)
-	time.Sleep(d)
-	for deadline := time.Now().Add(10 * time.Second); throttled(t, dir) == before && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-	}
-	return throttled(t, dir) - before
-}
-
 const window = 500 * time.Millisecond
 
 // TestRealV1QuotaRemoval runs a busy process under a kubelet-shaped pod and
@@ -77,7 +64,7 @@ func testRealV1QuotaRemoval(t *testing.T, driver string) {
 	}
 
 	cgtest.Spin(t, ctrDir)
-	first := throttling(t, ctrDir, window)
+	first := cgtest.ThrottledGrowth(t, ctrDir, window)
 	t.Logf("quota 10000/100000: container nr_throttled +%d over ≥%v (from %d)", first, window, throttled(t, ctrDir)-first)
 	if first == 0 {
 		t.Fatal("a busy process under a 10% quota was never throttled")
@@ -85,7 +72,7 @@ func testRealV1QuotaRemoval(t *testing.T, driver string) {
 
 	// Removing only the container's limit still throttles at the pod.
 	cgtest.Set(t, ctrQuota, Unlimited)
-	podOnly := throttling(t, podDir, window)
+	podOnly := cgtest.ThrottledGrowth(t, podDir, window)
 	t.Logf("container quota -1, pod 20000: pod nr_throttled +%d over ≥%v", podOnly, window)
 	if podOnly == 0 {
 		t.Fatal("pod-level quota did not throttle once the container's was removed")
@@ -128,7 +115,7 @@ func testRealV1QuotaRemoval(t *testing.T, driver string) {
 	if p, c := testroot.Read(t, podQuota), testroot.Read(t, ctrQuota); p != "20000" || c != "10000" {
 		t.Fatalf("after revert pod=%s container=%s; want 20000, 10000", p, c)
 	}
-	again := throttling(t, ctrDir, window)
+	again := cgtest.ThrottledGrowth(t, ctrDir, window)
 	t.Logf("after revert: container nr_throttled +%d over ≥%v", again, window)
 	if again == 0 {
 		t.Fatal("reverted quota does not throttle")

@@ -57,7 +57,8 @@ func mustNotFind(t *testing.T, fs []v1alpha1.Finding, typ string) {
 	}
 }
 
-// setSysctl writes a real sysctl under the kernel lock and restores it.
+// setSysctl writes a real sysctl and restores it in t.Cleanup; the caller
+// holds the kernellock.
 func setSysctl(t *testing.T, name, val string) {
 	t.Helper()
 	r := host.New("/")
@@ -79,9 +80,20 @@ func setSysctl(t *testing.T, name, val string) {
 	}
 }
 
-func TestFindingAutogroupRealKernel(t *testing.T) {
+// TestFindingSysctlsRealKernel sets real sysctls and checks the findings
+// that read them. Both cases run under one kernellock: the lock is often held
+// for minutes at a time (benchmarks, demos, other packages' tests), so each
+// separate Lock could cost a full wait.
+func TestFindingSysctlsRealKernel(t *testing.T) {
 	needRoot(t)
 	kernellock.Lock(t)
+	t.Run("autogroup", testFindingAutogroupRealKernel)
+	t.Run("rt throttling disabled", testFindingRTThrottlingDisabledRealKernel)
+}
+
+// testFindingAutogroupRealKernel runs under TestFindingSysctlsRealKernel's
+// kernellock.
+func testFindingAutogroupRealKernel(t *testing.T) {
 	root := host.New("/")
 	setSysctl(t, "kernel.sched_autogroup_enabled", "1")
 	mustFind(t, findingsOf(root, Input{}), FindingAutogroup, "kernel.sched_autogroup_enabled=1")
@@ -216,9 +228,9 @@ func TestFindingRTTaskOnIsolatedCPURealKernel(t *testing.T) {
 	}
 }
 
-func TestFindingRTThrottlingDisabledRealKernel(t *testing.T) {
-	needRoot(t)
-	kernellock.Lock(t)
+// testFindingRTThrottlingDisabledRealKernel runs under
+// TestFindingSysctlsRealKernel's kernellock.
+func testFindingRTThrottlingDisabledRealKernel(t *testing.T) {
 	setSysctl(t, "kernel.sched_rt_runtime_us", "-1")
 	root := host.New("/")
 	mustFind(t, findingsOf(root, Input{}), FindingRTThrottlingOff, "sched_rt_runtime_us=-1")

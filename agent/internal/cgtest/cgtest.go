@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/podcgroup"
@@ -127,4 +128,39 @@ func StartIn(t testing.TB, dir, name string, args ...string) int {
 func Spin(t testing.TB, dir string) int {
 	t.Helper()
 	return StartIn(t, dir, "sh", "-c", "while :; do :; done")
+}
+
+// NrThrottled is nr_throttled from cgroup dir's cpu.stat (v1 and v2 name
+// it alike).
+func NrThrottled(t testing.TB, dir string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "nr_throttled "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				t.Fatalf("%s/cpu.stat: %v", dir, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("%s/cpu.stat has no nr_throttled", dir)
+	return 0
+}
+
+// ThrottledGrowth is how much nr_throttled of dir grows over at least min,
+// waiting on past min until it grows at all (at most 10 s: on a loaded
+// machine a spinner may not even get its quota's worth of CPU in a period).
+// Polling instead of a fixed sleep ends as soon as the kernel has throttled.
+func ThrottledGrowth(t testing.TB, dir string, min time.Duration) int64 {
+	t.Helper()
+	before := NrThrottled(t, dir)
+	time.Sleep(min)
+	for deadline := time.Now().Add(10 * time.Second); NrThrottled(t, dir) == before && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return NrThrottled(t, dir) - before
 }
