@@ -176,7 +176,7 @@ func TestAgainstRunqlat(t *testing.T) {
 }
 
 func compareWithRunqlat(t *testing.T, attach string) {
-	const interval, attempts = 4, 3
+	const interval, attempts = 2, 3
 	startLoad(t, loadCPU, attempts*(interval+2)*time.Second)
 	m := New(host.New("/"), testr.New(t), WithAttach(attach))
 	if err := m.Start(context.Background()); err != nil {
