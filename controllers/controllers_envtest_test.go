@@ -358,4 +358,3 @@ func joinNames(s []string) string {
 	}
 	return "[" + out + "]"
 }
-

@@ -17,7 +17,7 @@ const (
 
 // LatencyNodeSpec is written by the controller only: the tuning resolved for
 // one node, and which profile generation it came from.
-// +kubebuilder:validation:XValidation:rule="self.action == 'Revert' || (has(self.profile) && self.profile != '')",message="profile is required when action is Apply"
+// +kubebuilder:validation:XValidation:rule="self.action == 'Revert' || (has(self.profile) && size(self.profile) > 0)",message="profile is required when action is Apply"
 type LatencyNodeSpec struct {
 	// action is Apply or Revert.
 	// +required

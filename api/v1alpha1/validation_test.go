@@ -385,3 +385,21 @@ func indexOf(xs []string, x string) int {
 	}
 	return -1
 }
+
+func TestLatencyNodeApplyNeedsAProfile(t *testing.T) {
+	ctx := context.Background()
+	ln := &v1alpha1.LatencyNode{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-profile"},
+		Spec:       v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply},
+	}
+	err := k8s.Create(ctx, ln)
+	if err == nil || !strings.Contains(err.Error(), "profile is required when action is Apply") {
+		_ = k8s.Delete(ctx, ln)
+		t.Fatalf("Apply without a profile: want rejection naming profile, got %v", err)
+	}
+	ln.Spec.Action = v1alpha1.ActionRevert
+	if err := k8s.Create(ctx, ln); err != nil {
+		t.Fatalf("Revert without a profile must be accepted: %v", err)
+	}
+	_ = k8s.Delete(ctx, ln)
+}
