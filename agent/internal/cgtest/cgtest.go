@@ -1,6 +1,6 @@
 // Package cgtest makes throwaway cgroups in the real cgroup v1 hierarchy for
 // tests: kubelet-shaped pod trees under a unique kubepods name, processes
-// moved into them, and reads and writes of host files that fail the test.
+// moved into them, writes that fail the test, and nr_throttled counters.
 // Every cgroup and process it makes is removed in t.Cleanup, so tests that
 // use it change no shared kernel state and need no kernellock.
 package cgtest
