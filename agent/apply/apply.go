@@ -132,7 +132,7 @@ func (e *Engine) Preview(knobs []knob.Knob) (DryRun, error) {
 		return DryRun{}, err
 	}
 	var d DryRun
-	for _, id := range plan.Orphans(ids(j), knobs) {
+	for _, id := range restoreOrder(j, knobs) {
 		d.Orphans = append(d.Orphans, *j.Find(id))
 	}
 	d.Plan = plan.Make(knobs, e.observe(knobs), verified(j))
@@ -172,7 +172,7 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	if orphans := plan.Orphans(ids(j), knobs); len(orphans) > 0 {
+	if orphans := restoreOrder(j, knobs); len(orphans) > 0 {
 		rep.Restored = e.restore(j, orphans, &rep)
 		if err := e.save(j); err != nil {
 			return rep, err
@@ -360,6 +360,15 @@ func (e *Engine) abs(path string) string {
 		return path
 	}
 	return e.Root.Path(path)
+}
+
+// restoreOrder is the journaled settings knobs no longer name, newest
+// first, the order Revert uses: knob order is only legal forwards (cgroup v1
+// cpuset children shrink before their parent, so parents widen first).
+func restoreOrder(j *journal.Journal, knobs []knob.Knob) []string {
+	out := plan.Orphans(ids(j), knobs)
+	slices.Reverse(out)
+	return out
 }
 
 func ids(j *journal.Journal) []string {
