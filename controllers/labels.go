@@ -50,17 +50,17 @@ func labelPatch(node *corev1.Node, want string) (patch map[string]any, foreign b
 	), false
 }
 
-// removeOwnedPatch removes every owned label still on the node and the
-// owned-labels annotation.
+// removeOwnedPatch removes the profile label, when it is recorded as owned,
+// and the owned-labels annotation. The annotation is only a record: anyone
+// can edit it, so a key in it that the controller never sets (every key but
+// the profile label) is not taken as licence to remove that label.
 func removeOwnedPatch(node *corev1.Node, owned []string) map[string]any {
-	if len(owned) == 0 {
+	if !contains(owned, v1alpha1.ProfileLabel) {
 		return nil
 	}
 	lbls := map[string]any{}
-	for _, k := range owned {
-		if _, ok := node.Labels[k]; ok {
-			lbls[k] = nil
-		}
+	if _, ok := node.Labels[v1alpha1.ProfileLabel]; ok {
+		lbls[v1alpha1.ProfileLabel] = nil
 	}
 	return metadataPatch(lbls, nil)
 }

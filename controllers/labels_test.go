@@ -41,6 +41,16 @@ func TestLabelPatch(t *testing.T) {
 		{"nothing to remove", node(map[string]string{"team": "x"}, nil), "", nil, false},
 		{"foreign profile label is left alone", node(map[string]string{pl: "mine"}, nil), "a", nil, true},
 		{"foreign profile label is not removed", node(map[string]string{pl: "mine"}, nil), "", nil, true},
+		// The annotation is user-editable: a key someone added to it is
+		// still not a label the controller set, so it is never removed.
+		{"user-added key in the owned annotation is not removed",
+			node(map[string]string{pl: "a", "team": "x"}, map[string]string{oa: pl + ",team"}), "",
+			map[string]any{"metadata": map[string]any{
+				"labels":      map[string]any{pl: nil},
+				"annotations": map[string]any{oa: nil},
+			}}, false},
+		{"owned annotation naming only a foreign label changes nothing",
+			node(map[string]string{"team": "x"}, map[string]string{oa: "team"}), "", nil, false},
 		{"owned annotation left after a label vanished", node(nil, map[string]string{oa: pl}), "",
 			map[string]any{"metadata": map[string]any{
 				"annotations": map[string]any{oa: nil},
