@@ -79,10 +79,17 @@ type revertInput struct {
 func revertStatus(prev v1alpha1.LatencyNodeStatus, in revertInput) v1alpha1.LatencyNodeStatus {
 	st := *prev.DeepCopy()
 	st.Kernel = &in.Kernel
-	st.Settings = bound(in.Report.Results)
 	st.Findings = nil
 	gen := in.Node.Generation
 	rev := revertedCondition(in.Err, in.Report)
+	if done := meta.FindStatusCondition(prev.Conditions, v1alpha1.NodeReverted); done != nil &&
+		done.Status == metav1.ConditionTrue && nothingToRevert(in) {
+		// The journal is gone: keep what the revert that cleared it
+		// reported (conflicts included) instead of "0 restored".
+		rev = *done
+	} else {
+		st.Settings = bound(in.Report.Results)
+	}
 	setCondition(&st, rev, gen, in.Now)
 	if rev.Status == metav1.ConditionTrue {
 		st.Profile, st.ProfileGeneration = "", 0
@@ -95,6 +102,11 @@ func revertStatus(prev v1alpha1.LatencyNodeStatus, in revertInput) v1alpha1.Late
 	}
 	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.NodeDrifted)
 	return st
+}
+
+// nothingToRevert says a Revert pass found no journal and did nothing.
+func nothingToRevert(in revertInput) bool {
+	return in.Err == nil && in.Report.Written == 0 && len(in.Report.Results) == 0
 }
 
 func setCondition(st *v1alpha1.LatencyNodeStatus, c metav1.Condition, gen int64, now metav1.Time) {

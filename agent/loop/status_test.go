@@ -138,3 +138,25 @@ func TestCulprit(t *testing.T) {
 		t.Errorf("Culprit = %q", got)
 	}
 }
+
+// The resync after a revert finds no journal: it must neither rewrite status
+// nor erase the conflicts the revert reported (setting, ours, theirs).
+func TestRevertStatusIsStable(t *testing.T) {
+	conflict := v1alpha1.SettingResult{Setting: "scheduler/rtRuntime", Desired: "950000", Actual: "990000",
+		State: v1alpha1.SettingConflict, Message: "changed by someone else"}
+	in := revertInput{Node: node(4, nil), Report: apply.Report{Written: 1,
+		Results: []v1alpha1.SettingResult{res("a", v1alpha1.SettingReverted), conflict}}, Now: metav1.NewTime(time.Unix(1000, 0))}
+	first := revertStatus(v1alpha1.LatencyNodeStatus{Profile: "gw"}, in)
+	second := revertStatus(first, revertInput{Node: node(4, nil), Now: metav1.NewTime(time.Unix(2000, 0))})
+	if !equalStatus(first, second) {
+		t.Fatalf("the pass after the revert changed status:\n%+v\n%+v", first, second)
+	}
+	// A new generation while reverted is observed, nothing else changes.
+	third := revertStatus(second, revertInput{Node: node(5, nil), Now: metav1.NewTime(time.Unix(3000, 0))})
+	if third.ObservedGeneration != 5 || len(third.Settings) != 2 {
+		t.Fatalf("after a new generation: observed %d, settings %+v", third.ObservedGeneration, third.Settings)
+	}
+	if c := meta.FindStatusCondition(third.Conditions, v1alpha1.NodeReverted); c == nil || c.Reason != v1alpha1.ReasonRevertConflict || c.ObservedGeneration != 5 {
+		t.Fatalf("Reverted = %+v", c)
+	}
+}
