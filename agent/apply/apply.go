@@ -192,6 +192,11 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 	}
 	if len(p.Changes) == 0 {
 		rep.Results = order(rep.Results, knobs)
+		if len(j.Entries) == 0 && len(rep.Notes) > 0 {
+			// An earlier boot's journal was discarded and this boot has
+			// nothing to journal: drop the stale file.
+			return rep, journal.Remove(e.Root)
+		}
 		return rep, nil
 	}
 	e.hook(StageJournaled, "")

@@ -319,3 +319,27 @@ func TestJournalIsPortableAcrossRoots(t *testing.T) {
 		t.Fatalf("a = %q after a revert from another root, want 1", got)
 	}
 }
+
+// A journal of an earlier boot is discarded once, not on every pass: a pass
+// that has nothing to journal removes it, so the next pass is quiet and the
+// host keeps no stale journal.
+func TestJournalOfEarlierBootIsDiscardedOnce(t *testing.T) {
+	root := fakeRoot(t)
+	e := engine(root)
+	if _, err := e.Apply(Meta{}, fakeKnobs(root)); err != nil {
+		t.Fatal(err)
+	}
+	testroot.Write(t, root.Proc("sys", "kernel", "random", "boot_id"), "99999999-0000-0000-0000-000000000000")
+	for pass := 1; pass <= 2; pass++ {
+		rep, err := e.Apply(Meta{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[int]int{1: 1, 2: 0}[pass]; len(rep.Notes) != want {
+			t.Fatalf("pass %d notes = %q, want %d", pass, rep.Notes, want)
+		}
+	}
+	if _, err := os.Stat(journal.Path(root)); !os.IsNotExist(err) {
+		t.Fatalf("stale journal left on the host: %v", err)
+	}
+}
