@@ -119,15 +119,36 @@ func Knobs(root *host.Root, l Layout, s *v1alpha1.SchedulerSpec, raw []v1alpha1.
 		}
 		knobs = append(knobs, k)
 	}
+	managed := map[string]string{}
+	for _, k := range knobs {
+		managed[k.Path] = k.ID
+	}
 	for _, sc := range raw {
 		k, res := rawKnob(root, sc)
+		if res == nil {
+			res = duplicate(managed, k)
+		}
 		if res != nil {
 			results = append(results, *res)
 			continue
 		}
+		managed[k.Path] = k.ID
 		knobs = append(knobs, k)
 	}
 	return knobs, results
+}
+
+// duplicate refuses a raw sysctl whose file a typed field or an earlier raw
+// sysctl already manages (the CRD's rule, again on the node for specs that
+// did not pass the API server): two knobs on one file overwrite each other
+// on every pass.
+func duplicate(managed map[string]string, k knob.Knob) *v1alpha1.SettingResult {
+	owner, dup := managed[k.Path]
+	if !dup {
+		return nil
+	}
+	return &v1alpha1.SettingResult{Setting: k.ID, Desired: k.Desired, State: v1alpha1.SettingInvalid,
+		Message: fmt.Sprintf("%s is already managed by %s; set it there", k.Path, owner)}
 }
 
 // ID is the setting name of a typed scheduler field in status and journal.

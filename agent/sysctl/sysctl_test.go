@@ -217,3 +217,36 @@ func TestRealKernel(t *testing.T) {
 		t.Errorf("latency = %+v", r)
 	}
 }
+
+// Defence in depth for specs that did not pass the CRD (agent apply
+// --node-spec): a raw sysctl that names a file a typed field or an earlier
+// raw sysctl already manages is refused, not made a second knob on the same
+// file (two knobs on one file overwrite each other on every pass).
+func TestRawSysctlOnAManagedFileIsInvalid(t *testing.T) {
+	root := testroot.New(t, layoutFiles("6.18.0", map[string]string{"proc/sys/vm/swappiness": "60"}))
+	dis := v1alpha1.Disabled
+	knobs, results := Knobs(root, Layout{EEVDF: true}, &v1alpha1.SchedulerSpec{Autogroup: &dis}, []v1alpha1.Sysctl{
+		{Name: "kernel.sched_autogroup_enabled", Value: "1"},
+		{Name: "vm.swappiness", Value: "10"},
+		{Name: "vm.swappiness", Value: "20"},
+	})
+	paths := map[string]string{}
+	for _, k := range knobs {
+		if other, dup := paths[k.Path]; dup {
+			t.Errorf("%s and %s both write %s", other, k.ID, k.Path)
+		}
+		paths[k.Path] = k.ID
+	}
+	if len(knobs) != 2 || knobs[0].ID != ID("autogroup") || knobs[1].Desired != "10" {
+		t.Fatalf("knobs = %+v; want the typed autogroup and the first vm.swappiness", knobs)
+	}
+	invalid := 0
+	for _, r := range results {
+		if r.State == v1alpha1.SettingInvalid && strings.Contains(r.Message, "already") {
+			invalid++
+		}
+	}
+	if invalid != 2 {
+		t.Fatalf("results = %+v; want both duplicates reported Invalid", results)
+	}
+}
