@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -99,4 +101,101 @@ func TestAdmissionConfinesAgentToItsNode(t *testing.T) {
 	if err := agentA.List(ctx, &lps); !apierrors.IsForbidden(err) {
 		t.Fatalf("agent listed LatencyProfiles: err = %v", err)
 	}
+}
+
+// TestAdmissionKeepsAgentOffSpec grants the agent's service account broader
+// RBAC than config/agent does (a mistake a cluster admin can make) and checks
+// that the admission policy alone still keeps the agent to the status of its
+// own LatencyNode: no spec update, no delete, no create, even for its node.
+func TestAdmissionKeepsAgentOffSpec(t *testing.T) {
+	needSuite(t)
+	ctx := context.Background()
+	createNode(t, "admspec-a", map[string]string{"tier": "admspec"})
+	createProfile(t, "admspec", 0, map[string]string{"tier": "admspec"})
+	cleanup(t, []string{"admspec-a"}, []string{"admspec"})
+	expectApplying(t, "admspec-a", "admspec")
+	grantAgent(t, "admspec-too-broad", []string{"create", "update", "patch", "delete"})
+	agent := agentClient(t, "admspec-a")
+
+	eventually(t, "policy refuses the agent patching its own LatencyNode spec", func() error {
+		ln, err := getLN("admspec-a")
+		if err != nil {
+			return err
+		}
+		spec := ln.DeepCopy()
+		spec.Spec.Action = v1alpha1.ActionRevert
+		return refusedByPolicy(agent.Patch(ctx, spec, client.MergeFrom(ln)))
+	})
+	ln, err := getLN("admspec-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ln.Spec.Action != v1alpha1.ActionApply {
+		t.Fatalf("the agent's spec patch went through: action %s", ln.Spec.Action)
+	}
+	if err := refusedByPolicy(agent.Delete(ctx, ln)); err != nil {
+		t.Fatalf("delete of its own LatencyNode: %v", err)
+	}
+	fresh := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "admspec-a-new"},
+		Spec: v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionRevert}}
+	if err := refusedByPolicy(agent.Create(ctx, fresh)); err != nil {
+		t.Fatalf("create of a LatencyNode: %v", err)
+	}
+	// Status of its own node stays writable.
+	if err := patchStatusAs(agent, "admspec-a"); err != nil {
+		t.Fatalf("agent refused on its own LatencyNode status: %v", err)
+	}
+}
+
+// TestAgentRoleHasNoStatusUpdate: the agent patches its status; a full
+// update (which would overwrite fields it did not read) is not granted.
+func TestAgentRoleHasNoStatusUpdate(t *testing.T) {
+	needSuite(t)
+	createNode(t, "admupd-a", map[string]string{"tier": "admupd"})
+	createProfile(t, "admupd", 0, map[string]string{"tier": "admupd"})
+	cleanup(t, []string{"admupd-a"}, []string{"admupd"})
+	expectApplying(t, "admupd-a", "admupd")
+	ln, err := getLN("admupd-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Status.Findings = []v1alpha1.Finding{{Type: "Test", Severity: "Info", Message: "full update"}}
+	err = agentClient(t, "admupd-a").Status().Update(context.Background(), ln)
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("agent updated its LatencyNode status with a full update: err = %v", err)
+	}
+}
+
+// grantAgent binds an extra ClusterRole giving the agent's service account
+// verbs on latencynodes, removed at the end of the test.
+func grantAgent(t testing.TB, name string, verbs []string) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"latencynodes"}, Verbs: verbs,
+	}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: AgentServiceAccountName, Namespace: testNamespace}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = k8s.Delete(ctx, binding)
+		_ = k8s.Delete(ctx, role)
+	})
+}
+
+// refusedByPolicy is nil when err is the admission policy's refusal.
+func refusedByPolicy(err error) error {
+	if err == nil {
+		return errString("the write was allowed")
+	}
+	if !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+		return errString("refused, but not by the admission policy: " + err.Error())
+	}
+	return nil
 }
