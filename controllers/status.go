@@ -2,10 +2,12 @@ package controllers
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -333,17 +335,26 @@ func p99(d *metav1.Duration) time.Duration {
 	return d.Duration
 }
 
+// parseRatio reads an agent's throttled ratio; one that does not parse, or
+// is NaN (which compares false with everything and would make the worst-first
+// order depend on the cache's iteration order), counts as 0.
 func parseRatio(s string) float64 {
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
+	if err != nil || math.IsNaN(f) {
 		return 0
 	}
 	return f
 }
 
+// truncate cuts s to maxMessage bytes on a UTF-8 character boundary: a cut
+// character would be stored as U+FFFD and never equal the recomputed status.
 func truncate(s string) string {
 	if len(s) <= maxMessage {
 		return s
 	}
-	return s[:maxMessage-3] + "..."
+	cut := maxMessage - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

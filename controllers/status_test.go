@@ -3,8 +3,10 @@ package controllers
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -314,5 +316,47 @@ func expectStates(t *testing.T, st v1alpha1.LatencyProfileStatus, want ...string
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("nodes = %v, want %v", got, want)
+	}
+}
+
+// TestComputeStatusOrderIgnoresInputOrder: the node list comes from an
+// informer cache (map order), so the status must not depend on it, even
+// when an agent reports a ratio that is not a finite number.
+func TestComputeStatusOrderIgnoresInputOrder(t *testing.T) {
+	p := profile("p", 0, rt)
+	names := []string{"a", "b", "c", "d"}
+	ratios := map[string]string{"a": "NaN", "b": "0.5000", "c": "+Inf", "d": "0.2000"}
+	lns := map[string]*v1alpha1.LatencyNode{}
+	for _, n := range names {
+		lns[n] = lnFor(n, &p, time.Millisecond, ratios[n], applied)
+	}
+	cands, _ := compileProfiles([]v1alpha1.LatencyProfile{p})
+	var first []v1alpha1.ProfileNodeStatus
+	for _, perm := range [][]int{{0, 1, 2, 3}, {3, 2, 1, 0}, {1, 3, 0, 2}, {2, 0, 3, 1}, {0, 2, 1, 3}, {3, 0, 2, 1}} {
+		var nodes []corev1.Node
+		for _, i := range perm {
+			nodes = append(nodes, tnode(names[i], rt, "", 0))
+		}
+		st, _ := computeStatus(p.Status, statusInput{Profile: &p, Nodes: nodes, Candidates: cands, LatencyNodes: lns, Now: t0, UnreachableAfter: time.Minute})
+		if first == nil {
+			first = st.Nodes
+			continue
+		}
+		if !reflect.DeepEqual(st.Nodes, first) {
+			t.Fatalf("node order depends on input order %v:\n%v\n%v", perm, st.Nodes, first)
+		}
+	}
+}
+
+// TestTruncateKeepsUTF8: a long agent message in a multi-byte script is cut
+// on a character boundary; invalid UTF-8 would come back from the API server
+// as U+FFFD and differ from the recomputed status on every resync.
+func TestTruncateKeepsUTF8(t *testing.T) {
+	msg := strings.Repeat("调度延迟", 100) // 1200 bytes
+	for _, prefix := range []string{"", "a", "ab"} {
+		got := truncate(prefix + msg)
+		if !utf8.ValidString(got) || len(got) > maxMessage || !strings.HasSuffix(got, "...") {
+			t.Fatalf("truncate(%q+...) = %d bytes, valid UTF-8 %v", prefix, len(got), utf8.ValidString(got))
+		}
 	}
 }
