@@ -144,14 +144,20 @@ func agentTolerations() []corev1.Toleration {
 }
 
 // daemonSetDrifted reports whether actual no longer carries what desired
-// sets. Fields desired leaves unset (server defaults) are ignored; the lists
-// of the pod spec must have the same length, so an added volume, container,
+// sets. Fields desired leaves unset (server defaults) are ignored, except the
+// nodeSelector, which the server never sets; the lists of the pod spec must
+// have the same length, so an added volume, container,
 // env var or argument counts as drift (DeepDerivative alone allows extras).
 func daemonSetDrifted(desired, actual *appsv1.DaemonSet) bool {
 	if !equality.Semantic.DeepDerivative(desired.Labels, actual.Labels) {
 		return true
 	}
 	if !sameListLengths(&desired.Spec.Template.Spec, &actual.Spec.Template.Spec) {
+		return true
+	}
+	// The server never defaults a nodeSelector; an added one keeps the agent
+	// off latency nodes (no tuning held, no revert answered).
+	if !mapsEqual(desired.Spec.Template.Spec.NodeSelector, actual.Spec.Template.Spec.NodeSelector) {
 		return true
 	}
 	return !equality.Semantic.DeepDerivative(desired.Spec, actual.Spec)

@@ -125,6 +125,11 @@ func TestDaemonSetDrifted(t *testing.T) {
 		{"args changed", func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Args = []string{"agent"} }, true},
 		{"tolerations removed", func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Tolerations = nil }, true},
 		{"our label removed", func(ds *appsv1.DaemonSet) { delete(ds.Labels, agentAppLabel) }, true},
+		// A nodeSelector (never defaulted by the server) keeps the agent off
+		// latency nodes, so their tuning is neither held nor reverted.
+		{"nodeSelector added", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.NodeSelector = map[string]string{"only": "here"}
+		}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
