@@ -10,6 +10,11 @@ type LatencyProfileSpec struct {
 	// nodeSelector selects the nodes this profile tunes. A node selected by
 	// several profiles goes to the one with the highest priority.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 16",message="at most 16 matchLabels"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 16",message="at most 16 matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="a matchExpressions operator must be In, NotIn, Exists or DoesNotExist"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",message="matchExpressions values: In and NotIn need at least one, Exists and DoesNotExist take none"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !has(e.values) || size(e.values) <= 64)",message="at most 64 matchExpressions values per expression"
 	NodeSelector metav1.LabelSelector `json:"nodeSelector"`
 
 	// priority decides between profiles that select the same node: the

@@ -130,12 +130,23 @@ func TestInvalidProfilesAreRejectedNamingTheField(t *testing.T) {
 		{"budget-p99-zero", "latencyBudget:\n  runQueueP99: 0s", []string{"spec.latencyBudget.runQueueP99"}},
 		{"budget-ratio-over-one", "latencyBudget:\n  throttledRatio: \"1.5\"", []string{"spec.latencyBudget.throttledRatio"}},
 		{"budget-ratio-percent", "latencyBudget:\n  throttledRatio: \"1%\"", []string{"spec.latencyBudget.throttledRatio"}},
+		// Label selectors are not validated by the API server for custom
+		// resources: without these rules a typo is accepted and the
+		// controller silently ignores the profile.
+		{"selector-operator-lowercase", "nodeSelector:\n  matchExpressions:\n  - key: tier\n    operator: in\n    values: [gateway]", []string{"spec.nodeSelector", "operator"}},
+		{"selector-in-without-values", "nodeSelector:\n  matchExpressions:\n  - key: tier\n    operator: In", []string{"spec.nodeSelector", "values"}},
+		{"selector-exists-with-values", "nodeSelector:\n  matchExpressions:\n  - key: tier\n    operator: Exists\n    values: [x]", []string{"spec.nodeSelector", "values"}},
+		{"selector-too-many-expressions", "nodeSelector:\n  matchExpressions:\n" + strings.Repeat("  - key: tier\n    operator: Exists\n", 17), []string{"spec.nodeSelector", "16"}},
+		{"selector-too-many-values", "nodeSelector:\n  matchExpressions:\n  - key: tier\n    operator: In\n    values: [" + strings.Repeat("v,", 64) + "v]", []string{"spec.nodeSelector", "64"}},
+		{"selector-too-many-labels", "nodeSelector:\n  matchLabels:\n" + manyLabels(17), []string{"spec.nodeSelector", "16"}},
+		{"pod-selector-operator", "cpuQuota:\n  podSelector:\n    matchExpressions:\n    - key: app\n      operator: Equals\n      values: [x]", []string{"spec.cpuQuota.podSelector", "operator"}},
+		{"measurement-pod-selector-labels", "measurement:\n  podSelector:\n    matchLabels:\n" + indent(manyLabels(17)), []string{"spec.measurement.podSelector", "16"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := selector + tc.spec
-			if tc.name == "isolated-without-reserved" || tc.name == "irq-reserved-needs-cpus" {
-				spec = selector + tc.spec
+			if strings.HasPrefix(tc.spec, "nodeSelector:") {
+				spec = tc.spec
 			}
 			obj := profile(t, fmt.Sprintf("bad-%d", i), spec)
 			err := k8s.Create(context.Background(), obj)
@@ -168,6 +179,7 @@ func TestBoundaryValuesAreAccepted(t *testing.T) {
 		"budget-one":   "latencyBudget:\n  throttledRatio: \"1\"",
 		"priority-max": "priority: 1000",
 		"irq-none":     "irq:\n  affinity: Unchanged",
+		"pod-selector": "cpuQuota:\n  podSelector:\n    matchLabels:\n" + indent(manyLabels(16)) + "    matchExpressions:\n    - key: app\n      operator: NotIn\n      values: [" + strings.Repeat("v,", 63) + "v]\n    - key: b\n      operator: DoesNotExist",
 	}
 	for name, spec := range specs {
 		t.Run(name, func(t *testing.T) {
@@ -402,4 +414,13 @@ func TestLatencyNodeApplyNeedsAProfile(t *testing.T) {
 		t.Fatalf("Revert without a profile must be accepted: %v", err)
 	}
 	_ = k8s.Delete(ctx, ln)
+}
+
+// manyLabels is a YAML map body of n labels, indented by four spaces.
+func manyLabels(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "    l%d: v\n", i)
+	}
+	return b.String()
 }
