@@ -126,6 +126,9 @@ type KernelFacts struct {
 type LatencyBucket struct {
 	// le is the bucket's upper bound.
 	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	Le metav1.Duration `json:"le"`
 	// count is the number of samples in the bucket.
 	// +required
@@ -143,15 +146,27 @@ type ClassLatency struct {
 	Samples int64 `json:"samples,omitempty"`
 	// p50 is the median run-queue latency.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	P50 *metav1.Duration `json:"p50,omitempty"`
 	// p99 is the 99th percentile.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	P99 *metav1.Duration `json:"p99,omitempty"`
 	// p999 is the 99.9th percentile.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	P999 *metav1.Duration `json:"p999,omitempty"`
 	// max is the largest latency seen.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	Max *metav1.Duration `json:"max,omitempty"`
 	// buckets is a compact histogram (non-empty buckets only, at most 64).
 	// +optional
@@ -167,6 +182,9 @@ type LatencyStatus struct {
 	Source string `json:"source,omitempty"`
 	// window is how long the measurement ran.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	Window *metav1.Duration `json:"window,omitempty"`
 	// measuredAt is when the window ended.
 	// +optional
@@ -208,6 +226,9 @@ type PodThrottling struct {
 	Ratio string `json:"ratio,omitempty"`
 	// throttledTime is the time the pod spent throttled over the interval.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	ThrottledTime *metav1.Duration `json:"throttledTime,omitempty"`
 }
 
@@ -256,6 +277,9 @@ type LatencyNodeStatus struct {
 	Latency *LatencyStatus `json:"latency,omitempty"`
 	// runQueueP99 is the node-wide p99 (a copy for kubectl get).
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	RunQueueP99 *metav1.Duration `json:"runQueueP99,omitempty"`
 	// throttledRatio is the highest pod throttled ratio (a copy for kubectl get).
 	// +optional

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -423,4 +424,48 @@ func manyLabels(n int) string {
 		fmt.Fprintf(&b, "    l%d: v\n", i)
 	}
 	return b.String()
+}
+
+// TestLatencyNodeStatusDurationsMustParse: an agent's status durations are
+// decoded by the controller's typed cache; one that is not a Go duration
+// would make every LatencyNode list fail to decode and stall the controller
+// for all nodes, so the API server must refuse it.
+func TestLatencyNodeStatusDurationsMustParse(t *testing.T) {
+	ctx := context.Background()
+	ln := &v1alpha1.LatencyNode{
+		ObjectMeta: metav1.ObjectMeta{Name: "status-durations"},
+		Spec:       v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionRevert},
+	}
+	if err := k8s.Create(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, ln) })
+	patch := func(status string) error {
+		return k8s.Status().Patch(ctx, ln, client.RawPatch(types.MergePatchType, []byte(`{"status":`+status+`}`)))
+	}
+	bad := map[string]string{
+		"status.runQueueP99":                 `{"runQueueP99":"soon"}`,
+		"status.latency.window":              `{"latency":{"window":"1 m"}}`,
+		"status.latency.classes[0].p99":      `{"latency":{"classes":[{"class":"Node","p99":"1.5 ms"}]}}`,
+		"status.throttling[0].throttledTime": `{"throttling":[{"namespace":"a","name":"b","throttledTime":"x"}]}`,
+	}
+	for field, status := range bad {
+		err := patch(status)
+		if err == nil {
+			t.Errorf("API server accepted %s", status)
+			continue
+		}
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: want Invalid naming %s, got %v", status, field, err)
+		}
+	}
+	// What Go's time.Duration.String writes is accepted.
+	ok := `{"runQueueP99":"1m30.5s","latency":{"window":"10s","classes":[{"class":"Node","p50":"500µs","p99":"1.25ms","max":"2h0m0s","buckets":[{"le":"0s","count":1}]}]}}`
+	if err := patch(ok); err != nil {
+		t.Fatalf("Go-formatted durations refused: %v", err)
+	}
+	var got v1alpha1.LatencyNode
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(ln), &got); err != nil {
+		t.Fatalf("typed read after a status patch: %v", err)
+	}
 }
