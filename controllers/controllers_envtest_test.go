@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
@@ -357,4 +358,51 @@ func joinNames(s []string) string {
 		out += x
 	}
 	return "[" + out + "]"
+}
+
+// TestDeletionHeldByAnotherFinalizerMakesNoWrites: once the revert finalizer
+// is gone, a profile kept by someone else's finalizer is left alone; the
+// controller does not patch it again on every resync.
+func TestDeletionHeldByAnotherFinalizerMakesNoWrites(t *testing.T) {
+	needSuite(t)
+	ctx := context.Background()
+	const hold = "example.com/hold"
+	p := createProfile(t, "held", 0, map[string]string{"tier": "held-none"})
+	eventually(t, "revert finalizer added", func() error {
+		if !controllerutil.ContainsFinalizer(getProfile(t, "held"), v1alpha1.RevertFinalizer) {
+			return errString("no finalizer yet")
+		}
+		return nil
+	})
+	patched := getProfile(t, "held")
+	before := patched.DeepCopy()
+	controllerutil.AddFinalizer(patched, hold)
+	if err := k8s.Patch(ctx, patched, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cur := &v1alpha1.LatencyProfile{}
+		if k8s.Get(ctx, client.ObjectKeyFromObject(p), cur) != nil {
+			return
+		}
+		orig := cur.DeepCopy()
+		controllerutil.RemoveFinalizer(cur, hold)
+		_ = k8s.Patch(ctx, cur, client.MergeFrom(orig))
+		eventually(t, "profile held gone", func() error { return gone(&v1alpha1.LatencyProfile{}, "held") })
+	})
+	if err := k8s.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "revert finalizer removed", func() error {
+		if controllerutil.ContainsFinalizer(getProfile(t, "held"), v1alpha1.RevertFinalizer) {
+			return errString("still there")
+		}
+		return nil
+	})
+	settle(t)
+	w0 := writes.Load()
+	time.Sleep(3*testSyncPeriod + time.Second)
+	if w := writes.Load() - w0; w != 0 {
+		t.Fatalf("the controller made %d API writes over three resyncs to a profile another finalizer holds", w)
+	}
 }

@@ -117,10 +117,15 @@ func unreachableRecheck(in statusInput) time.Duration {
 }
 
 // patchFinalizer adds or removes the revert finalizer with a merge patch that
-// carries only metadata.finalizers (and the resourceVersion it was read at).
+// carries only metadata.finalizers (and the resourceVersion it was read at),
+// and writes nothing when the finalizer already is as wanted.
 func (r *ProfileReconciler) patchFinalizer(ctx context.Context, p *v1alpha1.LatencyProfile, change func(client.Object, string) bool) error {
 	patched := p.DeepCopy()
-	change(patched, v1alpha1.RevertFinalizer)
+	if !change(patched, v1alpha1.RevertFinalizer) {
+		// Already as wanted (e.g. a deleted profile another finalizer
+		// still holds): patching anyway would write on every resync.
+		return nil
+	}
 	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
 		return ignoreStale(ctx, fmt.Errorf("patching finalizer: %w", err))
 	}
