@@ -101,7 +101,45 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	o.Log.Info("Started agent", "node", o.NodeName, "hostRoot", o.Root.Dir(), "resync", o.Resync.String())
-	return mgr.Start(ctx)
+	runErr := mgr.Start(ctx)
+	// The pod may be stopped because the node left the tier (the controller
+	// removed its label and LatencyNode, so the DaemonSet no longer runs
+	// here): then no agent would ever come back to revert. Ask the API
+	// server directly, not the cache, before exiting.
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return errors.Join(runErr, err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownCheckTimeout)
+	defer cancel()
+	RevertIfGone(sctx, direct, r.Engine, o.NodeName, o.Log)
+	return runErr
+}
+
+// ShutdownCheckTimeout bounds the API call the agent makes on its way out;
+// it stays well inside the pod's termination grace period.
+var ShutdownCheckTimeout = 10 * time.Second
+
+// RevertIfGone restores the journal when the node's LatencyNode no longer
+// exists. Any other answer (present, API unreachable, forbidden) keeps the
+// tuning: an agent restart or upgrade must not untune a node.
+func RevertIfGone(ctx context.Context, c client.Reader, e *apply.Engine, nodeName string, log logr.Logger) bool {
+	err := c.Get(ctx, client.ObjectKey{Name: nodeName}, &v1alpha1.LatencyNode{})
+	if !apierrors.IsNotFound(err) {
+		if err != nil {
+			log.Info("Kept the node's tuning on shutdown: could not tell whether its LatencyNode exists", "error", err.Error())
+		}
+		return false
+	}
+	rep, err := e.Revert()
+	if err != nil {
+		log.Error(err, "Failed to revert on shutdown although the node's LatencyNode is gone")
+		return false
+	}
+	if len(rep.Results) > 0 {
+		log.Info("Reverted on shutdown: the node's LatencyNode is gone", "restores", rep.Written, "conflicts", len(rep.Conflicts()))
+	}
+	return true
 }
 
 func restConfig(o Options) (*rest.Config, error) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -35,7 +36,7 @@ func startAPI(t *testing.T) (client.Client, *envtest.Environment) {
 		assets = filepath.Join(home, ".cache", "latencytier", "k8s", "v1.37.2")
 	}
 	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		t.Skipf("no envtest binaries in %s (run hack/k8s-binaries.sh)", assets)
+		t.Fatalf("no envtest binaries in %s: run make test (hack/k8s-binaries.sh builds them)", assets)
 	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
@@ -227,4 +228,55 @@ func TestAgentRestoresOrphanJournalOnStart(t *testing.T) {
 		_, err := os.Stat(journal.Path(root))
 		return os.IsNotExist(err) && testroot.Read(t, autogroup) == "1"
 	})
+}
+
+// TestRevertIfGoneOnShutdown covers the agent's last check before exiting: a
+// node that left the tier (LatencyNode deleted) is reverted even though no
+// agent will run there again; a node whose LatencyNode exists, or whose API
+// server cannot be asked, keeps its tuning.
+func TestRevertIfGoneOnShutdown(t *testing.T) {
+	c, env := startAPI(t)
+	ctx := context.Background()
+	root := fakeHost(t)
+	autogroup := root.Proc("sys", "kernel", "sched_autogroup_enabled")
+	e := &apply.Engine{Root: root, Log: logr.Discard()}
+	tune := func() {
+		t.Helper()
+		if _, err := e.Apply(apply.Meta{Profile: "gateway"}, []knob.Knob{{ID: "scheduler/autogroup", Path: autogroup, Desired: "0"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tune()
+
+	ln := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "node-s"}, Spec: spec()}
+	if err := c.Create(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+	if RevertIfGone(ctx, c, e, "node-s", logr.Discard()) || testroot.Read(t, autogroup) != "0" {
+		t.Fatal("reverted although the LatencyNode exists (an agent restart must not untune the node)")
+	}
+
+	unreachable, err := client.New(&rest.Config{Host: "https://127.0.0.1:1"}, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if RevertIfGone(short, unreachable, e, "node-s", logr.Discard()) || testroot.Read(t, autogroup) != "0" {
+		t.Fatal("reverted without knowing the LatencyNode is gone")
+	}
+
+	if !RevertIfGone(ctx, c, e, "node-s", logr.Discard()) {
+		t.Fatal("did not revert although the LatencyNode is gone")
+	}
+	if testroot.Read(t, autogroup) != "1" {
+		t.Fatalf("autogroup = %s after revert, want the original 1", testroot.Read(t, autogroup))
+	}
+	if _, err := os.Stat(journal.Path(root)); !os.IsNotExist(err) {
+		t.Fatalf("journal left behind: %v", err)
+	}
+	_ = env
 }
