@@ -27,7 +27,7 @@ func TestAgentCommand(t *testing.T) {
 		assets = filepath.Join(home, ".cache", "latencytier", "k8s", "v1.37.2")
 	}
 	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		t.Skipf("no envtest binaries in %s", assets)
+		t.Fatalf("no envtest binaries in %s: run make test (hack/k8s-binaries.sh builds them)", assets)
 	}
 	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}
