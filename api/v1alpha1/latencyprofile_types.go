@@ -86,22 +86,22 @@ type LatencyProfileStatus struct {
 
 	// matched counts the nodes the selector matches (including conflicted).
 	// +optional
-	Matched int32 `json:"matched,omitempty"`
+	Matched int32 `json:"matched"`
 	// applied counts nodes that report the current generation Applied.
 	// +optional
-	Applied int32 `json:"applied,omitempty"`
+	Applied int32 `json:"applied"`
 	// degraded counts nodes that failed, drifted or are unreachable.
 	// +optional
-	Degraded int32 `json:"degraded,omitempty"`
+	Degraded int32 `json:"degraded"`
 	// conflicted counts nodes claimed with equal priority by another profile.
 	// +optional
-	Conflicted int32 `json:"conflicted,omitempty"`
+	Conflicted int32 `json:"conflicted"`
 	// outsideBudget counts nodes whose measurements break latencyBudget.
 	// +optional
-	OutsideBudget int32 `json:"outsideBudget,omitempty"`
+	OutsideBudget int32 `json:"outsideBudget"`
 	// rebootRequired counts nodes whose kernel command line lacks isolation flags.
 	// +optional
-	RebootRequired int32 `json:"rebootRequired,omitempty"`
+	RebootRequired int32 `json:"rebootRequired"`
 
 	// worstRunQueueP99 is the highest p99 run-queue latency across nodes.
 	// +optional
