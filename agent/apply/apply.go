@@ -53,6 +53,10 @@ type Engine struct {
 type Meta struct {
 	Profile    string
 	Generation int64
+	// Undetermined are setting scopes the render could not work out this
+	// pass (see Covers); journaled settings under them are neither
+	// restored nor re-applied, only reported in Report.Held. Not journaled.
+	Undetermined []string
 }
 
 // Drift is a setting someone else changed after the agent verified it.
@@ -70,6 +74,9 @@ type Report struct {
 	// Restored are settings a changed spec no longer wants, restored
 	// during Apply.
 	Restored []v1alpha1.SettingResult
+	// Held are journaled settings under Meta.Undetermined, left as
+	// applied this pass (state Failed, saying why).
+	Held []v1alpha1.SettingResult
 	// Drifts are settings found changed by someone else and re-asserted.
 	Drifts []Drift
 	// Written counts kernel writes.
@@ -172,7 +179,9 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	if orphans := restoreOrder(j, knobs); len(orphans) > 0 {
+	orphans, held := split(restoreOrder(j, knobs), meta.Undetermined)
+	rep.Held = heldResults(j, held)
+	if len(orphans) > 0 {
 		rep.Restored = e.restore(j, orphans, &rep)
 		if err := e.save(j); err != nil {
 			return rep, err
@@ -373,6 +382,39 @@ func (e *Engine) abs(path string) string {
 func restoreOrder(j *journal.Journal, knobs []knob.Knob) []string {
 	out := plan.Orphans(ids(j), knobs)
 	slices.Reverse(out)
+	return out
+}
+
+// HeldMessage says why a journaled setting was neither restored nor
+// re-applied this pass.
+const HeldMessage = "could not be determined this pass; left as applied"
+
+// Covers reports whether the scope names id: id itself or an ID below it
+// ("irq" covers "irq/24", "cpuquota/ns/pod" covers its containers but not
+// "cpuquota/ns/pod2").
+func Covers(scope, id string) bool {
+	return id == scope || strings.HasPrefix(id, scope+"/")
+}
+
+// split separates the orphans to restore from those under an undetermined
+// scope, keeping each list's order.
+func split(orphans, undetermined []string) (restore, held []string) {
+	for _, id := range orphans {
+		if slices.ContainsFunc(undetermined, func(s string) bool { return Covers(s, id) }) {
+			held = append(held, id)
+			continue
+		}
+		restore = append(restore, id)
+	}
+	return restore, held
+}
+
+func heldResults(j *journal.Journal, held []string) []v1alpha1.SettingResult {
+	var out []v1alpha1.SettingResult
+	for _, id := range held {
+		en := j.Find(id)
+		out = append(out, v1alpha1.SettingResult{Setting: id, Desired: en.Verified, State: v1alpha1.SettingFailed, Message: HeldMessage})
+	}
 	return out
 }
 

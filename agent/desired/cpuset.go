@@ -14,13 +14,19 @@ import (
 // cpusets confines system services to the reserved CPUs and keeps opted-in
 // pods on the isolated CPUs, unless kubelet's CPU manager owns their
 // placement (then it only reports).
+// podScope covers every opted-in pod's cpuset knobs.
+const podScope = "cpuset/pod"
+
 func (s *State) cpusets(root *host.Root, t v1alpha1.TuningSpec, reserved cpuset.CPUSet, opted []podcgroup.Pod) {
 	k, r, err := lcpuset.Knobs(root, reserved)
 	if err != nil {
+		s.Undetermined = append(s.Undetermined, "cpuset")
 		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuset", Desired: reserved.String(),
 			State: v1alpha1.SettingFailed, Message: err.Error()})
 	} else {
 		s.add(k, r)
+		// A slice whose walk failed mid-way: scope cpuset/<slice>.
+		s.Undetermined = append(s.Undetermined, failedIDs(r)...)
 	}
 	if t.CPUs.Isolated == nil || len(opted) == 0 {
 		return
@@ -31,15 +37,18 @@ func (s *State) cpusets(root *host.Root, t v1alpha1.TuningSpec, reserved cpuset.
 	}
 	state, err := lcpuset.ReadCPUManagerState(root)
 	if err != nil {
+		s.Undetermined = append(s.Undetermined, podScope)
 		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuset/pods", State: v1alpha1.SettingFailed,
 			Message: fmt.Sprintf("kubelet cpu_manager_state: %v; pods left where they are", err)})
 		return
 	}
 	k, r, err = lcpuset.PodKnobs(root, opted, isolated, state)
 	if err != nil {
+		s.Undetermined = append(s.Undetermined, podScope)
 		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuset/pods", Desired: isolated.String(),
 			State: v1alpha1.SettingFailed, Message: err.Error()})
 		return
 	}
 	s.add(k, r)
+	s.Undetermined = append(s.Undetermined, failedIDs(r)...)
 }

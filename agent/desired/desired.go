@@ -31,6 +31,11 @@ type State struct {
 	Findings []v1alpha1.Finding
 	// IRQBalancePID is a running irqbalance, 0 when none.
 	IRQBalancePID int
+	// Undetermined are setting scopes this pass could not work out (a
+	// listing failed, a pod still in the API has no cgroup right now): an
+	// ID or an ID prefix ending before a "/" ("irq", "cpuquota/ns/pod").
+	// Their absence from Knobs does not mean the spec dropped them.
+	Undetermined []string
 }
 
 // Render builds the desired state. Order: scheduler and sysctls, cpusets
@@ -95,6 +100,7 @@ func irqWanted(t v1alpha1.TuningSpec) bool {
 func (s *State) irqs(root *host.Root, reserved cpuset.CPUSet) {
 	k, err := irq.Knobs(root, reserved)
 	if err != nil {
+		s.Undetermined = append(s.Undetermined, "irq")
 		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "irq", Desired: reserved.String(),
 			State: v1alpha1.SettingFailed, Message: err.Error()})
 		return
@@ -111,8 +117,23 @@ func (s *State) irqs(root *host.Root, reserved cpuset.CPUSet) {
 func (s *State) quota(root *host.Root, opted []podcgroup.Pod) {
 	k, r, err := cpuquota.Knobs(root, opted)
 	if err != nil {
+		s.Undetermined = append(s.Undetermined, "cpuquota")
 		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuquota", State: v1alpha1.SettingFailed, Message: err.Error()})
 		return
 	}
 	s.add(k, r)
+	s.Undetermined = append(s.Undetermined, failedIDs(r)...)
+}
+
+// failedIDs are the settings of Failed results: the setting packages report
+// a pod (still in the API) whose cgroup is not found, or a cgroup they could
+// not read, as Failed; settled answers (Unsupported, Immovable) are not.
+func failedIDs(rs []v1alpha1.SettingResult) []string {
+	var out []string
+	for _, r := range rs {
+		if r.State == v1alpha1.SettingFailed {
+			out = append(out, r.Setting)
+		}
+	}
+	return out
 }

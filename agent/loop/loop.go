@@ -281,7 +281,11 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 		log.Info("Mounted debugfs to reach the scheduler knobs", "path", r.Root.Sys("kernel", "debug"))
 	}
 	ds := desired.Render(r.Root, layout, ln.Spec.Tuning, pods)
-	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration}, ds.Knobs)
+	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration,
+		Undetermined: ds.Undetermined}, ds.Knobs)
+	if len(rep.Held) > 0 {
+		log.V(1).Info("Left settings as applied that this pass could not determine", "scopes", ds.Undetermined, "settings", len(rep.Held))
+	}
 	for _, d := range rep.Drifts {
 		log.Info("Re-asserted a setting someone else changed", "setting", d.ID, "ours", d.Ours, "theirs", d.Theirs,
 			"likely", Culprit(d.ID, ds.IRQBalancePID))

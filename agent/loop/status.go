@@ -3,6 +3,7 @@ package loop
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,7 +49,7 @@ func applyStatus(prev v1alpha1.LatencyNodeStatus, in applyInput) v1alpha1.Latenc
 	spec := in.Node.Spec
 	st.Profile, st.ProfileGeneration = spec.Profile, spec.ProfileGeneration
 	st.Kernel = &in.Kernel
-	st.Settings = bound(append(append(append([]v1alpha1.SettingResult{}, in.Report.Results...), in.Results...),
+	st.Settings = bound(append(append(append([]v1alpha1.SettingResult{}, in.Report.Results...), withHeld(in.Results, in.Report.Held)...),
 		unsettled(in.Report.Restored)...))
 	st.Findings = boundFindings(in.Findings)
 	gen := in.Node.Generation
@@ -232,6 +233,25 @@ func revertedCondition(err error, rep apply.Report) metav1.Condition {
 }
 
 // unsettled keeps the restore results a human must see (not plain success).
+// withHeld adds the settings left as applied to the render's results: a
+// setting the render already reports (the pod without a cgroup) says it was
+// left as applied in its own message; the others get a result of their own.
+func withHeld(results, held []v1alpha1.SettingResult) []v1alpha1.SettingResult {
+	out := slices.Clone(results)
+	for _, h := range held {
+		i := slices.IndexFunc(out, func(r v1alpha1.SettingResult) bool { return r.Setting == h.Setting })
+		if i < 0 {
+			out = append(out, h)
+			continue
+		}
+		out[i].Message = truncate(out[i].Message+"; "+h.Message, maxMessage)
+		if out[i].Desired == "" {
+			out[i].Desired = h.Desired
+		}
+	}
+	return out
+}
+
 func unsettled(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
 	var out []v1alpha1.SettingResult
 	for _, r := range rs {

@@ -160,3 +160,40 @@ func TestRevertStatusIsStable(t *testing.T) {
 		t.Fatalf("Reverted = %+v", c)
 	}
 }
+
+func TestWithHeld(t *testing.T) {
+	held := func(id string) v1alpha1.SettingResult {
+		return v1alpha1.SettingResult{Setting: id, Desired: "0", State: v1alpha1.SettingFailed, Message: apply.HeldMessage}
+	}
+	podMissing := v1alpha1.SettingResult{Setting: "cpuquota/a/gw", State: v1alpha1.SettingFailed, Message: "no cgroup for pod uid 1"}
+	cases := []struct {
+		name    string
+		results []v1alpha1.SettingResult
+		held    []v1alpha1.SettingResult
+		want    []string // setting: message
+	}{
+		{"nothing held", []v1alpha1.SettingResult{podMissing}, nil, []string{"cpuquota/a/gw: no cgroup for pod uid 1"}},
+		{"held setting the render reports", []v1alpha1.SettingResult{podMissing}, []v1alpha1.SettingResult{held("cpuquota/a/gw")},
+			[]string{"cpuquota/a/gw: no cgroup for pod uid 1; " + apply.HeldMessage}},
+		{"held setting of its own", []v1alpha1.SettingResult{podMissing}, []v1alpha1.SettingResult{held("irq/24")},
+			[]string{"cpuquota/a/gw: no cgroup for pod uid 1", "irq/24: " + apply.HeldMessage}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := withHeld(c.results, c.held)
+			var msgs []string
+			for _, r := range got {
+				msgs = append(msgs, r.Setting+": "+r.Message)
+				if r.State != v1alpha1.SettingFailed {
+					t.Errorf("%s state %s, want Failed", r.Setting, r.State)
+				}
+			}
+			if fmt.Sprint(msgs) != fmt.Sprint(c.want) {
+				t.Errorf("got %q, want %q", msgs, c.want)
+			}
+			if c.results[0].Message != "no cgroup for pod uid 1" {
+				t.Error("withHeld modified its input")
+			}
+		})
+	}
+}
