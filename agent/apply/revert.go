@@ -13,6 +13,12 @@ import (
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
+// MaxRestoreAttempts bounds how many passes a restore that fails (a read
+// or write error other than "gone": EPERM, EIO) is retried before it is
+// given up and reported as a Conflict, so a revert (and a profile deletion
+// waiting on it) completes.
+const MaxRestoreAttempts = 5
+
 // Revert restores every journaled original, newest first, and removes the
 // journal once nothing is left to restore.
 func (e *Engine) Revert() (Report, error) {
@@ -54,12 +60,31 @@ func (e *Engine) restore(j *journal.Journal, idsInOrder []string, rep *Report) [
 		if wrote {
 			rep.Written++
 		}
+		if !settled {
+			res, settled = e.giveUp(en, res)
+		}
 		if settled {
 			j.Drop(id)
 		}
 		out = append(out, res)
 	}
 	return out
+}
+
+// giveUp counts a failed restore of en and, once MaxRestoreAttempts passes
+// have failed, settles it as a Conflict that names the original and the
+// path, so a human can restore it by hand and the revert can complete.
+func (e *Engine) giveUp(en *journal.Entry, res v1alpha1.SettingResult) (v1alpha1.SettingResult, bool) {
+	en.RestoreFailures++
+	if en.RestoreFailures < MaxRestoreAttempts {
+		res.Message = fmt.Sprintf("%s (attempt %d of %d)", res.Message, en.RestoreFailures, MaxRestoreAttempts)
+		return res, false
+	}
+	e.Log.Info("Gave up restoring a setting", "setting", en.ID, "original", en.Original, "path", en.Path, "attempts", en.RestoreFailures, "error", res.Message)
+	res.State = v1alpha1.SettingConflict
+	res.Message = fmt.Sprintf("could not restore original %q to %s in %d passes (%s); left in place: restore it by hand",
+		en.Original, en.Path, en.RestoreFailures, res.Message)
+	return res, true
 }
 
 // restoreOne reverts one entry; settled says the entry can leave the

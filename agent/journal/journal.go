@@ -57,6 +57,10 @@ type Entry struct {
 	// RefusedMessage why; the agent does not retry it every pass.
 	Refused        string `json:"refused,omitempty"`
 	RefusedMessage string `json:"refusedMessage,omitempty"`
+	// RestoreFailures counts the passes whose restore of this entry failed
+	// (read or write error other than "gone"); the engine gives up after a
+	// bound so a revert can complete.
+	RestoreFailures int `json:"restoreFailures,omitempty"`
 }
 
 // Read is the value as read before the first write.

@@ -215,7 +215,7 @@ func revertedCondition(err error, rep apply.Report) metav1.Condition {
 		case v1alpha1.SettingFailed:
 			failed = append(failed, r.Setting)
 		case v1alpha1.SettingConflict:
-			conflicts = append(conflicts, fmt.Sprintf("%s (theirs %q)", r.Setting, r.Actual))
+			conflicts = append(conflicts, conflictNote(r))
 		}
 	}
 	switch {
@@ -224,7 +224,7 @@ func revertedCondition(err error, rep apply.Report) metav1.Condition {
 		c.Message = "restore failed, retrying: " + strings.Join(first(failed, 8), ", ")
 	case len(conflicts) > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonRevertConflict
-		c.Message = "reverted; left values someone else set since: " + strings.Join(first(conflicts, 8), ", ")
+		c.Message = "reverted; left in place (see settings): " + strings.Join(first(conflicts, 8), ", ")
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonRevertComplete
 		c.Message = fmt.Sprintf("%d setting(s) restored to their originals", rep.Written)
@@ -233,6 +233,15 @@ func revertedCondition(err error, rep apply.Report) metav1.Condition {
 }
 
 // unsettled keeps the restore results a human must see (not plain success).
+// conflictNote names a setting a revert left in place: changed by someone
+// else (their value), or given up after failed restores (no value read).
+func conflictNote(r v1alpha1.SettingResult) string {
+	if r.Actual == "" {
+		return fmt.Sprintf("%s (could not restore %q)", r.Setting, r.Desired)
+	}
+	return fmt.Sprintf("%s (theirs %q)", r.Setting, r.Actual)
+}
+
 // withHeld adds the settings left as applied to the render's results: a
 // setting the render already reports (the pod without a cgroup) says it was
 // left as applied in its own message; the others get a result of their own.
