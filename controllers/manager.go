@@ -87,7 +87,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		// Nodes are independent of each other: reconcile several at once.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Watches(&v1alpha1.LatencyNode{}, &handler.EnqueueRequestForObject{}).
-		Watches(&v1alpha1.LatencyProfile{}, handler.EnqueueRequestsFromMapFunc(allNodes(mgr.GetClient()))).
+		Watches(&v1alpha1.LatencyProfile{}, handler.EnqueueRequestsFromMapFunc(allNodes(mgr.GetClient())),
+			builder.WithPredicates(profileIntentChanged())).
 		Complete(countErrors("node", nodes))
 	if err != nil {
 		return fmt.Errorf("setting up node controller: %w", err)
@@ -106,9 +107,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		For(&appsv1.DaemonSet{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
 			return obj.GetNamespace() == o.Agent.Namespace && obj.GetName() == AgentDaemonSetName
 		}))).
+		// Only a new profile can call for the DaemonSet (its own watch
+		// repairs it); a profile's status patches are none of its business.
 		Watches(&v1alpha1.LatencyProfile{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: ds.key()}}
-		})).
+		}), builder.WithPredicates(onlyCreate())).
 		Complete(countErrors("agent-daemonset", ds))
 	if err != nil {
 		return fmt.Errorf("setting up agent DaemonSet controller: %w", err)
@@ -129,6 +132,32 @@ func nodeChanged() predicate.Predicate {
 		return !mapsEqual(oldN.Labels, newN.Labels) || !mapsEqual(oldN.Annotations, newN.Annotations) ||
 			readyStatus(oldN) != readyStatus(newN)
 	}}
+}
+
+// profileIntentChanged passes the profile events that can change which
+// nodes a profile owns or what they apply: creation, deletion, a new
+// generation (any spec change) and the start of deletion. Status-only
+// updates — one per node report during a rollout, each of which would
+// reconcile every node, O(N²) over a rollout — and resyncs are dropped: the
+// nodes' own resyncs re-check every node. Labels, annotations and
+// finalizers of a profile decide nothing about nodes.
+func profileIntentChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		if e.ObjectOld == nil || e.ObjectNew == nil {
+			return true
+		}
+		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+			e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}}
+}
+
+// onlyCreate passes creation events (including the initial list) only.
+func onlyCreate() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 func readyStatus(n *corev1.Node) corev1.ConditionStatus {

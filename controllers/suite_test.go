@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,10 +30,13 @@ import (
 // The suite runs one real kube-apiserver + etcd and one manager for every
 // envtest test of the package; tests use their own node and profile names.
 var (
-	testEnv    *envtest.Environment
-	k8s        client.Client // direct client, as the user or an agent would be
-	writes     atomic.Int64  // API writes made by the manager's client
-	reads      atomic.Int64  // reads by the manager's client (proves it reconciled)
+	testEnv *envtest.Environment
+	k8s     client.Client // direct client, as the user or an agent would be
+	writes  atomic.Int64  // API writes made by the manager's client
+	reads   atomic.Int64  // reads by the manager's client (proves it reconciled)
+	// nodeGets counts, per node name, the manager's Gets of that Node: only
+	// the node controller gets a Node by name, once per reconcile.
+	nodeGets   sync.Map // string → *atomic.Int64
 	suiteReady bool
 )
 
@@ -170,6 +174,10 @@ type countingClient struct {
 
 func (c *countingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	reads.Add(1)
+	if _, ok := obj.(*corev1.Node); ok {
+		n, _ := nodeGets.LoadOrStore(key.Name, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}
 	return c.Client.Get(ctx, key, obj, opts...)
 }
 
@@ -212,6 +220,15 @@ func (s countingStatus) Update(ctx context.Context, obj client.Object, opts ...c
 func (s countingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	writes.Add(1)
 	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+// nodeReconciles is how often the node controller has reconciled node.
+func nodeReconciles(node string) int64 {
+	n, ok := nodeGets.Load(node)
+	if !ok {
+		return 0
+	}
+	return n.(*atomic.Int64).Load()
 }
 
 // needSuite skips nothing: it fails a test that runs without the API server.

@@ -1,0 +1,50 @@
+package controllers
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+func TestProfileIntentChanged(t *testing.T) {
+	base := v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 3, ResourceVersion: "10"}}
+	now := metav1.Now()
+	tests := []struct {
+		name   string
+		change func(p *v1alpha1.LatencyProfile)
+		want   bool
+	}{
+		{"resync", func(*v1alpha1.LatencyProfile) {}, false},
+		{"status only", func(p *v1alpha1.LatencyProfile) { p.ResourceVersion = "11"; p.Status.Matched = 7 }, false},
+		{"labels only", func(p *v1alpha1.LatencyProfile) { p.ResourceVersion = "11"; p.Labels = map[string]string{"a": "b"} }, false},
+		{"spec", func(p *v1alpha1.LatencyProfile) { p.ResourceVersion = "11"; p.Generation = 4 }, true},
+		{"deletion started", func(p *v1alpha1.LatencyProfile) { p.ResourceVersion = "11"; p.DeletionTimestamp = &now }, true},
+	}
+	pred := profileIntentChanged()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			newP := base.DeepCopy()
+			tt.change(newP)
+			if got := pred.Update(event.UpdateEvent{ObjectOld: base.DeepCopy(), ObjectNew: newP}); got != tt.want {
+				t.Errorf("Update = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if !pred.Create(event.CreateEvent{Object: base.DeepCopy()}) || !pred.Delete(event.DeleteEvent{Object: base.DeepCopy()}) {
+		t.Error("creation and deletion must pass")
+	}
+}
+
+func TestOnlyCreate(t *testing.T) {
+	p := &v1alpha1.LatencyProfile{}
+	pred := onlyCreate()
+	if !pred.Create(event.CreateEvent{Object: p}) {
+		t.Error("Create dropped")
+	}
+	if pred.Update(event.UpdateEvent{ObjectOld: p, ObjectNew: p}) || pred.Delete(event.DeleteEvent{Object: p}) || pred.Generic(event.GenericEvent{Object: p}) {
+		t.Error("a non-create event passed")
+	}
+}
