@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -50,6 +51,12 @@ import (
 // +kubebuilder:rbac:groups=apps,namespace=latencytier-system,resources=daemonsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=latencytier-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+//
+// The secure metrics endpoint asks the API server who a scraper is and
+// whether it may get /metrics (config/rbac/metrics_reader_role.yaml).
+//
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // Options configure the reconcilers.
 type Options struct {
@@ -76,6 +83,22 @@ func CacheOptions(namespace string) cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&appsv1.DaemonSet{}: {Namespaces: map[string]cache.Config{namespace: {}}},
 	}}
+}
+
+// MetricsOptions serve the metrics endpoint at addr. Secure serving is
+// HTTPS (a self-signed certificate, kept in memory) with every request's
+// bearer token checked by a TokenReview and a SubjectAccessReview for get on
+// the non-resource URL /metrics; otherwise plain HTTP, open to anyone who
+// reaches addr.
+func MetricsOptions(addr string, secure bool) metricsserver.Options {
+	if !secure {
+		return metricsserver.Options{BindAddress: addr}
+	}
+	return metricsserver.Options{
+		BindAddress:    addr,
+		SecureServing:  true,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+	}
 }
 
 // Setup registers the three reconcilers with mgr.
@@ -244,6 +267,7 @@ func countErrors(name string, r reconcile.Reconciler) reconcile.Reconciler {
 // managerFlags are the flags of "latencytier manager".
 type managerFlags struct {
 	metricsAddr, probeAddr string
+	metricsSecure          bool
 	leaderElect            bool
 	namespace, kubeconfig  string
 	agentImage, agentArgs  string
@@ -254,6 +278,7 @@ func parseManagerFlags(args []string) (managerFlags, error) {
 	var f managerFlags
 	fs := flag.NewFlagSet("latencytier manager", flag.ContinueOnError)
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:9847", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.BoolVar(&f.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone, for local use")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", "127.0.0.1:9848", "address of the /healthz and /readyz endpoints")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so that only one manager replica reconciles")
 	fs.StringVar(&f.namespace, "namespace", "latencytier-system", "operator namespace: agent DaemonSet and leader-election lease")
@@ -295,7 +320,7 @@ func RunManager(ctx context.Context, args []string) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  Scheme(),
 		Cache:                   CacheOptions(f.namespace),
-		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		Metrics:                 MetricsOptions(f.metricsAddr, f.metricsSecure),
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "latencytier-manager.latencytier.io",
@@ -318,6 +343,6 @@ func RunManager(ctx context.Context, args []string) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding ready check: %w", err)
 	}
-	log.Info("Starting manager", "namespace", f.namespace, "agentImage", f.agentImage)
+	log.Info("Starting manager", "namespace", f.namespace, "agentImage", f.agentImage, "metricsSecure", f.metricsSecure)
 	return mgr.Start(ctx)
 }
