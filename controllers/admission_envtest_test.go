@@ -18,10 +18,17 @@ import (
 // token bound to node (no node when node is "").
 func agentClient(t testing.TB, node string) client.Client {
 	t.Helper()
+	return agentClientIn(t, testNamespace, node)
+}
+
+// agentClientIn impersonates the agent's service account of an operator
+// installed in namespace ns.
+func agentClientIn(t testing.TB, ns, node string) client.Client {
+	t.Helper()
 	cfg := rest.CopyConfig(testEnv.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + testNamespace + ":" + AgentServiceAccountName,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + testNamespace, "system:authenticated"},
+		UserName: "system:serviceaccount:" + ns + ":" + AgentServiceAccountName,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 	}
 	if node != "" {
 		cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
@@ -101,6 +108,51 @@ func TestAdmissionConfinesAgentToItsNode(t *testing.T) {
 	if err := agentA.List(ctx, &lps); !apierrors.IsForbidden(err) {
 		t.Fatalf("agent listed LatencyProfiles: err = %v", err)
 	}
+}
+
+// TestAdmissionConfinesAgentInAnyNamespace: installed into another
+// namespace (kustomize namespace:), the agent's service account is
+// system:serviceaccount:<that namespace>:latencytier-agent; the policy must
+// confine it all the same, not silently let it write every LatencyNode.
+func TestAdmissionConfinesAgentInAnyNamespace(t *testing.T) {
+	needSuite(t)
+	const ns = "lt-elsewhere"
+	createNode(t, "admns-a", map[string]string{"tier": "admns"})
+	createNode(t, "admns-b", map[string]string{"tier": "admns"})
+	createProfile(t, "admns", 0, map[string]string{"tier": "admns"})
+	cleanup(t, []string{"admns-a", "admns-b"}, []string{"admns"})
+	expectApplying(t, "admns-a", "admns")
+	expectApplying(t, "admns-b", "admns")
+	bindAgentRole(t, "admns-agent", ns)
+	agentA := agentClientIn(t, ns, "admns-a")
+
+	// RBAC (the binding) is eventually in force: the own node's status.
+	eventually(t, "agent in "+ns+" writes its own LatencyNode status", func() error {
+		return patchStatusAs(agentA, "admns-a")
+	})
+	// The policy loads asynchronously (after suite start).
+	eventually(t, "policy refuses the agent in "+ns+" writing another node's LatencyNode", func() error {
+		return refusedByPolicy(patchStatusAs(agentA, "admns-b"))
+	})
+	if err := refusedByPolicy(patchStatusAs(agentClientIn(t, ns, ""), "admns-a")); err != nil {
+		t.Fatalf("agent in %s with a token bound to no node: %v", ns, err)
+	}
+}
+
+// bindAgentRole binds config/agent's ClusterRole to the agent's service
+// account in namespace ns, as kustomize's namespace: does for an install
+// there; removed at the end of the test.
+func bindAgentRole(t testing.TB, name, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "latencytier-agent"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: AgentServiceAccountName, Namespace: ns}},
+	}
+	if err := k8s.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, binding) })
 }
 
 // TestAdmissionKeepsAgentOffSpec grants the agent's service account broader
