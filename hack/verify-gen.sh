@@ -20,4 +20,8 @@ untracked=$(git ls-files --others --exclude-standard -- api config agent)
 if [[ -n "$untracked" ]]; then
   echo "verify-gen: generated files not committed:" >&2; echo "$untracked" >&2; exit 1
 fi
-echo "verify-gen: generated files match their sources"
+if ! go mod tidy -diff >/dev/null; then
+  echo "verify-gen: go.mod/go.sum are not tidy; run 'go mod tidy' and commit" >&2
+  exit 1
+fi
+echo "verify-gen: generated files match their sources; go.mod is tidy"
