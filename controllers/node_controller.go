@@ -27,8 +27,6 @@ const (
 	EventApplied        = "Applied"
 	EventWaiting        = "WaitingForRevert"
 	EventAgentRepaired  = "AgentRepaired"
-	EventForeignLabel   = "ForeignLabel"
-	EventSelectorError  = "InvalidSelector"
 	eventActionLabel    = "Label"
 	eventActionApply    = "Apply"
 	eventActionRevert   = "Revert"
