@@ -85,7 +85,7 @@ func podKnobs(root *host.Root, p podcgroup.Pod, opts []podcgroup.Option) ([]knob
 	}
 	add(id, dirs.Pod)
 	for _, c := range dirs.Containers {
-		add(id+"/"+podcgroup.ShortID(podcgroup.ContainerID(c)), c)
+		add(id+"/"+podcgroup.Key(c), c)
 	}
 	return knobs, results
 }

@@ -95,7 +95,7 @@ func podKnobs(root *host.Root, p podcgroup.Pod, isolated cpuset.CPUSet, opts []p
 func v2PodKnobs(id string, dirs *podcgroup.Dirs, isolated cpuset.CPUSet) []knob.Knob {
 	k := []knob.Knob{{ID: id, Path: filepath.Join(dirs.Pod, CPUsFile), Desired: isolated.String(), Equal: Equal}}
 	for _, c := range dirs.Containers {
-		k = append(k, knob.Knob{ID: id + "/" + podcgroup.ShortID(podcgroup.ContainerID(c)),
+		k = append(k, knob.Knob{ID: id + "/" + podcgroup.Key(c),
 			Path: filepath.Join(c, CPUsFile), Desired: isolated.String(), Equal: Equal})
 	}
 	return k
@@ -108,7 +108,7 @@ func podIDs(podID, podRel string) func(rel string) string {
 		id := podID
 		for _, part := range parts {
 			if part != "" {
-				id += "/" + podcgroup.ShortID(podcgroup.ContainerID(part))
+				id += "/" + podcgroup.Key(part)
 			}
 		}
 		return id
