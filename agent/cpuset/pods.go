@@ -14,8 +14,12 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// PodID is the setting name of a pod's cpuset knob.
-func PodID(p podcgroup.Pod) string { return "cpuset/pod/" + p.Namespace + "/" + p.Name }
+// PodID is the setting name of a pod's cpuset knob:
+// "cpuset/pod/<namespace>/<name>/<uid>", keyed by UID for the reason given at
+// cpuquota.PodID.
+func PodID(p podcgroup.Pod) string {
+	return "cpuset/pod/" + p.Namespace + "/" + p.Name + "/" + p.UID
+}
 
 // PodKnobs keeps opted-in pods on the isolated CPUs: cpuset.cpus of the pod
 // cgroup and its containers (v1: containers first, as for the slices). When
