@@ -5,8 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/utils/cpuset"
-
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/plan"
@@ -147,8 +146,8 @@ func Equal(a, b string) bool {
 	if !isCPUList(fa) || !isCPUList(fb) {
 		return false
 	}
-	sa, err1 := cpuset.Parse(fa)
-	sb, err2 := cpuset.Parse(fb)
+	sa, err1 := cpulist.Parse(fa)
+	sb, err2 := cpulist.Parse(fb)
 	return err1 == nil && err2 == nil && sa.Equals(sb)
 }
 

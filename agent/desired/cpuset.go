@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"latencytier.io/latencytier/agent/cpulist"
 	lcpuset "latencytier.io/latencytier/agent/cpuset"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/podcgroup"
@@ -31,9 +32,9 @@ func (s *State) cpusets(root *host.Root, t v1alpha1.TuningSpec, reserved cpuset.
 	if t.CPUs.Isolated == nil || len(opted) == 0 {
 		return
 	}
-	isolated, err := cpuset.Parse(*t.CPUs.Isolated)
-	if err != nil {
-		return // reported by the CRD; nothing to keep pods on
+	isolated, err := cpulist.Parse(*t.CPUs.Isolated)
+	if err != nil || !s.online(root, "cpus/isolated", isolated) {
+		return // nothing to keep pods on
 	}
 	state, err := lcpuset.ReadCPUManagerState(root)
 	if err != nil {
@@ -51,4 +52,24 @@ func (s *State) cpusets(root *host.Root, t v1alpha1.TuningSpec, reserved cpuset.
 	}
 	s.add(k, r)
 	s.Undetermined = append(s.Undetermined, failedIDs(r)...)
+}
+
+// online reports whether every CPU of set (the spec's field) is online.
+// When some are not (offline, or beyond the node's CPUs), the field is
+// reported Invalid and nothing is confined to it: the kernel refuses such a
+// cpuset with EINVAL, and a knob would be journaled and retried every pass.
+// A host whose online list cannot be read lets the kernel decide.
+func (s *State) online(root *host.Root, field string, set cpuset.CPUSet) bool {
+	online, err := cpulist.Online(root)
+	if err != nil {
+		return true
+	}
+	missing := set.Difference(online)
+	if missing.IsEmpty() {
+		return true
+	}
+	s.Results = append(s.Results, v1alpha1.SettingResult{Setting: field, Desired: set.String(), Actual: online.String(),
+		State:   v1alpha1.SettingInvalid,
+		Message: fmt.Sprintf("CPUs %s are not online on this node (online: %s); the settings that use %s are left untouched here", missing, online, field)})
+	return false
 }
