@@ -95,7 +95,7 @@ func (e *Engine) restoreOne(en journal.Entry) (res v1alpha1.SettingResult, settl
 		return res, true, false
 	}
 	path := e.abs(en.Path)
-	cur, err := e.Root.ReadString(path)
+	cur, err := e.read(path)
 	if err != nil {
 		err = kerr.Classify("read", path, err)
 		if kerr.ClassOf(err) == kerr.Unsupported {
@@ -117,12 +117,12 @@ func (e *Engine) restoreOne(en journal.Entry) (res v1alpha1.SettingResult, settl
 		e.Log.Info("Left a setting someone else changed", "setting", en.ID, "ours", en.Written, "theirs", cur)
 		return res, true, false
 	}
-	if err := e.Root.WriteString(path, en.Original); err != nil {
+	if err := e.writePath(path, en.Original); err != nil {
 		res.State, res.Message = v1alpha1.SettingFailed, kerr.Classify("write", path, err).Error()
 		return res, false, false
 	}
 	e.hook(StageRestored, en.ID)
-	if now, err := e.Root.ReadString(path); err == nil {
+	if now, err := e.read(path); err == nil {
 		res.Actual = now
 	}
 	return res, true, true
