@@ -282,7 +282,7 @@ func (e *Engine) save(j *journal.Journal) error {
 func (e *Engine) observe(knobs []knob.Knob) map[string]plan.Observed {
 	out := make(map[string]plan.Observed, len(knobs))
 	for _, k := range knobs {
-		v, err := e.Root.ReadString(k.Path)
+		v, err := e.read(k.Path)
 		out[k.ID] = plan.Observed{Value: v, Err: kerr.Classify("read", k.Path, err)}
 	}
 	return out
@@ -291,17 +291,17 @@ func (e *Engine) observe(knobs []knob.Knob) map[string]plan.Observed {
 func (e *Engine) write(c plan.Change) v1alpha1.SettingResult {
 	k := c.Knob
 	res := v1alpha1.SettingResult{Setting: k.ID, Desired: k.Desired, Actual: c.From}
-	err := kerr.Classify("write", k.Path, e.Root.WriteString(k.Path, k.Desired))
+	err := kerr.Classify("write", k.Path, e.writePath(k.Path, k.Desired))
 	e.hook(StageWritten, k.ID)
 	if err != nil {
 		res.State, res.Message = refusal(k, err)
-		if now, rerr := e.Root.ReadString(k.Path); rerr == nil {
+		if now, rerr := e.read(k.Path); rerr == nil {
 			res.Actual = now
 		}
 		e.Log.Info("Kernel refused a write", "setting", k.ID, "value", k.Desired, "state", res.State, "error", err.Error())
 		return res
 	}
-	now, err := e.Root.ReadString(k.Path)
+	now, err := e.read(k.Path)
 	if err != nil {
 		res.State, res.Message = v1alpha1.SettingFailed, fmt.Sprintf("read back after write: %v", err)
 		return res
@@ -367,10 +367,10 @@ func (e *Engine) rel(path string) string {
 	return r
 }
 
-// abs resolves a journaled path; absolute paths (older journals) are used
-// as they are.
+// abs resolves a journaled path; absolute paths (older journals) and
+// systemd unit properties are used as they are.
 func (e *Engine) abs(path string) string {
-	if filepath.IsAbs(path) {
+	if filepath.IsAbs(path) || isProperty(path) {
 		return path
 	}
 	return e.Root.Path(path)

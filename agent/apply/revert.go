@@ -5,8 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/utils/cpuset"
-
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/plan"
@@ -96,7 +95,7 @@ func (e *Engine) restoreOne(en journal.Entry) (res v1alpha1.SettingResult, settl
 		return res, true, false
 	}
 	path := e.abs(en.Path)
-	cur, err := e.Root.ReadString(path)
+	cur, err := e.read(path)
 	if err != nil {
 		err = kerr.Classify("read", path, err)
 		if kerr.ClassOf(err) == kerr.Unsupported {
@@ -118,12 +117,12 @@ func (e *Engine) restoreOne(en journal.Entry) (res v1alpha1.SettingResult, settl
 		e.Log.Info("Left a setting someone else changed", "setting", en.ID, "ours", en.Written, "theirs", cur)
 		return res, true, false
 	}
-	if err := e.Root.WriteString(path, en.Original); err != nil {
+	if err := e.writePath(path, en.Original); err != nil {
 		res.State, res.Message = v1alpha1.SettingFailed, kerr.Classify("write", path, err).Error()
 		return res, false, false
 	}
 	e.hook(StageRestored, en.ID)
-	if now, err := e.Root.ReadString(path); err == nil {
+	if now, err := e.read(path); err == nil {
 		res.Actual = now
 	}
 	return res, true, true
@@ -147,8 +146,8 @@ func Equal(a, b string) bool {
 	if !isCPUList(fa) || !isCPUList(fb) {
 		return false
 	}
-	sa, err1 := cpuset.Parse(fa)
-	sb, err2 := cpuset.Parse(fb)
+	sa, err1 := cpulist.Parse(fa)
+	sb, err2 := cpulist.Parse(fb)
 	return err1 == nil && err2 == nil && sa.Equals(sb)
 }
 

@@ -60,8 +60,18 @@ func Knobs(root *host.Root, pods []podcgroup.Pod, opts ...podcgroup.Option) ([]k
 	return knobs, results, nil
 }
 
-// PodID is the setting name of a pod's quota knob.
-func PodID(p podcgroup.Pod) string { return "cpuquota/" + p.Namespace + "/" + p.Name }
+// PodID is the setting name of a pod's quota knob: "cpuquota/<namespace>/
+// <name>/<uid>"; its containers' knobs add "/<short container ID>". The UID
+// keeps two incarnations of one name apart (a StatefulSet pod deleted and
+// recreated between two passes): each keeps its own journal entry and
+// original. Journals written before the UID was part of the ID hold
+// "cpuquota/<namespace>/<name>[/<container>]": no knob names those any
+// more, so the engine restores them like any setting the spec dropped (a
+// pod still opted in is tuned again in the same pass, its original
+// journaled anew) and revert restores them as they are.
+func PodID(p podcgroup.Pod) string {
+	return "cpuquota/" + p.Namespace + "/" + p.Name + "/" + p.UID
+}
 
 func podKnobs(root *host.Root, p podcgroup.Pod, opts []podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult) {
 	id := PodID(p)
@@ -85,7 +95,7 @@ func podKnobs(root *host.Root, p podcgroup.Pod, opts []podcgroup.Option) ([]knob
 	}
 	add(id, dirs.Pod)
 	for _, c := range dirs.Containers {
-		add(id+"/"+podcgroup.ShortID(podcgroup.ContainerID(c)), c)
+		add(id+"/"+podcgroup.Key(c), c)
 	}
 	return knobs, results
 }

@@ -33,9 +33,9 @@ func TestKnobsV2Systemd(t *testing.T) {
 		t.Fatalf("Knobs: %v %v", results, err)
 	}
 	want := []struct{ id, rel, desired string }{
-		{"cpuquota/shop/checkout", podRel + "/cpu.max", "max 50000"},
-		{"cpuquota/shop/checkout/" + cid[:12], podRel + "/cri-containerd-" + cid + ".scope/cpu.max", "max 50000"},
-		{"cpuquota/shop/checkout/ffffffffffff", podRel + "/cri-containerd-" + strings.Repeat("f", 64) + ".scope/cpu.max", "max 100000"},
+		{"cpuquota/shop/checkout/" + uid, podRel + "/cpu.max", "max 50000"},
+		{"cpuquota/shop/checkout/" + uid + "/" + cid[:12], podRel + "/cri-containerd-" + cid + ".scope/cpu.max", "max 50000"},
+		{"cpuquota/shop/checkout/" + uid + "/ffffffffffff", podRel + "/cri-containerd-" + strings.Repeat("f", 64) + ".scope/cpu.max", "max 100000"},
 	}
 	if len(knobs) != len(want) {
 		t.Fatalf("knobs = %+v", knobs)
@@ -64,7 +64,7 @@ func TestKnobsV1Systemd(t *testing.T) {
 	if err != nil || len(results) != 0 || len(knobs) != 2 {
 		t.Fatalf("Knobs: %+v %v %v", knobs, results, err)
 	}
-	if knobs[0].Path != root.Path(podRel, QuotaFileV1) || knobs[0].Desired != "-1" || knobs[1].ID != "cpuquota/shop/checkout/"+cid[:12] {
+	if knobs[0].Path != root.Path(podRel, QuotaFileV1) || knobs[0].Desired != "-1" || knobs[1].ID != "cpuquota/shop/checkout/"+uid+"/"+cid[:12] {
 		t.Fatalf("knobs = %+v", knobs)
 	}
 }
@@ -84,7 +84,7 @@ func TestKnobsResults(t *testing.T) {
 			t.Fatalf("got %v %v %v", knobs, results, err)
 		}
 		r := results[0]
-		if r.Setting != "cpuquota/shop/checkout" || r.State != v1alpha1.SettingFailed || !strings.Contains(r.Message, uid) {
+		if r.Setting != "cpuquota/shop/checkout/"+uid || r.State != v1alpha1.SettingFailed || !strings.Contains(r.Message, uid) {
 			t.Fatalf("result = %+v", r)
 		}
 	})

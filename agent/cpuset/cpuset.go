@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
@@ -42,8 +43,8 @@ func WithSlices(names ...string) Option {
 // Equal compares two cpulists by their CPUs: "0-1" equals "0,1". Unparsable
 // values compare as trimmed strings.
 func Equal(actual, want string) bool {
-	a, errA := cpuset.Parse(strings.TrimSpace(actual))
-	w, errW := cpuset.Parse(strings.TrimSpace(want))
+	a, errA := cpulist.Parse(strings.TrimSpace(actual))
+	w, errW := cpulist.Parse(strings.TrimSpace(want))
 	if errA != nil || errW != nil {
 		return strings.TrimSpace(actual) == strings.TrimSpace(want)
 	}
@@ -230,7 +231,7 @@ func readCPUs(path string) (cpuset.CPUSet, error) {
 	if err != nil {
 		return cpuset.CPUSet{}, err
 	}
-	s, err := cpuset.Parse(strings.TrimSpace(string(b)))
+	s, err := cpulist.Parse(strings.TrimSpace(string(b)))
 	if err != nil {
 		return cpuset.CPUSet{}, fmt.Errorf("parsing %s: %w", path, err)
 	}

@@ -226,8 +226,8 @@ func TestPodKnobsNonePolicy(t *testing.T) {
 		t.Fatalf("PodKnobs: %v %v", results, err)
 	}
 	checkKnobs(t, root, knobs, []want{
-		{"cpuset/pod/shop/checkout/" + cid[:12], podRel + "/" + cid + "/cpuset.cpus", "2-3"},
-		{"cpuset/pod/shop/checkout", podRel + "/cpuset.cpus", "2-3"},
+		{"cpuset/pod/shop/checkout/" + uid + "/" + cid[:12], podRel + "/" + cid + "/cpuset.cpus", "2-3"},
+		{"cpuset/pod/shop/checkout/" + uid, podRel + "/cpuset.cpus", "2-3"},
 	})
 	// No state file at all behaves like the none policy.
 	k2, _, err := PodKnobs(root, pods[:1], cpuset.New(2, 3), nil)
@@ -251,8 +251,8 @@ func TestPodKnobsV2Systemd(t *testing.T) {
 		t.Fatalf("PodKnobs: %v %v", results, err)
 	}
 	checkKnobs(t, root, knobs, []want{
-		{"cpuset/pod/shop/checkout", podRel + "/cpuset.cpus", "1"},
-		{"cpuset/pod/shop/checkout/" + cid[:12], podRel + "/cri-containerd-" + cid + ".scope/cpuset.cpus", "1"},
+		{"cpuset/pod/shop/checkout/" + uid, podRel + "/cpuset.cpus", "1"},
+		{"cpuset/pod/shop/checkout/" + uid + "/" + cid[:12], podRel + "/cri-containerd-" + cid + ".scope/cpuset.cpus", "1"},
 	})
 }
 

@@ -14,8 +14,12 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// PodID is the setting name of a pod's cpuset knob.
-func PodID(p podcgroup.Pod) string { return "cpuset/pod/" + p.Namespace + "/" + p.Name }
+// PodID is the setting name of a pod's cpuset knob:
+// "cpuset/pod/<namespace>/<name>/<uid>", keyed by UID for the reason given at
+// cpuquota.PodID.
+func PodID(p podcgroup.Pod) string {
+	return "cpuset/pod/" + p.Namespace + "/" + p.Name + "/" + p.UID
+}
 
 // PodKnobs keeps opted-in pods on the isolated CPUs: cpuset.cpus of the pod
 // cgroup and its containers (v1: containers first, as for the slices). When
@@ -95,7 +99,7 @@ func podKnobs(root *host.Root, p podcgroup.Pod, isolated cpuset.CPUSet, opts []p
 func v2PodKnobs(id string, dirs *podcgroup.Dirs, isolated cpuset.CPUSet) []knob.Knob {
 	k := []knob.Knob{{ID: id, Path: filepath.Join(dirs.Pod, CPUsFile), Desired: isolated.String(), Equal: Equal}}
 	for _, c := range dirs.Containers {
-		k = append(k, knob.Knob{ID: id + "/" + podcgroup.ShortID(podcgroup.ContainerID(c)),
+		k = append(k, knob.Knob{ID: id + "/" + podcgroup.Key(c),
 			Path: filepath.Join(c, CPUsFile), Desired: isolated.String(), Equal: Equal})
 	}
 	return k
@@ -108,7 +112,7 @@ func podIDs(podID, podRel string) func(rel string) string {
 		id := podID
 		for _, part := range parts {
 			if part != "" {
-				id += "/" + podcgroup.ShortID(podcgroup.ContainerID(part))
+				id += "/" + podcgroup.Key(part)
 			}
 		}
 		return id

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 )
 
@@ -80,7 +81,7 @@ func ParseCPUManagerState(b []byte) (*CPUManagerState, error) {
 	if f.PolicyName == "" {
 		return nil, fmt.Errorf("kubelet cpu_manager_state has no policyName")
 	}
-	def, err := cpuset.Parse(strings.TrimSpace(f.DefaultCPUSet))
+	def, err := cpulist.Parse(strings.TrimSpace(f.DefaultCPUSet))
 	if err != nil {
 		return nil, fmt.Errorf("kubelet cpu_manager_state defaultCpuSet: %w", err)
 	}
@@ -88,7 +89,7 @@ func ParseCPUManagerState(b []byte) (*CPUManagerState, error) {
 	for uid, containers := range f.Entries {
 		s.Entries[uid] = map[string]cpuset.CPUSet{}
 		for name, list := range containers {
-			c, err := cpuset.Parse(strings.TrimSpace(list))
+			c, err := cpulist.Parse(strings.TrimSpace(list))
 			if err != nil {
 				return nil, fmt.Errorf("kubelet cpu_manager_state entry %s/%s: %w", uid, name, err)
 			}

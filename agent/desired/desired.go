@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/cpuset"
 
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/cpuquota"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/irq"
@@ -45,7 +46,7 @@ func Render(root *host.Root, layout sysctl.Layout, t v1alpha1.TuningSpec, pods [
 	k, r := sysctl.Knobs(root, layout, t.Scheduler, t.Sysctls)
 	s.add(k, r)
 	opted := OptedIn(t, pods)
-	reserved, ok := s.reserved(t)
+	reserved, ok := s.reserved(root, t)
 	if ok {
 		s.cpusets(root, t, reserved, opted)
 	}
@@ -80,17 +81,17 @@ func (s *State) add(k []knob.Knob, r []v1alpha1.SettingResult) {
 	s.Results = append(s.Results, r...)
 }
 
-func (s *State) reserved(t v1alpha1.TuningSpec) (cpuset.CPUSet, bool) {
+func (s *State) reserved(root *host.Root, t v1alpha1.TuningSpec) (cpuset.CPUSet, bool) {
 	if t.CPUs == nil || t.CPUs.Reserved == nil {
 		return cpuset.New(), false
 	}
-	set, err := cpuset.Parse(*t.CPUs.Reserved)
+	set, err := cpulist.Parse(*t.CPUs.Reserved)
 	if err != nil || set.IsEmpty() {
 		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpus/reserved", Desired: *t.CPUs.Reserved,
 			State: v1alpha1.SettingInvalid, Message: fmt.Sprintf("not a cpulist: %v", err)})
 		return cpuset.New(), false
 	}
-	return set, true
+	return set, s.online(root, "cpus/reserved", set)
 }
 
 func irqWanted(t v1alpha1.TuningSpec) bool {

@@ -84,7 +84,7 @@ func TestUndeterminedSettingsAreLeftAsApplied(t *testing.T) {
 	if _, rep := pass(t, e, []podcgroup.Pod{gw}); rep.Written != 4 {
 		t.Fatalf("first pass wrote %d, want 4 (default mask, 2 IRQs, pod quota): %+v", rep.Written, rep.Results)
 	}
-	want := []string{"irq/default_smp_affinity", "irq/24", "irq/41", "cpuquota/shop/gw"}
+	want := []string{"irq/default_smp_affinity", "irq/24", "irq/41", "cpuquota/shop/gw/" + uid}
 	for _, id := range want {
 		if !journaled(t, root)[id] {
 			t.Fatalf("%s not journaled after the first pass", id)
@@ -131,7 +131,7 @@ func TestUndeterminedSettingsAreLeftAsApplied(t *testing.T) {
 
 	// The pod is deleted from the API: its quota is restored as before.
 	_, rep = pass(t, e, nil)
-	if r := find(rep.Restored, "cpuquota/shop/gw"); r == nil || r.State != v1alpha1.SettingReverted {
+	if r := find(rep.Restored, "cpuquota/shop/gw/"+uid); r == nil || r.State != v1alpha1.SettingReverted {
 		t.Fatalf("deleted pod's quota: %+v", rep.Restored)
 	}
 	if got := testroot.Read(t, root.Path(podRel+"/cpu.max")); got != "150000 100000" {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
 
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -87,7 +88,7 @@ func SMTSiblings(root *host.Root) []string {
 			continue
 		}
 		seen[s] = true
-		if set, err := cpuset.Parse(s); err == nil && set.Size() > 1 {
+		if set, err := cpulist.Parse(s); err == nil && set.Size() > 1 {
 			out = append(out, set.String())
 		}
 	}
@@ -139,7 +140,7 @@ func flagCPUs(name string, flags []string) cpuset.CPUSet {
 		parts := slices.DeleteFunc(strings.Split(v, ","), func(p string) bool {
 			return p == "" || strings.Trim(p, "0123456789-") != ""
 		})
-		if set, err := cpuset.Parse(strings.Join(parts, ",")); err == nil {
+		if set, err := cpulist.Parse(strings.Join(parts, ",")); err == nil {
 			return set
 		}
 	}

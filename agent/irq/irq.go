@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/procfs"
 	"k8s.io/utils/cpuset"
 
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/knob"
 )
@@ -142,16 +143,16 @@ func IRQBalance(root *host.Root) int {
 }
 
 func listsEqual(actual, want string) bool {
-	a, err1 := cpuset.Parse(strings.TrimSpace(actual))
-	w, err2 := cpuset.Parse(strings.TrimSpace(want))
+	a, err1 := cpulist.Parse(strings.TrimSpace(actual))
+	w, err2 := cpulist.Parse(strings.TrimSpace(want))
 	return err1 == nil && err2 == nil && a.Equals(w)
 }
 
 // effectiveWithin accepts an effective affinity that is a non-empty subset of
 // the requested list: the kernel delivers to one CPU of the set.
 func effectiveWithin(effective, want string) bool {
-	e, err1 := cpuset.Parse(strings.TrimSpace(effective))
-	w, err2 := cpuset.Parse(strings.TrimSpace(want))
+	e, err1 := cpulist.Parse(strings.TrimSpace(effective))
+	w, err2 := cpulist.Parse(strings.TrimSpace(want))
 	return err1 == nil && err2 == nil && !e.IsEmpty() && e.IsSubsetOf(w)
 }
 

@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/apply"
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/journal"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -183,7 +183,7 @@ func rebootCondition(cpus *v1alpha1.CPUSpec, cmdline []string) metav1.Condition 
 		c.Message = "the profile isolates no CPUs"
 		return c
 	}
-	isolated, err := cpuset.Parse(*cpus.Isolated)
+	isolated, err := cpulist.Parse(*cpus.Isolated)
 	if err != nil {
 		c.Message = fmt.Sprintf("cpus.isolated %q is not a cpulist", *cpus.Isolated)
 		return c

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -238,7 +239,7 @@ func bannedCPUs(environ string) cpuset.CPUSet {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
 		case "IRQBALANCE_BANNED_CPULIST":
-			if s, err := cpuset.Parse(strings.TrimSpace(v)); err == nil {
+			if s, err := cpulist.Parse(strings.TrimSpace(v)); err == nil {
 				out = out.Union(s)
 			}
 		case "IRQBALANCE_BANNED_CPUS":
@@ -277,7 +278,7 @@ func cmdlineCPUs(flags []string, names ...string) cpuset.CPUSet {
 				parts = append(parts, p)
 			}
 		}
-		if s, err := cpuset.Parse(strings.Join(parts, ",")); err == nil {
+		if s, err := cpulist.Parse(strings.Join(parts, ",")); err == nil {
 			out = out.Union(s)
 		}
 	}
@@ -297,7 +298,7 @@ func (c *checker) rtTasksOnIsolated() *v1alpha1.Finding {
 			continue
 		}
 		status, _ := os.ReadFile(dir + "/status")
-		allowed, err := cpuset.Parse(statusField(string(status), "Cpus_allowed_list"))
+		allowed, err := cpulist.Parse(statusField(string(status), "Cpus_allowed_list"))
 		if err != nil || allowed.Intersection(c.cls.isolated).IsEmpty() {
 			continue
 		}
@@ -405,7 +406,7 @@ func (c *checker) smtSplit() *v1alpha1.Finding {
 		if err != nil {
 			continue
 		}
-		sib, err := cpuset.Parse(s)
+		sib, err := cpulist.Parse(s)
 		if err != nil {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
@@ -34,10 +35,10 @@ func classesOf(t v1alpha1.TuningSpec) cpuClasses {
 		return c
 	}
 	if t.CPUs.Isolated != nil {
-		c.isolated, _ = cpuset.Parse(*t.CPUs.Isolated)
+		c.isolated, _ = cpulist.Parse(*t.CPUs.Isolated)
 	}
 	if t.CPUs.Reserved != nil {
-		c.reserved, _ = cpuset.Parse(*t.CPUs.Reserved)
+		c.reserved, _ = cpulist.Parse(*t.CPUs.Reserved)
 	}
 	return c
 }
@@ -257,7 +258,7 @@ func onlineCPUs(root *host.Root) (cpuset.CPUSet, error) {
 	if err != nil {
 		return cpuset.New(), err
 	}
-	return cpuset.Parse(s)
+	return cpulist.Parse(s)
 }
 
 // psiSomeAvg10 reads "some avg10=" of a PSI file (/proc/pressure/cpu or a

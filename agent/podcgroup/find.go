@@ -33,6 +33,8 @@ type Dirs struct {
 	Pod string
 	// Containers are the container-level directories below Pod (absolute,
 	// sorted), including the sandbox (pause) container when it has one.
+	// CRI-O's conmon cgroups (crio-conmon-<id>) are not containers and are
+	// left out: see IsConmon.
 	Containers []string
 }
 
@@ -118,7 +120,7 @@ func FindIn(root *host.Root, controller, uid string, opts ...Option) (*Dirs, err
 		if !isDir(dir) {
 			continue
 		}
-		containers, err := children(dir)
+		containers, err := containerDirs(dir)
 		if err != nil {
 			return nil, fmt.Errorf("listing containers of pod %s: %w", uid, err)
 		}
@@ -152,15 +154,16 @@ func candidates(kubepods, uid string) []candidate {
 	return out
 }
 
-// children returns the absolute, sorted subdirectories of dir.
-func children(dir string) ([]string, error) {
+// containerDirs returns the absolute, sorted subdirectories of dir except
+// CRI-O's conmon cgroups.
+func containerDirs(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, e := range entries {
-		if e.IsDir() {
+		if e.IsDir() && !IsConmon(e.Name()) {
 			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}
@@ -168,13 +171,38 @@ func children(dir string) ([]string, error) {
 	return out, nil
 }
 
+// conmonPrefix starts the cgroup of CRI-O's conmon, the monitor process it
+// runs beside every container: "crio-conmon-<id>.scope" (systemd driver) or
+// "crio-conmon-<id>" (cgroupfs), a sibling of the container's "crio-<id>".
+const conmonPrefix = "crio-conmon-"
+
+// IsConmon reports whether a cgroup directory (path or base name) is CRI-O's
+// conmon cgroup. conmon is not a container: it carries none of the pod's CPU
+// limits, it is not the workload, and it shares its container's ID, so it
+// must neither be tuned as a container nor named like one.
+func IsConmon(dir string) bool {
+	return strings.HasPrefix(filepath.Base(dir), conmonPrefix)
+}
+
+// Key names a container cgroup in setting IDs: its short container ID, or
+// "conmon-<short ID>" for a conmon cgroup, so a container and its conmon
+// never share a journal entry.
+func Key(dir string) string {
+	short := ShortID(ContainerID(dir))
+	if IsConmon(dir) {
+		return "conmon-" + short
+	}
+	return short
+}
+
 // runtimePrefixes are the scope prefixes container runtimes use with the
 // systemd driver.
-var runtimePrefixes = []string{"cri-containerd-", "crio-conmon-", "crio-", "docker-", "cri-o-"}
+var runtimePrefixes = []string{"cri-containerd-", conmonPrefix, "crio-", "docker-", "cri-o-"}
 
 // ContainerID extracts the runtime ID from a container cgroup directory:
 // "<id>" (cgroupfs) or "cri-containerd-<id>.scope" (systemd; also docker-,
-// crio-).
+// crio-). A conmon cgroup yields the ID of the container it monitors; use
+// Key to name cgroups.
 func ContainerID(dir string) string {
 	name := strings.TrimSuffix(filepath.Base(dir), ".scope")
 	for _, p := range runtimePrefixes {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -273,5 +274,85 @@ func TestFindInCpuset(t *testing.T) {
 	}
 	if want := filepath.Join(dir, "sys/fs/cgroup/cpuset/kubepods/pod"+uid); d.Pod != want || len(d.Containers) != 1 {
 		t.Fatalf("FindIn(cpuset) = %+v; want pod %s", d, want)
+	}
+}
+
+// layout is one runtime's container cgroup naming under one kubelet driver.
+type layout struct {
+	runtime, driver string
+	container       func(id string) string // the container's cgroup name
+	conmon          func(id string) string // CRI-O's conmon cgroup name, "" for none
+}
+
+// Layouts are the container cgroup names of containerd and CRI-O under
+// both kubelet drivers.
+func layouts() []layout {
+	none := func(string) string { return "" }
+	return []layout{
+		{"containerd", DriverCgroupfs, func(id string) string { return id }, none},
+		{"containerd", DriverSystemd, func(id string) string { return "cri-containerd-" + id + ".scope" }, none},
+		{"crio", DriverCgroupfs, func(id string) string { return "crio-" + id }, func(id string) string { return "crio-conmon-" + id }},
+		{"crio", DriverSystemd, func(id string) string { return "crio-" + id + ".scope" }, func(id string) string { return "crio-conmon-" + id + ".scope" }},
+	}
+}
+
+// podRel is the burstable pod cgroup of uid for a driver, relative to the
+// controller's root.
+func podRel(driver string) string {
+	if driver == DriverSystemd {
+		return "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
+	}
+	return "kubepods/burstable/pod" + uid
+}
+
+// TestFindRuntimeLayouts finds the containers of a pod for containerd and
+// CRI-O, cgroupfs and systemd drivers, cgroup v1 and v2. CRI-O puts a conmon
+// cgroup beside every container, carrying the container's ID: it is not a
+// container and must not be listed, and its key must differ from the
+// container's so the two never share a setting ID.
+func TestFindRuntimeLayouts(t *testing.T) {
+	for _, l := range layouts() {
+		for _, version := range []int{1, 2} {
+			t.Run(l.runtime+"/"+l.driver+"/v"+strconv.Itoa(version), func(t *testing.T) {
+				base := "sys/fs/cgroup/cpu,cpuacct/"
+				files := []string{}
+				if version == 2 {
+					base = "sys/fs/cgroup/"
+					files = append(files, "sys/fs/cgroup/cgroup.controllers")
+				}
+				pod := base + podRel(l.driver)
+				var want []string
+				for _, id := range []string{cid, sid} {
+					files = append(files, pod+"/"+l.container(id)+"/")
+					want = append(want, l.container(id))
+					if c := l.conmon(id); c != "" {
+						files = append(files, pod+"/"+c+"/")
+					}
+				}
+				dir := t.TempDir()
+				mkfiles(t, dir, files...)
+				d, err := Find(host.New(dir), uid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Version != version || d.Driver != l.driver || d.Pod != filepath.Join(dir, pod) {
+					t.Fatalf("Find = v%d %s %s; want v%d %s %s", d.Version, d.Driver, d.Pod, version, l.driver, pod)
+				}
+				var got []string
+				for _, c := range d.Containers {
+					got = append(got, filepath.Base(c))
+				}
+				if strings.Join(got, ",") != strings.Join(want, ",") {
+					t.Fatalf("containers = %v; want %v (conmon is not a container)", got, want)
+				}
+				if l.conmon(cid) != "" {
+					ctr, mon := filepath.Join(d.Pod, l.container(cid)), filepath.Join(d.Pod, l.conmon(cid))
+					if Key(ctr) == Key(mon) || !IsConmon(mon) || IsConmon(ctr) || ContainerID(mon) != cid {
+						t.Fatalf("Key(container) = %s, Key(conmon) = %s, IsConmon = %v/%v, ContainerID(conmon) = %s",
+							Key(ctr), Key(mon), IsConmon(ctr), IsConmon(mon), ContainerID(mon))
+					}
+				}
+			})
+		}
 	}
 }

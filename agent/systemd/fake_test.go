@@ -1,0 +1,190 @@
+package systemd_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/godbus/dbus/v5"
+
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/systemd"
+)
+
+// fakeSystemd answers on <root>/run/systemd/private the D-Bus calls the
+// agent makes, over the real wire protocol (godbus on both ends). It models
+// what matters here: SetUnitProperties keeps AllowedCPUs (runtime ones
+// survive a reload) and realizes it into the slice's cpuset.cpus, and
+// reload rewrites every slice's cpuset.cpus from AllowedCPUs, as systemd
+// does on daemon-reload.
+type fakeSystemd struct {
+	root    *host.Root
+	mu      sync.Mutex
+	allowed map[string][]byte // unit → AllowedCPUs mask
+	calls   []string
+}
+
+func startFake(t *testing.T, root *host.Root, units map[string][]byte) *fakeSystemd {
+	t.Helper()
+	f := &fakeSystemd{root: root, allowed: units}
+	if err := os.MkdirAll(root.Path("run", "systemd", "system"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", root.Path("run", "systemd", "private"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go f.serve(c)
+		}
+	}()
+	return f
+}
+
+// saslServer is the server side of D-Bus authentication: accept EXTERNAL,
+// agree to fd passing, and return the reader positioned after BEGIN.
+func saslServer(rw io.ReadWriter) (*bufio.Reader, error) {
+	br := bufio.NewReader(rw)
+	if b, err := br.ReadByte(); err != nil || b != 0 {
+		return nil, fmt.Errorf("no leading NUL: %v", err)
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		switch line = strings.TrimSpace(line); {
+		case line == "AUTH":
+			_, err = io.WriteString(rw, "REJECTED EXTERNAL\r\n")
+		case strings.HasPrefix(line, "AUTH EXTERNAL"):
+			_, err = io.WriteString(rw, "OK 0123456789abcdef0123456789abcdef\r\n")
+		case line == "NEGOTIATE_UNIX_FD":
+			_, err = io.WriteString(rw, "AGREE_UNIX_FD\r\n")
+		case line == "BEGIN":
+			return br, nil
+		default:
+			_, err = io.WriteString(rw, "ERROR\r\n")
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// serve authenticates the client, then splices it to a godbus connection
+// on which the fake's objects are exported (godbus has no server side; a
+// second hand-made handshake over a pipe gives it one).
+func (f *fakeSystemd) serve(c net.Conn) {
+	defer c.Close()
+	fromClient, err := saslServer(c)
+	if err != nil {
+		return
+	}
+	p1, p2 := net.Pipe()
+	defer p1.Close()
+	srv, err := dbus.NewConn(p2)
+	if err != nil {
+		return
+	}
+	defer srv.Close()
+	done := make(chan *bufio.Reader, 1)
+	go func() { br, _ := saslServer(p1); done <- br }()
+	if err := srv.Auth([]dbus.Auth{dbus.AuthExternal("0")}); err != nil {
+		return
+	}
+	fromSrv := <-done
+	if fromSrv == nil {
+		return
+	}
+	_ = srv.Export(manager{f}, "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager")
+	for unit := range f.allowed {
+		_ = srv.Export(props{f, unit}, unitPath(unit), "org.freedesktop.DBus.Properties")
+	}
+	go func() { _, _ = io.Copy(c, fromSrv) }()
+	_, _ = io.Copy(p1, fromClient)
+}
+
+func unitPath(unit string) dbus.ObjectPath {
+	return dbus.ObjectPath("/org/freedesktop/systemd1/unit/" + strings.ReplaceAll(unit, ".", "_2e"))
+}
+
+type manager struct{ f *fakeSystemd }
+
+func (m manager) GetUnit(name string) (dbus.ObjectPath, *dbus.Error) {
+	m.f.mu.Lock()
+	defer m.f.mu.Unlock()
+	if _, ok := m.f.allowed[name]; !ok {
+		return "", &dbus.Error{Name: "org.freedesktop.systemd1.NoSuchUnit", Body: []any{"Unit " + name + " not loaded."}}
+	}
+	return unitPath(name), nil
+}
+
+func (m manager) SetUnitProperties(name string, runtime bool, ps []struct {
+	Name  string
+	Value dbus.Variant
+}) *dbus.Error {
+	m.f.mu.Lock()
+	defer m.f.mu.Unlock()
+	if _, ok := m.f.allowed[name]; !ok {
+		return &dbus.Error{Name: "org.freedesktop.systemd1.NoSuchUnit", Body: []any{name}}
+	}
+	for _, p := range ps {
+		mask, ok := p.Value.Value().([]byte)
+		if p.Name != systemd.AllowedCPUs || !ok {
+			return &dbus.Error{Name: "org.freedesktop.DBus.Error.InvalidArgs", Body: []any{p.Name}}
+		}
+		m.f.calls = append(m.f.calls, fmt.Sprintf("SetUnitProperties %s runtime=%v %s=%x", name, runtime, p.Name, mask))
+		m.f.allowed[name] = mask
+	}
+	m.f.realize(name)
+	return nil
+}
+
+type props struct {
+	f    *fakeSystemd
+	unit string
+}
+
+func (p props) Get(iface, prop string) (dbus.Variant, *dbus.Error) {
+	p.f.mu.Lock()
+	defer p.f.mu.Unlock()
+	if iface != "org.freedesktop.systemd1.Slice" || prop != systemd.AllowedCPUs {
+		return dbus.Variant{}, &dbus.Error{Name: "org.freedesktop.DBus.Error.UnknownProperty", Body: []any{iface + "." + prop}}
+	}
+	return dbus.MakeVariant(p.f.allowed[p.unit]), nil
+}
+
+// realize writes a unit's AllowedCPUs into its cpuset.cpus, as systemd
+// does (an empty set writes "": inherit the parent's CPUs).
+func (f *fakeSystemd) realize(unit string) {
+	set, _ := systemd.FromMask(f.allowed[unit])
+	_ = os.WriteFile(filepath.Join(f.root.Cgroup(unit), "cpuset.cpus"), []byte(set.String()+"\n"), 0o644)
+}
+
+// reload is a daemon-reload: every unit's cgroup is realized again from
+// its properties.
+func (f *fakeSystemd) reload() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for unit := range f.allowed {
+		f.realize(unit)
+	}
+}
+
+func (f *fakeSystemd) recorded() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}

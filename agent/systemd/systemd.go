@@ -1,0 +1,210 @@
+// Package systemd confines system slices through systemd itself on cgroup
+// v2 hosts: the runtime unit property AllowedCPUs, set over D-Bus
+// (SetUnitProperties, runtime=true), so a daemon-reload or any unit change
+// that makes systemd rewrite cpuset.cpus keeps the confinement instead of
+// silently undoing it. It talks to systemd's private socket
+// (/run/systemd/private under the host root), the peer-to-peer endpoint
+// systemctl uses as root, so no D-Bus daemon is needed.
+//
+// A unit property is a knob like a file: its Path is "systemd:<unit>/
+// AllowedCPUs" and its value a cpulist ("" for no restriction); the engine
+// reads and writes such paths through Read and Write, so the journal keeps
+// the original and revert puts it back.
+package systemd
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/godbus/dbus/v5"
+	"k8s.io/utils/cpuset"
+
+	"latencytier.io/latencytier/agent/cpulist"
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/knob"
+)
+
+// Prefix starts the path of a systemd unit property knob.
+const Prefix = "systemd:"
+
+// AllowedCPUs is the unit property that confines a unit's cpuset.
+const AllowedCPUs = "AllowedCPUs"
+
+const (
+	dest        = "org.freedesktop.systemd1"
+	managerPath = dbus.ObjectPath("/org/freedesktop/systemd1")
+	manager     = "org.freedesktop.systemd1.Manager"
+	noSuchUnit  = "org.freedesktop.systemd1.NoSuchUnit"
+)
+
+// Booted reports whether systemd is the host's init (sd_booted: the
+// directory /run/systemd/system exists) and its private socket is there.
+func Booted(root *host.Root) bool {
+	fi, err := os.Stat(root.Path("run", "systemd", "system"))
+	return err == nil && fi.IsDir() && root.Exists(socket(root))
+}
+
+func socket(root *host.Root) string { return root.Path("run", "systemd", "private") }
+
+// Path is the knob path of unit's AllowedCPUs.
+func Path(unit string) string { return Prefix + unit + "/" + AllowedCPUs }
+
+// IsPath reports whether a knob or journal path names a unit property.
+func IsPath(p string) bool { return strings.HasPrefix(p, Prefix) }
+
+func parsePath(p string) (unit string, err error) {
+	rest, ok := strings.CutPrefix(p, Prefix)
+	unit, prop, found := strings.Cut(rest, "/")
+	if !ok || !found || prop != AllowedCPUs || unit == "" || strings.ContainsAny(unit, "/ ") {
+		return "", fmt.Errorf("not a systemd AllowedCPUs path: %q", p)
+	}
+	return unit, nil
+}
+
+// Read returns the unit's AllowedCPUs as a cpulist ("" when unrestricted).
+// A unit systemd does not know reads as fs.ErrNotExist (gone).
+func Read(root *host.Root, path string) (string, error) {
+	unit, err := parsePath(path)
+	if err != nil {
+		return "", err
+	}
+	conn, err := dial(root)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	var obj dbus.ObjectPath
+	if err := conn.Object(dest, managerPath).Call(manager+".GetUnit", 0, unit).Store(&obj); err != nil {
+		return "", busError("GetUnit "+unit, err)
+	}
+	v, err := conn.Object(dest, obj).GetProperty(unitInterface(unit) + "." + AllowedCPUs)
+	if err != nil {
+		return "", busError("reading "+unit+" "+AllowedCPUs, err)
+	}
+	mask, ok := v.Value().([]byte)
+	if !ok {
+		return "", fmt.Errorf("%s %s has D-Bus type %s, want ay", unit, AllowedCPUs, v.Signature())
+	}
+	set, err := FromMask(mask)
+	if err != nil {
+		return "", err
+	}
+	return set.String(), nil
+}
+
+// Write sets the unit's AllowedCPUs for this boot (runtime=true: kept in
+// /run/systemd/system.control across daemon-reload, gone at reboot).
+// value is a cpulist; "" lifts the restriction.
+func Write(root *host.Root, path, value string) error {
+	unit, err := parsePath(path)
+	if err != nil {
+		return err
+	}
+	set, err := cpulist.Parse(value)
+	if err != nil {
+		return err
+	}
+	conn, err := dial(root)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	props := []property{{Name: AllowedCPUs, Value: dbus.MakeVariant(ToMask(set))}}
+	if err := conn.Object(dest, managerPath).Call(manager+".SetUnitProperties", 0, unit, true, props).Err; err != nil {
+		return busError("setting "+unit+" "+AllowedCPUs, err)
+	}
+	return nil
+}
+
+// property is the D-Bus (sv) pair SetUnitProperties takes.
+type property struct {
+	Name  string
+	Value dbus.Variant
+}
+
+func dial(root *host.Root) (*dbus.Conn, error) {
+	conn, err := dbus.Dial("unix:path=" + socket(root))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to systemd at %s: %w", socket(root), err)
+	}
+	if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Geteuid()))}); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("authenticating to systemd at %s: %w", socket(root), err)
+	}
+	return conn, nil
+}
+
+func busError(what string, err error) error {
+	var de dbus.Error
+	if errors.As(err, &de) && de.Name == noSuchUnit {
+		return fmt.Errorf("%s: %w (%v)", what, fs.ErrNotExist, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// unitInterface is the D-Bus interface holding a unit type's cgroup
+// properties ("system.slice" → org.freedesktop.systemd1.Slice).
+func unitInterface(unit string) string {
+	kind := unit[strings.LastIndex(unit, ".")+1:]
+	if kind == "" {
+		return "org.freedesktop.systemd1.Unit"
+	}
+	return "org.freedesktop.systemd1." + strings.ToUpper(kind[:1]) + kind[1:]
+}
+
+// ToMask is systemd's D-Bus form of a CPU set: bit c%8 of byte c/8 for
+// every CPU c; the empty set is an empty array.
+func ToMask(set cpuset.CPUSet) []byte {
+	cpus := set.List()
+	if len(cpus) == 0 {
+		return []byte{}
+	}
+	mask := make([]byte, cpus[len(cpus)-1]/8+1)
+	for _, c := range cpus {
+		mask[c/8] |= 1 << (c % 8)
+	}
+	return mask
+}
+
+// FromMask is the CPU set of a systemd D-Bus mask, refusing masks for more
+// than cpulist.MaxCPUs CPUs.
+func FromMask(mask []byte) (cpuset.CPUSet, error) {
+	if len(mask) > cpulist.MaxCPUs/8 {
+		return cpuset.New(), fmt.Errorf("CPU mask of %d bytes names CPUs beyond %d", len(mask), cpulist.MaxCPUs)
+	}
+	var cpus []int
+	for i, b := range mask {
+		for bit := 0; bit < 8; bit++ {
+			if b&(1<<bit) != 0 {
+				cpus = append(cpus, i*8+bit)
+			}
+		}
+	}
+	return cpuset.New(cpus...), nil
+}
+
+// Slices are the units whose CPUs the agent confines through systemd.
+var Slices = []string{"system.slice", "user.slice"}
+
+// KnobID is the setting name of unit's AllowedCPUs knob.
+func KnobID(unit string) string { return "cpuset/" + unit + "/" + AllowedCPUs }
+
+// Knob sets unit's AllowedCPUs to cpus for this boot.
+func Knob(unit string, cpus cpuset.CPUSet) knob.Knob {
+	return knob.Knob{ID: KnobID(unit), Path: Path(unit), Desired: cpus.String(), Equal: equal,
+		Label: unit + " " + AllowedCPUs + " (systemd, runtime)"}
+}
+
+// equal compares cpulists by their CPUs ("" is the empty set).
+func equal(actual, want string) bool {
+	a, errA := cpulist.Parse(actual)
+	w, errW := cpulist.Parse(want)
+	if errA != nil || errW != nil {
+		return strings.TrimSpace(actual) == strings.TrimSpace(want)
+	}
+	return a.Equals(w)
+}
