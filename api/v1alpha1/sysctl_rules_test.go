@@ -171,3 +171,41 @@ func TestNeighboursOfRefusedSysctlsAreAccepted(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
 }
+
+// kubectl explain names, for every scheduler field, each file the knob
+// lives in per the catalogue.
+func TestSchedulerDocsNameTheCataloguePlaces(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "tuning.latencytier.io_latencyprofiles.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema struct {
+						Properties map[string]struct {
+							Properties map[string]struct {
+								Properties map[string]struct {
+									Description string `json:"description"`
+								} `json:"properties"`
+							} `json:"properties"`
+						} `json:"properties"`
+					} `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &crd); err != nil {
+		t.Fatal(err)
+	}
+	fields := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["scheduler"].Properties
+	for _, s := range knobs.SchedulerKnobs {
+		doc := strings.Join(strings.Fields(fields[s.Field].Description), " ")
+		for _, p := range s.Places {
+			if name := p.Proc + p.Debug; !strings.Contains(doc, name) {
+				t.Errorf("spec.scheduler.%s description does not name %s: %q", s.Field, name, doc)
+			}
+		}
+	}
+}
