@@ -105,122 +105,122 @@ func TypedBy(name string) (Scheduler, bool) {
 	return Scheduler{}, false
 }
 
-// Namespace is the kernel namespace a sysctl lives in ("" = global).
-type Namespace string
+// namespace is the kernel namespace a sysctl lives in ("" = global).
+type namespace string
 
-// Namespaces raw sysctls live in.
+// The namespaces raw sysctls live in.
 const (
-	Global Namespace = ""
-	// Net: the agent DaemonSet runs with hostNetwork (controllers/daemonset.go),
+	nsGlobal namespace = ""
+	// nsNet: the agent DaemonSet runs with hostNetwork (controllers/daemonset.go),
 	// so it writes the host's network namespace (not any pod's).
-	Net Namespace = "network"
-	// IPC: the agent has no hostIPC, so it would write only its own.
-	IPC Namespace = "IPC"
-	// UTS: host name and domain name.
-	UTS Namespace = "UTS"
-	// PID: the agent runs with hostPID; from 6.14 kernel.pid_max is per PID
+	nsNet namespace = "network"
+	// nsIPC: the agent has no hostIPC, so it would write only its own.
+	nsIPC namespace = "IPC"
+	// nsUTS: host name and domain name.
+	nsUTS namespace = "UTS"
+	// nsPID: the agent runs with hostPID; from 6.14 kernel.pid_max is per PID
 	// namespace too.
-	PID Namespace = "PID"
-	// User: the agent runs in the initial user namespace (no hostUsers: false).
-	User Namespace = "user"
+	nsPID namespace = "PID"
+	// nsUser: the agent runs in the initial user namespace (no hostUsers: false).
+	nsUser namespace = "user"
 )
 
-// Reason is why a raw sysctl is refused.
-type Reason string
+// reason is why a raw sysctl is refused.
+type reason string
 
-// Reasons, each with one sentence (Why) shared by the agent's status message
+// reasons, each with one sentence (why) shared by the agent's status message
 // and the CRD's admission message.
 const (
-	// RunsHelper: the kernel runs a program named by the value, as root with
+	// runsHelper: the kernel runs a program named by the value, as root with
 	// full capabilities: a profile would be root on every node it selects.
-	RunsHelper Reason = "RunsHelper"
-	// OneWay: once written the old value cannot come back until reboot, which
+	runsHelper reason = "RunsHelper"
+	// oneWay: once written the old value cannot come back until reboot, which
 	// breaks the exact-revert promise.
-	OneWay Reason = "OneWay"
-	// NamespacedAway: the sysctl lives in a namespace the agent does not
+	oneWay reason = "OneWay"
+	// namespacedAway: the sysctl lives in a namespace the agent does not
 	// share with the host, so the write would change only the agent's own.
-	NamespacedAway Reason = "NamespacedAway"
-	// NotTuning: identity or bookkeeping other software relies on.
-	NotTuning Reason = "NotTuning"
-	// Action: writing triggers an action; there is no setting to hold or revert.
-	Action Reason = "Action"
+	namespacedAway reason = "NamespacedAway"
+	// notTuning: identity or bookkeeping other software relies on.
+	notTuning reason = "NotTuning"
+	// action: writing triggers an action; there is no setting to hold or revert.
+	action reason = "Action"
 )
 
-// Reasons lists every Reason in a stable order (one CEL rule each).
-var Reasons = []Reason{RunsHelper, OneWay, NamespacedAway, NotTuning, Action}
+// reasons lists every reason in a stable order (one CEL rule each).
+var reasons = []reason{runsHelper, oneWay, namespacedAway, notTuning, action}
 
-// Why is the sentence that follows "sysctl <name> " in refusal messages. It
+// why is the sentence that follows "sysctl <name> " in refusal messages. It
 // holds no quote characters (it is embedded in CEL string literals).
-func (r Reason) Why() string {
+func (r reason) why() string {
 	switch r {
-	case RunsHelper:
+	case runsHelper:
 		return "is refused: it makes the kernel run a program as root, so a profile could run code on every node it selects"
-	case OneWay:
+	case oneWay:
 		return "is refused: once changed it cannot be set back until reboot, so the agent could never revert it"
-	case NamespacedAway:
+	case namespacedAway:
 		return "is refused: it is per IPC namespace and the agent does not share the host IPC namespace, so it would change only its own"
-	case NotTuning:
+	case notTuning:
 		return "is refused: it is the identity or bookkeeping of the node (host name, domain name, last PID) that kubelet, the runtime and every fork rely on, not a tuning knob"
-	case Action:
+	case action:
 		return "is refused: writing it triggers an action (drop caches, compact, flush), there is no setting to hold or revert"
 	}
 	return "is refused"
 }
 
-// Rule says, for one sysctl name or every name under a prefix, which
+// entry says, for one sysctl name or every name under a prefix, which
 // namespace it lives in and whether the agent refuses it.
-type Rule struct {
+type entry struct {
 	// Name is an exact dotted name, or a prefix when Prefix is set.
 	Name   string
 	Prefix bool
 	// Namespace the sysctl lives in.
-	Namespace Namespace
+	Namespace namespace
 	// Refused is why it is refused ("" = allowed).
-	Refused Reason
+	Refused reason
 	// Note explains the entry in docs/knobs.md.
 	Note string
 }
 
-// Rules is the raw sysctl catalogue. Names not listed here are global and
+// rules is the raw sysctl catalogue. Names not listed here are global and
 // allowed (subject to the name pattern and the typed-field rule).
-var Rules = []Rule{
-	{Name: "kernel.core_pattern", Refused: RunsHelper, Note: "a value starting with a pipe names a program the kernel runs as root on every core dump"},
-	{Name: "kernel.modprobe", Refused: RunsHelper, Note: "the program the kernel runs to load a module, on demand from any process"},
-	{Name: "kernel.poweroff_cmd", Refused: RunsHelper, Note: "the program the kernel runs on an orderly power-off"},
-	{Name: "kernel.hotplug", Refused: RunsHelper, Note: "the uevent helper (CONFIG_UEVENT_HELPER), run on every device event"},
-	{Name: "fs.binfmt_misc.", Prefix: true, Refused: RunsHelper, Note: "registers interpreters the kernel runs for matching executables"},
-	{Name: "kernel.modules_disabled", Refused: OneWay, Note: "1 cannot be set back to 0"},
-	{Name: "kernel.kexec_load_disabled", Refused: OneWay, Note: "1 cannot be set back to 0"},
-	{Name: "kernel.kexec_load_limit_panic", Refused: OneWay, Note: "can only be lowered (6.7+)"},
-	{Name: "kernel.kexec_load_limit_reboot", Refused: OneWay, Note: "can only be lowered (6.7+)"},
-	{Name: "kernel.yama.ptrace_scope", Refused: OneWay, Note: "3 cannot be lowered"},
-	{Name: "kernel.unprivileged_bpf_disabled", Refused: OneWay, Note: "1 cannot be changed; 0 opens BPF to unprivileged users"},
-	{Name: "kernel.tainted", Refused: OneWay, Note: "writes can only add taint bits"},
-	{Name: "kernel.usermodehelper.", Prefix: true, Refused: OneWay, Note: "capability sets of kernel-run helpers; can only be reduced"},
-	{Name: "kernel.shm", Prefix: true, Namespace: IPC, Refused: NamespacedAway, Note: "shmmax, shmall, shmmni, shm_rmid_forced, shm_next_id"},
-	{Name: "kernel.msg", Prefix: true, Namespace: IPC, Refused: NamespacedAway, Note: "msgmax, msgmnb, msgmni, msg_next_id"},
-	{Name: "kernel.sem", Prefix: true, Namespace: IPC, Refused: NamespacedAway, Note: "sem, sem_next_id"},
-	{Name: "kernel.auto_msgmni", Namespace: IPC, Refused: NamespacedAway, Note: "older kernels"},
-	{Name: "fs.mqueue.", Prefix: true, Namespace: IPC, Refused: NamespacedAway, Note: "POSIX message queue limits"},
-	{Name: "kernel.hostname", Namespace: UTS, Refused: NotTuning, Note: "the node name kubelet registers under"},
-	{Name: "kernel.domainname", Namespace: UTS, Refused: NotTuning, Note: "NIS domain name"},
-	{Name: "kernel.ns_last_pid", Namespace: PID, Refused: NotTuning, Note: "moves on every fork"},
-	{Name: "vm.drop_caches", Refused: Action, Note: "drops the page cache on every write"},
-	{Name: "vm.compact_memory", Refused: Action, Note: "write-only trigger"},
-	{Name: "net.ipv4.route.flush", Namespace: Net, Refused: Action, Note: "write-only trigger"},
-	{Name: "net.ipv6.route.flush", Namespace: Net, Refused: Action, Note: "write-only trigger"},
-	{Name: "net.", Prefix: true, Namespace: Net, Note: "the host network namespace (the agent runs with hostNetwork); pods' own namespaces are not touched"},
-	{Name: "kernel.pid_max", Namespace: PID, Note: "per PID namespace from 6.14; the agent runs with hostPID"},
-	{Name: "vm.memfd_noexec", Namespace: PID, Note: "per PID namespace; the agent runs with hostPID"},
-	{Name: "user.", Prefix: true, Namespace: User, Note: "per user namespace; the agent runs in the initial one"},
+var rules = []entry{
+	{Name: "kernel.core_pattern", Refused: runsHelper, Note: "a value starting with a pipe names a program the kernel runs as root on every core dump"},
+	{Name: "kernel.modprobe", Refused: runsHelper, Note: "the program the kernel runs to load a module, on demand from any process"},
+	{Name: "kernel.poweroff_cmd", Refused: runsHelper, Note: "the program the kernel runs on an orderly power-off"},
+	{Name: "kernel.hotplug", Refused: runsHelper, Note: "the uevent helper (CONFIG_UEVENT_HELPER), run on every device event"},
+	{Name: "fs.binfmt_misc.", Prefix: true, Refused: runsHelper, Note: "registers interpreters the kernel runs for matching executables"},
+	{Name: "kernel.modules_disabled", Refused: oneWay, Note: "1 cannot be set back to 0"},
+	{Name: "kernel.kexec_load_disabled", Refused: oneWay, Note: "1 cannot be set back to 0"},
+	{Name: "kernel.kexec_load_limit_panic", Refused: oneWay, Note: "can only be lowered (6.7+)"},
+	{Name: "kernel.kexec_load_limit_reboot", Refused: oneWay, Note: "can only be lowered (6.7+)"},
+	{Name: "kernel.yama.ptrace_scope", Refused: oneWay, Note: "3 cannot be lowered"},
+	{Name: "kernel.unprivileged_bpf_disabled", Refused: oneWay, Note: "1 cannot be changed; 0 opens BPF to unprivileged users"},
+	{Name: "kernel.tainted", Refused: oneWay, Note: "writes can only add taint bits"},
+	{Name: "kernel.usermodehelper.", Prefix: true, Refused: oneWay, Note: "capability sets of kernel-run helpers; can only be reduced"},
+	{Name: "kernel.shm", Prefix: true, Namespace: nsIPC, Refused: namespacedAway, Note: "shmmax, shmall, shmmni, shm_rmid_forced, shm_next_id"},
+	{Name: "kernel.msg", Prefix: true, Namespace: nsIPC, Refused: namespacedAway, Note: "msgmax, msgmnb, msgmni, msg_next_id"},
+	{Name: "kernel.sem", Prefix: true, Namespace: nsIPC, Refused: namespacedAway, Note: "sem, sem_next_id"},
+	{Name: "kernel.auto_msgmni", Namespace: nsIPC, Refused: namespacedAway, Note: "older kernels"},
+	{Name: "fs.mqueue.", Prefix: true, Namespace: nsIPC, Refused: namespacedAway, Note: "POSIX message queue limits"},
+	{Name: "kernel.hostname", Namespace: nsUTS, Refused: notTuning, Note: "the node name kubelet registers under"},
+	{Name: "kernel.domainname", Namespace: nsUTS, Refused: notTuning, Note: "NIS domain name"},
+	{Name: "kernel.ns_last_pid", Namespace: nsPID, Refused: notTuning, Note: "moves on every fork"},
+	{Name: "vm.drop_caches", Refused: action, Note: "drops the page cache on every write"},
+	{Name: "vm.compact_memory", Refused: action, Note: "write-only trigger"},
+	{Name: "net.ipv4.route.flush", Namespace: nsNet, Refused: action, Note: "write-only trigger"},
+	{Name: "net.ipv6.route.flush", Namespace: nsNet, Refused: action, Note: "write-only trigger"},
+	{Name: "net.", Prefix: true, Namespace: nsNet, Note: "the host network namespace (the agent runs with hostNetwork); pods' own namespaces are not touched"},
+	{Name: "kernel.pid_max", Namespace: nsPID, Note: "per PID namespace from 6.14; the agent runs with hostPID"},
+	{Name: "vm.memfd_noexec", Namespace: nsPID, Note: "per PID namespace; the agent runs with hostPID"},
+	{Name: "user.", Prefix: true, Namespace: nsUser, Note: "per user namespace; the agent runs in the initial one"},
 }
 
-// Lookup returns the rule for name: an exact entry first, else the longest
+// lookup returns the rule for name: an exact entry first, else the longest
 // matching prefix. ok is false for a global, allowed name.
-func Lookup(name string) (Rule, bool) {
-	var best Rule
+func lookup(name string) (entry, bool) {
+	var best entry
 	found := false
-	for _, r := range Rules {
+	for _, r := range rules {
 		switch {
 		case !r.Prefix && r.Name == name:
 			return r, true
@@ -234,16 +234,16 @@ func Lookup(name string) (Rule, bool) {
 // Refusal says whether the agent refuses raw sysctl name, and the message
 // naming it and why.
 func Refusal(name string) (string, bool) {
-	r, ok := Lookup(name)
+	r, ok := lookup(name)
 	if !ok || r.Refused == "" {
 		return "", false
 	}
-	return "sysctl " + name + " " + r.Refused.Why(), true
+	return "sysctl " + name + " " + r.Refused.why(), true
 }
 
-// Refused returns the exact names and the prefixes refused for reason r.
-func Refused(r Reason) (names, prefixes []string) {
-	for _, rule := range Rules {
+// refusedFor returns the exact names and the prefixes refused for reason r.
+func refusedFor(r reason) (names, prefixes []string) {
+	for _, rule := range rules {
 		if rule.Refused != r {
 			continue
 		}

@@ -14,7 +14,7 @@ var update = flag.Bool("update", false, "rewrite docs/knobs.md from the catalogu
 // regenerating the doc fails.
 func TestDocIsCurrent(t *testing.T) {
 	path := filepath.Join("..", "..", "docs", "knobs.md")
-	want := Markdown()
+	want := markdown()
 	if *update {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
@@ -32,32 +32,32 @@ func TestDocIsCurrent(t *testing.T) {
 func TestLookup(t *testing.T) {
 	cases := []struct {
 		name    string
-		ns      Namespace
-		refused Reason
+		ns      namespace
+		refused reason
 	}{
-		{"kernel.core_pattern", Global, RunsHelper},
-		{"kernel.modprobe", Global, RunsHelper},
-		{"fs.binfmt_misc.register", Global, RunsHelper},
-		{"kernel.modules_disabled", Global, OneWay},
-		{"kernel.yama.ptrace_scope", Global, OneWay},
-		{"kernel.usermodehelper.bset", Global, OneWay},
-		{"kernel.shmmax", IPC, NamespacedAway},
-		{"kernel.sem", IPC, NamespacedAway},
-		{"kernel.msg_next_id", IPC, NamespacedAway},
-		{"fs.mqueue.msg_max", IPC, NamespacedAway},
-		{"kernel.hostname", UTS, NotTuning},
-		{"net.ipv4.route.flush", Net, Action},
-		{"vm.drop_caches", Global, Action},
-		{"net.core.busy_poll", Net, ""},
-		{"user.max_user_namespaces", User, ""},
-		{"kernel.pid_max", PID, ""},
-		{"vm.swappiness", Global, ""},
-		{"kernel.core_pipe_limit", Global, ""},
-		{"kernel.io_uring_disabled", Global, ""},
-		{"fs.binfmt_misc", Global, ""}, // the directory: the agent refuses directories
+		{"kernel.core_pattern", nsGlobal, runsHelper},
+		{"kernel.modprobe", nsGlobal, runsHelper},
+		{"fs.binfmt_misc.register", nsGlobal, runsHelper},
+		{"kernel.modules_disabled", nsGlobal, oneWay},
+		{"kernel.yama.ptrace_scope", nsGlobal, oneWay},
+		{"kernel.usermodehelper.bset", nsGlobal, oneWay},
+		{"kernel.shmmax", nsIPC, namespacedAway},
+		{"kernel.sem", nsIPC, namespacedAway},
+		{"kernel.msg_next_id", nsIPC, namespacedAway},
+		{"fs.mqueue.msg_max", nsIPC, namespacedAway},
+		{"kernel.hostname", nsUTS, notTuning},
+		{"net.ipv4.route.flush", nsNet, action},
+		{"vm.drop_caches", nsGlobal, action},
+		{"net.core.busy_poll", nsNet, ""},
+		{"user.max_user_namespaces", nsUser, ""},
+		{"kernel.pid_max", nsPID, ""},
+		{"vm.swappiness", nsGlobal, ""},
+		{"kernel.core_pipe_limit", nsGlobal, ""},
+		{"kernel.io_uring_disabled", nsGlobal, ""},
+		{"fs.binfmt_misc", nsGlobal, ""}, // the directory: the agent refuses directories
 	}
 	for _, tc := range cases {
-		r, _ := Lookup(tc.name)
+		r, _ := lookup(tc.name)
 		if r.Namespace != tc.ns || r.Refused != tc.refused {
 			t.Errorf("%s: namespace %q refused %q, want %q %q", tc.name, r.Namespace, r.Refused, tc.ns, tc.refused)
 		}
@@ -84,17 +84,17 @@ func TestTypedBy(t *testing.T) {
 	}
 }
 
-// The texts go into CEL string literals and NamespacedAway's sentence names
-// the IPC namespace.
+// The texts go into CEL string literals and namespacedAway's sentence names
+// the nsIPC namespace.
 func TestCatalogueIsConsistent(t *testing.T) {
 	seen := map[string]bool{}
-	for _, r := range Rules {
+	for _, r := range rules {
 		if seen[r.Name] {
 			t.Errorf("%s listed twice", r.Name)
 		}
 		seen[r.Name] = true
-		if r.Refused == NamespacedAway && r.Namespace != IPC {
-			t.Errorf("%s: NamespacedAway is worded for IPC only", r.Name)
+		if r.Refused == namespacedAway && r.Namespace != nsIPC {
+			t.Errorf("%s: namespacedAway is worded for IPC only", r.Name)
 		}
 		if strings.ContainsAny(r.Name, `'"\`) || (r.Prefix && r.Name == "") {
 			t.Errorf("bad rule name %q", r.Name)
@@ -103,8 +103,8 @@ func TestCatalogueIsConsistent(t *testing.T) {
 			t.Errorf("%s is a typed knob and a rule", r.Name)
 		}
 	}
-	for _, r := range Reasons {
-		if strings.ContainsAny(r.Why(), "'\"`\\") {
+	for _, r := range reasons {
+		if strings.ContainsAny(r.why(), "'\"`\\") {
 			t.Errorf("%s: Why holds a quote or backslash", r)
 		}
 	}

@@ -35,8 +35,8 @@ func CELRules() []CELRule {
 		MessageExpression: "'sysctl ' + self.name + ' duplicates a typed field of spec.scheduler (' + {" +
 			strings.Join(fields, ", ") + "}[self.name] + '); set it there'",
 	}}
-	for _, r := range Reasons {
-		names, prefixes := Refused(r)
+	for _, r := range reasons {
+		names, prefixes := refusedFor(r)
 		var terms []string
 		if len(names) > 0 {
 			terms = append(terms, "self.name in "+celList(names))
@@ -45,7 +45,7 @@ func CELRules() []CELRule {
 			terms = append(terms, celList(prefixes)+".exists(p, self.name.startsWith(p))")
 		}
 		out = append(out, CELRule{Rule: "!(" + strings.Join(terms, " || ") + ")",
-			MessageExpression: "'sysctl ' + self.name + ' " + r.Why() + "'"})
+			MessageExpression: "'sysctl ' + self.name + ' " + r.why() + "'"})
 	}
 	return append(out, CELRule{
 		Rule:              `!self.value.contains('\n') && !self.value.contains('\x00')`,
@@ -61,8 +61,8 @@ func celList(xs []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
-// Markdown renders docs/knobs.md.
-func Markdown() string {
+// markdown renders docs/knobs.md.
+func markdown() string {
 	var b strings.Builder
 	b.WriteString("# Kernel knobs\n\n")
 	b.WriteString("Generated from `internal/knobs` (`go test ./internal/knobs -update`); do not edit by hand.\n\n")
@@ -91,24 +91,24 @@ func Markdown() string {
 	b.WriteString("## Refused sysctls\n\n")
 	b.WriteString("Refused by the CRD (CEL) and again by the agent (reported `Invalid`), so neither a LatencyNode written by hand nor `latencytier agent apply --node-spec` gets around it. A name ending in `.` or `*` covers every sysctl under it.\n\n")
 	b.WriteString("| sysctl | reason | why |\n|---|---|---|\n")
-	for _, r := range Reasons {
-		for _, rule := range Rules {
+	for _, r := range reasons {
+		for _, rule := range rules {
 			if rule.Refused == r {
 				fmt.Fprintf(&b, "| `%s` | %s | %s |\n", rule.pattern(), r, rule.Note)
 			}
 		}
 	}
 	b.WriteString("\nReasons:\n\n")
-	for _, r := range Reasons {
-		fmt.Fprintf(&b, "- **%s**: %s.\n", r, strings.TrimPrefix(r.Why(), "is refused: "))
+	for _, r := range reasons {
+		fmt.Fprintf(&b, "- **%s**: %s.\n", r, strings.TrimPrefix(r.why(), "is refused: "))
 	}
 	b.WriteString("\n## Namespaced sysctls\n\n")
 	b.WriteString("A sysctl in a namespace changes that namespace only. Allowed ones are those whose namespace the agent shares with the host; every other sysctl is global.\n\n")
 	b.WriteString("| sysctl | namespace | allowed | note |\n|---|---|---|---|\n")
-	ns := slices.Clone(Rules)
-	slices.SortStableFunc(ns, func(a, b Rule) int { return strings.Compare(string(a.Namespace), string(b.Namespace)) })
+	ns := slices.Clone(rules)
+	slices.SortStableFunc(ns, func(a, b entry) int { return strings.Compare(string(a.Namespace), string(b.Namespace)) })
 	for _, rule := range ns {
-		if rule.Namespace == Global {
+		if rule.Namespace == nsGlobal {
 			continue
 		}
 		allowed := "yes"
@@ -136,7 +136,7 @@ func (p Place) describe() string {
 	return where
 }
 
-func (r Rule) pattern() string {
+func (r entry) pattern() string {
 	if r.Prefix && !strings.HasSuffix(r.Name, ".") {
 		return r.Name + "*"
 	}
