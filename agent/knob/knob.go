@@ -9,8 +9,8 @@ import "strings"
 // Knob is one kernel value the agent manages.
 type Knob struct {
 	// ID names the setting in status and in the journal, e.g.
-	// "sysctl/kernel.sched_autogroup_enabled", "irq/24",
-	// "cpuset/system.slice", "cpuquota/<ns>/<pod>/pod".
+	// "scheduler/autogroup", "sysctl/net.core.busy_poll", "irq/24",
+	// "cpuset/system.slice" (docs/knobs.md lists the forms).
 	ID string
 	// Path is the absolute file (already under the host root).
 	Path string

@@ -16,6 +16,7 @@ import (
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/knobs"
 )
 
 // Finding types: the field notes' checklists.
@@ -121,21 +122,23 @@ func (c *checker) scheduler() v1alpha1.SchedulerSpec {
 // autogroup: field note 004, a cron tar in its own session got the CPU share
 // of a 500-thread gateway.
 func (c *checker) autogroup() *v1alpha1.Finding {
-	v, ok := c.sysctl("kernel.sched_autogroup_enabled")
+	v, ok := c.sysctl(knobs.Autogroup.Sysctl())
 	if !ok || v == "0" || togglePtr(c.scheduler().Autogroup) == v1alpha1.Enabled {
 		return nil
 	}
 	return finding(FindingAutogroup, SeverityWarning,
-		"kernel.sched_autogroup_enabled=%s: each session (a cron job, an ssh login) gets as much CPU as a whole many-threaded server; set scheduler.autogroup: Disabled", v)
+		"%s=%s: each session (a cron job, an ssh login) gets as much CPU as a whole many-threaded server; set scheduler.%s: Disabled",
+		knobs.Autogroup.Sysctl(), v, knobs.Autogroup.Field)
 }
 
 func (c *checker) numaBalancing() *v1alpha1.Finding {
-	v, ok := c.sysctl("kernel.numa_balancing")
+	v, ok := c.sysctl(knobs.NumaBalancing.Sysctl())
 	if !ok || v == "0" || togglePtr(c.scheduler().NumaBalancing) == v1alpha1.Enabled {
 		return nil
 	}
 	return finding(FindingNumaBalancing, SeverityWarning,
-		"kernel.numa_balancing=%s: the kernel migrates pages and tasks between NUMA nodes under load; set scheduler.numaBalancing: Disabled", v)
+		"%s=%s: the kernel migrates pages and tasks between NUMA nodes under load; set scheduler.%s: Disabled",
+		knobs.NumaBalancing.Sysctl(), v, knobs.NumaBalancing.Field)
 }
 
 func togglePtr(t *v1alpha1.Toggle) v1alpha1.Toggle {
@@ -338,7 +341,7 @@ func firstN(s []string, n int) []string {
 // rtThrottlingOff: sched_rt_runtime_us=-1 lets a runaway RT task take a CPU
 // forever; only sensible on isolated CPUs that the kernel keeps apart.
 func (c *checker) rtThrottlingOff() *v1alpha1.Finding {
-	v, ok := c.sysctl("kernel.sched_rt_runtime_us")
+	v, ok := c.sysctl(knobs.RTRuntime.Sysctl())
 	if !ok || v != "-1" {
 		return nil
 	}
@@ -348,8 +351,8 @@ func (c *checker) rtThrottlingOff() *v1alpha1.Finding {
 		return nil
 	}
 	return finding(FindingRTThrottlingOff, SeverityWarning,
-		"kernel.sched_rt_runtime_us=-1 (RT throttling off) without isolated CPUs (profile isolated %q, kernel isolcpus %q): a runaway real-time task can starve every CFS task on its CPU; keep 950000 or isolate the CPUs first",
-		c.cls.isolated.String(), isolatedByKernel.String())
+		"%s=-1 (RT throttling off) without isolated CPUs (profile isolated %q, kernel isolcpus %q): a runaway real-time task can starve every CFS task on its CPU; keep 950000 or isolate the CPUs first",
+		knobs.RTRuntime.Sysctl(), c.cls.isolated.String(), isolatedByKernel.String())
 }
 
 // runQueueOverloaded: procs_running above the CPU count in every one of a

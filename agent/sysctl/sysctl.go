@@ -16,11 +16,15 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/knob"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/knobs"
 )
 
 // Layout is where this kernel keeps its scheduler knobs.
@@ -91,25 +95,17 @@ func parseRelease(rel string) (major, minor int, ok bool) {
 	return major, minor, true
 }
 
-// candidate is one place a knob may live.
-type candidate struct {
-	proc  string // name under /proc/sys/kernel
-	debug string // name under /sys/kernel/debug/sched
-}
-
 // intent is one typed scheduler field resolved to a kernel value.
 type intent struct {
-	field      string
-	value      string
-	candidates []candidate
-	// eevdfGone marks knobs EEVDF removed.
-	eevdfGone bool
+	knob  knobs.Scheduler
+	value string
 }
 
 // Knobs maps the scheduler spec and raw sysctls to knobs in a stable order.
-// Knobs the kernel lacks come back as Unsupported results instead.
+// Knobs the kernel lacks come back as Unsupported results, and raw sysctls
+// the catalogue refuses (internal/knobs) as Invalid ones.
 func Knobs(root *host.Root, l Layout, s *v1alpha1.SchedulerSpec, raw []v1alpha1.Sysctl) ([]knob.Knob, []v1alpha1.SettingResult) {
-	var knobs []knob.Knob
+	var out []knob.Knob
 	var results []v1alpha1.SettingResult
 	for _, in := range intents(s) {
 		k, res := resolve(root, l, in)
@@ -117,10 +113,10 @@ func Knobs(root *host.Root, l Layout, s *v1alpha1.SchedulerSpec, raw []v1alpha1.
 			results = append(results, *res)
 			continue
 		}
-		knobs = append(knobs, k)
+		out = append(out, k)
 	}
 	managed := map[string]string{}
-	for _, k := range knobs {
+	for _, k := range out {
 		managed[k.Path] = k.ID
 	}
 	for _, sc := range raw {
@@ -133,15 +129,14 @@ func Knobs(root *host.Root, l Layout, s *v1alpha1.SchedulerSpec, raw []v1alpha1.
 			continue
 		}
 		managed[k.Path] = k.ID
-		knobs = append(knobs, k)
+		out = append(out, k)
 	}
-	return knobs, results
+	return out, results
 }
 
-// duplicate refuses a raw sysctl whose file a typed field or an earlier raw
-// sysctl already manages (the CRD's rule, again on the node for specs that
-// did not pass the API server): two knobs on one file overwrite each other
-// on every pass.
+// duplicate refuses a raw sysctl whose file an earlier raw sysctl (or a
+// typed field, by another name) already manages: two knobs on one file
+// overwrite each other on every pass.
 func duplicate(managed map[string]string, k knob.Knob) *v1alpha1.SettingResult {
 	owner, dup := managed[k.Path]
 	if !dup {
@@ -151,48 +146,36 @@ func duplicate(managed map[string]string, k knob.Knob) *v1alpha1.SettingResult {
 		Message: fmt.Sprintf("%s is already managed by %s; set it there", k.Path, owner)}
 }
 
-// ID is the setting name of a typed scheduler field in status and journal.
-func ID(field string) string { return "scheduler/" + field }
-
-// RawID is the setting name of a raw sysctl.
-func RawID(name string) string { return "sysctl/" + name }
-
+// intents are the set fields of s, in the catalogue's order.
 func intents(s *v1alpha1.SchedulerSpec) []intent {
 	if s == nil {
 		return nil
 	}
-	var out []intent
+	values := map[string]string{}
 	if s.Autogroup != nil {
-		out = append(out, intent{field: "autogroup", value: toggle(*s.Autogroup),
-			candidates: []candidate{{proc: "sched_autogroup_enabled"}}})
+		values[knobs.Autogroup.Field] = toggle(*s.Autogroup)
 	}
 	if s.NumaBalancing != nil {
-		out = append(out, intent{field: "numaBalancing", value: toggle(*s.NumaBalancing),
-			candidates: []candidate{{proc: "numa_balancing"}}})
+		values[knobs.NumaBalancing.Field] = toggle(*s.NumaBalancing)
 	}
-	if s.MigrationCost != nil {
-		out = append(out, intent{field: "migrationCost", value: ns(s.MigrationCost.Duration),
-			candidates: []candidate{{proc: "sched_migration_cost_ns"}, {debug: "migration_cost_ns"}}})
-	}
-	if s.BaseSlice != nil {
-		out = append(out, intent{field: "baseSlice", value: ns(s.BaseSlice.Duration),
-			candidates: []candidate{{debug: "base_slice_ns"}, {proc: "sched_min_granularity_ns"}, {debug: "min_granularity_ns"}}})
-	}
-	if s.Latency != nil {
-		out = append(out, intent{field: "latency", value: ns(s.Latency.Duration), eevdfGone: true,
-			candidates: []candidate{{proc: "sched_latency_ns"}, {debug: "latency_ns"}}})
-	}
-	if s.WakeupGranularity != nil {
-		out = append(out, intent{field: "wakeupGranularity", value: ns(s.WakeupGranularity.Duration), eevdfGone: true,
-			candidates: []candidate{{proc: "sched_wakeup_granularity_ns"}, {debug: "wakeup_granularity_ns"}}})
+	for field, d := range map[string]*metav1.Duration{knobs.MigrationCost.Field: s.MigrationCost,
+		knobs.BaseSlice.Field: s.BaseSlice, knobs.Latency.Field: s.Latency, knobs.WakeupGranularity.Field: s.WakeupGranularity} {
+		if d != nil {
+			values[field] = ns(d.Duration)
+		}
 	}
 	if s.RTRuntime != nil {
 		v, err := RTRuntimeValue(*s.RTRuntime)
 		if err != nil {
 			v = "invalid:" + *s.RTRuntime
 		}
-		out = append(out, intent{field: "rtRuntime", value: v,
-			candidates: []candidate{{proc: "sched_rt_runtime_us"}}})
+		values[knobs.RTRuntime.Field] = v
+	}
+	var out []intent
+	for _, k := range knobs.SchedulerKnobs {
+		if v, ok := values[k.Field]; ok {
+			out = append(out, intent{knob: k, value: v})
+		}
 	}
 	return out
 }
@@ -219,7 +202,7 @@ func toggle(t v1alpha1.Toggle) string {
 func ns(d time.Duration) string { return strconv.FormatInt(d.Nanoseconds(), 10) }
 
 func resolve(root *host.Root, l Layout, in intent) (knob.Knob, *v1alpha1.SettingResult) {
-	id := ID(in.field)
+	id := in.knob.ID()
 	unsupported := func(msg string) (knob.Knob, *v1alpha1.SettingResult) {
 		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: in.value,
 			State: v1alpha1.SettingUnsupported, Message: msg}
@@ -228,17 +211,17 @@ func resolve(root *host.Root, l Layout, in intent) (knob.Knob, *v1alpha1.Setting
 		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: in.value,
 			State: v1alpha1.SettingInvalid, Message: "value cannot be converted for the kernel"}
 	}
-	if in.eevdfGone && l.EEVDF {
-		return unsupported(fmt.Sprintf("%s does not exist on EEVDF kernels (6.6+); the scheduler has no such knob", in.field))
+	if in.knob.EEVDFRemoved && l.EEVDF {
+		return unsupported(fmt.Sprintf("%s does not exist on EEVDF kernels (6.6+); the scheduler has no such knob", in.knob.Field))
 	}
 	var tried []string
-	for _, c := range in.candidates {
+	for _, c := range in.knob.Places {
 		path := candidatePath(root, c)
 		tried = append(tried, path)
 		if !root.Exists(path) {
 			continue
 		}
-		if c.debug != "" {
+		if c.Debug != "" {
 			if _, err := root.ReadString(path); err != nil {
 				err = kerr.Classify("read", path, err)
 				return unsupported(fmt.Sprintf("the kernel exposes %s but denies access to it (%v); debugfs is restricted on this kernel", path, errors.Unwrap(err)))
@@ -253,23 +236,30 @@ func resolve(root *host.Root, l Layout, in intent) (knob.Knob, *v1alpha1.Setting
 	return unsupported(msg)
 }
 
-func candidatePath(root *host.Root, c candidate) string {
-	if c.debug != "" {
-		return root.DebugSched(c.debug)
+func candidatePath(root *host.Root, c knobs.Place) string {
+	if c.Debug != "" {
+		return root.DebugSched(c.Debug)
 	}
-	return root.Proc("sys", "kernel", c.proc)
+	return root.Proc("sys", "kernel", c.Proc)
 }
 
 func rawKnob(root *host.Root, sc v1alpha1.Sysctl) (knob.Knob, *v1alpha1.SettingResult) {
-	id := RawID(sc.Name)
+	id := knobs.SysctlID(sc.Name)
+	invalid := func(msg string) (knob.Knob, *v1alpha1.SettingResult) {
+		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: sc.Value, State: v1alpha1.SettingInvalid, Message: msg}
+	}
 	path, err := root.SysctlPath(sc.Name)
 	if err != nil {
-		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: sc.Value,
-			State: v1alpha1.SettingInvalid, Message: err.Error()}
+		return invalid(err.Error())
 	}
-	if len(sc.Value) == 0 || len(sc.Value) > 256 || strings.ContainsAny(sc.Value, "\n\x00") {
-		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: sc.Value,
-			State: v1alpha1.SettingInvalid, Message: "value must be 1-256 characters on one line"}
+	if typed, ok := knobs.TypedBy(sc.Name); ok {
+		return invalid(fmt.Sprintf("sysctl %s is already the typed field scheduler.%s (setting %s); set it there", sc.Name, typed.Field, typed.ID()))
+	}
+	if msg, refused := knobs.Refusal(sc.Name); refused {
+		return invalid(msg)
+	}
+	if n := utf8.RuneCountInString(sc.Value); n == 0 || n > knobs.MaxValueChars || strings.ContainsAny(sc.Value, "\n\x00") {
+		return invalid(fmt.Sprintf("value must be 1-%d characters on one line (no newline or NUL)", knobs.MaxValueChars))
 	}
 	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {

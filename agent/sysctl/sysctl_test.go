@@ -13,7 +13,11 @@ import (
 	"latencytier.io/latencytier/agent/knob"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/kernellock"
+	"latencytier.io/latencytier/internal/knobs"
 )
+
+// ID is the setting ID of a typed field (tests name locals "knobs").
+var ID = knobs.SchedulerID
 
 func fullSpec() *v1alpha1.SchedulerSpec {
 	dis := v1alpha1.Disabled

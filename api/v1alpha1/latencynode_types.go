@@ -61,8 +61,9 @@ const (
 
 // SettingResult is one setting's outcome.
 type SettingResult struct {
-	// setting names the knob (sysctl/kernel.sched_autogroup_enabled,
-	// irq/24, cpuset/system.slice, cpuquota/<namespace>/<pod>).
+	// setting names the knob: scheduler/<field> (scheduler/autogroup),
+	// sysctl/<name> (sysctl/net.core.busy_poll), irq/<n>,
+	// cpuset/system.slice, cpuquota/...; docs/knobs.md lists them.
 	// +required
 	// +kubebuilder:validation:MaxLength=256
 	Setting string `json:"setting"`

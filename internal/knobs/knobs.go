@@ -1,0 +1,259 @@
+// Package knobs is the one catalogue of every kernel knob latencytier knows:
+// where each typed scheduler knob lives on each kernel and the setting ID it
+// reports under, which raw sysctls are refused and why, and the namespace
+// each raw sysctl lives in. The agent's writers, the findings, the CRD's CEL
+// deny-lists (checked by a test in api/v1alpha1) and docs/knobs.md (checked
+// by a test here) all derive from it. It imports nothing of the project, so
+// the API package's tests and the agent can both use it.
+package knobs
+
+import (
+	"slices"
+	"strings"
+)
+
+// MaxValueChars bounds a raw sysctl value, counted in characters (as the API
+// server counts maxLength), not bytes.
+const MaxValueChars = 256
+
+// Place is one file a typed knob lives in on some range of kernels.
+type Place struct {
+	// Proc is the name under /proc/sys/kernel ("" for a debugfs place).
+	Proc string
+	// Debug is the name under /sys/kernel/debug/sched.
+	Debug string
+	// Since and Until are the first and last kernel releases with this place
+	// ("" = open ended). Informational: the agent probes, it does not trust
+	// the version.
+	Since, Until string
+}
+
+// Sysctl is the dotted sysctl name of a /proc/sys/kernel place, "" for debugfs.
+func (p Place) Sysctl() string {
+	if p.Proc == "" {
+		return ""
+	}
+	return "kernel." + p.Proc
+}
+
+// Scheduler is one typed field of spec.scheduler.
+type Scheduler struct {
+	// Field is the JSON name of the field in SchedulerSpec.
+	Field string
+	// Places are where the knob may live, in the order the agent probes them.
+	Places []Place
+	// EEVDFRemoved says EEVDF (6.6+) has no such knob: reported Unsupported.
+	EEVDFRemoved bool
+}
+
+// ID is the setting ID the knob reports under in status and the journal.
+func (s Scheduler) ID() string { return SchedulerID(s.Field) }
+
+// Sysctl is the knob's first /proc/sys name, for knobs that are sysctls on
+// every kernel (autogroup, numaBalancing, rtRuntime).
+func (s Scheduler) Sysctl() string {
+	for _, p := range s.Places {
+		if n := p.Sysctl(); n != "" {
+			return n
+		}
+	}
+	return ""
+}
+
+// SchedulerID is the setting ID of a typed scheduler field.
+func SchedulerID(field string) string { return "scheduler/" + field }
+
+// SysctlID is the setting ID of a raw sysctl.
+func SysctlID(name string) string { return "sysctl/" + name }
+
+// The typed scheduler knobs (field notes 000-004, DOMAIN.md).
+var (
+	Autogroup = Scheduler{Field: "autogroup",
+		Places: []Place{{Proc: "sched_autogroup_enabled", Since: "2.6.38"}}}
+	NumaBalancing = Scheduler{Field: "numaBalancing",
+		Places: []Place{{Proc: "numa_balancing", Since: "3.8"}}}
+	MigrationCost = Scheduler{Field: "migrationCost", Places: []Place{
+		{Proc: "sched_migration_cost_ns", Until: "5.12"},
+		{Debug: "migration_cost_ns", Since: "5.13"}}}
+	BaseSlice = Scheduler{Field: "baseSlice", Places: []Place{
+		{Debug: "base_slice_ns", Since: "6.6"},
+		{Proc: "sched_min_granularity_ns", Until: "5.12"},
+		{Debug: "min_granularity_ns", Since: "5.13", Until: "6.5"}}}
+	Latency = Scheduler{Field: "latency", EEVDFRemoved: true, Places: []Place{
+		{Proc: "sched_latency_ns", Until: "5.12"},
+		{Debug: "latency_ns", Since: "5.13", Until: "6.5"}}}
+	WakeupGranularity = Scheduler{Field: "wakeupGranularity", EEVDFRemoved: true, Places: []Place{
+		{Proc: "sched_wakeup_granularity_ns", Until: "5.12"},
+		{Debug: "wakeup_granularity_ns", Since: "5.13", Until: "6.5"}}}
+	RTRuntime = Scheduler{Field: "rtRuntime",
+		Places: []Place{{Proc: "sched_rt_runtime_us", Since: "2.6.25"}}}
+)
+
+// SchedulerKnobs are all typed scheduler knobs in apply order.
+var SchedulerKnobs = []Scheduler{Autogroup, NumaBalancing, MigrationCost, BaseSlice, Latency, WakeupGranularity, RTRuntime}
+
+// TypedBy returns the typed knob whose sysctl name is name: a raw sysctl of
+// that name would be a second writer of the same file.
+func TypedBy(name string) (Scheduler, bool) {
+	for _, s := range SchedulerKnobs {
+		for _, p := range s.Places {
+			if p.Sysctl() == name {
+				return s, true
+			}
+		}
+	}
+	return Scheduler{}, false
+}
+
+// namespace is the kernel namespace a sysctl lives in ("" = global).
+type namespace string
+
+// The namespaces raw sysctls live in.
+const (
+	nsGlobal namespace = ""
+	// nsNet: the agent DaemonSet runs with hostNetwork (controllers/daemonset.go),
+	// so it writes the host's network namespace (not any pod's).
+	nsNet namespace = "network"
+	// nsIPC: the agent has no hostIPC, so it would write only its own.
+	nsIPC namespace = "IPC"
+	// nsUTS: host name and domain name.
+	nsUTS namespace = "UTS"
+	// nsPID: the agent runs with hostPID; from 6.14 kernel.pid_max is per PID
+	// namespace too.
+	nsPID namespace = "PID"
+	// nsUser: the agent runs in the initial user namespace (no hostUsers: false).
+	nsUser namespace = "user"
+)
+
+// reason is why a raw sysctl is refused.
+type reason string
+
+// reasons, each with one sentence (why) shared by the agent's status message
+// and the CRD's admission message.
+const (
+	// runsHelper: the kernel runs a program named by the value, as root with
+	// full capabilities: a profile would be root on every node it selects.
+	runsHelper reason = "RunsHelper"
+	// oneWay: once written the old value cannot come back until reboot, which
+	// breaks the exact-revert promise.
+	oneWay reason = "OneWay"
+	// namespacedAway: the sysctl lives in a namespace the agent does not
+	// share with the host, so the write would change only the agent's own.
+	namespacedAway reason = "NamespacedAway"
+	// notTuning: identity or bookkeeping other software relies on.
+	notTuning reason = "NotTuning"
+	// action: writing triggers an action; there is no setting to hold or revert.
+	action reason = "Action"
+)
+
+// reasons lists every reason in a stable order (one CEL rule each).
+var reasons = []reason{runsHelper, oneWay, namespacedAway, notTuning, action}
+
+// why is the sentence that follows "sysctl <name> " in refusal messages. It
+// holds no quote characters (it is embedded in CEL string literals).
+func (r reason) why() string {
+	switch r {
+	case runsHelper:
+		return "is refused: it makes the kernel run a program as root, so a profile could run code on every node it selects"
+	case oneWay:
+		return "is refused: once changed it cannot be set back until reboot, so the agent could never revert it"
+	case namespacedAway:
+		return "is refused: it is per IPC namespace and the agent does not share the host IPC namespace, so it would change only its own"
+	case notTuning:
+		return "is refused: it is the identity or bookkeeping of the node (host name, domain name, last PID) that kubelet, the runtime and every fork rely on, not a tuning knob"
+	case action:
+		return "is refused: writing it triggers an action (drop caches, compact, flush), there is no setting to hold or revert"
+	}
+	return "is refused"
+}
+
+// entry says, for one sysctl name or every name under a prefix, which
+// namespace it lives in and whether the agent refuses it.
+type entry struct {
+	// Name is an exact dotted name, or a prefix when Prefix is set.
+	Name   string
+	Prefix bool
+	// Namespace the sysctl lives in.
+	Namespace namespace
+	// Refused is why it is refused ("" = allowed).
+	Refused reason
+	// Note explains the entry in docs/knobs.md.
+	Note string
+}
+
+// rules is the raw sysctl catalogue. Names not listed here are global and
+// allowed (subject to the name pattern and the typed-field rule).
+var rules = []entry{
+	{Name: "kernel.core_pattern", Refused: runsHelper, Note: "a value starting with a pipe names a program the kernel runs as root on every core dump"},
+	{Name: "kernel.modprobe", Refused: runsHelper, Note: "the program the kernel runs to load a module, on demand from any process"},
+	{Name: "kernel.poweroff_cmd", Refused: runsHelper, Note: "the program the kernel runs on an orderly power-off"},
+	{Name: "kernel.hotplug", Refused: runsHelper, Note: "the uevent helper (CONFIG_UEVENT_HELPER), run on every device event"},
+	{Name: "fs.binfmt_misc.", Prefix: true, Refused: runsHelper, Note: "registers interpreters the kernel runs for matching executables"},
+	{Name: "kernel.modules_disabled", Refused: oneWay, Note: "1 cannot be set back to 0"},
+	{Name: "kernel.kexec_load_disabled", Refused: oneWay, Note: "1 cannot be set back to 0"},
+	{Name: "kernel.kexec_load_limit_panic", Refused: oneWay, Note: "can only be lowered (6.7+)"},
+	{Name: "kernel.kexec_load_limit_reboot", Refused: oneWay, Note: "can only be lowered (6.7+)"},
+	{Name: "kernel.yama.ptrace_scope", Refused: oneWay, Note: "3 cannot be lowered"},
+	{Name: "kernel.unprivileged_bpf_disabled", Refused: oneWay, Note: "1 cannot be changed; 0 opens BPF to unprivileged users"},
+	{Name: "kernel.tainted", Refused: oneWay, Note: "writes can only add taint bits"},
+	{Name: "kernel.usermodehelper.", Prefix: true, Refused: oneWay, Note: "capability sets of kernel-run helpers; can only be reduced"},
+	{Name: "kernel.shm", Prefix: true, Namespace: nsIPC, Refused: namespacedAway, Note: "shmmax, shmall, shmmni, shm_rmid_forced, shm_next_id"},
+	{Name: "kernel.msg", Prefix: true, Namespace: nsIPC, Refused: namespacedAway, Note: "msgmax, msgmnb, msgmni, msg_next_id"},
+	{Name: "kernel.sem", Prefix: true, Namespace: nsIPC, Refused: namespacedAway, Note: "sem, sem_next_id"},
+	{Name: "kernel.auto_msgmni", Namespace: nsIPC, Refused: namespacedAway, Note: "older kernels"},
+	{Name: "fs.mqueue.", Prefix: true, Namespace: nsIPC, Refused: namespacedAway, Note: "POSIX message queue limits"},
+	{Name: "kernel.hostname", Namespace: nsUTS, Refused: notTuning, Note: "the node name kubelet registers under"},
+	{Name: "kernel.domainname", Namespace: nsUTS, Refused: notTuning, Note: "NIS domain name"},
+	{Name: "kernel.ns_last_pid", Namespace: nsPID, Refused: notTuning, Note: "moves on every fork"},
+	{Name: "vm.drop_caches", Refused: action, Note: "drops the page cache on every write"},
+	{Name: "vm.compact_memory", Refused: action, Note: "write-only trigger"},
+	{Name: "net.ipv4.route.flush", Namespace: nsNet, Refused: action, Note: "write-only trigger"},
+	{Name: "net.ipv6.route.flush", Namespace: nsNet, Refused: action, Note: "write-only trigger"},
+	{Name: "net.", Prefix: true, Namespace: nsNet, Note: "the host network namespace (the agent runs with hostNetwork); pods' own namespaces are not touched"},
+	{Name: "kernel.pid_max", Namespace: nsPID, Note: "per PID namespace from 6.14; the agent runs with hostPID"},
+	{Name: "vm.memfd_noexec", Namespace: nsPID, Note: "per PID namespace; the agent runs with hostPID"},
+	{Name: "user.", Prefix: true, Namespace: nsUser, Note: "per user namespace; the agent runs in the initial one"},
+}
+
+// lookup returns the rule for name: an exact entry first, else the longest
+// matching prefix. ok is false for a global, allowed name.
+func lookup(name string) (entry, bool) {
+	var best entry
+	found := false
+	for _, r := range rules {
+		switch {
+		case !r.Prefix && r.Name == name:
+			return r, true
+		case r.Prefix && strings.HasPrefix(name, r.Name) && len(r.Name) > len(best.Name):
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
+// Refusal says whether the agent refuses raw sysctl name, and the message
+// naming it and why.
+func Refusal(name string) (string, bool) {
+	r, ok := lookup(name)
+	if !ok || r.Refused == "" {
+		return "", false
+	}
+	return "sysctl " + name + " " + r.Refused.why(), true
+}
+
+// refusedFor returns the exact names and the prefixes refused for reason r.
+func refusedFor(r reason) (names, prefixes []string) {
+	for _, rule := range rules {
+		if rule.Refused != r {
+			continue
+		}
+		if rule.Prefix {
+			prefixes = append(prefixes, rule.Name)
+		} else {
+			names = append(names, rule.Name)
+		}
+	}
+	slices.Sort(names)
+	slices.Sort(prefixes)
+	return names, prefixes
+}
