@@ -206,6 +206,7 @@ func Save(root *host.Root, j *Journal) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
+	clearTemps(dir)
 	tmp, err := os.CreateTemp(dir, FileName+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("create temp journal: %w", err)
@@ -230,11 +231,22 @@ func Save(root *host.Root, j *Journal) error {
 
 // Remove deletes the journal after a complete revert.
 func Remove(root *host.Root) error {
+	clearTemps(root.StateDir())
 	err := os.Remove(Path(root))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove journal: %w", err)
 	}
 	return syncDir(root.StateDir())
+}
+
+// clearTemps removes temp journals an earlier Save left when it crashed
+// between creating and renaming them. Save and Remove run under the
+// engine's journal lock, so no other Save is writing one.
+func clearTemps(dir string) {
+	left, _ := filepath.Glob(filepath.Join(dir, FileName+".tmp-*"))
+	for _, p := range left {
+		_ = os.Remove(p)
+	}
 }
 
 func syncDir(dir string) error {
