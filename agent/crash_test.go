@@ -117,11 +117,15 @@ func TestCrashSafety(t *testing.T) {
 	spec := crashSpec(t)
 	before := testroot.Snapshot(t)
 	restoreAll(t, before)
+	mountsBefore := mounts(t)
 	rootArg := "--host-root=" + root.Dir()
 	check := func(t *testing.T) {
 		t.Helper()
 		if d := testroot.Diff(before, testroot.Snapshot(t)); len(d) != 0 {
 			t.Fatalf("kernel differs from before the first apply:\n%s", strings.Join(d, "\n"))
+		}
+		if m := mounts(t); m != mountsBefore {
+			t.Fatalf("mounts differ from before the first apply (debugfs left mounted?):\n%s\nwas:\n%s", m, mountsBefore)
 		}
 		if _, err := os.Stat(journal.Path(root)); !os.IsNotExist(err) {
 			t.Fatalf("journal left after a complete revert: %v", err)
@@ -164,4 +168,22 @@ func TestCrashSafety(t *testing.T) {
 		runAgent(t, "", "revert", rootArg)
 		check(t)
 	})
+}
+
+// mounts lists the debugfs mounts this process sees (mount point and
+// filesystem type from /proc/self/mountinfo).
+func mounts(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if _, post, ok := strings.Cut(line, " - "); ok && len(f) > 4 && strings.HasPrefix(post, "debugfs ") {
+			out = append(out, f[4])
+		}
+	}
+	return strings.Join(out, "\n")
 }
