@@ -170,20 +170,7 @@ func TestCrashSafety(t *testing.T) {
 	})
 }
 
-// mounts lists the debugfs mounts this process sees (mount point and
-// filesystem type from /proc/self/mountinfo).
+// mounts lists the debugfs mount points this process sees.
 func mounts(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if _, post, ok := strings.Cut(line, " - "); ok && len(f) > 4 && strings.HasPrefix(post, "debugfs ") {
-			out = append(out, f[4])
-		}
-	}
-	return strings.Join(out, "\n")
+	return strings.Join(testroot.Mounts(t, "debugfs"), "\n")
 }

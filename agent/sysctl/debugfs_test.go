@@ -3,7 +3,7 @@ package sysctl
 import (
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -12,23 +12,10 @@ import (
 	"latencytier.io/latencytier/internal/kernellock"
 )
 
-// debugfsMounts counts the debugfs entries at mountpoint in this process's
-// mountinfo (field 5 is the mount point, the fstype follows " - ").
+// debugfsMounts counts the debugfs mounts at mountpoint.
 func debugfsMounts(t *testing.T, mountpoint string) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		_, post, ok := strings.Cut(line, " - ")
-		if ok && len(f) > 4 && f[4] == mountpoint && strings.HasPrefix(post, "debugfs ") {
-			n++
-		}
-	}
-	return n
+	return len(slices.DeleteFunc(testroot.Mounts(t, "debugfs"), func(m string) bool { return m != mountpoint }))
 }
 
 // realDir resolves root's /sys/kernel/debug to the path mountinfo shows.
