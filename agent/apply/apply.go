@@ -206,7 +206,7 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 		}
 	}
 	if len(p.Changes) == 0 {
-		rep.Results = order(rep.Results, knobs)
+		rep.Results = order(unknownOriginals(j, rep.Results), knobs)
 		if len(j.Entries) == 0 && len(rep.Notes) > 0 && j.RecoveredFrom == "" {
 			// An earlier boot's journal was discarded and this boot has
 			// nothing to journal: drop the stale file.
@@ -231,7 +231,7 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 		}
 		rep.Results = append(rep.Results, res)
 	}
-	rep.Results = order(rep.Results, knobs)
+	rep.Results = order(unknownOriginals(j, rep.Results), knobs)
 	return rep, e.save(j)
 }
 

@@ -63,8 +63,9 @@ func TestCorruptJournalRecoversWithoutTakingTunedValuesForOriginals(t *testing.T
 		t.Fatalf("notes = %q, want one naming %s", rep.Notes, aside[0])
 	}
 	for _, r := range rep.Results {
-		if r.State != v1alpha1.SettingApplied {
-			t.Fatalf("result %+v", r)
+		unknown := r.Setting != "scheduler/bandwidthSlice"
+		if r.State != v1alpha1.SettingApplied || (r.Message == unknownOriginalMessage) != unknown {
+			t.Fatalf("result %+v; want Applied, saying the original is unknown: %v", r, unknown)
 		}
 	}
 	// A second pass and an agent restart keep the recovery in mind.

@@ -201,6 +201,21 @@ func (e *Engine) restoreOne(en journal.Entry) (res v1alpha1.SettingResult, settl
 	return res, true, true
 }
 
+// unknownOriginalMessage marks an applied setting whose original was lost
+// with a corrupt journal: revert will leave it.
+const unknownOriginalMessage = "original unknown (a corrupt journal was moved aside this boot): revert will leave this value"
+
+// unknownOriginals says so on the applied results of settings journaled
+// with an unknown original, so status shows it before anyone reverts.
+func unknownOriginals(j *journal.Journal, results []v1alpha1.SettingResult) []v1alpha1.SettingResult {
+	for i, r := range results {
+		if en := j.Find(r.Setting); en != nil && en.OriginalUnknown && r.State == v1alpha1.SettingApplied && r.Message == "" {
+			results[i].Message = unknownOriginalMessage
+		}
+	}
+	return results
+}
+
 func oursList(w []string) string {
 	q := make([]string, len(w))
 	for i, v := range w {
