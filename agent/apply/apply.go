@@ -105,15 +105,15 @@ func (e *Engine) hook(s Stage, id string) {
 
 // load reads the journal and starts a fresh one when there is none or when
 // it belongs to an earlier boot (whose originals the reboot already undid).
-// With recover set (the caller holds the lock) a corrupt journal is moved
+// With mayRecover set (the caller holds the lock) a corrupt journal is moved
 // aside and replaced (see recoverCorrupt); without, it is an error.
-func (e *Engine) load(rep *Report, recover bool) (*journal.Journal, error) {
+func (e *Engine) load(rep *Report, mayRecover bool) (*journal.Journal, error) {
 	boot, err := journal.BootID(e.Root)
 	if err != nil {
 		return nil, err
 	}
 	j, err := journal.Load(e.Root)
-	if errors.Is(err, journal.ErrCorrupt) && recover {
+	if errors.Is(err, journal.ErrCorrupt) && mayRecover {
 		return e.recoverCorrupt(boot, err, rep)
 	}
 	if err != nil {
