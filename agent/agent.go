@@ -20,6 +20,7 @@ import (
 	"latencytier.io/latencytier/agent/apply"
 	"latencytier.io/latencytier/agent/desired"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/loop"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -72,6 +73,15 @@ func runLoop(ctx context.Context, args []string) error {
 	}
 	o.Root = host.New(*hostRoot)
 	o.Log = newLogger(os.Stderr, *verbosity)
+	// The agent owns the journal while it runs, so a one-shot `agent
+	// apply` on the node cannot change what it would undo on its next pass.
+	release, err := journal.OwnWait(ctx, o.Root, journal.ModeAgent, time.Second, func(h *journal.HeldError) {
+		o.Log.Info("Waiting for the journal: another process owns it", "owner", h.Owner.String())
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	defer release()
 	if !*noMeasure {
 		hook, stop := startMeasurer(ctx, o.Root, o.Log)
 		defer stop()
@@ -94,6 +104,13 @@ func oneShot(cmd string, args []string, out io.Writer) error {
 	}
 	root := host.New(*hostRoot)
 	eng := &apply.Engine{Root: root, Log: newLogger(os.Stderr, *verbosity), Hook: crashHook}
+	if cmd != "plan" {
+		release, err := ownForCLI(root, cmd)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	if cmd == "revert" {
 		return revert(eng, out)
 	}
@@ -114,6 +131,21 @@ func oneShot(cmd string, args []string, out io.Writer) error {
 		return preview(root, eng, spec, out)
 	}
 	return applyOnce(eng, spec, out)
+}
+
+// ownForCLI takes the journal for a one-shot apply or revert, refusing
+// while another process (the DaemonSet agent) owns it: whatever the command
+// changed, the agent would undo on its next pass, and the other way round.
+func ownForCLI(root *host.Root, cmd string) (func(), error) {
+	release, err := journal.Own(root, journal.ModeCLI)
+	var held *journal.HeldError
+	if errors.As(err, &held) {
+		if held.Owner.Mode == journal.ModeAgent {
+			return nil, fmt.Errorf("agent %s: refused: %w; it would undo this on its next pass: change the node's LatencyProfile instead, or stop the agent first", cmd, err)
+		}
+		return nil, fmt.Errorf("agent %s: refused: %w; wait for it to finish", cmd, err)
+	}
+	return release, err
 }
 
 func preview(root *host.Root, eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, out io.Writer) error {

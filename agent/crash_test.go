@@ -117,11 +117,15 @@ func TestCrashSafety(t *testing.T) {
 	spec := crashSpec(t)
 	before := testroot.Snapshot(t)
 	restoreAll(t, before)
+	mountsBefore := mounts(t)
 	rootArg := "--host-root=" + root.Dir()
 	check := func(t *testing.T) {
 		t.Helper()
 		if d := testroot.Diff(before, testroot.Snapshot(t)); len(d) != 0 {
 			t.Fatalf("kernel differs from before the first apply:\n%s", strings.Join(d, "\n"))
+		}
+		if m := mounts(t); m != mountsBefore {
+			t.Fatalf("mounts differ from before the first apply (debugfs left mounted?):\n%s\nwas:\n%s", m, mountsBefore)
 		}
 		if _, err := os.Stat(journal.Path(root)); !os.IsNotExist(err) {
 			t.Fatalf("journal left after a complete revert: %v", err)
@@ -164,4 +168,9 @@ func TestCrashSafety(t *testing.T) {
 		runAgent(t, "", "revert", rootArg)
 		check(t)
 	})
+}
+
+// mounts lists the debugfs mount points this process sees.
+func mounts(t *testing.T) string {
+	return strings.Join(testroot.Mounts(t, "debugfs"), "\n")
 }

@@ -37,8 +37,9 @@ const (
 	StageRestored Stage = "restored"
 )
 
-// ErrJournalCorrupt is returned when the journal cannot be trusted; nothing
-// is written until a human looks at it.
+// ErrJournalCorrupt is returned when the journal cannot be trusted and
+// could not be moved aside (Preview, or a failed rename); nothing is
+// written then.
 var ErrJournalCorrupt = journal.ErrCorrupt
 
 // Engine applies and reverts knobs on one host.
@@ -104,12 +105,17 @@ func (e *Engine) hook(s Stage, id string) {
 
 // load reads the journal and starts a fresh one when there is none or when
 // it belongs to an earlier boot (whose originals the reboot already undid).
-func (e *Engine) load(rep *Report) (*journal.Journal, error) {
+// With mayRecover set (the caller holds the lock) a corrupt journal is moved
+// aside and replaced (see recoverCorrupt); without, it is an error.
+func (e *Engine) load(rep *Report, mayRecover bool) (*journal.Journal, error) {
 	boot, err := journal.BootID(e.Root)
 	if err != nil {
 		return nil, err
 	}
 	j, err := journal.Load(e.Root)
+	if errors.Is(err, journal.ErrCorrupt) && mayRecover {
+		return e.recoverCorrupt(boot, err, rep)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -134,9 +140,9 @@ type DryRun struct {
 // Preview plans knobs against the host without writing (agent plan).
 func (e *Engine) Preview(knobs []knob.Knob) (DryRun, error) {
 	var rep Report
-	j, err := e.load(&rep)
+	j, err := e.load(&rep, false)
 	if err != nil {
-		return DryRun{}, err
+		return DryRun{}, fmt.Errorf("%w (apply and revert move it aside)", err)
 	}
 	var d DryRun
 	for _, id := range restoreOrder(j, knobs) {
@@ -175,7 +181,7 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 		return rep, err
 	}
 	defer unlock()
-	j, err := e.load(&rep)
+	j, err := e.load(&rep, true)
 	if err != nil {
 		return rep, err
 	}
@@ -200,8 +206,8 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 		}
 	}
 	if len(p.Changes) == 0 {
-		rep.Results = order(rep.Results, knobs)
-		if len(j.Entries) == 0 && len(rep.Notes) > 0 {
+		rep.Results = order(unknownOriginals(j, rep.Results), knobs)
+		if len(j.Entries) == 0 && len(rep.Notes) > 0 && j.RecoveredFrom == "" {
 			// An earlier boot's journal was discarded and this boot has
 			// nothing to journal: drop the stale file.
 			return rep, journal.Remove(e.Root)
@@ -225,7 +231,7 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 		}
 		rep.Results = append(rep.Results, res)
 	}
-	rep.Results = order(rep.Results, knobs)
+	rep.Results = order(unknownOriginals(j, rep.Results), knobs)
 	return rep, e.save(j)
 }
 
@@ -266,10 +272,16 @@ func (e *Engine) noteSettled(j *journal.Journal, settled []v1alpha1.SettingResul
 			continue
 		}
 		k := byID[r.Setting]
-		j.Entries = append(j.Entries, journal.Entry{ID: r.Setting, Path: e.rel(k.Path), Original: k.RestoreValue(r.Actual), Verified: r.Desired})
-		if orig := j.Entries[len(j.Entries)-1].Original; orig != r.Actual {
-			j.Entries[len(j.Entries)-1].OriginalRead = r.Actual
+		en := journal.Entry{ID: r.Setting, Path: e.rel(k.Path), Original: k.RestoreValue(r.Actual), Verified: r.Desired}
+		if en.Original != r.Actual {
+			en.OriginalRead = r.Actual
 		}
+		if j.RecoveredFrom != "" {
+			// After a corrupt journal the desired value found here may be
+			// the agent's own from before: not an original.
+			en = journal.Entry{ID: en.ID, Path: en.Path, Verified: en.Verified, OriginalUnknown: true}
+		}
+		j.Entries = append(j.Entries, en)
 		dirty = true
 	}
 	return dirty
@@ -367,13 +379,15 @@ func (e *Engine) rel(path string) string {
 	return r
 }
 
-// abs resolves a journaled path; absolute paths (older journals) and
-// systemd unit properties are used as they are.
+// abs resolves a journaled path under the host root: relative paths are
+// joined to it, absolute ones (older journals) are kept when they lie under
+// it and re-rooted otherwise, so an edited journal cannot point a restore
+// outside the root. systemd unit properties are not paths and are kept.
 func (e *Engine) abs(path string) string {
-	if filepath.IsAbs(path) || isProperty(path) {
+	if isProperty(path) {
 		return path
 	}
-	return e.Root.Path(path)
+	return e.Root.Confine(path)
 }
 
 // restoreOrder is the journaled settings knobs no longer name, newest

@@ -126,18 +126,13 @@ func TestSpecChangeRestoresWhatItNoLongerWants(t *testing.T) {
 	}
 }
 
-func TestCorruptJournalBlocksApplyAndRevert(t *testing.T) {
+// A dry run (agent plan) never moves a corrupt journal: it reports it and
+// leaves it for apply or revert, which hold the lock.
+func TestPreviewLeavesACorruptJournalInPlace(t *testing.T) {
 	root := fakeRoot(t)
 	testroot.Write(t, journal.Path(root), "{not json")
-	e := engine(root)
-	if _, err := e.Apply(Meta{}, fakeKnobs(root)); !errors.Is(err, ErrJournalCorrupt) {
-		t.Fatalf("Apply err = %v, want ErrJournalCorrupt", err)
-	}
-	if _, err := e.Revert(); !errors.Is(err, ErrJournalCorrupt) {
-		t.Fatalf("Revert err = %v, want ErrJournalCorrupt", err)
-	}
-	if testroot.Read(t, root.Proc("sys", "a")) != "1" {
-		t.Fatal("a kernel value was written despite a corrupt journal")
+	if _, err := engine(root).Preview(fakeKnobs(root)); !errors.Is(err, ErrJournalCorrupt) {
+		t.Fatalf("Preview err = %v, want ErrJournalCorrupt", err)
 	}
 	if testroot.Read(t, journal.Path(root)) != "{not json" {
 		t.Fatal("corrupt journal was not left in place")

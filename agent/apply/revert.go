@@ -1,14 +1,18 @@
 package apply
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/plan"
+	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -19,7 +23,8 @@ import (
 const MaxRestoreAttempts = 5
 
 // Revert restores every journaled original, newest first, and removes the
-// journal once nothing is left to restore.
+// journal once nothing is left to restore; then it unmounts debugfs if the
+// agent mounted it.
 func (e *Engine) Revert() (Report, error) {
 	var rep Report
 	unlock, err := e.lock()
@@ -27,25 +32,84 @@ func (e *Engine) Revert() (Report, error) {
 		return rep, err
 	}
 	defer unlock()
-	boot, err := journal.BootID(e.Root)
-	if err != nil {
+	left, err := e.revert(&rep)
+	if err != nil || left > 0 {
 		return rep, err
 	}
+	// A failed unmount (EBUSY: someone uses debugfs) is a note, kept for
+	// the next pass, not a failed revert: every setting is restored.
+	switch unmounted, err := sysctl.ReleaseDebugfs(e.Root); {
+	case err != nil:
+		e.Log.Info("Left debugfs mounted", "error", err.Error())
+		rep.Notes = append(rep.Notes, err.Error())
+	case unmounted:
+		e.Log.Info("Unmounted the debugfs the agent mounted", "path", e.Root.Sys("kernel", "debug"))
+		rep.Notes = append(rep.Notes, "unmounted the debugfs the agent mounted at "+e.Root.Sys("kernel", "debug"))
+	}
+	return rep, nil
+}
+
+// revert is Revert under the lock; left counts the entries still journaled.
+func (e *Engine) revert(rep *Report) (left int, err error) {
+	boot, err := journal.BootID(e.Root)
+	if err != nil {
+		return 0, err
+	}
 	j, err := journal.Load(e.Root)
+	if errors.Is(err, journal.ErrCorrupt) {
+		j, err = e.recoverCorrupt(boot, err, rep)
+		if err == nil && j.RecoveredFrom != "" {
+			rep.Results = append(rep.Results, v1alpha1.SettingResult{Setting: "journal", State: v1alpha1.SettingConflict,
+				Message: fmt.Sprintf("the journal was corrupt and is moved to %s: the originals of what the agent changed this boot are unknown, so nothing was restored; restore them by hand (the moved file may show them) or reboot the node", j.RecoveredFrom)})
+		}
+		return 0, err
+	}
 	if err != nil || j == nil {
-		return rep, err
+		return 0, err
 	}
 	if j.BootID != boot {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("journal of boot %s discarded: the reboot already restored boot values", j.BootID))
-		return rep, journal.Remove(e.Root)
+		return 0, journal.Remove(e.Root)
+	}
+	if len(j.Entries) == 0 && j.RecoveredFrom != "" {
+		return 0, nil // a recovered journal with nothing left to restore
 	}
 	all := ids(j)
 	slices.Reverse(all)
-	rep.Results = e.restore(j, all, &rep)
-	if len(j.Entries) > 0 {
-		return rep, e.save(j)
+	rep.Results = e.restore(j, all, rep)
+	if len(j.Entries) > 0 || j.RecoveredFrom != "" {
+		// A recovered journal stays (empty) for the rest of the boot: the
+		// kernel may still hold values of the agent's whose originals are
+		// lost, and a later apply must not take them for originals.
+		return len(j.Entries), e.save(j)
 	}
-	return rep, journal.Remove(e.Root)
+	return 0, journal.Remove(e.Root)
+}
+
+// recoverCorrupt moves a corrupt journal aside and starts a fresh one. When
+// the corrupt file predates this boot its originals are moot (the reboot
+// restored boot values) and the fresh journal is an ordinary one. Otherwise
+// the kernel may hold values the agent wrote and whose originals are lost:
+// the fresh journal is marked recovered and saved at once, so this and
+// every later pass this boot journals a setting found at its desired value
+// as OriginalUnknown instead of taking the agent's own value for the
+// original. The caller holds the lock.
+func (e *Engine) recoverCorrupt(boot string, cause error, rep *Report) (*journal.Journal, error) {
+	aside, earlier, err := journal.Quarantine(e.Root, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("%w; %w", cause, err)
+	}
+	name := filepath.Base(aside)
+	j := journal.New(boot)
+	if earlier {
+		e.Log.Info("Moved aside a corrupt journal from an earlier boot", "file", aside, "error", cause.Error())
+		rep.Notes = append(rep.Notes, fmt.Sprintf("corrupt journal of an earlier boot moved to %s: the reboot restored boot values; originals re-read", name))
+		return j, nil
+	}
+	e.Log.Error(cause, "Moved aside a corrupt journal; settings found at their desired value are kept with unknown originals", "file", aside)
+	rep.Notes = append(rep.Notes, fmt.Sprintf("corrupt journal moved to %s; until the node reboots, a setting found at its desired value has an unknown original and revert leaves it", name))
+	j.RecoveredFrom = name
+	return j, e.save(j)
 }
 
 // restore reverts the given journaled IDs in the given order, dropping each
@@ -90,6 +154,14 @@ func (e *Engine) giveUp(en *journal.Entry, res v1alpha1.SettingResult) (v1alpha1
 // journal, wrote that the original was written back.
 func (e *Engine) restoreOne(en journal.Entry) (res v1alpha1.SettingResult, settled, wrote bool) {
 	res = v1alpha1.SettingResult{Setting: en.ID, Desired: en.Original, State: v1alpha1.SettingReverted}
+	if en.OriginalUnknown {
+		res.State = v1alpha1.SettingConflict
+		res.Message = "original unknown: it was found at the desired value after a corrupt journal was moved aside; left in place: restore it by hand or reboot the node"
+		if cur, err := e.Root.ReadString(e.abs(en.Path)); err == nil {
+			res.Actual = cur
+		}
+		return res, true, false
+	}
 	if en.Path == "" || len(en.Written) == 0 {
 		res.Message = "never changed by the agent"
 		return res, true, false
@@ -126,6 +198,21 @@ func (e *Engine) restoreOne(en journal.Entry) (res v1alpha1.SettingResult, settl
 		res.Actual = now
 	}
 	return res, true, true
+}
+
+// unknownOriginalMessage marks an applied setting whose original was lost
+// with a corrupt journal: revert will leave it.
+const unknownOriginalMessage = "original unknown (a corrupt journal was moved aside this boot): revert will leave this value"
+
+// unknownOriginals says so on the applied results of settings journaled
+// with an unknown original, so status shows it before anyone reverts.
+func unknownOriginals(j *journal.Journal, results []v1alpha1.SettingResult) []v1alpha1.SettingResult {
+	for i, r := range results {
+		if en := j.Find(r.Setting); en != nil && en.OriginalUnknown && r.State == v1alpha1.SettingApplied && r.Message == "" {
+			results[i].Message = unknownOriginalMessage
+		}
+	}
+	return results
 }
 
 func oursList(w []string) string {

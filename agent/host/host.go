@@ -31,10 +31,32 @@ func (r *Root) Dir() string { return r.dir }
 // IsReal reports whether the root is the machine's own "/".
 func (r *Root) IsReal() bool { return r.dir == "/" }
 
-// Path joins elems under the root. Every element must be relative; ".."
-// that would climb out of the root is cleaned away by filepath.Join.
+// Path joins elems under the root. The joined elements are cleaned as if
+// the root were "/": ".." stops at the root and an absolute element is
+// taken relative to it, so no path Path returns climbs out of the root.
+//
+// The confinement is lexical. Symlinks inside the root are followed by the
+// kernel when the path is opened, and an absolute symlink resolves against
+// the agent's own "/", not the host root. That is intended for the trees the
+// agent walks (/proc and /sys are kernel filesystems whose links the kernel
+// makes; test roots link proc and sys to the real ones), and it is why the
+// agent creates its state directory itself, mode 0700, owned by root: no
+// one but root can plant a link on the paths it writes there.
 func (r *Root) Path(elem ...string) string {
-	return filepath.Join(append([]string{r.dir}, elem...)...)
+	return filepath.Join(r.dir, filepath.Clean("/"+filepath.Join(elem...)))
+}
+
+// Confine takes a path recorded earlier (a journal entry) back under the
+// root: an absolute path already under the root is kept, any other path is
+// taken relative to the root, as Path does.
+func (r *Root) Confine(path string) string {
+	if filepath.IsAbs(path) {
+		c := filepath.Clean(path)
+		if r.dir == "/" || c == r.dir || strings.HasPrefix(c, r.dir+"/") {
+			return c
+		}
+	}
+	return r.Path(path)
 }
 
 // Proc is a path under the host's /proc.

@@ -4,8 +4,9 @@
 // was there. It is written atomically (temp file, fsync, rename, fsync of the
 // directory) before any kernel write. It records the boot it belongs to: after
 // a reboot the kernel is back at its boot values and stale originals must not
-// be written back. A journal that does not parse is reported and left in
-// place, never guessed at.
+// be written back. A journal that does not parse is never guessed at: it is
+// moved aside (Quarantine) for a human, and the fresh journal that replaces
+// it is marked recovered (see Journal.RecoveredFrom).
 package journal
 
 import (
@@ -61,6 +62,10 @@ type Entry struct {
 	// (read or write error other than "gone"); the engine gives up after a
 	// bound so a revert can complete.
 	RestoreFailures int `json:"restoreFailures,omitempty"`
+	// OriginalUnknown marks a setting found at its desired value after a
+	// corrupt journal was moved aside: that value may be the agent's own
+	// from before, so it is not an original, and revert leaves it.
+	OriginalUnknown bool `json:"originalUnknown,omitempty"`
 }
 
 // Read is the value as read before the first write.
@@ -97,6 +102,13 @@ type Journal struct {
 	// Profile and ProfileGeneration are the spec the entries belong to.
 	Profile           string `json:"profile,omitempty"`
 	ProfileGeneration int64  `json:"profileGeneration,omitempty"`
+	// RecoveredFrom names the corrupt journal (moved aside, relative to the
+	// state directory) this one replaced during this boot. While it is set
+	// the kernel may still hold values the agent wrote before: a setting
+	// already at its desired value is journaled with OriginalUnknown. It
+	// ends with the boot (a reboot restores boot values) or when an admin
+	// removes the journal.
+	RecoveredFrom string `json:"recoveredFrom,omitempty"`
 	// Entries are in the order the agent applied them; revert walks them
 	// backwards.
 	Entries   []Entry   `json:"entries"`
@@ -206,6 +218,7 @@ func Save(root *host.Root, j *Journal) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
+	clearTemps(dir)
 	tmp, err := os.CreateTemp(dir, FileName+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("create temp journal: %w", err)
@@ -230,11 +243,22 @@ func Save(root *host.Root, j *Journal) error {
 
 // Remove deletes the journal after a complete revert.
 func Remove(root *host.Root) error {
+	clearTemps(root.StateDir())
 	err := os.Remove(Path(root))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove journal: %w", err)
 	}
 	return syncDir(root.StateDir())
+}
+
+// clearTemps removes temp journals an earlier Save left when it crashed
+// between creating and renaming them. Save and Remove run under the
+// engine's journal lock, so no other Save is writing one.
+func clearTemps(dir string) {
+	left, _ := filepath.Glob(filepath.Join(dir, FileName+".tmp-*"))
+	for _, p := range left {
+		_ = os.Remove(p)
+	}
 }
 
 func syncDir(dir string) error {

@@ -116,3 +116,34 @@ func TestRemove(t *testing.T) {
 		t.Fatalf("journal still there: %v", err)
 	}
 }
+
+// A crash between CreateTemp and Rename leaves a journal.json.tmp-* file;
+// the next Save (or the Remove after a full revert) clears it, so crashes do
+// not pile files up in the state directory.
+func TestLeftoverTempFilesAreCleared(t *testing.T) {
+	root := testroot.New(t, nil)
+	leftovers := func() []string {
+		left, _ := filepath.Glob(filepath.Join(root.StateDir(), FileName+".tmp-*"))
+		return left
+	}
+	testroot.Write(t, filepath.Join(root.StateDir(), FileName+".tmp-123"), `{"version":1,"bo`)
+	testroot.Write(t, filepath.Join(root.StateDir(), FileName+".tmp-456"), ``)
+	other := filepath.Join(root.StateDir(), "notes.txt")
+	testroot.Write(t, other, "keep")
+	if err := Save(root, New("b")); err != nil {
+		t.Fatal(err)
+	}
+	if left := leftovers(); len(left) != 0 {
+		t.Fatalf("Save left %v", left)
+	}
+	testroot.Write(t, filepath.Join(root.StateDir(), FileName+".tmp-789"), `{}`)
+	if err := Remove(root); err != nil {
+		t.Fatal(err)
+	}
+	if left := leftovers(); len(left) != 0 {
+		t.Fatalf("Remove left %v", left)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Fatalf("a file that is not a journal temp file was removed: %v", err)
+	}
+}

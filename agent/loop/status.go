@@ -122,7 +122,7 @@ func appliedCondition(err error, settings []v1alpha1.SettingResult) metav1.Condi
 	switch {
 	case errors.Is(err, journal.ErrCorrupt):
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonJournalCorrupt
-		c.Message = fmt.Sprintf("nothing applied: %v; inspect or remove it by hand", err)
+		c.Message = fmt.Sprintf("nothing applied: %v; the agent could not move it aside: fix that and it recovers (see the README; do not delete the journal)", err)
 		return c
 	case err != nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonApplyFailed, err.Error()

@@ -38,10 +38,12 @@ type Layout struct {
 }
 
 // Probe finds the layout. With mount set it mounts debugfs at the host's
-// /sys/kernel/debug when the sched directory is missing there.
+// /sys/kernel/debug when the sched directory is missing there and debugfs
+// is not mounted there already (up to 5.12 debugfs has no sched directory:
+// the knobs are sysctls, and mounting again would stack a mount per pass).
 func Probe(root *host.Root, mount bool) (Layout, error) {
 	var l Layout
-	if !root.Exists(root.DebugSched()) {
+	if !root.Exists(root.DebugSched()) && !isDebugfs(root.Sys("kernel", "debug")) {
 		switch {
 		case !mount:
 			l.DebugfsMissing = true
@@ -67,8 +69,12 @@ func mountDebugfs(root *host.Root) error {
 	if err := syscall.Mount("debugfs", dir, "debugfs", 0, ""); err != nil {
 		return fmt.Errorf("mount debugfs at %s: %w", dir, err)
 	}
-	return nil // up to 5.12 debugfs has no sched directory: the knobs are sysctls
-
+	// Recorded so a full revert (by this agent, a restarted one, or the
+	// CLI) unmounts it; a mount the agent cannot account for is not kept.
+	if err := recordDebugfsMount(root); err != nil {
+		return errors.Join(fmt.Errorf("record the debugfs mount: %w", err), syscall.Unmount(dir, 0))
+	}
+	return nil
 }
 
 // eevdfByVersion is the fallback when debugfs cannot be probed: EEVDF

@@ -156,3 +156,21 @@ func Restore(t testing.TB, path string) {
 		}
 	})
 }
+
+// Mounts lists the mount points of every fstype mount this process sees
+// (/proc/self/mountinfo), once per mount: stacked mounts repeat.
+func Mounts(t testing.TB, fstype string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if _, post, ok := strings.Cut(line, " - "); ok && len(f) > 4 && strings.HasPrefix(post, fstype+" ") {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}

@@ -1,0 +1,60 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"latencytier.io/latencytier/agent/host"
+)
+
+// CorruptPrefix starts the name of a corrupt journal moved aside; the rest
+// is the UTC time it was moved.
+const CorruptPrefix = FileName + ".corrupt-"
+
+// Quarantine moves a corrupt journal aside to journal.json.corrupt-<time>
+// in the state directory, where it stays for a human to read: the agent
+// never deletes it. earlierBoot says the file was last written before this
+// boot began, so the reboot already restored the boot values it recorded.
+// The caller holds the engine's journal lock.
+func Quarantine(root *host.Root, now time.Time) (aside string, earlierBoot bool, err error) {
+	st, err := os.Stat(Path(root))
+	if err != nil {
+		return "", false, fmt.Errorf("move corrupt journal aside: %w", err)
+	}
+	if boot, ok := bootTime(root); ok && st.ModTime().Before(boot) {
+		earlierBoot = true
+	}
+	stamp := now.UTC().Format("20060102T150405Z")
+	aside = filepath.Join(root.StateDir(), CorruptPrefix+stamp)
+	for n := 1; ; n++ {
+		if _, err := os.Lstat(aside); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		aside = filepath.Join(root.StateDir(), fmt.Sprintf("%s%s-%d", CorruptPrefix, stamp, n))
+	}
+	if err := os.Rename(Path(root), aside); err != nil {
+		return "", false, fmt.Errorf("move corrupt journal aside: %w", err)
+	}
+	return aside, earlierBoot, syncDir(root.StateDir())
+}
+
+// bootTime is when this boot began (btime in the host's /proc/stat).
+func bootTime(root *host.Root) (time.Time, bool) {
+	b, err := os.ReadFile(root.Proc("stat"))
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			sec, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return time.Unix(sec, 0), err == nil
+		}
+	}
+	return time.Time{}, false
+}
