@@ -8,10 +8,12 @@
 package loop
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -173,28 +175,12 @@ type Reconciler struct {
 	lastMeasure time.Time
 	measured    *Measurement
 
-	// lastDrifts, found at lastDriftAt, keep Drifted=True for driftHold so
-	// a one-pass re-assert is visible to the controller and to kubectl.
-	lastDrifts  []apply.Drift
-	lastDriftAt time.Time
+	// driftSeen holds each drifted setting for driftHold after it was last
+	// found, so a one-pass re-assert is visible to the controller and to
+	// kubectl.
+	driftSeen map[string]heldDrift
 	// debugfsNoted keeps a failed debugfs mount to one log line.
 	debugfsNoted bool
-}
-
-// driftHold is how long Drifted stays True after the last drift.
-func (r *Reconciler) driftHold() time.Duration {
-	return max(10*r.Resync, time.Minute)
-}
-
-// drifts records this pass's drifts and returns those still within the hold.
-func (r *Reconciler) drifts(found []apply.Drift, now time.Time) []apply.Drift {
-	if len(found) > 0 {
-		r.lastDrifts, r.lastDriftAt = found, now
-	}
-	if now.Sub(r.lastDriftAt) >= r.driftHold() {
-		r.lastDrifts = nil
-	}
-	return r.lastDrifts
 }
 
 // SetupWithManager watches the LatencyNode named NodeName, the node's pods
@@ -295,9 +281,10 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	}
 	kf := facts.Read(r.Root, layout.EEVDF, layout.DebugfsMounted || wasMounted(ln))
 	now := metav1.Now()
+	reasserted := len(rep.Drifts)
 	rep.Drifts = r.drifts(rep.Drifts, now.Time)
 	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
-		Findings: ds.Findings, Kernel: kf, IRQBalancePID: ds.IRQBalancePID, DriftAt: r.lastDriftAt, Now: now})
+		Findings: ds.Findings, Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Reasserted: reasserted, Now: now})
 	r.measure(ctx, ln, pods, &st)
 	return st, err
 }
@@ -311,7 +298,7 @@ func wasMounted(ln *v1alpha1.LatencyNode) bool {
 func (r *Reconciler) revert(ctx context.Context, ln *v1alpha1.LatencyNode) v1alpha1.LatencyNodeStatus {
 	log := ctrl.LoggerFrom(ctx)
 	rep, err := r.Engine.Revert()
-	r.lastDrifts = nil
+	r.driftSeen = nil
 	if err != nil {
 		log.Error(err, "Failed to revert the node's tuning")
 	}
@@ -353,6 +340,11 @@ func (r *Reconciler) pods(ctx context.Context) ([]podcgroup.Pod, error) {
 			QOSClass: string(p.Status.QOSClass), Labels: p.Labels, Annotations: p.Annotations,
 			ContainerIDs: containerIDs(p)})
 	}
+	// The cache lists in no set order: sort, so knobs, the journal and
+	// status come out the same on every pass.
+	slices.SortFunc(out, func(a, b podcgroup.Pod) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.UID, b.UID))
+	})
 	return out, nil
 }
 
