@@ -28,6 +28,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -47,6 +48,7 @@ import (
 	"latencytier.io/latencytier/agent/desired"
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -98,7 +100,8 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("create agent manager: %w", err)
 	}
 	r := &Reconciler{Client: mgr.GetClient(), NodeName: o.NodeName, Root: o.Root, Resync: o.Resync,
-		Engine: &apply.Engine{Root: o.Root, Log: o.Log}, Measure: o.Measure}
+		Engine: &apply.Engine{Root: o.Root, Log: o.Log}, Measure: o.Measure,
+		Recorder: mgr.GetEventRecorder("latencytier-agent")}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -170,6 +173,8 @@ type Reconciler struct {
 	Resync   time.Duration
 	Engine   *apply.Engine
 	Measure  MeasureFunc
+	// Recorder emits events on the LatencyNode (a refused status patch).
+	Recorder events.EventRecorder
 
 	mu          sync.Mutex
 	lastMeasure time.Time
@@ -181,6 +186,9 @@ type Reconciler struct {
 	driftSeen map[string]heldDrift
 	// debugfsNoted keeps a failed debugfs mount to one log line.
 	debugfsNoted bool
+	// patchFailure is the last status patch error reported (log and event),
+	// so a patch the API server keeps refusing is reported once.
+	patchFailure string
 }
 
 // SetupWithManager watches the LatencyNode named NodeName, the node's pods
@@ -246,11 +254,39 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	orig := ln.DeepCopy()
 	ln.Status = st
 	if err := r.Client.Status().Patch(ctx, ln, client.MergeFrom(orig)); err != nil {
-		return reconcile.Result{}, fmt.Errorf("patch LatencyNode %s status: %w", ln.Name, err)
+		r.statusRefused(ctx, orig, err)
+		// Not an error for the workqueue: its backoff would grow to
+		// minutes and hold drift re-assertion with it. The next pass
+		// comes at the resync interval and tries the patch again.
+		return again, nil
+	}
+	if r.patchFailure != "" {
+		log.Info("Patched LatencyNode status again after refusals")
+		r.patchFailure = ""
 	}
 	log.V(1).Info("Patched LatencyNode status", "settings", len(st.Settings))
 	return again, nil
 }
+
+// statusRefused reports a status patch the API server refused, in the log
+// and as a Warning event on the LatencyNode, once per distinct error.
+func (r *Reconciler) statusRefused(ctx context.Context, ln *v1alpha1.LatencyNode, err error) {
+	log := ctrl.LoggerFrom(ctx)
+	if err.Error() == r.patchFailure {
+		log.V(1).Info("LatencyNode status patch still refused", "error", err.Error())
+		return
+	}
+	r.patchFailure = err.Error()
+	log.Error(err, "Failed to patch LatencyNode status; tuning and drift re-assertion go on", "retryIn", r.Resync.String())
+	if r.Recorder != nil {
+		r.Recorder.Eventf(ln, nil, corev1.EventTypeWarning, EventStatusRefused, "PatchStatus",
+			"the API server refused this node's status (tuning and drift re-assertion go on; retried every %s): %s",
+			r.Resync, bound.String(err.Error(), 512))
+	}
+}
+
+// EventStatusRefused is the reason of the event a refused status patch emits.
+const EventStatusRefused = "StatusRefused"
 
 func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alpha1.LatencyNodeStatus, error) {
 	log := ctrl.LoggerFrom(ctx)
