@@ -107,6 +107,43 @@ lp_lists_node() {
   [[ "$(k get latencyprofile "$PROFILE" -o jsonpath='{.status.nodes[*].name}')" == *"$NODE"* ]] &&
     k get latencyprofile "$PROFILE" -o wide | awk -v n=1 'NR == 2 && $2 == n && $3 == n {ok = 1} END {exit !ok}'
 }
+ln_condition_is() { [[ "$(ln_condition "$1")" == "$2" ]]; }
+measured() { [[ -n "$(k get latencynode "$NODE" -o jsonpath='{.status.latency.measuredAt}')" ]]; }
+set_measurement() { k patch latencyprofile "$PROFILE" --type merge -p "{\"spec\":{\"measurement\":{\"source\":\"$1\"}}}" >/dev/null; }
+# writes_total prints "<latencynodes> <latencyprofiles>": the API server's
+# count of write requests (create, update, patch, apply, delete; any client,
+# any subresource, accepted or not) to each since it started. A no-op patch
+# counts too: it is still a needless write.
+writes_total() {
+  k get --raw /metrics | awk '
+    index($0, "apiserver_request_total{") == 1 && $0 ~ /verb="(POST|PUT|PATCH|APPLY|DELETE)"/ {
+      if (index($0, "resource=\"latencynodes\"")) ln += $NF
+      if (index($0, "resource=\"latencyprofiles\"")) lp += $NF
+    }
+    END { printf "%d %d\n", ln, lp }'
+}
+# writes_over SECONDS prints the writes to each over the next SECONDS, as
+# writes_total; "? ?" when the metrics cannot be read.
+writes_over() {
+  local a b a0 a1 b0 b1
+  { a=$(writes_total) && sleep "$1" && b=$(writes_total); } || { echo "? ?"; return 0; }
+  read -r a0 a1 <<<"$a"
+  read -r b0 b1 <<<"$b"
+  echo "$((b0 - a0)) $((b1 - a1))"
+}
+# settle waits (at most 90s) for 10s without a write to either kind.
+settle() {
+  local i
+  for ((i = 0; i < 9; i++)); do
+    [[ "$(writes_over 10)" == "0 0" ]] && return 0
+  done
+  echo "    still writing after 90s" >&2
+}
+# at_most N MAX: N is a count no larger than MAX.
+at_most() { [[ "$1" =~ ^[0-9]+$ ]] && (($1 <= $2)); }
+resource_versions() {
+  echo "$(k get latencynode "$NODE" -o jsonpath='{.metadata.resourceVersion}') $(k get latencyprofile "$PROFILE" -o jsonpath='{.metadata.resourceVersion}')"
+}
 # movable_irqs_on CPUS: every IRQ the agent reports Applied sits on CPUS.
 movable_irqs_on() {
   local irqs irq n=0
@@ -162,6 +199,34 @@ check "non-opted pod keeps its quota" quota_is plain-workload "pod=30000 contain
 check "kubectl get lp shows the node" wait_until 30 "profile status" lp_lists_node
 k get latencyprofiles -o wide
 k get latencynodes -o wide
+
+say "Steady state: no needless API writes"
+# Measurement off: nothing on the node changes, so nothing is written, by
+# the agent (LatencyNode status) or the manager (LatencyNode spec,
+# LatencyProfile status). The profile's measurement source is patched, not
+# re-applied, and put back to Auto (its default) at the end of this step.
+must "measurement disabled" set_measurement Disabled
+gen=$(k get latencyprofile "$PROFILE" -o jsonpath='{.metadata.generation}')
+check "LatencyNode Applied at generation $gen" wait_until "$TIMEOUT" "generation $gen" ln_generation_is "$gen"
+check "WithinBudget Unknown (not measured)" wait_until 60 "WithinBudget Unknown" ln_condition_is WithinBudget Unknown
+settle
+rv_before=$(resource_versions)
+read -r ln_writes lp_writes <<<"$(writes_over 60)"
+rv_after=$(resource_versions)
+check "measurement off: 0 LatencyNode writes in 60s (saw $ln_writes)" at_most "$ln_writes" 0
+check "measurement off: 0 LatencyProfile writes in 60s (saw $lp_writes)" at_most "$lp_writes" 0
+check "measurement off: resourceVersions unchanged over the 60s ($rv_before -> $rv_after)" test "$rv_before" = "$rv_after"
+# Measurement on (interval 10s, the profile's): at most one LatencyNode
+# write per interval, so at most 60/10 + 1 in a window of 60s (the window
+# need not start on an interval).
+must "measurement on" set_measurement Auto
+gen=$(k get latencyprofile "$PROFILE" -o jsonpath='{.metadata.generation}')
+check "LatencyNode Applied at generation $gen" wait_until "$TIMEOUT" "generation $gen" ln_generation_is "$gen"
+check "a measurement reported" wait_until 60 "status.latency.measuredAt" measured
+sleep 10
+read -r ln_writes lp_writes <<<"$(writes_over 60)"
+check "measurement on: at most 7 LatencyNode writes in 60s (saw $ln_writes)" at_most "$ln_writes" 7
+echo "  (LatencyProfile writes in the same 60s: $lp_writes)"
 
 say "Drift: autogroup written back to 1"
 echo 1 >/proc/sys/kernel/sched_autogroup_enabled

@@ -8,10 +8,12 @@
 package loop
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -45,6 +48,7 @@ import (
 	"latencytier.io/latencytier/agent/desired"
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -96,7 +100,8 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("create agent manager: %w", err)
 	}
 	r := &Reconciler{Client: mgr.GetClient(), NodeName: o.NodeName, Root: o.Root, Resync: o.Resync,
-		Engine: &apply.Engine{Root: o.Root, Log: o.Log}, Measure: o.Measure}
+		Engine: &apply.Engine{Root: o.Root, Log: o.Log}, Measure: o.Measure,
+		Recorder: mgr.GetEventRecorder("latencytier-agent")}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -168,33 +173,22 @@ type Reconciler struct {
 	Resync   time.Duration
 	Engine   *apply.Engine
 	Measure  MeasureFunc
+	// Recorder emits events on the LatencyNode (a refused status patch).
+	Recorder events.EventRecorder
 
 	mu          sync.Mutex
 	lastMeasure time.Time
 	measured    *Measurement
 
-	// lastDrifts, found at lastDriftAt, keep Drifted=True for driftHold so
-	// a one-pass re-assert is visible to the controller and to kubectl.
-	lastDrifts  []apply.Drift
-	lastDriftAt time.Time
+	// driftSeen holds each drifted setting for driftHold after it was last
+	// found, so a one-pass re-assert is visible to the controller and to
+	// kubectl.
+	driftSeen map[string]heldDrift
 	// debugfsNoted keeps a failed debugfs mount to one log line.
 	debugfsNoted bool
-}
-
-// driftHold is how long Drifted stays True after the last drift.
-func (r *Reconciler) driftHold() time.Duration {
-	return max(10*r.Resync, time.Minute)
-}
-
-// drifts records this pass's drifts and returns those still within the hold.
-func (r *Reconciler) drifts(found []apply.Drift, now time.Time) []apply.Drift {
-	if len(found) > 0 {
-		r.lastDrifts, r.lastDriftAt = found, now
-	}
-	if now.Sub(r.lastDriftAt) >= r.driftHold() {
-		r.lastDrifts = nil
-	}
-	return r.lastDrifts
+	// patchFailure is the last status patch error reported (log and event),
+	// so a patch the API server keeps refusing is reported once.
+	patchFailure string
 }
 
 // SetupWithManager watches the LatencyNode named NodeName, the node's pods
@@ -260,11 +254,39 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	orig := ln.DeepCopy()
 	ln.Status = st
 	if err := r.Client.Status().Patch(ctx, ln, client.MergeFrom(orig)); err != nil {
-		return reconcile.Result{}, fmt.Errorf("patch LatencyNode %s status: %w", ln.Name, err)
+		r.statusRefused(ctx, orig, err)
+		// Not an error for the workqueue: its backoff would grow to
+		// minutes and hold drift re-assertion with it. The next pass
+		// comes at the resync interval and tries the patch again.
+		return again, nil
+	}
+	if r.patchFailure != "" {
+		log.Info("Patched LatencyNode status again after refusals")
+		r.patchFailure = ""
 	}
 	log.V(1).Info("Patched LatencyNode status", "settings", len(st.Settings))
 	return again, nil
 }
+
+// statusRefused reports a status patch the API server refused, in the log
+// and as a Warning event on the LatencyNode, once per distinct error.
+func (r *Reconciler) statusRefused(ctx context.Context, ln *v1alpha1.LatencyNode, err error) {
+	log := ctrl.LoggerFrom(ctx)
+	if err.Error() == r.patchFailure {
+		log.V(1).Info("LatencyNode status patch still refused", "error", err.Error())
+		return
+	}
+	r.patchFailure = err.Error()
+	log.Error(err, "Failed to patch LatencyNode status; tuning and drift re-assertion go on", "retryIn", r.Resync.String())
+	if r.Recorder != nil {
+		r.Recorder.Eventf(ln, nil, corev1.EventTypeWarning, EventStatusRefused, "PatchStatus",
+			"the API server refused this node's status (tuning and drift re-assertion go on; retried every %s): %s",
+			r.Resync, bound.String(err.Error(), 512))
+	}
+}
+
+// EventStatusRefused is the reason of the event a refused status patch emits.
+const EventStatusRefused = "StatusRefused"
 
 func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alpha1.LatencyNodeStatus, error) {
 	log := ctrl.LoggerFrom(ctx)
@@ -295,9 +317,10 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	}
 	kf := facts.Read(r.Root, layout.EEVDF, layout.DebugfsMounted || wasMounted(ln))
 	now := metav1.Now()
+	reasserted := len(rep.Drifts)
 	rep.Drifts = r.drifts(rep.Drifts, now.Time)
 	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
-		Findings: ds.Findings, Kernel: kf, IRQBalancePID: ds.IRQBalancePID, DriftAt: r.lastDriftAt, Now: now})
+		Findings: ds.Findings, Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Reasserted: reasserted, Now: now})
 	r.measure(ctx, ln, pods, &st)
 	return st, err
 }
@@ -311,7 +334,7 @@ func wasMounted(ln *v1alpha1.LatencyNode) bool {
 func (r *Reconciler) revert(ctx context.Context, ln *v1alpha1.LatencyNode) v1alpha1.LatencyNodeStatus {
 	log := ctrl.LoggerFrom(ctx)
 	rep, err := r.Engine.Revert()
-	r.lastDrifts = nil
+	r.driftSeen = nil
 	if err != nil {
 		log.Error(err, "Failed to revert the node's tuning")
 	}
@@ -353,6 +376,11 @@ func (r *Reconciler) pods(ctx context.Context) ([]podcgroup.Pod, error) {
 			QOSClass: string(p.Status.QOSClass), Labels: p.Labels, Annotations: p.Annotations,
 			ContainerIDs: containerIDs(p)})
 	}
+	// The cache lists in no set order: sort, so knobs, the journal and
+	// status come out the same on every pass.
+	slices.SortFunc(out, func(a, b podcgroup.Pod) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.UID, b.UID))
+	})
 	return out, nil
 }
 

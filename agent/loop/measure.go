@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/podcgroup"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -62,7 +63,7 @@ func (r *Reconciler) measure(ctx context.Context, ln *v1alpha1.LatencyNode, pods
 	}
 	st.Latency = r.measured.Latency
 	st.RunQueueP99 = r.measured.RunQueueP99
-	st.Throttling = first(r.measured.Throttling, 32)
+	st.Throttling = first(r.measured.Throttling, bound.Throttling)
 	st.ThrottledRatio = r.measured.ThrottledRatio
 	st.Findings = boundFindings(append(st.Findings, r.measured.Findings...))
 	if r.measured.Budget.Type != "" {

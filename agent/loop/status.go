@@ -1,11 +1,11 @@
 package loop
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,16 +14,9 @@ import (
 	"latencytier.io/latencytier/agent/apply"
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/facts"
+	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/journal"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
-)
-
-// Limits from the API's validation.
-const (
-	maxSettings = 256
-	maxFindings = 32
-	maxValue    = 256
-	maxMessage  = 512
 )
 
 // applyInput is everything one Apply pass tells status.
@@ -36,10 +29,11 @@ type applyInput struct {
 	Kernel   v1alpha1.KernelFacts
 	// IRQBalancePID names the likely culprit of IRQ drift.
 	IRQBalancePID int
-	// DriftAt is when Report.Drifts were found (they may be from an
-	// earlier pass, held so the condition does not flap).
-	DriftAt time.Time
-	Now     metav1.Time
+	// Reasserted counts this pass's writes that only re-asserted drift
+	// (Report.Drifts may also hold earlier passes' drifts, held so the
+	// condition does not flap): they are no new apply.
+	Reasserted int
+	Now        metav1.Time
 }
 
 // applyStatus is the status after an Apply pass; prev is the current status
@@ -48,19 +42,20 @@ func applyStatus(prev v1alpha1.LatencyNodeStatus, in applyInput) v1alpha1.Latenc
 	st := *prev.DeepCopy()
 	spec := in.Node.Spec
 	st.Profile, st.ProfileGeneration = spec.Profile, spec.ProfileGeneration
-	st.Kernel = &in.Kernel
-	st.Settings = bound(append(append(append([]v1alpha1.SettingResult{}, in.Report.Results...), withHeld(in.Results, in.Report.Held)...),
+	st.Kernel = kernel(in.Kernel)
+	all := sortedSettings(append(append(append([]v1alpha1.SettingResult{}, in.Report.Results...), withHeld(in.Results, in.Report.Held)...),
 		unsettled(in.Report.Restored)...))
+	st.Settings, st.SettingsOmitted = capSettings(all)
 	st.Findings = boundFindings(in.Findings)
 	gen := in.Node.Generation
-	setCondition(&st, appliedCondition(in.Err, st.Settings), gen, in.Now)
-	setCondition(&st, driftCondition(in.Report.Drifts, in.DriftAt, in.IRQBalancePID), gen, in.Now)
+	setCondition(&st, appliedCondition(in.Err, all, st.SettingsOmitted), gen, in.Now)
+	setCondition(&st, driftCondition(in.Report.Drifts, in.IRQBalancePID), gen, in.Now)
 	setCondition(&st, rebootCondition(spec.Tuning.CPUs, in.Kernel.CmdlineIsolation), gen, in.Now)
 	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.NodeReverted)
 	if in.Err == nil {
 		st.ObservedGeneration = gen
 	}
-	if in.Err == nil && (in.Report.Written > 0 || st.LastAppliedTime == nil) {
+	if in.Err == nil && (in.Report.Written > in.Reasserted || st.LastAppliedTime == nil) {
 		t := in.Now
 		st.LastAppliedTime = &t
 	}
@@ -79,7 +74,7 @@ type revertInput struct {
 // revertStatus is the status after a Revert pass.
 func revertStatus(prev v1alpha1.LatencyNodeStatus, in revertInput) v1alpha1.LatencyNodeStatus {
 	st := *prev.DeepCopy()
-	st.Kernel = &in.Kernel
+	st.Kernel = kernel(in.Kernel)
 	st.Findings = nil
 	gen := in.Node.Generation
 	rev := revertedCondition(in.Err, in.Report)
@@ -89,7 +84,7 @@ func revertStatus(prev v1alpha1.LatencyNodeStatus, in revertInput) v1alpha1.Late
 		// reported (conflicts included) instead of "0 restored".
 		rev = *done
 	} else {
-		st.Settings = bound(in.Report.Results)
+		st.Settings, st.SettingsOmitted = capSettings(sortedSettings(in.Report.Results))
 	}
 	setCondition(&st, rev, gen, in.Now)
 	if rev.Status == metav1.ConditionTrue {
@@ -113,11 +108,13 @@ func nothingToRevert(in revertInput) bool {
 func setCondition(st *v1alpha1.LatencyNodeStatus, c metav1.Condition, gen int64, now metav1.Time) {
 	c.ObservedGeneration = gen
 	c.LastTransitionTime = now
-	c.Message = truncate(c.Message, 32768)
+	c.Message = bound.String(c.Message, bound.ConditionMessage)
 	meta.SetStatusCondition(&st.Conditions, c)
 }
 
-func appliedCondition(err error, settings []v1alpha1.SettingResult) metav1.Condition {
+// appliedCondition is computed from every setting, before the list is cut
+// to the CRD's limit; omitted says how many the list leaves out.
+func appliedCondition(err error, settings []v1alpha1.SettingResult, omitted int32) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.NodeApplied}
 	switch {
 	case errors.Is(err, journal.ErrCorrupt):
@@ -138,6 +135,9 @@ func appliedCondition(err error, settings []v1alpha1.SettingResult) metav1.Condi
 	}
 	summary := fmt.Sprintf("%d applied, %d unsupported, %d immovable", counts[v1alpha1.SettingApplied],
 		counts[v1alpha1.SettingUnsupported], counts[v1alpha1.SettingImmovable])
+	if omitted > 0 {
+		summary += fmt.Sprintf(" (%d not listed in settings: see settingsOmitted)", omitted)
+	}
 	if len(bad) > 0 {
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonPartiallyApplied
 		c.Message = fmt.Sprintf("%s; not applied: %s", summary, strings.Join(first(bad, 8), ", "))
@@ -147,7 +147,11 @@ func appliedCondition(err error, settings []v1alpha1.SettingResult) metav1.Condi
 	return c
 }
 
-func driftCondition(drifts []apply.Drift, at time.Time, irqbalancePID int) metav1.Condition {
+// driftCondition says which settings someone else changed. Its message holds
+// no time or count, so a drift repeated every pass (irqbalance) writes the
+// status once, not on every pass; the condition's lastTransitionTime says
+// since when.
+func driftCondition(drifts []apply.Drift, irqbalancePID int) metav1.Condition {
 	if len(drifts) == 0 {
 		return metav1.Condition{Type: v1alpha1.NodeDrifted, Status: metav1.ConditionFalse,
 			Reason: v1alpha1.ReasonNoDrift, Message: "every setting held since the last pass"}
@@ -156,9 +160,9 @@ func driftCondition(drifts []apply.Drift, at time.Time, irqbalancePID int) metav
 	for _, d := range drifts {
 		parts = append(parts, fmt.Sprintf("%s was %q, ours %q (likely %s)", d.ID, d.Theirs, d.Ours, Culprit(d.ID, irqbalancePID)))
 	}
+	slices.Sort(parts)
 	return metav1.Condition{Type: v1alpha1.NodeDrifted, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonDriftDetected,
-		Message: fmt.Sprintf("at %s re-asserted after someone else changed: %s", at.UTC().Format(time.RFC3339),
-			strings.Join(first(parts, 8), "; "))}
+		Message: "re-asserted after someone else changed: " + strings.Join(first(parts, 8), "; ")}
 }
 
 // Culprit names who most likely changed a setting, by its kind.
@@ -253,7 +257,7 @@ func withHeld(results, held []v1alpha1.SettingResult) []v1alpha1.SettingResult {
 			out = append(out, h)
 			continue
 		}
-		out[i].Message = truncate(out[i].Message+"; "+h.Message, maxMessage)
+		out[i].Message = bound.String(out[i].Message+"; "+h.Message, bound.SettingMessage)
 		if out[i].Desired == "" {
 			out[i].Desired = h.Desired
 		}
@@ -271,24 +275,58 @@ func unsettled(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
 	return out
 }
 
-func bound(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
-	rs = first(rs, maxSettings)
+// sortedSettings bounds each setting's strings and orders the settings the
+// same way whatever order they came in (pods come from the informer cache in
+// no set order, and a reordered list is a status write): those a human must
+// act on first (Failed, Invalid, Conflict), then Immovable and Unsupported,
+// then the rest, each group by setting.
+func sortedSettings(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
 	out := make([]v1alpha1.SettingResult, len(rs))
 	for i, r := range rs {
-		r.Desired, r.Actual = truncate(r.Desired, maxValue), truncate(r.Actual, maxValue)
-		r.Message = truncate(r.Message, maxMessage)
+		r.Setting = bound.String(r.Setting, bound.SettingValue)
+		r.Desired, r.Actual = bound.String(r.Desired, bound.SettingValue), bound.String(r.Actual, bound.SettingValue)
+		r.Message = bound.String(r.Message, bound.SettingMessage)
 		out[i] = r
 	}
-	if len(out) == 0 {
-		return nil
-	}
+	slices.SortFunc(out, func(a, b v1alpha1.SettingResult) int {
+		return cmp.Or(cmp.Compare(stateRank(a.State), stateRank(b.State)), strings.Compare(a.Setting, b.Setting),
+			strings.Compare(string(a.State), string(b.State)), strings.Compare(a.Desired, b.Desired),
+			strings.Compare(a.Actual, b.Actual), strings.Compare(a.Message, b.Message))
+	})
 	return out
 }
 
+// capSettings keeps the first bound.Settings of sorted settings (so the
+// failed and conflicting ones) and says how many it left out.
+func capSettings(sorted []v1alpha1.SettingResult) ([]v1alpha1.SettingResult, int32) {
+	if len(sorted) == 0 {
+		return nil, 0
+	}
+	kept := first(sorted, bound.Settings)
+	return kept, int32(len(sorted) - len(kept))
+}
+
+// stateRank puts the states a human must act on first.
+func stateRank(s v1alpha1.SettingState) int {
+	switch s {
+	case v1alpha1.SettingFailed, v1alpha1.SettingInvalid, v1alpha1.SettingConflict:
+		return 0
+	case v1alpha1.SettingImmovable, v1alpha1.SettingUnsupported:
+		return 1
+	}
+	return 2
+}
+
+// kernel is the facts as status holds them: within the CRD's limits.
+func kernel(f v1alpha1.KernelFacts) *v1alpha1.KernelFacts {
+	b := facts.Bound(f)
+	return &b
+}
+
 func boundFindings(fs []v1alpha1.Finding) []v1alpha1.Finding {
-	fs = first(fs, maxFindings)
+	fs = slices.Clone(first(fs, bound.Findings))
 	for i := range fs {
-		fs[i].Message = truncate(fs[i].Message, 1024)
+		fs[i].Message = bound.String(fs[i].Message, bound.FindingMessage)
 	}
 	if len(fs) == 0 {
 		return nil
@@ -301,13 +339,6 @@ func first[T any](s []T, n int) []T {
 		return s[:n]
 	}
 	return s
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }
 
 // equalStatus compares statuses the way the loop decides whether to patch.

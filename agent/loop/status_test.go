@@ -3,8 +3,12 @@ package loop
 import (
 	"errors"
 	"fmt"
+	"math/rand"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -195,5 +199,98 @@ func TestWithHeld(t *testing.T) {
 				t.Error("withHeld modified its input")
 			}
 		})
+	}
+}
+
+// The settings cap keeps the settings a human must act on, says how many it
+// left out, and Applied counts them all: a failure past the 256th setting
+// is not hidden.
+func TestSettingsCapKeepsProblemsFirst(t *testing.T) {
+	var results []v1alpha1.SettingResult
+	for i := range 300 {
+		results = append(results, res(fmt.Sprintf("irq/%d", i), v1alpha1.SettingApplied))
+	}
+	results = append(results, res("zz/failed", v1alpha1.SettingFailed), res("zz/invalid", v1alpha1.SettingInvalid))
+	in := applyInput{Node: node(1, nil), Report: apply.Report{Results: results,
+		Restored: []v1alpha1.SettingResult{res("zz/theirs", v1alpha1.SettingConflict)}},
+		Results: []v1alpha1.SettingResult{res("zz/unsupported", v1alpha1.SettingUnsupported)}, Now: metav1.NewTime(time.Unix(1000, 0))}
+	st := applyStatus(v1alpha1.LatencyNodeStatus{}, in)
+	if len(st.Settings) != 256 || st.SettingsOmitted != 304-256 {
+		t.Fatalf("%d settings, %d omitted; want 256, 48", len(st.Settings), st.SettingsOmitted)
+	}
+	var head []string
+	for _, s := range st.Settings[:4] {
+		head = append(head, s.Setting)
+	}
+	if fmt.Sprint(head) != "[zz/failed zz/invalid zz/theirs zz/unsupported]" {
+		t.Errorf("settings start with %v; want the failed, invalid, conflicting, then unsupported ones", head)
+	}
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.NodeApplied)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonPartiallyApplied ||
+		!strings.Contains(c.Message, "300 applied") || !strings.Contains(c.Message, "48 not listed") ||
+		!strings.Contains(c.Message, "zz/failed (Failed)") {
+		t.Errorf("Applied = %+v", c)
+	}
+}
+
+// The same results in another order (pods listed in another order) give the
+// same status.
+func TestSettingsOrderIgnoresInputOrder(t *testing.T) {
+	var results []v1alpha1.SettingResult
+	for i := range 12 {
+		state := v1alpha1.SettingApplied
+		if i%5 == 0 {
+			state = v1alpha1.SettingFailed
+		}
+		results = append(results, v1alpha1.SettingResult{Setting: fmt.Sprintf("cpuquota/ns/pod-%d", i), State: state, Desired: "max 100000"})
+	}
+	in := func(rs []v1alpha1.SettingResult) applyInput {
+		return applyInput{Node: node(1, nil), Report: apply.Report{Results: rs}, Now: metav1.NewTime(time.Unix(1000, 0))}
+	}
+	want := applyStatus(v1alpha1.LatencyNodeStatus{}, in(results))
+	rnd := rand.New(rand.NewSource(7))
+	for range 20 {
+		shuffled := slices.Clone(results)
+		rnd.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		if got := applyStatus(v1alpha1.LatencyNodeStatus{}, in(shuffled)); !equalStatus(got, want) {
+			t.Fatalf("status depends on the input order:\n%+v\n%+v", got.Settings, want.Settings)
+		}
+	}
+}
+
+// The same drift found on later passes (irqbalance writing again, perhaps
+// another mask) gives the same Drifted condition: no time, no new values.
+func TestDriftHeldStable(t *testing.T) {
+	r := &Reconciler{Resync: time.Second}
+	t0 := time.Unix(1000, 0)
+	status := func(found []apply.Drift, at time.Time) v1alpha1.LatencyNodeStatus {
+		return applyStatus(v1alpha1.LatencyNodeStatus{}, applyInput{Node: node(1, nil),
+			Report: apply.Report{Drifts: r.drifts(found, at), Written: len(found)}, Reasserted: len(found), Now: metav1.NewTime(at)})
+	}
+	first := status([]apply.Drift{{ID: "irq/41", Ours: "0", Theirs: "0-1"}, {ID: "irq/24", Ours: "0", Theirs: "0-1"}}, t0)
+	later := status([]apply.Drift{{ID: "irq/24", Ours: "0", Theirs: "1"}}, t0.Add(20*time.Second))
+	c1, c2 := meta.FindStatusCondition(first.Conditions, v1alpha1.NodeDrifted), meta.FindStatusCondition(later.Conditions, v1alpha1.NodeDrifted)
+	if c1.Message != c2.Message || strings.Contains(c1.Message, "1970") {
+		t.Errorf("Drifted message changed between passes:\n%s\n%s", c1.Message, c2.Message)
+	}
+	if !strings.HasPrefix(c1.Message, `re-asserted after someone else changed: irq/24 was "0-1"`) {
+		t.Errorf("Drifted message = %s", c1.Message)
+	}
+	// Past the hold (a minute here) the drift is no longer reported.
+	if gone := status(nil, t0.Add(90*time.Second)); meta.IsStatusConditionTrue(gone.Conditions, v1alpha1.NodeDrifted) {
+		t.Error("drift still reported after its hold")
+	}
+}
+
+// Strings cut to the CRD's limits are cut in characters, never inside one.
+func TestSettingStringsCutInCharacters(t *testing.T) {
+	long := strings.Repeat("é", 600)
+	st := applyStatus(v1alpha1.LatencyNodeStatus{}, applyInput{Node: node(1, nil), Now: metav1.NewTime(time.Unix(1000, 0)),
+		Report: apply.Report{Results: []v1alpha1.SettingResult{{Setting: "sysctl/x", State: v1alpha1.SettingFailed, Actual: long, Message: long}}}})
+	s := st.Settings[0]
+	if !utf8.ValidString(s.Actual) || !utf8.ValidString(s.Message) ||
+		utf8.RuneCountInString(s.Actual) != 256 || utf8.RuneCountInString(s.Message) != 512 {
+		t.Errorf("actual %d characters (valid %v), message %d (valid %v)", utf8.RuneCountInString(s.Actual),
+			utf8.ValidString(s.Actual), utf8.RuneCountInString(s.Message), utf8.ValidString(s.Message))
 	}
 }

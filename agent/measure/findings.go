@@ -15,6 +15,7 @@ import (
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/knobs"
 )
@@ -47,9 +48,6 @@ const (
 	SeverityCritical = "Critical"
 )
 
-// MaxFindings bounds status.findings.
-const MaxFindings = 32
-
 // checker holds what the checks look at in one window.
 type checker struct {
 	root      *host.Root
@@ -79,8 +77,8 @@ func (c *checker) findings() []v1alpha1.Finding {
 	slices.SortStableFunc(out, func(a, b v1alpha1.Finding) int {
 		return cmp.Compare(severityRank(a.Severity), severityRank(b.Severity))
 	})
-	if len(out) > MaxFindings {
-		out = out[:MaxFindings]
+	if len(out) > bound.Findings {
+		out = out[:bound.Findings]
 	}
 	return out
 }
@@ -96,10 +94,7 @@ func severityRank(s string) int {
 }
 
 func finding(typ, sev, format string, args ...any) *v1alpha1.Finding {
-	msg := fmt.Sprintf(format, args...)
-	if len(msg) > 1024 {
-		msg = msg[:1021] + "..."
-	}
+	msg := bound.String(fmt.Sprintf(format, args...), bound.FindingMessage)
 	return &v1alpha1.Finding{Type: typ, Severity: sev, Message: msg}
 }
 

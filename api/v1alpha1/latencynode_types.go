@@ -107,7 +107,9 @@ type KernelFacts struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	OnlineCPUs string `json:"onlineCPUs,omitempty"`
-	// smtSiblings lists the hardware threads that share a core ("0,4").
+	// smtSiblings lists the hardware threads that share a core ("0,4"). A
+	// host with more than 256 such groups is summarised by sibling offsets:
+	// "0-383+384" says threads c and c+384 share a core for every c in 0-383.
 	// +optional
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=64
@@ -266,10 +268,17 @@ type LatencyNodeStatus struct {
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// settings are the per-setting results, at most 256.
+	// settings are the per-setting results, at most 256: Failed, Invalid and
+	// Conflict first, then Immovable and Unsupported, then the rest, each
+	// group ordered by setting.
 	// +optional
 	// +kubebuilder:validation:MaxItems=256
 	Settings []SettingResult `json:"settings,omitempty"`
+	// settingsOmitted counts the settings left out of settings to keep it
+	// within 256 items (the Applied condition counts them all).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SettingsOmitted int32 `json:"settingsOmitted,omitempty"`
 	// kernel holds the facts the agent found.
 	// +optional
 	Kernel *KernelFacts `json:"kernel,omitempty"`
