@@ -26,6 +26,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -96,7 +97,8 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("create agent manager: %w", err)
 	}
 	r := &Reconciler{Client: mgr.GetClient(), NodeName: o.NodeName, Root: o.Root, Resync: o.Resync,
-		Engine: &apply.Engine{Root: o.Root, Log: o.Log}, Measure: o.Measure}
+		Engine: &apply.Engine{Root: o.Root, Log: o.Log}, Measure: o.Measure,
+		Recorder: mgr.GetEventRecorder("latencytier-agent")}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -168,6 +170,11 @@ type Reconciler struct {
 	Resync   time.Duration
 	Engine   *apply.Engine
 	Measure  MeasureFunc
+	// Recorder tells a pod's owner that its opt-in was refused.
+	Recorder events.EventRecorder
+
+	// refused are the opt-in refusals already told (pod UID/field).
+	refused map[string]bool
 
 	mu          sync.Mutex
 	lastMeasure time.Time
@@ -198,8 +205,9 @@ func (r *Reconciler) drifts(found []apply.Drift, now time.Time) []apply.Drift {
 }
 
 // SetupWithManager watches the LatencyNode named NodeName, the node's pods
-// (only changes that matter for opt-in or cgroups), and enqueues once at
-// start so a journal is restored even when no LatencyNode exists.
+// (only changes that matter for opt-in or cgroups), Namespace labels (they
+// grant opt-ins), and enqueues once at start so a journal is restored even
+// when no LatencyNode exists.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: r.NodeName}}
 	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
@@ -213,6 +221,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("latencynode-agent").
 		For(&v1alpha1.LatencyNode{}).
 		Watches(&corev1.Pod{}, toNode, builder.WithPredicates(podChanged())).
+		Watches(&corev1.Namespace{}, toNode, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(start).
 		Complete(r)
 }
@@ -281,6 +290,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 		log.Info("Mounted debugfs to reach the scheduler knobs", "path", r.Root.Sys("kernel", "debug"))
 	}
 	ds := desired.Render(r.Root, layout, ln.Spec.Tuning, pods)
+	r.reportRefusals(ctx, ds.Refusals)
 	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration,
 		Undetermined: ds.Undetermined}, ds.Knobs)
 	if len(rep.Held) > 0 {
@@ -343,6 +353,10 @@ func (r *Reconciler) pods(ctx context.Context) ([]podcgroup.Pod, error) {
 	if err := r.Client.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list pods on node %s: %w", r.NodeName, err)
 	}
+	nsLabels, err := r.namespaceLabels(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]podcgroup.Pod, 0, len(list.Items))
 	for i := range list.Items {
 		p := &list.Items[i]
@@ -351,7 +365,7 @@ func (r *Reconciler) pods(ctx context.Context) ([]podcgroup.Pod, error) {
 		}
 		out = append(out, podcgroup.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name,
 			QOSClass: string(p.Status.QOSClass), Labels: p.Labels, Annotations: p.Annotations,
-			ContainerIDs: containerIDs(p)})
+			ContainerIDs: containerIDs(p), NamespaceLabels: nsLabels[p.Namespace]})
 	}
 	return out, nil
 }
