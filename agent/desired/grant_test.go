@@ -7,6 +7,8 @@ import (
 	"github.com/go-logr/logr"
 
 	"latencytier.io/latencytier/agent/apply"
+	"latencytier.io/latencytier/agent/cpuquota"
+	"latencytier.io/latencytier/agent/cpuset"
 	"latencytier.io/latencytier/agent/desired"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/testroot"
@@ -94,9 +96,10 @@ func TestOptInNeedsTheNamespaceGrant(t *testing.T) {
 	if got := read(refusedUID, "cpuset.cpus"); got != "" {
 		t.Errorf("pod outside the grant: cpuset.cpus = %q, want it left where it was", got)
 	}
+	sneaky := grantPods(true)[1]
 	for _, w := range []struct{ id, field, reason string }{
-		{"cpuquota/tenant/sneaky", "cpuQuota.namespaceSelector", desired.ReasonQuotaOptInRefused},
-		{"cpuset/pod/tenant/sneaky", "cpus.namespaceSelector", desired.ReasonIsolatedOptInRefused},
+		{cpuquota.PodID(sneaky), "cpuQuota.namespaceSelector", desired.ReasonQuotaOptInRefused},
+		{cpuset.PodID(sneaky), "cpus.namespaceSelector", desired.ReasonIsolatedOptInRefused},
 	} {
 		r := find(ds.Results, w.id)
 		if r == nil || r.State != v1alpha1.SettingRefused {
@@ -112,8 +115,9 @@ func TestOptInNeedsTheNamespaceGrant(t *testing.T) {
 			t.Errorf("no %s refusal for the tenant pod: %+v", w.reason, ds.Refusals)
 		}
 	}
+	gw := grantPods(true)[0]
 	for _, r := range append(ds.Results, rep.Results...) {
-		if strings.Contains(r.Setting, "gateway/gw") && r.State != v1alpha1.SettingApplied {
+		if (strings.HasPrefix(r.Setting, cpuquota.PodID(gw)) || strings.HasPrefix(r.Setting, cpuset.PodID(gw))) && r.State != v1alpha1.SettingApplied {
 			t.Errorf("granted pod: %s is %s (%s)", r.Setting, r.State, r.Message)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"latencytier.io/latencytier/agent/cpuquota"
 	"latencytier.io/latencytier/agent/desired"
 	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/podcgroup"
@@ -37,6 +38,7 @@ func TestAgentRefusesOptInOutsideTheNamespaceGrant(t *testing.T) {
 	}
 	root := fakeHost(t)
 	cpuMax := map[string]string{}
+	var sneakyID string
 	for ns, name := range map[string]string{"gateway": "gw", "tenant": "sneaky"} {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
 			Annotations: map[string]string{v1alpha1.CPUQuotaAnnotation: v1alpha1.CPUQuotaDisable}},
@@ -45,6 +47,9 @@ func TestAgentRefusesOptInOutsideTheNamespaceGrant(t *testing.T) {
 			t.Fatal(err)
 		}
 		cpuMax[ns] = root.Cgroup("kubepods", "burstable", "pod"+string(pod.UID), "cpu.max")
+		if ns == "tenant" {
+			sneakyID = cpuquota.PodID(podcgroup.Pod{UID: string(pod.UID), Namespace: ns, Name: name})
+		}
 		testroot.Write(t, cpuMax[ns], "150000 100000\n")
 	}
 	ln := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "node-q"},
@@ -64,7 +69,7 @@ func TestAgentRefusesOptInOutsideTheNamespaceGrant(t *testing.T) {
 			return false
 		}
 		for i := range ln.Status.Settings {
-			if s := ln.Status.Settings[i]; s.Setting == "cpuquota/tenant/sneaky" && s.State == v1alpha1.SettingRefused {
+			if s := ln.Status.Settings[i]; s.Setting == sneakyID && s.State == v1alpha1.SettingRefused {
 				refused = &ln.Status.Settings[i]
 			}
 		}
