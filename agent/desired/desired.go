@@ -33,6 +33,9 @@ type State struct {
 	// Refusals are pods that opted in from a namespace the profile does not
 	// grant; their results are in Results too.
 	Refusals []Refusal
+	// Pods are the pods Render was given, OptedIn and Isolated set as
+	// granted.
+	Pods []podcgroup.Pod
 	// Undetermined are setting scopes this pass could not work out (a
 	// listing failed, a pod still in the API has no cgroup right now): an
 	// ID or an ID prefix ending before a "/" ("irq", "cpuquota/ns/pod").
@@ -52,7 +55,7 @@ func Render(root *host.Root, layout sysctl.Layout, t v1alpha1.TuningSpec, pods [
 	for _, r := range in.Refused {
 		s.Results = append(s.Results, r.Result)
 	}
-	s.Refusals = in.Refused
+	s.Refusals, s.Pods = in.Refused, in.All
 	reserved, ok := s.reserved(t)
 	if ok {
 		s.cpusets(root, t, reserved, in.Isolated)

@@ -106,6 +106,9 @@ func TestSortOptInsGrants(t *testing.T) {
 	}
 	for _, tt := range tests {
 		in := SortOptIns(tt.spec, pods)
+		if len(in.All) != len(pods) {
+			t.Errorf("%s: All has %d pods, want every one of %d", tt.name, len(in.All), len(pods))
+		}
 		if len(in.Quota) != tt.quota || len(in.Isolated) != tt.isolated || len(in.Refused) != tt.refused {
 			t.Errorf("%s: quota %d, isolated %d, refused %d; want %d, %d, %d", tt.name,
 				len(in.Quota), len(in.Isolated), len(in.Refused), tt.quota, tt.isolated, tt.refused)

@@ -47,6 +47,9 @@ type OptIns struct {
 	Isolated []podcgroup.Pod
 	// Refused asked for something their namespace is not granted.
 	Refused []Refusal
+	// All are every pod, OptedIn and Isolated set as granted (for
+	// measurement: a granted pod's throttling counts against the budget).
+	All []podcgroup.Pod
 }
 
 // SortOptIns decides, per pod, what it asked for and what it is granted.
@@ -63,6 +66,7 @@ func SortOptIns(t v1alpha1.TuningSpec, pods []podcgroup.Pod) OptIns {
 	for _, p := range pods {
 		p.OptedIn, p.Isolated = false, false
 		if !podcgroup.Asks(p.Annotations, p.Labels, podSel) {
+			o.All = append(o.All, p)
 			continue
 		}
 		if removing {
@@ -85,6 +89,7 @@ func SortOptIns(t v1alpha1.TuningSpec, pods []podcgroup.Pod) OptIns {
 		if p.Isolated {
 			o.Isolated = append(o.Isolated, p)
 		}
+		o.All = append(o.All, p)
 	}
 	return o
 }

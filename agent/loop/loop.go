@@ -308,7 +308,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	rep.Drifts = r.drifts(rep.Drifts, now.Time)
 	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
 		Findings: ds.Findings, Kernel: kf, IRQBalancePID: ds.IRQBalancePID, DriftAt: r.lastDriftAt, Now: now})
-	r.measure(ctx, ln, pods, &st)
+	r.measure(ctx, ln, ds.Pods, &st)
 	return st, err
 }
 

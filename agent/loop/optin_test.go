@@ -3,8 +3,11 @@ package loop
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr/testr"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -12,9 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"latencytier.io/latencytier/agent/cpuquota"
 	"latencytier.io/latencytier/agent/desired"
+	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/podcgroup"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -59,7 +64,7 @@ func TestAgentRefusesOptInOutsideTheNamespaceGrant(t *testing.T) {
 	if err := c.Create(ctx, ln); err != nil {
 		t.Fatal(err)
 	}
-	startAgent(t, env, root, "node-q")
+	measured := startAgentMeasured(t, env, root, "node-q")
 
 	key := types.NamespacedName{Name: "node-q"}
 	var refused *v1alpha1.SettingResult
@@ -81,6 +86,15 @@ func TestAgentRefusesOptInOutsideTheNamespaceGrant(t *testing.T) {
 		}
 	}
 	eventually(t, "the granted pod's quota removed", func() bool { return testroot.Read(t, cpuMax["gateway"]) == "max 100000" })
+	// Measurement holds only the granted pod's throttling against the
+	// budget: it sees the grant, not the annotation.
+	optedIn := map[string]bool{}
+	for _, p := range measured() {
+		optedIn[p.Name] = p.OptedIn
+	}
+	if len(optedIn) != 2 || !optedIn["gw"] || optedIn["sneaky"] {
+		t.Errorf("measurement saw OptedIn %v; want gw true, sneaky false", optedIn)
+	}
 	if got := testroot.Read(t, cpuMax["tenant"]); got != "150000 100000" {
 		t.Fatalf("tenant pod's cpu.max = %q; want its limit kept", got)
 	}
@@ -106,6 +120,37 @@ func TestAgentRefusesOptInOutsideTheNamespaceGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the tenant pod's quota removed once granted", func() bool { return testroot.Read(t, cpuMax["tenant"]) == "max 100000" })
+}
+
+// startAgentMeasured is startAgent with a measurement hook; it returns the
+// pods of the last measurement.
+func startAgentMeasured(t *testing.T, env *envtest.Environment, root *host.Root, nodeName string) func() []podcgroup.Pod {
+	t.Helper()
+	var mu sync.Mutex
+	var last []podcgroup.Pod
+	hook := func(_ context.Context, _ v1alpha1.TuningSpec, pods []podcgroup.Pod) (*Measurement, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		last = pods
+		return &Measurement{}, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{NodeName: nodeName, Root: root, Resync: 300 * time.Millisecond, Log: testr.New(t),
+			Config: env.Config, Measure: hook})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	return func() []podcgroup.Pod {
+		mu.Lock()
+		defer mu.Unlock()
+		return last
+	}
 }
 
 // A refusal is told once while it lasts, not on every pass; once it ends
