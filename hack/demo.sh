@@ -56,6 +56,8 @@ show_values "Before: the kernel and the workloads' CFS quota as the kubelet set 
 
 say "Labelling node $NODE $PROFILE_LABEL= and applying config/samples/gateway.yaml"
 k label node "$NODE" "$PROFILE_LABEL=" --overwrite
+# The sample grants quota removal only to namespaces the admin labelled.
+k label namespace default latencytier.io/latency-tenant=true --overwrite
 k apply -f "$SAMPLE"
 
 if manager_present; then

@@ -74,6 +74,8 @@ spec:
     affinity: Reserved
   cpuQuota:
     policy: Remove
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: default}
   measurement:
     interval: 10s
 EOF
@@ -181,6 +183,7 @@ check "sysctl name with a path"      rejected "spec.sysctls[0].name" '  sysctls:
 check "sysctl duplicating a field"   rejected "duplicates a typed field" '  sysctls: [{name: kernel.sched_autogroup_enabled, value: "0"}]'
 check "overlapping cpus"             rejected "must not overlap" '  cpus: {reserved: "0-1", isolated: "1"}'
 check "irq Reserved without cpus"    rejected "needs cpus.reserved" '  irq: {affinity: Reserved}'
+check "quota removal for any namespace" rejected "cpuQuota.namespaceSelector is required" '  cpuQuota: {policy: Remove}'
 check "measurement.interval: 1s"     rejected "spec.measurement.interval" '  measurement: {interval: 1s}'
 
 say "Apply"

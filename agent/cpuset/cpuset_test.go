@@ -209,7 +209,7 @@ const (
 )
 
 func optedIn(uid string) podcgroup.Pod {
-	return podcgroup.Pod{UID: uid, Namespace: "shop", Name: "checkout", OptedIn: true}
+	return podcgroup.Pod{UID: uid, Namespace: "shop", Name: "checkout", Isolated: true}
 }
 
 func TestPodKnobsNonePolicy(t *testing.T) {

@@ -21,11 +21,13 @@ func PodID(p podcgroup.Pod) string {
 	return "cpuset/pod/" + p.Namespace + "/" + p.Name + "/" + p.UID
 }
 
-// PodKnobs keeps opted-in pods on the isolated CPUs: cpuset.cpus of the pod
-// cgroup and its containers (v1: containers first, as for the slices). When
-// kubelet's CPU manager owns placement (static policy) it returns a result
-// per pod saying where kubelet put it and writes nothing: the agent does not
-// fight kubelet. An empty isolated set yields nothing.
+// PodKnobs keeps the pods granted the isolated CPUs (Pod.Isolated: they
+// opted in from a namespace cpus.namespaceSelector selects; any other pod is
+// skipped) on them: cpuset.cpus of the pod cgroup and its containers (v1:
+// containers first, as for the slices). When kubelet's CPU manager owns
+// placement (static policy) it returns a result per pod saying where kubelet
+// put it and writes nothing: the agent does not fight kubelet. An empty
+// isolated set yields nothing.
 func PodKnobs(root *host.Root, pods []podcgroup.Pod, isolated cpuset.CPUSet, state *CPUManagerState, opts ...podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, error) {
 	if isolated.IsEmpty() {
 		return nil, nil, nil
@@ -33,7 +35,7 @@ func PodKnobs(root *host.Root, pods []podcgroup.Pod, isolated cpuset.CPUSet, sta
 	var knobs []knob.Knob
 	var results []v1alpha1.SettingResult
 	for _, p := range pods {
-		if !p.OptedIn {
+		if !p.Isolated {
 			continue
 		}
 		if state.OwnsPlacement() {

@@ -171,7 +171,7 @@ func TestRealV1PodCpuset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := podcgroup.Pod{UID: tree.UID, Namespace: "default", Name: "latency", OptedIn: true}
+	p := podcgroup.Pod{UID: tree.UID, Namespace: "default", Name: "latency", Isolated: true}
 	knobs, results, err := PodKnobs(host.New("/"), []podcgroup.Pod{p}, cpuset.New(1), none, podcgroup.WithKubepods(tree.Kubepods))
 	if err != nil || len(results) != 0 || len(knobs) != 2 {
 		t.Fatalf("PodKnobs: %+v %+v %v", knobs, results, err)

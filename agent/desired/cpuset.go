@@ -15,13 +15,13 @@ import (
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
-// cpusets confines system services to the reserved CPUs and keeps opted-in
-// pods on the isolated CPUs, unless kubelet's CPU manager owns their
-// placement (then it only reports).
-// podScope covers every opted-in pod's cpuset knobs.
+// podScope covers every isolated pod's cpuset knobs.
 const podScope = "cpuset/pod"
 
-func (s *State) cpusets(root *host.Root, t v1alpha1.TuningSpec, reserved cpuset.CPUSet, opted []podcgroup.Pod) {
+// cpusets confines system services to the reserved CPUs and keeps the pods
+// granted the isolated CPUs there, unless kubelet's CPU manager owns their
+// placement (then it only reports).
+func (s *State) cpusets(root *host.Root, t v1alpha1.TuningSpec, reserved cpuset.CPUSet, isolatedPods []podcgroup.Pod) {
 	k, r, err := lcpuset.Knobs(root, reserved)
 	if err != nil {
 		s.Undetermined = append(s.Undetermined, "cpuset")
@@ -33,7 +33,7 @@ func (s *State) cpusets(root *host.Root, t v1alpha1.TuningSpec, reserved cpuset.
 		// A slice whose walk failed mid-way: scope cpuset/<slice>.
 		s.Undetermined = append(s.Undetermined, failedIDs(r)...)
 	}
-	if t.CPUs.Isolated == nil || len(opted) == 0 {
+	if t.CPUs.Isolated == nil || len(isolatedPods) == 0 {
 		return
 	}
 	isolated, err := cpulist.Parse(*t.CPUs.Isolated)
@@ -47,7 +47,7 @@ func (s *State) cpusets(root *host.Root, t v1alpha1.TuningSpec, reserved cpuset.
 			Message: fmt.Sprintf("kubelet cpu_manager_state: %v; pods left where they are", err)})
 		return
 	}
-	k, r, err = lcpuset.PodKnobs(root, opted, isolated, state)
+	k, r, err = lcpuset.PodKnobs(root, isolatedPods, isolated, state)
 	if err != nil {
 		s.Undetermined = append(s.Undetermined, podScope)
 		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuset/pods", Desired: isolated.String(),

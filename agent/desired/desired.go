@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"strconv"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/cpulist"
@@ -32,6 +31,12 @@ type State struct {
 	Findings []v1alpha1.Finding
 	// IRQBalancePID is a running irqbalance, 0 when none.
 	IRQBalancePID int
+	// Refusals are pods that opted in from a namespace the profile does not
+	// grant; their results are in Results too.
+	Refusals []Refusal
+	// Pods are the pods Render was given, OptedIn and Isolated set as
+	// granted.
+	Pods []podcgroup.Pod
 	// Undetermined are setting scopes this pass could not work out (a
 	// listing failed, a pod still in the API has no cgroup right now): an
 	// ID or an ID prefix ending before a "/" ("irq", "cpuquota/ns/pod").
@@ -40,40 +45,29 @@ type State struct {
 }
 
 // Render builds the desired state. Order: scheduler and sysctls, cpusets
-// (system slices, then opted-in pods), IRQs, CPU quota.
+// (system slices, then pods granted the isolated CPUs), IRQs, CPU quota (pods
+// granted its removal). Pods that opted in from a namespace the profile does
+// not grant are Refusals, not knobs.
 func Render(root *host.Root, layout sysctl.Layout, t v1alpha1.TuningSpec, pods []podcgroup.Pod) State {
 	var s State
 	k, r := sysctl.Knobs(root, layout, t.Scheduler, t.Sysctls)
 	s.add(k, r)
-	opted := OptedIn(t, pods)
+	in := SortOptIns(t, pods)
+	for _, r := range in.Refused {
+		s.Results = append(s.Results, r.Result)
+	}
+	s.Refusals, s.Pods = in.Refused, in.All
 	reserved, ok := s.reserved(root, t)
 	if ok {
-		s.cpusets(root, t, reserved, opted)
+		s.cpusets(root, t, reserved, in.Isolated)
 	}
 	if ok && irqWanted(t) {
 		s.irqs(root, reserved)
 	}
-	if t.CPUQuota != nil && t.CPUQuota.Policy != v1alpha1.CPUQuotaKeep && len(opted) > 0 {
-		s.quota(root, opted)
+	if len(in.Quota) > 0 {
+		s.quota(root, in.Quota)
 	}
 	return s
-}
-
-// OptedIn marks and returns the pods that opted in: annotation
-// latencytier.io/cpu-quota: disable, or cpuQuota.podSelector.
-func OptedIn(t v1alpha1.TuningSpec, pods []podcgroup.Pod) []podcgroup.Pod {
-	var sel *metav1.LabelSelector
-	if t.CPUQuota != nil {
-		sel = t.CPUQuota.PodSelector
-	}
-	var out []podcgroup.Pod
-	for _, p := range pods {
-		p.OptedIn = p.OptedIn || podcgroup.OptedIn(p.Annotations, p.Labels, sel)
-		if p.OptedIn {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func (s *State) add(k []knob.Knob, r []v1alpha1.SettingResult) {

@@ -25,9 +25,9 @@ func TestRenderOrderAndOptIn(t *testing.T) {
 	res, iso := "0", "1"
 	spec := v1alpha1.TuningSpec{
 		Scheduler: &v1alpha1.SchedulerSpec{Autogroup: &dis},
-		CPUs:      &v1alpha1.CPUSpec{Reserved: &res, Isolated: &iso},
+		CPUs:      &v1alpha1.CPUSpec{Reserved: &res, Isolated: &iso, NamespaceSelector: &v1alpha1.NamespaceSelector{}},
 		IRQ:       &v1alpha1.IRQSpec{Affinity: v1alpha1.IRQAffinityReserved},
-		CPUQuota: &v1alpha1.CPUQuotaSpec{Policy: v1alpha1.CPUQuotaRemove,
+		CPUQuota: &v1alpha1.CPUQuotaSpec{Policy: v1alpha1.CPUQuotaRemove, NamespaceSelector: &v1alpha1.NamespaceSelector{},
 			PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gw"}}},
 	}
 	pods := []podcgroup.Pod{
@@ -35,8 +35,12 @@ func TestRenderOrderAndOptIn(t *testing.T) {
 		{UID: "2", Namespace: "a", Name: "labelled", Labels: map[string]string{"tier": "gw"}},
 		{UID: "3", Namespace: "a", Name: "plain"},
 	}
-	if got := OptedIn(spec, pods); len(got) != 2 || got[0].Name != "annotated" || got[1].Name != "labelled" || !got[1].OptedIn {
-		t.Fatalf("OptedIn = %+v", got)
+	in := SortOptIns(spec, pods)
+	if got := in.Quota; len(got) != 2 || got[0].Name != "annotated" || got[1].Name != "labelled" || !got[1].OptedIn || !got[1].Isolated {
+		t.Fatalf("SortOptIns quota = %+v", got)
+	}
+	if len(in.Isolated) != 2 || len(in.Refused) != 0 {
+		t.Fatalf("SortOptIns isolated = %+v, refused = %+v", in.Isolated, in.Refused)
 	}
 	st := Render(root, sysctl.Layout{}, spec, pods)
 	var kinds []string
@@ -69,6 +73,54 @@ func TestRenderIRQUnchanged(t *testing.T) {
 	for _, k := range st.Knobs {
 		if strings.HasPrefix(k.ID, "irq/") {
 			t.Fatalf("Unchanged affinity produced %s", k.ID)
+		}
+	}
+}
+
+// SortOptIns: only the profile's namespace selectors grant; what the pod or
+// the caller says is never enough.
+func TestSortOptInsGrants(t *testing.T) {
+	ann := map[string]string{v1alpha1.CPUQuotaAnnotation: v1alpha1.CPUQuotaDisable}
+	res, iso := "0", "1"
+	all := &v1alpha1.NamespaceSelector{}
+	pods := []podcgroup.Pod{
+		{UID: "1", Namespace: "a", Name: "asks", Annotations: ann},
+		// Pre-marked by a caller but not asking: the flags are not trusted.
+		{UID: "2", Namespace: "a", Name: "premarked", OptedIn: true, Isolated: true},
+	}
+	tests := []struct {
+		name                     string
+		spec                     v1alpha1.TuningSpec
+		quota, isolated, refused int
+		refusedMessage           string
+	}{
+		{"no quota, no isolated CPUs", v1alpha1.TuningSpec{}, 0, 0, 0, ""},
+		{"Keep grants and refuses nothing", v1alpha1.TuningSpec{CPUQuota: &v1alpha1.CPUQuotaSpec{Policy: v1alpha1.CPUQuotaKeep}}, 0, 0, 0, ""},
+		{"Remove with {} grants every namespace", v1alpha1.TuningSpec{CPUQuota: &v1alpha1.CPUQuotaSpec{NamespaceSelector: all}}, 1, 0, 0, ""},
+		{"Remove without a selector fails closed", v1alpha1.TuningSpec{CPUQuota: &v1alpha1.CPUQuotaSpec{Policy: v1alpha1.CPUQuotaRemove}},
+			0, 0, 1, "the profile sets no cpuQuota.namespaceSelector"},
+		{"isolated CPUs without a selector fail closed", v1alpha1.TuningSpec{CPUs: &v1alpha1.CPUSpec{Reserved: &res, Isolated: &iso}},
+			0, 0, 1, "the profile sets no cpus.namespaceSelector"},
+		{"isolated CPUs granted, quota kept", v1alpha1.TuningSpec{CPUs: &v1alpha1.CPUSpec{Reserved: &res, Isolated: &iso, NamespaceSelector: all},
+			CPUQuota: &v1alpha1.CPUQuotaSpec{Policy: v1alpha1.CPUQuotaKeep}}, 0, 1, 0, ""},
+	}
+	for _, tt := range tests {
+		in := SortOptIns(tt.spec, pods)
+		if len(in.All) != len(pods) {
+			t.Errorf("%s: All has %d pods, want every one of %d", tt.name, len(in.All), len(pods))
+		}
+		if len(in.Quota) != tt.quota || len(in.Isolated) != tt.isolated || len(in.Refused) != tt.refused {
+			t.Errorf("%s: quota %d, isolated %d, refused %d; want %d, %d, %d", tt.name,
+				len(in.Quota), len(in.Isolated), len(in.Refused), tt.quota, tt.isolated, tt.refused)
+			continue
+		}
+		for _, p := range append(in.Quota, in.Isolated...) {
+			if p.Name != "asks" {
+				t.Errorf("%s: %s granted without asking", tt.name, p.Name)
+			}
+		}
+		if tt.refused > 0 && !strings.Contains(in.Refused[0].Result.Message, tt.refusedMessage) {
+			t.Errorf("%s: message %q lacks %q", tt.name, in.Refused[0].Result.Message, tt.refusedMessage)
 		}
 	}
 }

@@ -38,7 +38,7 @@ func partialSpec() v1alpha1.TuningSpec {
 	return v1alpha1.TuningSpec{
 		CPUs:     &v1alpha1.CPUSpec{Reserved: &res},
 		IRQ:      &v1alpha1.IRQSpec{Affinity: v1alpha1.IRQAffinityReserved},
-		CPUQuota: &v1alpha1.CPUQuotaSpec{Policy: v1alpha1.CPUQuotaRemove},
+		CPUQuota: &v1alpha1.CPUQuotaSpec{Policy: v1alpha1.CPUQuotaRemove, NamespaceSelector: &v1alpha1.NamespaceSelector{}},
 	}
 }
 

@@ -173,8 +173,12 @@ type Reconciler struct {
 	Resync   time.Duration
 	Engine   *apply.Engine
 	Measure  MeasureFunc
-	// Recorder emits events on the LatencyNode (a refused status patch).
+	// Recorder emits events: on the LatencyNode when a status patch is
+	// refused, on a pod when its opt-in is refused.
 	Recorder events.EventRecorder
+
+	// refused are the opt-in refusals already told (pod UID/field).
+	refused map[string]bool
 
 	mu          sync.Mutex
 	lastMeasure time.Time
@@ -192,8 +196,9 @@ type Reconciler struct {
 }
 
 // SetupWithManager watches the LatencyNode named NodeName, the node's pods
-// (only changes that matter for opt-in or cgroups), and enqueues once at
-// start so a journal is restored even when no LatencyNode exists.
+// (only changes that matter for opt-in or cgroups), Namespace labels (they
+// grant opt-ins), and enqueues once at start so a journal is restored even
+// when no LatencyNode exists.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: r.NodeName}}
 	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
@@ -207,6 +212,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("latencynode-agent").
 		For(&v1alpha1.LatencyNode{}).
 		Watches(&corev1.Pod{}, toNode, builder.WithPredicates(podChanged())).
+		Watches(&corev1.Namespace{}, toNode, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(start).
 		Complete(r)
 }
@@ -303,6 +309,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 		log.Info("Mounted debugfs to reach the scheduler knobs", "path", r.Root.Sys("kernel", "debug"))
 	}
 	ds := desired.Render(r.Root, layout, ln.Spec.Tuning, pods)
+	r.reportRefusals(ctx, ds.Refusals)
 	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration,
 		Undetermined: ds.Undetermined}, ds.Knobs)
 	if len(rep.Held) > 0 {
@@ -321,7 +328,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	rep.Drifts = r.drifts(rep.Drifts, now.Time)
 	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
 		Findings: ds.Findings, Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Reasserted: reasserted, Now: now})
-	r.measure(ctx, ln, pods, &st)
+	r.measure(ctx, ln, ds.Pods, &st)
 	return st, err
 }
 
@@ -366,6 +373,10 @@ func (r *Reconciler) pods(ctx context.Context) ([]podcgroup.Pod, error) {
 	if err := r.Client.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("list pods on node %s: %w", r.NodeName, err)
 	}
+	nsLabels, err := r.namespaceLabels(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]podcgroup.Pod, 0, len(list.Items))
 	for i := range list.Items {
 		p := &list.Items[i]
@@ -374,7 +385,7 @@ func (r *Reconciler) pods(ctx context.Context) ([]podcgroup.Pod, error) {
 		}
 		out = append(out, podcgroup.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name,
 			QOSClass: string(p.Status.QOSClass), Labels: p.Labels, Annotations: p.Annotations,
-			ContainerIDs: containerIDs(p)})
+			ContainerIDs: containerIDs(p), NamespaceLabels: nsLabels[p.Namespace]})
 	}
 	// The cache lists in no set order: sort, so knobs, the journal and
 	// status come out the same on every pass.

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/api/v1alpha1"
 )
 
 // mkfiles creates every rel path under dir: names ending in "/" are
@@ -237,7 +238,7 @@ func TestIDs(t *testing.T) {
 	}
 }
 
-func TestOptedIn(t *testing.T) {
+func TestAsks(t *testing.T) {
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "latency"}}
 	bad := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Bogus"}}}
 	tests := []struct {
@@ -256,8 +257,32 @@ func TestOptedIn(t *testing.T) {
 		{"invalid selector", nil, map[string]string{"tier": "latency"}, bad, false},
 	}
 	for _, tt := range tests {
-		if got := OptedIn(tt.ann, tt.labels, tt.sel); got != tt.want {
-			t.Errorf("%s: OptedIn = %v; want %v", tt.name, got, tt.want)
+		if got := Asks(tt.ann, tt.labels, tt.sel); got != tt.want {
+			t.Errorf("%s: Asks = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestGranted(t *testing.T) {
+	name := func(ns string) map[string]string { return map[string]string{"kubernetes.io/metadata.name": ns} }
+	gw := &v1alpha1.NamespaceSelector{MatchLabels: name("gateway")}
+	bad := &v1alpha1.NamespaceSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Bogus"}}}
+	tests := []struct {
+		name string
+		ns   map[string]string
+		sel  *v1alpha1.NamespaceSelector
+		want bool
+	}{
+		{"no selector grants nothing", name("gateway"), nil, false},
+		{"empty selector grants every namespace", name("tenant"), &v1alpha1.NamespaceSelector{}, true},
+		{"selected", name("gateway"), gw, true},
+		{"not selected", name("tenant"), gw, false},
+		{"unknown namespace", nil, gw, false},
+		{"invalid selector", name("gateway"), bad, false},
+	}
+	for _, tt := range tests {
+		if got := Granted(tt.ns, tt.sel); got != tt.want {
+			t.Errorf("%s: Granted = %v; want %v", tt.name, got, tt.want)
 		}
 	}
 }

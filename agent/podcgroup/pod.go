@@ -2,7 +2,7 @@
 // container-level directories of the cpu controller, for both kubelet cgroup
 // drivers (cgroupfs and systemd) and both cgroup versions. It also owns the
 // Pod value the setting packages (cpuquota, cpuset) work on and the opt-in
-// rule for CFS quota removal.
+// rules: a pod asks (Asks), its namespace is granted (Granted).
 package podcgroup
 
 import (
@@ -24,15 +24,25 @@ type Pod struct {
 	// ContainerIDs are the runtime IDs from status.containerStatuses, with or
 	// without the "containerd://" scheme prefix.
 	ContainerIDs []string
-	// OptedIn is true when the pod asked for CFS quota removal (see OptedIn).
+	// NamespaceLabels are the labels of the pod's Namespace, matched against
+	// the profile's namespace selectors (nil when the Namespace is unknown).
+	NamespaceLabels map[string]string
+	// OptedIn is true when the pod asked for CFS quota removal (Asks) and
+	// cpuQuota.namespaceSelector grants it to the pod's namespace: only then
+	// does cpuquota remove its limit.
 	OptedIn bool
+	// Isolated is true when the pod asked (Asks) and cpus.namespaceSelector
+	// grants the isolated CPUs to its namespace: only then does cpuset keep
+	// it there.
+	Isolated bool
 }
 
-// OptedIn reports whether a pod opts into CFS quota removal: the annotation
+// Asks reports whether a pod asks to be tuned: the annotation
 // latencytier.io/cpu-quota: disable, or labels matching the profile's
 // cpuQuota.podSelector. A nil selector matches nothing; an empty selector
 // matches every pod (Kubernetes semantics); an invalid one matches nothing.
-func OptedIn(annotations, podLabels map[string]string, selector *metav1.LabelSelector) bool {
+// Asking is the pod owner's side; Granted is the cluster admin's.
+func Asks(annotations, podLabels map[string]string, selector *metav1.LabelSelector) bool {
 	if annotations[v1alpha1.CPUQuotaAnnotation] == v1alpha1.CPUQuotaDisable {
 		return true
 	}
@@ -44,4 +54,19 @@ func OptedIn(annotations, podLabels map[string]string, selector *metav1.LabelSel
 		return false
 	}
 	return sel.Matches(labels.Set(podLabels))
+}
+
+// Granted reports whether a namespace selector of the profile admits a
+// namespace with these labels. A nil selector grants nothing (the CRD
+// requires one; an object that slipped past it fails closed); an empty one
+// grants every namespace; an invalid one grants nothing.
+func Granted(namespaceLabels map[string]string, selector *v1alpha1.NamespaceSelector) bool {
+	if selector == nil {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector((*metav1.LabelSelector)(selector))
+	if err != nil {
+		return false
+	}
+	return sel.Matches(labels.Set(namespaceLabels))
 }

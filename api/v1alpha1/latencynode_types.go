@@ -38,7 +38,7 @@ type LatencyNodeSpec struct {
 }
 
 // SettingState is the outcome of one setting on the node.
-// +kubebuilder:validation:Enum=Applied;Unsupported;Invalid;Immovable;Failed;Reverted;Conflict
+// +kubebuilder:validation:Enum=Applied;Unsupported;Invalid;Immovable;Failed;Reverted;Conflict;Refused
 type SettingState string
 
 const (
@@ -57,6 +57,11 @@ const (
 	// SettingConflict means someone else changed the value after the agent
 	// wrote it, so revert left their value in place.
 	SettingConflict SettingState = "Conflict"
+	// SettingRefused means the agent declined by policy, not by failure: a
+	// pod asked for something (quota removal, the isolated CPUs) the
+	// profile does not grant its namespace. It does not make the node
+	// PartiallyApplied, so a tenant cannot mark the tier degraded.
+	SettingRefused SettingState = "Refused"
 )
 
 // SettingResult is one setting's outcome.
@@ -78,7 +83,8 @@ type SettingResult struct {
 	// state is the outcome.
 	// +required
 	State SettingState `json:"state"`
-	// message explains Unsupported, Invalid, Immovable, Failed and Conflict.
+	// message explains Unsupported, Invalid, Immovable, Failed, Conflict and
+	// Refused.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Message string `json:"message,omitempty"`

@@ -160,6 +160,7 @@ type Sysctl struct {
 
 // CPUSpec partitions the node's CPUs. Lists use kernel cpulist syntax
 // ("0-1,4"), ascending ranges, no empty entries.
+// +kubebuilder:validation:XValidation:rule="!has(self.isolated) || has(self.namespaceSelector)",message="cpus.namespaceSelector is required with cpus.isolated: it names the namespaces whose opted-in pods may run on the isolated CPUs ({} admits every namespace)"
 // +kubebuilder:validation:XValidation:rule="!has(self.isolated) || has(self.reserved)",message="cpus.isolated needs cpus.reserved: system services must have somewhere to run"
 // +kubebuilder:validation:XValidation:rule="!has(self.isolated) || !has(self.reserved) || self.reserved.split(',').all(a, self.isolated.split(',').all(b, int(a.split('-')[0]) > int(b.split('-')[b.split('-').size() - 1]) || int(b.split('-')[0]) > int(a.split('-')[a.split('-').size() - 1])))",message="cpus.reserved and cpus.isolated must not overlap"
 type CPUSpec struct {
@@ -180,7 +181,28 @@ type CPUSpec struct {
 	// +kubebuilder:validation:Pattern=`^[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?)*$`
 	// +kubebuilder:validation:XValidation:rule="self.split(',').all(r, !r.contains('-') || int(r.split('-')[0]) <= int(r.split('-')[1]))",message="cpus.isolated has a descending range"
 	Isolated *string `json:"isolated,omitempty"`
+
+	// namespaceSelector is the cluster admin's grant: only pods in
+	// namespaces whose labels match it are kept on the isolated CPUs when
+	// they opt in (annotation latencytier.io/cpu-quota: disable or
+	// cpuQuota.podSelector). A pod opting in from any other namespace is
+	// reported Refused and left where it is. Required with isolated; {}
+	// admits every namespace. Separate from cpuQuota.namespaceSelector:
+	// the isolated CPUs are a scarcer grant than an unthrottled pod.
+	// +optional
+	NamespaceSelector *NamespaceSelector `json:"namespaceSelector,omitempty"`
 }
+
+// NamespaceSelector selects namespaces by their labels (Kubernetes label
+// selector semantics: {} selects every namespace), bounded like the other
+// selectors. The label kubernetes.io/metadata.name selects one namespace by
+// name.
+// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 16",message="at most 16 matchLabels"
+// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 16",message="at most 16 matchExpressions"
+// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="a matchExpressions operator must be In, NotIn, Exists or DoesNotExist"
+// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",message="matchExpressions values: In and NotIn need at least one, Exists and DoesNotExist take none"
+// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !has(e.values) || size(e.values) <= 64)",message="at most 64 matchExpressions values per expression"
+type NamespaceSelector metav1.LabelSelector
 
 // IRQAffinity says where movable interrupts go.
 // +kubebuilder:validation:Enum=Reserved;Unchanged
@@ -216,13 +238,25 @@ const (
 	CPUQuotaKeep CPUQuotaPolicy = "Keep"
 )
 
-// CPUQuotaSpec selects the pods whose CFS quota is removed.
+// CPUQuotaSpec selects the pods whose CFS quota is removed. A pod asks (the
+// annotation or podSelector); the cluster admin grants, per namespace
+// (namespaceSelector).
+// +kubebuilder:validation:XValidation:rule="(has(self.policy) && self.policy == 'Keep') || has(self.namespaceSelector)",message="cpuQuota.namespaceSelector is required when cpuQuota.policy is Remove (the default): it names the namespaces whose pods may drop their CPU limit ({} admits every namespace)"
 type CPUQuotaSpec struct {
 	// policy is Remove (for pods annotated latencytier.io/cpu-quota: disable
-	// or matching podSelector) or Keep.
+	// or matching podSelector, in a namespace namespaceSelector admits) or
+	// Keep.
 	// +optional
 	// +kubebuilder:default=Remove
 	Policy CPUQuotaPolicy `json:"policy,omitempty"`
+
+	// namespaceSelector is the cluster admin's grant: only pods in
+	// namespaces whose labels match it lose their CFS limit when they opt
+	// in. A pod opting in from any other namespace keeps its limit and is
+	// reported Refused (setting result and an event on the pod). Required
+	// when policy is Remove; {} admits every namespace.
+	// +optional
+	NamespaceSelector *NamespaceSelector `json:"namespaceSelector,omitempty"`
 
 	// podSelector opts in pods by label, in addition to the annotation.
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 16",message="at most 16 matchLabels"

@@ -123,6 +123,13 @@ func TestInvalidProfilesAreRejectedNamingTheField(t *testing.T) {
 		{"irq-unknown-enum", "cpus:\n  reserved: \"0\"\nirq:\n  affinity: Everywhere", []string{"spec.irq.affinity"}},
 		{"irq-reserved-needs-cpus", "irq:\n  affinity: Reserved", []string{"irq.affinity Reserved needs cpus.reserved"}},
 		{"quota-unknown-enum", "cpuQuota:\n  policy: Sometimes", []string{"spec.cpuQuota.policy"}},
+		// Quota removal and the isolated CPUs are the cluster admin's grant
+		// per namespace, never the pod owner's alone.
+		{"quota-remove-without-namespaces", "cpuQuota:\n  policy: Remove", []string{"spec.cpuQuota", "cpuQuota.namespaceSelector is required"}},
+		{"quota-default-without-namespaces", "cpuQuota: {}", []string{"spec.cpuQuota", "cpuQuota.namespaceSelector is required"}},
+		{"isolated-without-namespaces", "cpus:\n  reserved: \"0\"\n  isolated: \"1\"", []string{"spec.cpus", "cpus.namespaceSelector is required"}},
+		{"quota-namespace-selector-operator", "cpuQuota:\n  namespaceSelector:\n    matchExpressions:\n    - key: team\n      operator: Equals\n      values: [x]", []string{"spec.cpuQuota.namespaceSelector", "operator"}},
+		{"cpus-namespace-selector-labels", "cpus:\n  reserved: \"0\"\n  isolated: \"1\"\n  namespaceSelector:\n    matchLabels:\n" + indent(manyLabels(17)), []string{"spec.cpus.namespaceSelector", "16"}},
 		{"measurement-unknown-source", "measurement:\n  source: Magic", []string{"spec.measurement.source"}},
 		{"measurement-interval-too-short", "measurement:\n  interval: 100ms", []string{"spec.measurement.interval", "between 5s and 1h"}},
 		{"priority-too-high", "priority: 5000", []string{"spec.priority"}},
@@ -171,8 +178,9 @@ func TestInvalidProfilesAreRejectedNamingTheField(t *testing.T) {
 // that rejects too much fails here.
 func TestBoundaryValuesAreAccepted(t *testing.T) {
 	specs := map[string]string{
-		"cpulists":     "cpus:\n  reserved: \"0,4-6\"\n  isolated: \"1-3,7,8-15\"",
-		"touching":     "cpus:\n  reserved: \"0-1\"\n  isolated: \"2-3\"",
+		"cpulists":     "cpus:\n  reserved: \"0,4-6\"\n  isolated: \"1-3,7,8-15\"\n  namespaceSelector: {}",
+		"touching":     "cpus:\n  reserved: \"0-1\"\n  isolated: \"2-3\"\n  namespaceSelector:\n    matchLabels:\n" + indent(manyLabels(16)),
+		"quota-keep":   "cpuQuota:\n  policy: Keep",
 		"durations":    "scheduler:\n  migrationCost: 0s\n  baseSlice: 100us\n  latency: 1s\n  wakeupGranularity: 500us\n  rtRuntime: Unlimited",
 		"rt-duration":  "scheduler:\n  rtRuntime: 950ms",
 		"sysctl-dash":  "sysctls:\n- name: net.ipv4.conf.eth-0.rp_filter\n  value: \"1\"\n- name: vm.swappiness\n  value: \"10\"",
@@ -180,7 +188,7 @@ func TestBoundaryValuesAreAccepted(t *testing.T) {
 		"budget-one":   "latencyBudget:\n  throttledRatio: \"1\"",
 		"priority-max": "priority: 1000",
 		"irq-none":     "irq:\n  affinity: Unchanged",
-		"pod-selector": "cpuQuota:\n  podSelector:\n    matchLabels:\n" + indent(manyLabels(16)) + "    matchExpressions:\n    - key: app\n      operator: NotIn\n      values: [" + strings.Repeat("v,", 63) + "v]\n    - key: b\n      operator: DoesNotExist",
+		"pod-selector": "cpuQuota:\n  namespaceSelector:\n    matchExpressions:\n    - key: kubernetes.io/metadata.name\n      operator: In\n      values: [gateway]\n  podSelector:\n    matchLabels:\n" + indent(manyLabels(16)) + "    matchExpressions:\n    - key: app\n      operator: NotIn\n      values: [" + strings.Repeat("v,", 63) + "v]\n    - key: b\n      operator: DoesNotExist",
 	}
 	for name, spec := range specs {
 		t.Run(name, func(t *testing.T) {
@@ -194,7 +202,7 @@ func TestBoundaryValuesAreAccepted(t *testing.T) {
 }
 
 func TestDefaultsAreApplied(t *testing.T) {
-	obj := profile(t, "defaults", selector+"cpus:\n  reserved: \"0\"\nirq: {}\ncpuQuota: {}\nmeasurement: {}")
+	obj := profile(t, "defaults", selector+"cpus:\n  reserved: \"0\"\nirq: {}\ncpuQuota:\n  namespaceSelector: {}\nmeasurement: {}")
 	if err := k8s.Create(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
@@ -413,6 +421,28 @@ func TestLatencyNodeApplyNeedsAProfile(t *testing.T) {
 	ln.Spec.Action = v1alpha1.ActionRevert
 	if err := k8s.Create(ctx, ln); err != nil {
 		t.Fatalf("Revert without a profile must be accepted: %v", err)
+	}
+	_ = k8s.Delete(ctx, ln)
+}
+
+// TestLatencyNodeQuotaNeedsNamespaces: the LatencyNode CRD carries the
+// same rule, so a LatencyNode written by hand (or by a stale controller)
+// cannot grant quota removal to every namespace by omission.
+func TestLatencyNodeQuotaNeedsNamespaces(t *testing.T) {
+	ctx := context.Background()
+	ln := &v1alpha1.LatencyNode{
+		ObjectMeta: metav1.ObjectMeta{Name: "quota-no-namespaces"},
+		Spec: v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Profile: "p", ProfileGeneration: 1,
+			Tuning: v1alpha1.TuningSpec{CPUQuota: &v1alpha1.CPUQuotaSpec{Policy: v1alpha1.CPUQuotaRemove}}},
+	}
+	err := k8s.Create(ctx, ln)
+	if err == nil || !strings.Contains(err.Error(), "spec.tuning.cpuQuota") || !strings.Contains(err.Error(), "cpuQuota.namespaceSelector is required") {
+		_ = k8s.Delete(ctx, ln)
+		t.Fatalf("quota removal without a namespaceSelector: want rejection naming cpuQuota.namespaceSelector, got %v", err)
+	}
+	ln.Spec.Tuning.CPUQuota.NamespaceSelector = &v1alpha1.NamespaceSelector{}
+	if err := k8s.Create(ctx, ln); err != nil {
+		t.Fatalf("an explicit {} (every namespace) must be accepted: %v", err)
 	}
 	_ = k8s.Delete(ctx, ln)
 }

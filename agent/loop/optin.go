@@ -1,0 +1,53 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"latencytier.io/latencytier/agent/desired"
+)
+
+// eventActionOptIn is the events API action of a refused opt-in.
+const eventActionOptIn = "OptIn"
+
+// namespaceLabels are the labels of every Namespace, from the cache: the
+// profile's namespace selectors grant quota removal and the isolated CPUs
+// by them.
+func (r *Reconciler) namespaceLabels(ctx context.Context) (map[string]map[string]string, error) {
+	var list corev1.NamespaceList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list namespaces: %w", err)
+	}
+	out := make(map[string]map[string]string, len(list.Items))
+	for _, ns := range list.Items {
+		out[ns.Name] = ns.Labels
+	}
+	return out, nil
+}
+
+// reportRefusals tells the owner of each pod whose opt-in the profile
+// refuses, with a Warning event on the pod, once per pod and profile field
+// while the refusal lasts (a refusal that ends and comes back is told
+// again). Status carries the same as a Refused setting on every pass.
+func (r *Reconciler) reportRefusals(ctx context.Context, refusals []desired.Refusal) {
+	seen := make(map[string]bool, len(refusals))
+	for _, f := range refusals {
+		key := f.Pod.UID + "/" + f.Field
+		seen[key] = true
+		if r.refused[key] {
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Refused a pod's opt-in: its namespace is not granted", "pod", f.Pod.Namespace+"/"+f.Pod.Name,
+			"field", f.Field)
+		if r.Recorder != nil {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: f.Pod.Namespace, Name: f.Pod.Name, UID: types.UID(f.Pod.UID)}}
+			r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, f.Reason, eventActionOptIn, "%s", f.Result.Message)
+		}
+	}
+	r.refused = seen
+}
