@@ -56,7 +56,7 @@ func TestProcessReadsNeedNoHostPID(t *testing.T) {
 
 	hostRoot := t.TempDir()
 	res := measureInPidns(t, hostRoot)
-	if res.Latency == nil || res.Latency.Source != "schedstat" || len(res.Latency.Classes) == 0 || res.Latency.Classes[0].Samples == 0 {
+	if res.Latency == nil || res.Latency.Source != SourceSchedstat || len(res.Latency.Classes) == 0 || res.Latency.Classes[0].Samples == 0 {
 		t.Errorf("schedstat through the host root measured nothing: %+v", res.Latency)
 	}
 	rtMsg, irqMsg := findingMessages(res)
