@@ -60,9 +60,16 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		code = resp.StatusCode
 	}
 	verb, resource := requestVerb(req)
+	q := req.URL.Query()
+	call := apiCall{verb: verb, resource: resource, fieldSelector: q.Get("fieldSelector"), code: code}
 	r.log.mu.Lock()
-	r.log.calls = append(r.log.calls, apiCall{verb: verb, resource: resource,
-		fieldSelector: req.URL.Query().Get("fieldSelector"), code: code})
+	r.log.calls = append(r.log.calls, call)
+	// A watch that starts with the current objects (client-go's watch-list
+	// in place of the informer's initial list) is that list too.
+	if verb == "watch" && q.Get("sendInitialEvents") == "true" {
+		call.verb = "list"
+		r.log.calls = append(r.log.calls, call)
+	}
 	r.log.mu.Unlock()
 	return resp, err
 }
