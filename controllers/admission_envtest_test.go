@@ -241,13 +241,18 @@ func grantAgent(t testing.TB, name string, verbs []string) {
 	})
 }
 
-// refusedByPolicy is nil when err is the admission policy's refusal.
+// refusedByPolicy is nil when err is a refusal by an admission policy's rule.
 func refusedByPolicy(err error) error {
 	if err == nil {
 		return errString("the write was allowed")
 	}
 	if !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
 		return errString("refused, but not by the admission policy: " + err.Error())
+	}
+	// A rule that fails to evaluate denies too (failurePolicy Fail), but
+	// with an error instead of the policy's message.
+	if strings.Contains(err.Error(), "resulted in error") || strings.Contains(err.Error(), "fails to evaluate") {
+		return errString("the policy failed to evaluate instead of refusing: " + err.Error())
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -65,9 +66,18 @@ func agentPodSpec(o AgentOptions) corev1.PodSpec {
 		// The agent is what keeps a latency node tuned and measured; it must
 		// not be the pod evicted first under pressure.
 		PriorityClassName: "system-node-critical",
-		// hostPID: the agent reads /proc/<pid>/schedstat and cgroup membership
-		// of every task on the node, and finds kubelet and irqbalance.
-		HostPID: true,
+		// No hostPID. Everything the agent knows about processes (schedstat
+		// of every task for the measurement fallback, RT tasks on isolated
+		// CPUs, irqbalance's pid and environment) it reads under the host
+		// root's /proc: the host's own procfs, bind-mounted with "/", which
+		// lists the host's pid namespace whatever namespace the reader is
+		// in. The eBPF programs see kernel pids, and those pids are only map
+		// keys; the agent never signals a process, writes a pid into a
+		// cgroup or enters another namespace. So sharing the host's pid
+		// namespace would only let every other process on the node see and
+		// signal the agent, and the agent see theirs through its own /proc.
+		// (agent/measure/pidns_test.go runs the findings and the schedstat
+		// fallback in a pid namespace of their own.)
 		// hostNetwork: the clusters this runs on schedule only host-network
 		// pods, and the agent needs no pod network of its own.
 		HostNetwork: true,
@@ -113,6 +123,17 @@ func agentContainer(o AgentOptions) corev1.Container {
 			Privileged: ptr.To(true),
 			// runAsUser 0: the host files it tunes are owned by root.
 			RunAsUser: ptr.To[int64](0),
+		},
+		// Requests so the scheduler counts the agent on a node it keeps
+		// tuned; a memory limit so a leak is the agent's own OOM kill
+		// (its journal is crash-safe) and not node memory pressure. No CPU
+		// limit: CFS quota throttling is what the agent exists to remove.
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("20m"),
+				corev1.ResourceMemory: resource.MustParse("64Mi"),
+			},
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 		},
 		VolumeMounts: []corev1.VolumeMount{{
 			Name:      "host-root",

@@ -19,8 +19,10 @@ func TestRenderAgentDaemonSet(t *testing.T) {
 	if ds.Namespace != testAgent.Namespace || ds.Name != AgentDaemonSetName {
 		t.Fatalf("object key = %s/%s", ds.Namespace, ds.Name)
 	}
-	if !pod.HostPID || !pod.HostNetwork {
-		t.Errorf("hostPID=%v hostNetwork=%v, want both true", pod.HostPID, pod.HostNetwork)
+	// The agent reads processes through the host root's /proc, so it needs
+	// no share in the host's pid namespace.
+	if pod.HostPID || !pod.HostNetwork || pod.HostIPC {
+		t.Errorf("hostPID=%v hostIPC=%v hostNetwork=%v, want only hostNetwork", pod.HostPID, pod.HostIPC, pod.HostNetwork)
 	}
 	if pod.PriorityClassName != "system-node-critical" {
 		t.Errorf("priorityClassName = %q", pod.PriorityClassName)
@@ -38,6 +40,13 @@ func TestRenderAgentDaemonSet(t *testing.T) {
 	c := pod.Containers[0]
 	if c.Image != testAgent.Image || c.SecurityContext == nil || !*c.SecurityContext.Privileged {
 		t.Errorf("container image=%q securityContext=%+v", c.Image, c.SecurityContext)
+	}
+	res := c.Resources
+	if res.Requests.Cpu().IsZero() || res.Requests.Memory().IsZero() || res.Limits.Memory().IsZero() {
+		t.Errorf("resources = %+v, want cpu and memory requests and a memory limit", res)
+	}
+	if _, ok := res.Limits[corev1.ResourceCPU]; ok {
+		t.Errorf("cpu limit %s: the agent must not be CFS-throttled", res.Limits.Cpu())
 	}
 	wantArgs := []string{"agent", "--node-name=$(NODE_NAME)", "--host-root=/host", "--resync=10s"}
 	if strings.Join(c.Args, " ") != strings.Join(wantArgs, " ") {
@@ -59,7 +68,7 @@ func TestDaemonSetPrivilegesAreExplained(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(src), "\n")
-	for _, field := range []string{"Privileged:", "HostPID:", "HostNetwork:", "RunAsUser:", "PriorityClassName:", "HostPath:"} {
+	for _, field := range []string{"Privileged:", "HostNetwork:", "RunAsUser:", "PriorityClassName:", "HostPath:", "Resources:"} {
 		found := false
 		for i, l := range lines {
 			if !strings.Contains(l, field) {
@@ -112,6 +121,9 @@ func TestDaemonSetDrifted(t *testing.T) {
 			f := false
 			ds.Spec.Template.Spec.Containers[0].SecurityContext.Privileged = &f
 		}, true},
+		// An agent DaemonSet from before hostPID was dropped is repaired.
+		{"hostPID added", func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.HostPID = true }, true},
+		{"memory limit removed", func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Resources.Limits = nil }, true},
 		{"volume added", func(ds *appsv1.DaemonSet) {
 			ds.Spec.Template.Spec.Volumes = append(ds.Spec.Template.Spec.Volumes, corev1.Volume{Name: "x"})
 		}, true},

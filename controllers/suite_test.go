@@ -101,7 +101,10 @@ func startSuite(ctx context.Context, cfg *rest.Config) error {
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}); err != nil {
 		return err
 	}
-	for _, f := range []string{"../config/agent/service_account.yaml", "../config/agent/role.yaml", "../config/admission/policy.yaml"} {
+	for _, f := range []string{"../config/agent/service_account.yaml", "../config/agent/role.yaml", "../config/admission/policy.yaml",
+		// The manager's generated RBAC, bound to its service account; the
+		// suite's own manager runs as admin, tests impersonate the account.
+		"../config/manager/service_account.yaml", "../config/rbac/role.yaml", "../config/rbac/role_binding.yaml"} {
 		if err := applyFile(ctx, f); err != nil {
 			return err
 		}

@@ -80,7 +80,7 @@ func quietSetup(t *testing.T, c client.Client, name string, n int, extra map[str
 	}
 	root := fakeHostWith(t, files)
 	sp := spec()
-	sp.Tuning.CPUQuota = &v1alpha1.CPUQuotaSpec{Policy: v1alpha1.CPUQuotaRemove}
+	sp.Tuning.CPUQuota = &v1alpha1.CPUQuotaSpec{Policy: v1alpha1.CPUQuotaRemove, NamespaceSelector: &v1alpha1.NamespaceSelector{}}
 	if err := c.Create(ctx, &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: sp}); err != nil {
 		t.Fatal(err)
 	}
