@@ -114,8 +114,9 @@ func TestRefusedSysctlsAreRejectedAtAdmission(t *testing.T) {
 		{"fs.binfmt_misc.register", ":x:E::x::/tmp/x:C", "run a program as root"},
 		{"kernel.modules_disabled", "1", "cannot be set back"},
 		{"kernel.yama.ptrace_scope", "3", "cannot be set back"},
-		{"kernel.shmmax", "68719476736", "IPC namespace"},
-		{"fs.mqueue.msg_max", "100", "IPC namespace"},
+		{"kernel.shmmax", "68719476736", "IPC or PID namespace"},
+		{"fs.mqueue.msg_max", "100", "IPC or PID namespace"},
+		{"kernel.pid_max", "4194304", "IPC or PID namespace"},
 		{"kernel.hostname", "x", "not a tuning knob"},
 		{"kernel.sched_rt_runtime_us", "-1", "spec.scheduler (rtRuntime)"},
 		{"net.core.busy_poll", "50\n0", "newline"},
@@ -164,7 +165,7 @@ func TestNeighboursOfRefusedSysctlsAreAccepted(t *testing.T) {
 		"- name: kernel.sched_rt_period_us\n  value: \"1000000\"\n" +
 		"- name: net.core.busy_poll\n  value: \"50\"\n" +
 		"- name: fs.binfmt_misc\n  value: \"1\"\n" +
-		"- name: kernel.pid_max\n  value: \"" + strings.Repeat("é", knobs.MaxValueChars) + "\"\n"
+		"- name: vm.max_map_count\n  value: \"" + strings.Repeat("é", knobs.MaxValueChars) + "\"\n"
 	obj := profile(t, "refused-neighbours", spec)
 	if err := k8s.Create(context.Background(), obj); err != nil {
 		t.Fatalf("allowed sysctls rejected: %v", err)

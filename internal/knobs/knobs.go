@@ -118,8 +118,9 @@ const (
 	nsIPC namespace = "IPC"
 	// nsUTS: host name and domain name.
 	nsUTS namespace = "UTS"
-	// nsPID: the agent runs with hostPID; from 6.14 kernel.pid_max is per PID
-	// namespace too.
+	// nsPID: the agent runs without hostPID (controllers/daemonset.go), so it
+	// would write only its own PID namespace; from 6.14 kernel.pid_max is
+	// per PID namespace too.
 	nsPID namespace = "PID"
 	// nsUser: the agent runs in the initial user namespace (no hostUsers: false).
 	nsUser namespace = "user"
@@ -138,7 +139,8 @@ const (
 	// breaks the exact-revert promise.
 	oneWay reason = "OneWay"
 	// namespacedAway: the sysctl lives in a namespace the agent does not
-	// share with the host, so the write would change only the agent's own.
+	// share with the host (IPC, PID), so the write would change only the
+	// agent's own.
 	namespacedAway reason = "NamespacedAway"
 	// notTuning: identity or bookkeeping other software relies on.
 	notTuning reason = "NotTuning"
@@ -158,7 +160,7 @@ func (r reason) why() string {
 	case oneWay:
 		return "is refused: once changed it cannot be set back until reboot, so the agent could never revert it"
 	case namespacedAway:
-		return "is refused: it is per IPC namespace and the agent does not share the host IPC namespace, so it would change only its own"
+		return "is refused: it is per IPC or PID namespace and the agent shares neither with the host, so it would change only its own"
 	case notTuning:
 		return "is refused: it is the identity or bookkeeping of the node (host name, domain name, last PID) that kubelet, the runtime and every fork rely on, not a tuning knob"
 	case action:
@@ -210,8 +212,8 @@ var rules = []entry{
 	{Name: "net.ipv4.route.flush", Namespace: nsNet, Refused: action, Note: "write-only trigger"},
 	{Name: "net.ipv6.route.flush", Namespace: nsNet, Refused: action, Note: "write-only trigger"},
 	{Name: "net.", Prefix: true, Namespace: nsNet, Note: "the host network namespace (the agent runs with hostNetwork); pods' own namespaces are not touched"},
-	{Name: "kernel.pid_max", Namespace: nsPID, Note: "per PID namespace from 6.14; the agent runs with hostPID"},
-	{Name: "vm.memfd_noexec", Namespace: nsPID, Note: "per PID namespace; the agent runs with hostPID"},
+	{Name: "kernel.pid_max", Namespace: nsPID, Refused: namespacedAway, Note: "per PID namespace from 6.14; the agent runs without hostPID"},
+	{Name: "vm.memfd_noexec", Namespace: nsPID, Refused: namespacedAway, Note: "per PID namespace; the agent runs without hostPID"},
 	{Name: "user.", Prefix: true, Namespace: nsUser, Note: "per user namespace; the agent runs in the initial one"},
 }
 

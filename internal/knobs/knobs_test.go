@@ -50,7 +50,8 @@ func TestLookup(t *testing.T) {
 		{"vm.drop_caches", nsGlobal, action},
 		{"net.core.busy_poll", nsNet, ""},
 		{"user.max_user_namespaces", nsUser, ""},
-		{"kernel.pid_max", nsPID, ""},
+		{"kernel.pid_max", nsPID, namespacedAway},
+		{"vm.memfd_noexec", nsPID, namespacedAway},
 		{"vm.swappiness", nsGlobal, ""},
 		{"kernel.core_pipe_limit", nsGlobal, ""},
 		{"kernel.io_uring_disabled", nsGlobal, ""},
@@ -85,7 +86,7 @@ func TestTypedBy(t *testing.T) {
 }
 
 // The texts go into CEL string literals and namespacedAway's sentence names
-// the nsIPC namespace.
+// the IPC and PID namespaces only.
 func TestCatalogueIsConsistent(t *testing.T) {
 	seen := map[string]bool{}
 	for _, r := range rules {
@@ -93,8 +94,8 @@ func TestCatalogueIsConsistent(t *testing.T) {
 			t.Errorf("%s listed twice", r.Name)
 		}
 		seen[r.Name] = true
-		if r.Refused == namespacedAway && r.Namespace != nsIPC {
-			t.Errorf("%s: namespacedAway is worded for IPC only", r.Name)
+		if r.Refused == namespacedAway && r.Namespace != nsIPC && r.Namespace != nsPID {
+			t.Errorf("%s: namespacedAway is worded for IPC and PID only", r.Name)
 		}
 		if strings.ContainsAny(r.Name, `'"\`) || (r.Prefix && r.Name == "") {
 			t.Errorf("bad rule name %q", r.Name)
