@@ -24,7 +24,7 @@ if [[ "${1:-}" == "--print-dir" ]]; then echo "$BIN_DIR"; exit 0; fi
 
 want=(etcd kube-apiserver kubectl)
 if [[ "${1:-}" == "all" ]]; then
-  want+=(kube-controller-manager kube-scheduler kubelet kubectl)
+  want+=(kube-controller-manager kube-scheduler kubelet)
 fi
 
 missing=()
