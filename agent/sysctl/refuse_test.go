@@ -27,8 +27,8 @@ func TestRefusedSysctlsAreInvalid(t *testing.T) {
 		"kernel.core_pattern":     "run a program as root",
 		"kernel.modprobe":         "run a program as root",
 		"kernel.modules_disabled": "cannot be set back",
-		"kernel.shmmax":           "IPC namespace",
-		"fs.mqueue.msg_max":       "IPC namespace",
+		"kernel.shmmax":           "IPC or PID namespace",
+		"fs.mqueue.msg_max":       "IPC or PID namespace",
 		"kernel.hostname":         "not a tuning knob",
 		"vm.drop_caches":          "action",
 	}
