@@ -27,6 +27,8 @@ type ProfileReconciler struct {
 	Recorder         events.EventRecorder
 	UnreachableAfter time.Duration
 	Now              func() time.Time
+	// Namespace is the manager's namespace, where revisions are kept.
+	Namespace string
 }
 
 // Reconcile updates one profile's finalizer and status.
@@ -50,12 +52,25 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if deleting && !holdsNodes(in) {
 		return ctrl.Result{}, r.patchFinalizer(ctx, p, controllerutil.RemoveFinalizer)
 	}
+	rollout, wait, err := r.rollout(ctx, p, in)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	st, counts := computeStatus(p.Status, in)
+	st.Rollout = rollout
 	recordProfileMetrics(p.Name, counts, st)
 	if err := r.patchStatus(ctx, p, st); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: unreachableRecheck(in)}, nil
+	return ctrl.Result{RequeueAfter: soonest(unreachableRecheck(in), wait)}, nil
+}
+
+// soonest is the shorter of two requeue delays, 0 meaning none.
+func soonest(a, b time.Duration) time.Duration {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // statusInput gathers what the profile's status is computed from.
