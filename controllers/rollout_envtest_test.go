@@ -379,3 +379,28 @@ func expectHolding(t *testing.T, nodes []string, want map[string]string) {
 		return nil
 	})
 }
+
+// TestAdmissionKeepsAgentOffVerdict: status.verdict is the controller's;
+// the agent's own status stays writable as long as it carries it through.
+func TestAdmissionKeepsAgentOffVerdict(t *testing.T) {
+	needSuite(t)
+	ctx := context.Background()
+	createNode(t, "admverdict-a", map[string]string{"tier": "admverdict"})
+	createProfile(t, "admverdict", 0, map[string]string{"tier": "admverdict"})
+	cleanup(t, []string{"admverdict-a"}, []string{"admverdict"})
+	expectApplying(t, "admverdict-a", "admverdict")
+	agent := agentClient(t, "admverdict-a")
+	eventually(t, "policy refuses the agent writing status.verdict", func() error {
+		ln, err := getLN("admverdict-a")
+		if err != nil {
+			return err
+		}
+		patched := ln.DeepCopy()
+		patched.Status.Verdict = &metav1.Condition{Type: v1alpha1.NodeVerdict, Status: metav1.ConditionTrue,
+			Reason: v1alpha1.VerdictImproved, Message: "self-assessed", LastTransitionTime: metav1.Now()}
+		return refusedByPolicy(agent.Status().Patch(ctx, patched, client.MergeFrom(ln)))
+	})
+	if err := patchStatusAs(agent, "admverdict-a"); err != nil {
+		t.Fatalf("agent refused on its own LatencyNode status: %v", err)
+	}
+}
