@@ -186,10 +186,12 @@ func (d *decider) timedOut(n *rolloutNode, c nodeClass, why string) (nodeClass, 
 	return classFailed, why + " after " + timeout(p).String()
 }
 
-// completed: the target's rollout finished; later nodes join without a gate.
+// completed: the target's rollout finished on at least one node; later
+// nodes join without a gate. (A profile whose nodes have no LatencyNode yet
+// is Complete on none: its nodes still go canary first.)
 func (d *decider) completed() bool {
 	l := d.in.Last
-	return l != nil && l.Revision == d.in.Target && l.Phase == v1alpha1.RolloutComplete
+	return l != nil && l.Revision == d.in.Target && l.Phase == v1alpha1.RolloutComplete && l.Updated > 0
 }
 
 // halted: a rollback or a regression pause for this generation stands.

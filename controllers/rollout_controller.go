@@ -46,10 +46,11 @@ func (r *ProfileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProf
 		Policy: p.Spec.Rollout, Gate: gateOf(p), Generation: p.Generation,
 		Target: currentRevision(p), Last: p.Status.Rollout, Nodes: nodes, Now: in.Now,
 	})
-	if err := r.moveNodes(ctx, p, plan.Moves, lns, owned, in.Now); err != nil {
+	// Verdicts first: the evidence a move rests on is on record before it.
+	if err := r.patchVerdicts(ctx, plan, lns, in.Now); err != nil {
 		return nil, 0, err
 	}
-	if err := r.patchVerdicts(ctx, plan, lns, in.Now); err != nil {
+	if err := r.moveNodes(ctx, p, plan.Moves, lns, owned, in.Now); err != nil {
 		return nil, 0, err
 	}
 	if err := revs.prune(ctx, owned, keptRevisions(plan.Status, lns)); err != nil {

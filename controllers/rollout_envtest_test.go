@@ -32,14 +32,16 @@ type simAgents struct {
 
 	mu      sync.Mutex
 	regress map[string]bool // node/revision
-	stall   map[string]bool // node
-	// maxInFlight is the most nodes seen at once holding target without a
-	// passing verdict; firstAtTarget the nodes seen at target the first time
-	// any was.
-	target        string
-	maxInFlight   int
-	firstAtTarget []string
-	ever          map[string]bool // nodes ever seen at target
+	stall   map[string]bool // revision/node
+	// Checked on every consistent snapshot (one List) of the LatencyNodes:
+	// maxInFlight is the most nodes holding target without a passing
+	// verdict; canary, when set, must pass before any other node holds
+	// target (canaryBroken records the snapshot that broke it).
+	target       string
+	canary       string
+	maxInFlight  int
+	canaryBroken []string
+	ever         map[string]bool // nodes ever seen at target
 }
 
 func startSimAgents(t *testing.T, nodes []string, window time.Duration) *simAgents {
@@ -66,24 +68,39 @@ func (s *simAgents) set(f func(s *simAgents)) {
 func (s *simAgents) pass(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	inFlight, atTarget := 0, []string{}
-	for _, name := range s.nodes {
-		ln, err := getLN(name)
-		if err != nil {
+	var list v1alpha1.LatencyNodeList
+	if err := k8s.List(ctx, &list); err != nil {
+		return
+	}
+	mine := map[string]bool{}
+	for _, n := range s.nodes {
+		mine[n] = true
+	}
+	inFlight, canaryPassed, others := 0, false, []string{}
+	for i := range list.Items {
+		ln := &list.Items[i]
+		if !mine[ln.Name] || s.target == "" || ln.Spec.Action != v1alpha1.ActionApply || ln.Spec.Revision != s.target {
 			continue
 		}
-		s.report(ctx, ln)
-		if ln.Spec.Action == v1alpha1.ActionApply && ln.Spec.Revision == s.target && s.target != "" {
-			atTarget = append(atTarget, name)
-			s.ever[name] = true
-			if ln.Status.Verdict == nil || ln.Status.Verdict.Status != metav1.ConditionTrue {
-				inFlight++
-			}
+		s.ever[ln.Name] = true
+		ok := ln.Status.Verdict != nil && ln.Status.Verdict.Status == metav1.ConditionTrue
+		if !ok {
+			inFlight++
+		}
+		if ln.Name == s.canary {
+			canaryPassed = ok
+		} else {
+			others = append(others, ln.Name)
 		}
 	}
 	s.maxInFlight = max(s.maxInFlight, inFlight)
-	if s.firstAtTarget == nil && len(atTarget) > 0 {
-		s.firstAtTarget = atTarget
+	if s.canary != "" && !canaryPassed && len(others) > 0 && s.canaryBroken == nil {
+		s.canaryBroken = others
+	}
+	for i := range list.Items {
+		if mine[list.Items[i].Name] {
+			s.report(ctx, &list.Items[i])
+		}
 	}
 }
 
@@ -107,7 +124,7 @@ func (s *simAgents) report(ctx context.Context, ln *v1alpha1.LatencyNode) {
 			st.Baseline = cur
 		}
 		st.Current = nil
-		if !s.stall[ln.Name] {
+		if !s.stall[ln.Spec.Revision+"/"+ln.Name] {
 			st.Current = s.window1(ln)
 		}
 	}
@@ -188,7 +205,9 @@ func expectRollout(t *testing.T, name string, phase v1alpha1.RolloutPhase) *v1al
 	var p *v1alpha1.LatencyProfile
 	eventually(t, name+" rollout "+string(phase), func() error {
 		p = getProfile(t, name)
-		if ro := p.Status.Rollout; ro == nil || ro.Phase != phase || ro.ObservedGeneration != p.Generation || ro.Revision != currentRevision(p) {
+		ro := p.Status.Rollout
+		if ro == nil || ro.Phase != phase || ro.ObservedGeneration != p.Generation || ro.Revision != currentRevision(p) ||
+			(phase == v1alpha1.RolloutComplete && ro.Waiting+ro.Verifying > 0) || (phase == v1alpha1.RolloutComplete && ro.Updated == 0) {
 			return fmt.Errorf("rollout = %+v", p.Status.Rollout)
 		}
 		return nil
@@ -206,6 +225,13 @@ func editProfile(t *testing.T, name string, f func(*v1alpha1.LatencyProfile)) *v
 		t.Fatalf("patching profile: %v", err)
 	}
 	return patched
+}
+
+// revisionAfter is the revision p will have after f.
+func revisionAfter(p *v1alpha1.LatencyProfile, f func(*v1alpha1.LatencyProfile)) string {
+	q := p.DeepCopy()
+	f(q)
+	return currentRevision(q)
 }
 
 func migrationCost(d time.Duration) func(*v1alpha1.LatencyProfile) {
@@ -232,12 +258,12 @@ func TestRolloutCanaryThenBatchesThenNoWrites(t *testing.T) {
 	needSuite(t)
 	nodes, p := rolloutFleet(t, "ro-batch", 20, rolloutPolicy(1, 3))
 	sim := startSimAgents(t, nodes, 5*time.Second)
-	sim.set(func(s *simAgents) { s.target = currentRevision(p) })
+	sim.set(func(s *simAgents) { s.target, s.canary = currentRevision(p), "ro-batch-00" })
 	done := expectRollout(t, "ro-batch", v1alpha1.RolloutComplete)
 
 	sim.set(func(s *simAgents) {
-		if len(s.firstAtTarget) != 1 || s.firstAtTarget[0] != "ro-batch-00" {
-			t.Errorf("first at the revision: %v, want the canary ro-batch-00 alone", s.firstAtTarget)
+		if s.canaryBroken != nil {
+			t.Errorf("nodes %v held the revision before the canary ro-batch-00 passed", s.canaryBroken)
 		}
 		if s.maxInFlight > 3 {
 			t.Errorf("%d nodes in flight at once, maxInFlight 3", s.maxInFlight)
@@ -279,9 +305,9 @@ func TestRolloutRegressingCanaryRollsBackAndStops(t *testing.T) {
 	r1 := currentRevision(p)
 	expectRollout(t, "ro-back", v1alpha1.RolloutComplete)
 
-	p2 := editProfile(t, "ro-back", migrationCost(5*time.Millisecond))
-	r2 := currentRevision(p2)
+	r2 := revisionAfter(p, migrationCost(5*time.Millisecond))
 	sim.set(func(s *simAgents) { s.target = r2; s.regress["ro-back-00/"+r2] = true })
+	editProfile(t, "ro-back", migrationCost(5*time.Millisecond))
 	back := expectRollout(t, "ro-back", v1alpha1.RolloutRolledBack)
 	want := "node ro-back-00 regressed: run-queue p99 300µs → 2ms, 6.67× > 1.2×; rolled back 1 node(s) to " + r1
 	if ro := back.Status.Rollout; ro.PreviousRevision != r1 || !strings.Contains(ro.Message, want) {
@@ -317,9 +343,9 @@ func TestRolloutPauseSpecChangeAndNodeLeaving(t *testing.T) {
 
 	// R2: two nodes stall in verification, holding the rollout mid-way.
 	r1 := currentRevision(p)
-	p2 := editProfile(t, "ro-mid", migrationCost(5*time.Millisecond))
-	r2 := currentRevision(p2)
-	sim.set(func(s *simAgents) { s.target = r2; s.stall["ro-mid-05"] = true; s.stall["ro-mid-06"] = true })
+	r2 := revisionAfter(p, migrationCost(5*time.Millisecond))
+	sim.set(func(s *simAgents) { s.target = r2; s.stall[r2+"/ro-mid-05"] = true; s.stall[r2+"/ro-mid-06"] = true })
+	editProfile(t, "ro-mid", migrationCost(5*time.Millisecond))
 	expectHolding(t, nodes, map[string]string{"ro-mid-05": r2, "ro-mid-06": r2, "ro-mid-07": r1})
 
 	// A node in flight leaves: its slot goes to the next node only.

@@ -170,8 +170,16 @@ func TestDecideRollout(t *testing.T) {
 			policy: policy(), last: last(v1alpha1.RolloutProgressing, "R2", "R1", 2),
 			nodes: []rolloutNode{holding("a", "R2"), holding("b", "R1"), holding("c", "R1")},
 			moves: []string{"a=Apply/R3", "b=Apply/R3"}, phase: v1alpha1.RolloutProgressing},
+		{name: "complete on no node yet: the first nodes still go canary first",
+			policy: policy(canaryCount(1)), last: last(v1alpha1.RolloutComplete, "R2", "", 2),
+			nodes: []rolloutNode{baselined("a"), baselined("b")},
+			moves: []string{"a=Apply/R2"}, phase: v1alpha1.RolloutCanary},
 		{name: "once complete, a joining node takes the revision without a gate",
-			policy: policy(canaryCount(1)), last: last(v1alpha1.RolloutComplete, "R2", "R1", 2),
+			policy: policy(canaryCount(1)), last: func() *v1alpha1.RolloutStatus {
+				l := last(v1alpha1.RolloutComplete, "R2", "R1", 2)
+				l.Updated = 2
+				return l
+			}(),
 			nodes: []rolloutNode{judged("a", "R2", 5*time.Millisecond), passed("b", "R2"), baselined("c")},
 			moves: []string{"c=Apply/R2"}, phase: v1alpha1.RolloutComplete},
 		{name: "without spec.rollout nothing is moved and a regression is evidence only",
