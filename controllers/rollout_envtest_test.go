@@ -341,14 +341,20 @@ func TestRolloutPauseSpecChangeAndNodeLeaving(t *testing.T) {
 	sim := startSimAgents(t, nodes, 5*time.Second)
 	expectRollout(t, "ro-mid", v1alpha1.RolloutComplete)
 
-	// R2: two nodes stall in verification, holding the rollout mid-way.
+	// R2: nodes 05-07 stall in verification; 05 and 06 fill both slots.
 	r1 := currentRevision(p)
 	r2 := revisionAfter(p, migrationCost(5*time.Millisecond))
-	sim.set(func(s *simAgents) { s.target = r2; s.stall[r2+"/ro-mid-05"] = true; s.stall[r2+"/ro-mid-06"] = true })
+	sim.set(func(s *simAgents) {
+		s.target = r2
+		for _, n := range []string{"ro-mid-05", "ro-mid-06", "ro-mid-07"} {
+			s.stall[r2+"/"+n] = true
+		}
+	})
 	editProfile(t, "ro-mid", migrationCost(5*time.Millisecond))
 	expectHolding(t, nodes, map[string]string{"ro-mid-05": r2, "ro-mid-06": r2, "ro-mid-07": r1})
 
-	// A node in flight leaves: its slot goes to the next node only.
+	// A node in flight leaves: its slot goes to the next node (07, which
+	// stalls too), and no further.
 	if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ro-mid-06"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -363,6 +369,9 @@ func TestRolloutPauseSpecChangeAndNodeLeaving(t *testing.T) {
 	editProfile(t, "ro-mid", func(p *v1alpha1.LatencyProfile) { p.Spec.Rollout.Paused = true })
 	expectRollout(t, "ro-mid", v1alpha1.RolloutPaused)
 	held := revisionsOf(t, nodes)
+	if held["ro-mid-08"] != r1 {
+		t.Fatalf("ro-mid-08 holds %s with both slots stalled, want %s", held["ro-mid-08"], r1)
+	}
 	sim.set(func(s *simAgents) { s.stall = map[string]bool{} })
 	time.Sleep(3 * testSyncPeriod) // waiting for moves that must not come
 	if now := revisionsOf(t, nodes); fmt.Sprint(now) != fmt.Sprint(held) {
