@@ -20,8 +20,11 @@ import (
 
 // ProfileReconciler owns a LatencyProfile's finalizer and status: it
 // aggregates the profile's LatencyNodes into status and, on deletion, holds
-// the profile until every node it tuned has been reverted. It never writes
-// the profile's spec, labels or annotations.
+// the profile until every node it tuned has been reverted. It also runs the
+// profile's rollout (rollout_controller.go): it keeps the tuning history as
+// ControllerRevisions and, for a profile with spec.rollout, moves its nodes
+// from revision to revision (the node controller only adds and removes
+// them). It never writes the profile's spec, labels or annotations.
 type ProfileReconciler struct {
 	client.Client
 	Recorder         events.EventRecorder
