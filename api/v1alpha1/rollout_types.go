@@ -253,29 +253,39 @@ type LatencySummary struct {
 }
 
 // LatencyEvidence is one full measurement window of a node under one
-// (spec.action, spec.revision). Written by the agent:
+// (spec.action, spec.revision). Written by the agent, under every action
+// (Apply, Baseline and Revert alike), unless measurement is Disabled:
 //
 //   - current is the latest complete measurement interval during the whole
 //     of which the node held the LatencyNode's spec.action and spec.revision
-//     (an interval that began before the agent finished applying them does
-//     not count). The agent rewrites it at the end of every such interval.
+//     (an interval that began before the agent finished acting on them does
+//     not count; for Baseline, "acting" is writing nothing). The agent
+//     rewrites it at the end of every such interval, with revision and
+//     action copied from the spec it measured under.
 //   - baseline: when the agent is about to act on a spec whose (action,
 //     revision) differs from current's, it first copies current into
-//     baseline (only if current is complete, else baseline stays as it
-//     is), then clears current, then acts. So baseline is the last full
-//     interval before the change: with action Baseline (nothing written)
-//     on a first apply, or under the previous revision on a spec change.
+//     baseline (only if current is non-nil, else baseline stays as it is),
+//     then clears current, then acts. So baseline is the last full interval
+//     before the change: under action Baseline (nothing written) for a
+//     first apply, under the previous revision for a spec change.
+//   - runQueue is the node-wide histogram (the Node class of
+//     status.latency); pods the run delay of the opted-in or
+//     measurement.podSelector pods' own tasks; throttledRatio the highest
+//     of those pods' throttled-period ratios over the same window.
 //
 // The controller judges a node holding revision R once current.revision is
 // R, current.action is Apply and current.measuredAt is at least
-// verificationWindow after it moved the node (RevisionSetAtAnnotation).
+// verificationWindow after it moved the node (RevisionSetAtAnnotation); a
+// node waits to be moved until current matches the spec it holds (its
+// baseline-to-be), at most inconclusiveTimeout. The agent writes numbers
+// only: never status.verdict.
 type LatencyEvidence struct {
 	// revision is the spec.revision the node held for the whole window
 	// ("" under action Baseline or a spec without a revision).
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Revision string `json:"revision,omitempty"`
-	// action is the spec.action in force: Apply or Baseline.
+	// action is the spec.action in force: Apply, Baseline or Revert.
 	// +required
 	Action NodeAction `json:"action"`
 	// window is how long the measurement ran.
