@@ -25,6 +25,7 @@ envtest: ## Build (once, cached outside the repo) the etcd + kube-apiserver envt
 manifests: ## Generate CRDs and RBAC from the Go markers.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=latencytier-manager paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	cp config/crd/bases/*.yaml charts/latencytier/crds/
 
 .PHONY: generate
 generate: ## Generate deepcopy functions.
@@ -76,6 +77,11 @@ demo: build ## Bring up a local cluster, apply a profile, show it working; Ctrl-
 .PHONY: docker-build
 docker-build: ## Build the image (needs a Docker engine; none runs on the CI VMs).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+.PHONY: chart
+chart: ## Lint the Helm chart and check it renders what config/default does (charts/charts_test.go).
+	go tool helm lint --strict --kube-version 1.37.2 charts/latencytier
+	go test -count=1 ./charts/
 
 .PHONY: deploy
 deploy: ## Install CRDs, RBAC, admission policy and the manager into the current cluster.
