@@ -66,6 +66,10 @@ bench: build ## Reproduce the field notes' incidents and write docs/benchmarks.m
 build: ## Build the single latencytier binary (static, CGO-free).
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(BIN) .
 
+.PHONY: kubectl-latency
+kubectl-latency: ## Build the kubectl plugin (bin/kubectl-latency; put bin/ on PATH for "kubectl latency").
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o bin/kubectl-latency ./cmd/kubectl-latency
+
 .PHONY: run
 run: ## Run the manager against the current kubeconfig.
 	go run . manager
