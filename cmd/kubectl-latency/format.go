@@ -21,7 +21,7 @@ func newTable(out io.Writer) *table {
 }
 
 func (t *table) row(cells ...string) { fmt.Fprintln(t.w, strings.Join(cells, "\t")) }
-func (t *table) flush() error      { return t.w.Flush() }
+func (t *table) flush() error        { return t.w.Flush() }
 
 // dur prints a duration the way the API stores it, "-" when unmeasured.
 func dur(d *metav1.Duration) string {
