@@ -50,7 +50,7 @@ lint: ## gofmt + go vet.
 
 .PHONY: test
 test: deps envtest ## Unit, real-kernel and envtest tests (as root).
-	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh --print-dir)" go test -count=1 -timeout 30m ./...
+	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh --print-dir)" LATENCYTIER_REQUIRE_PROMTOOL=1 go test -count=1 -timeout 30m ./...
 
 .PHONY: test-e2e
 test-e2e: build ## End-to-end on a real single-node cluster on this machine.
@@ -86,6 +86,11 @@ docker-build: ## Build the image (needs a Docker engine; none runs on the CI VMs
 chart: ## Lint the Helm chart and check it renders what config/default does (charts/charts_test.go).
 	go tool helm lint --strict --kube-version 1.37.2 charts/latencytier
 	go test -count=1 ./charts/
+
+.PHONY: test-rules
+test-rules: ## Check and unit-test the Prometheus alert rules with promtool.
+	promtool check rules config/prometheus/latencytier.rules.yaml
+	cd config/prometheus && promtool test rules rules.test.yaml
 
 .PHONY: deploy
 deploy: ## Install CRDs, RBAC, admission policy and the manager into the current cluster.
