@@ -25,6 +25,7 @@ envtest: ## Build (once, cached outside the repo) the etcd + kube-apiserver envt
 manifests: ## Generate CRDs and RBAC from the Go markers.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=latencytier-manager paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	cp config/crd/bases/*.yaml charts/latencytier/crds/
 
 .PHONY: generate
 generate: ## Generate deepcopy functions.
@@ -49,7 +50,7 @@ lint: ## gofmt + go vet.
 
 .PHONY: test
 test: deps envtest ## Unit, real-kernel and envtest tests (as root).
-	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh --print-dir)" go test -count=1 -timeout 30m ./...
+	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh --print-dir)" LATENCYTIER_REQUIRE_PROMTOOL=1 go test -count=1 -timeout 30m ./...
 
 .PHONY: test-e2e
 test-e2e: build ## End-to-end on a real single-node cluster on this machine.
@@ -65,6 +66,10 @@ bench: build ## Reproduce the field notes' incidents and write docs/benchmarks.m
 build: ## Build the single latencytier binary (static, CGO-free).
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(BIN) .
 
+.PHONY: kubectl-latency
+kubectl-latency: ## Build the kubectl plugin (bin/kubectl-latency; put bin/ on PATH for "kubectl latency").
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o bin/kubectl-latency ./cmd/kubectl-latency
+
 .PHONY: run
 run: ## Run the manager against the current kubeconfig.
 	go run . manager
@@ -76,6 +81,16 @@ demo: build ## Bring up a local cluster, apply a profile, show it working; Ctrl-
 .PHONY: docker-build
 docker-build: ## Build the image (needs a Docker engine; none runs on the CI VMs).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+.PHONY: chart
+chart: ## Lint the Helm chart and check it renders what config/default does (charts/charts_test.go).
+	go tool helm lint --strict --kube-version 1.37.2 charts/latencytier
+	go test -count=1 ./charts/
+
+.PHONY: test-rules
+test-rules: ## Check and unit-test the Prometheus alert rules with promtool.
+	promtool check rules config/prometheus/latencytier.rules.yaml
+	cd config/prometheus && promtool test rules rules.test.yaml
 
 .PHONY: deploy
 deploy: ## Install CRDs, RBAC, admission policy and the manager into the current cluster.

@@ -20,6 +20,11 @@ var (
 		Help: "Highest p99 run-queue latency reported by a node of the LatencyProfile.",
 	}, []string{"profile"})
 
+	profileRolloutNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "latencytier_profile_rollout_nodes",
+		Help: "Nodes of a LatencyProfile's rollout by their latest verdict (Improved, Unchanged, Regressed, Inconclusive).",
+	}, []string{"profile", "verdict"})
+
 	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "latencytier_reconcile_errors_total",
 		Help: "Reconciles that returned an error, by controller.",
@@ -27,7 +32,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(profileNodes, profileWorstP99, reconcileErrors)
+	metrics.Registry.MustRegister(profileNodes, profileWorstP99, profileRolloutNodes, reconcileErrors)
 }
 
 var allNodeStates = []v1alpha1.ProfileNodeState{
@@ -42,6 +47,14 @@ func recordProfileMetrics(profile string, counts map[v1alpha1.ProfileNodeState]i
 	for _, s := range allNodeStates {
 		profileNodes.WithLabelValues(profile, string(s)).Set(float64(counts[s]))
 	}
+	if r := st.Rollout; r != nil {
+		for verdict, n := range map[string]int32{v1alpha1.VerdictImproved: r.Improved, v1alpha1.VerdictUnchanged: r.Unchanged,
+			v1alpha1.VerdictRegressed: r.Regressed, v1alpha1.VerdictInconclusive: r.Inconclusive} {
+			profileRolloutNodes.WithLabelValues(profile, verdict).Set(float64(n))
+		}
+	} else {
+		profileRolloutNodes.DeletePartialMatch(prometheus.Labels{"profile": profile})
+	}
 	if st.WorstRunQueueP99 == nil {
 		profileWorstP99.DeleteLabelValues(profile)
 		return
@@ -52,5 +65,6 @@ func recordProfileMetrics(profile string, counts map[v1alpha1.ProfileNodeState]i
 // forgetProfileMetrics drops the series of a profile that is gone.
 func forgetProfileMetrics(profile string) {
 	profileNodes.DeletePartialMatch(prometheus.Labels{"profile": profile})
+	profileRolloutNodes.DeletePartialMatch(prometheus.Labels{"profile": profile})
 	profileWorstP99.DeleteLabelValues(profile)
 }

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+func newExplainCommand(out io.Writer, connect connectFunc) *cobra.Command {
+	return command("explain NODE", "One node: findings, budget, what the profile changed and what the kernel reports",
+		cobra.ExactArgs(1), out, connect,
+		func(cmd *cobra.Command, c client.Client, out io.Writer, args []string) error {
+			var n v1alpha1.LatencyNode
+			if err := c.Get(cmd.Context(), client.ObjectKey{Name: args[0]}, &n); err != nil {
+				return err
+			}
+			return explain(cmd.Context(), out, &n)
+		})
+}
+
+// explain prints one LatencyNode section by section, most useful first.
+func explain(_ context.Context, out io.Writer, n *v1alpha1.LatencyNode) error {
+	st := &n.Status
+	fmt.Fprintf(out, "Node:     %s (%s)\n", n.Name, nodeState(n))
+	fmt.Fprintf(out, "Profile:  %s generation %d, action %s, revision %s\n",
+		orDash(n.Spec.Profile), n.Spec.ProfileGeneration, n.Spec.Action, orDash(n.Spec.Revision))
+	if st.ObservedGeneration != n.Generation {
+		fmt.Fprintf(out, "          (the agent last acted on generation %d of %d)\n", st.ObservedGeneration, n.Generation)
+	}
+
+	section(out, "Findings")
+	if len(st.Findings) == 0 {
+		fmt.Fprintln(out, "  none")
+	}
+	for _, f := range st.Findings {
+		fmt.Fprintf(out, "  %-8s %s: %s\n", f.Severity, f.Type, f.Message)
+	}
+
+	section(out, "Budget")
+	b := n.Spec.Tuning.LatencyBudget
+	if b == nil {
+		fmt.Fprintln(out, "  none set by the profile")
+	} else {
+		ratio := "-"
+		if b.ThrottledRatio != nil {
+			ratio = *b.ThrottledRatio
+		}
+		fmt.Fprintf(out, "  run-queue p99 %s (measured %s), throttled ratio %s (measured %s)\n",
+			dur(b.RunQueueP99), dur(st.RunQueueP99), ratio, orDash(st.ThrottledRatio))
+	}
+
+	section(out, "Conditions")
+	t := newTable(out)
+	for _, c := range st.Conditions {
+		t.row("  "+c.Type, string(c.Status), c.Reason, c.Message)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+
+	section(out, "Latency")
+	explainLatency(out, n)
+
+	section(out, "Settings (what the profile changed, what the kernel reports)")
+	t = newTable(out)
+	t.row("  SETTING", "DESIRED", "ACTUAL", "STATE", "MESSAGE")
+	for _, s := range st.Settings {
+		t.row("  "+s.Setting, orDash(s.Desired), orDash(s.Actual), string(s.State), s.Message)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if st.SettingsOmitted > 0 {
+		fmt.Fprintf(out, "  (+%d settings omitted from status)\n", st.SettingsOmitted)
+	}
+
+	if k := st.Kernel; k != nil {
+		section(out, "Kernel")
+		fmt.Fprintf(out, "  %s, scheduler %s, cgroup %s (%s driver), online CPUs %s\n",
+			orDash(k.Version), orDash(k.SchedulerClass), orDash(k.CgroupMode), orDash(k.CgroupDriver), orDash(k.OnlineCPUs))
+		if len(k.CmdlineIsolation) > 0 {
+			fmt.Fprintf(out, "  command line: %s\n", strings.Join(k.CmdlineIsolation, " "))
+		}
+	}
+
+	if len(st.Throttling) > 0 {
+		section(out, "Throttling")
+		t = newTable(out)
+		t.row("  POD", "OPTED-IN", "PERIODS", "THROTTLED", "RATIO", "THROTTLED-TIME")
+		for _, p := range st.Throttling {
+			t.row("  "+p.Namespace+"/"+p.Name, fmt.Sprint(p.OptedIn), fmt.Sprint(p.Periods), fmt.Sprint(p.Throttled),
+				orDash(p.Ratio), dur(p.ThrottledTime))
+		}
+		return t.flush()
+	}
+	return nil
+}
+
+// explainLatency prints before/after, the verdict and the per-class numbers.
+func explainLatency(out io.Writer, n *v1alpha1.LatencyNode) {
+	st := &n.Status
+	for _, ev := range []struct {
+		name string
+		e    *v1alpha1.LatencyEvidence
+	}{{"before", st.Baseline}, {"after", st.Current}} {
+		if ev.e == nil {
+			fmt.Fprintf(out, "  %-6s -\n", ev.name)
+			continue
+		}
+		fmt.Fprintf(out, "  %-6s p99 %s (p50 %s, max %s, %d samples) under %s %s, window %s ending %s\n",
+			ev.name, dur(ev.e.RunQueue.P99), dur(ev.e.RunQueue.P50), dur(ev.e.RunQueue.Max), ev.e.RunQueue.Samples,
+			ev.e.Action, orDash(ev.e.Revision), dur(ev.e.Window), ev.e.MeasuredAt.UTC().Format("2006-01-02T15:04:05Z"))
+	}
+	if v := st.Verdict; v != nil {
+		fmt.Fprintf(out, "  verdict %s: %s\n", v.Reason, v.Message)
+	}
+	if st.Latency == nil {
+		return
+	}
+	fmt.Fprintf(out, "  latest window %s from %s", dur(st.Latency.Window), orDash(st.Latency.Source))
+	if st.Latency.PSICPUSomeAvg10 != "" {
+		fmt.Fprintf(out, ", CPU pressure some avg10 %s%%", st.Latency.PSICPUSomeAvg10)
+	}
+	fmt.Fprintln(out)
+	t := newTable(out)
+	t.row("  CLASS", "P50", "P99", "P99.9", "MAX", "SAMPLES")
+	for _, c := range st.Latency.Classes {
+		t.row("  "+c.Class, dur(c.P50), dur(c.P99), dur(c.P999), dur(c.Max), fmt.Sprint(c.Samples))
+	}
+	_ = t.flush()
+}
+
+func section(out io.Writer, title string) { fmt.Fprintf(out, "\n%s:\n", title) }

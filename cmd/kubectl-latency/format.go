@@ -1,0 +1,143 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// table writes tab-separated rows aligned like kubectl get.
+type table struct{ w *tabwriter.Writer }
+
+func newTable(out io.Writer) *table {
+	return &table{w: tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)}
+}
+
+func (t *table) row(cells ...string) { fmt.Fprintln(t.w, strings.Join(cells, "\t")) }
+func (t *table) flush() error        { return t.w.Flush() }
+
+// dur prints a duration the way the API stores it, "-" when unmeasured.
+func dur(d *metav1.Duration) string {
+	if d == nil {
+		return "-"
+	}
+	return d.Duration.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// condition prints a condition's status, "-" when the node has not set it.
+func condition(conds []metav1.Condition, typ string) string {
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
+		return string(c.Status)
+	}
+	return "-"
+}
+
+// before and after are the node's own run-queue p99 before and after its
+// current (action, revision): the agent's baseline and current windows;
+// without a current window, the latest measurement stands for after.
+func before(n *v1alpha1.LatencyNode) *metav1.Duration {
+	if n.Status.Baseline == nil {
+		return nil
+	}
+	return n.Status.Baseline.RunQueue.P99
+}
+
+func after(n *v1alpha1.LatencyNode) *metav1.Duration {
+	if n.Status.Current != nil && n.Status.Current.RunQueue.P99 != nil {
+		return n.Status.Current.RunQueue.P99
+	}
+	return n.Status.RunQueueP99
+}
+
+// change is after/before as a factor ("0.25×"), "-" without both.
+func change(n *v1alpha1.LatencyNode) string {
+	b, a := before(n), after(n)
+	if b == nil || a == nil || b.Duration <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", float64(a.Duration)/float64(b.Duration))
+}
+
+func verdict(n *v1alpha1.LatencyNode) string {
+	if n.Status.Verdict == nil {
+		return "-"
+	}
+	return n.Status.Verdict.Reason
+}
+
+// nodeState summarises a node in one word, worst reason first.
+func nodeState(n *v1alpha1.LatencyNode) string {
+	switch {
+	case n.Spec.Action == v1alpha1.ActionRevert:
+		if condition(n.Status.Conditions, v1alpha1.NodeReverted) == "True" {
+			return "Reverted"
+		}
+		return "Reverting"
+	case verdict(n) == v1alpha1.VerdictRegressed:
+		return "Regressed"
+	case failedSettings(n) > 0 || condition(n.Status.Conditions, v1alpha1.NodeApplied) == "False":
+		return "Degraded"
+	case condition(n.Status.Conditions, v1alpha1.NodeWithinBudget) == "False":
+		return "OutsideBudget"
+	case condition(n.Status.Conditions, v1alpha1.NodeDrifted) == "True":
+		return "Drifted"
+	case n.Spec.Action == v1alpha1.ActionBaseline:
+		return "Baseline"
+	case condition(n.Status.Conditions, v1alpha1.NodeApplied) == "True":
+		return "Applied"
+	}
+	return "Pending"
+}
+
+// stateRank orders states worst first.
+var stateRank = map[string]int{
+	"Regressed": 0, "Degraded": 1, "OutsideBudget": 2, "Drifted": 3,
+	"Pending": 4, "Reverting": 5, "Baseline": 6, "Applied": 7, "Reverted": 8,
+}
+
+// failedSettings counts settings the node could not hold.
+func failedSettings(n *v1alpha1.LatencyNode) int {
+	k := 0
+	for _, s := range n.Status.Settings {
+		if s.State == v1alpha1.SettingFailed || s.State == v1alpha1.SettingInvalid || s.State == v1alpha1.SettingConflict {
+			k++
+		}
+	}
+	return k
+}
+
+// worstFirst sorts nodes by state, then by p99 (highest first), then name.
+func worstFirst(nodes []v1alpha1.LatencyNode) {
+	sort.SliceStable(nodes, func(i, j int) bool {
+		ri, rj := stateRank[nodeState(&nodes[i])], stateRank[nodeState(&nodes[j])]
+		if ri != rj {
+			return ri < rj
+		}
+		if pi, pj := p99(after(&nodes[i])), p99(after(&nodes[j])); pi != pj {
+			return pi > pj
+		}
+		return nodes[i].Name < nodes[j].Name
+	})
+}
+
+// p99 orders unmeasured nodes after measured ones.
+func p99(d *metav1.Duration) int64 {
+	if d == nil {
+		return -1
+	}
+	return int64(d.Duration)
+}
