@@ -19,15 +19,37 @@ func applySpec(p *v1alpha1.LatencyProfile) v1alpha1.LatencyNodeSpec {
 		Profile:           p.Name,
 		ProfileGeneration: p.Generation,
 		Tuning:            *p.Spec.TuningSpec.DeepCopy(),
+		Revision:          currentRevision(p),
 	}
 }
 
-// renderLatencyNode is a new LatencyNode for node applying profile p, owned
+// joinSpec is the spec of a node joining p: with spec.rollout it measures
+// a baseline first (Baseline, no tuning) and the rollout moves it on;
+// without, it applies p at once.
+func joinSpec(p *v1alpha1.LatencyProfile) v1alpha1.LatencyNodeSpec {
+	if p.Spec.Rollout == nil {
+		return applySpec(p)
+	}
+	return v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionBaseline, Profile: p.Name, ProfileGeneration: p.Generation}
+}
+
+// holdsTarget reports whether ln asks for p's current tuning: the current
+// revision for a profile with spec.rollout (whose nodes the rollout moves,
+// so their profileGeneration may lag), else exactly p's spec.
+func holdsTarget(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile) bool {
+	if p.Spec.Rollout == nil {
+		return specUpToDate(ln, p)
+	}
+	return ln.Spec.Profile == p.Name && ln.Spec.Action == v1alpha1.ActionApply && ln.Spec.Revision == currentRevision(p)
+}
+
+// renderLatencyNode is a new LatencyNode for node joining profile p, owned
 // by the Node so that it goes when the node goes.
-func renderLatencyNode(node *corev1.Node, p *v1alpha1.LatencyProfile) *v1alpha1.LatencyNode {
+func renderLatencyNode(node *corev1.Node, p *v1alpha1.LatencyProfile, now time.Time) *v1alpha1.LatencyNode {
 	return &v1alpha1.LatencyNode{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: node.Name,
+			Name:        node.Name,
+			Annotations: map[string]string{v1alpha1.RevisionSetAtAnnotation: now.UTC().Format(time.RFC3339)},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1",
 				Kind:       "Node",
@@ -36,7 +58,7 @@ func renderLatencyNode(node *corev1.Node, p *v1alpha1.LatencyProfile) *v1alpha1.
 				Controller: ptr.To(false),
 			}},
 		},
-		Spec: applySpec(p),
+		Spec: joinSpec(p),
 	}
 }
 

@@ -88,6 +88,8 @@ type Options struct {
 	Agent AgentOptions
 	// UnreachableAfter is how long a NotReady node may hold up a revert.
 	UnreachableAfter time.Duration
+	// Now is the rollout's clock (time.Now when nil); tests inject one.
+	Now func() time.Time
 }
 
 // Scheme is the runtime scheme of the manager: client-go's types and ours.
@@ -106,6 +108,8 @@ func Scheme() *runtime.Scheme {
 func CacheOptions(namespace string) cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&appsv1.DaemonSet{}: {Namespaces: map[string]cache.Config{namespace: {}}},
+		// Profile revisions (safe rollout) live in the operator namespace too.
+		&appsv1.ControllerRevision{}: {Namespaces: map[string]cache.Config{namespace: {}}},
 	}}
 }
 
@@ -128,7 +132,7 @@ func MetricsOptions(addr string, secure bool) metricsserver.Options {
 // Setup registers the three reconcilers with mgr.
 func Setup(mgr ctrl.Manager, o Options) error {
 	rec := mgr.GetEventRecorder("latencytier-controller")
-	nodes := &NodeReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter}
+	nodes := &NodeReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Now: o.Now}
 	err := ctrl.NewControllerManagedBy(mgr).Named("node").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
 		// Nodes are independent of each other: reconcile several at once.
@@ -140,7 +144,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return fmt.Errorf("setting up node controller: %w", err)
 	}
-	profiles := &ProfileReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter}
+	profiles := &ProfileReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter,
+		Namespace: o.Agent.Namespace, Now: o.Now}
 	err = ctrl.NewControllerManagedBy(mgr).Named("latencyprofile").
 		For(&v1alpha1.LatencyProfile{}).
 		Watches(&v1alpha1.LatencyNode{}, handler.EnqueueRequestsFromMapFunc(profilesOfLatencyNode)).

@@ -98,7 +98,7 @@ func (r *NodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("profile", p.Name)
 	if ln == nil {
-		if err := r.Create(ctx, renderLatencyNode(node, p)); err != nil {
+		if err := r.Create(ctx, renderLatencyNode(node, p, r.now())); err != nil {
 			return ignoreStale(ctx, fmt.Errorf("creating LatencyNode: %w", err))
 		}
 		log.Info("Created LatencyNode")
@@ -106,12 +106,13 @@ func (r *NodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 			"Node %s selected; LatencyNode created", node.Name)
 		return nil
 	}
-	if specUpToDate(ln, p) {
-		return nil
+	if specUpToDate(ln, p) || (ln.Spec.Profile == p.Name && p.Spec.Rollout != nil) {
+		return nil // a profile with spec.rollout moves its own nodes
 	}
 	previous := ln.Spec.Profile
 	patched := ln.DeepCopy()
-	patched.Spec = applySpec(p)
+	patched.Spec = joinSpec(p)
+	setRevisionStamp(patched, r.now())
 	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(ln, client.MergeFromWithOptimisticLock{})); err != nil {
 		return ignoreStale(ctx, fmt.Errorf("patching LatencyNode spec: %w", err))
 	}

@@ -20,13 +20,18 @@ import (
 
 // ProfileReconciler owns a LatencyProfile's finalizer and status: it
 // aggregates the profile's LatencyNodes into status and, on deletion, holds
-// the profile until every node it tuned has been reverted. It never writes
-// the profile's spec, labels or annotations.
+// the profile until every node it tuned has been reverted. It also runs the
+// profile's rollout (rollout_controller.go): it keeps the tuning history as
+// ControllerRevisions and, for a profile with spec.rollout, moves its nodes
+// from revision to revision (the node controller only adds and removes
+// them). It never writes the profile's spec, labels or annotations.
 type ProfileReconciler struct {
 	client.Client
 	Recorder         events.EventRecorder
 	UnreachableAfter time.Duration
 	Now              func() time.Time
+	// Namespace is the manager's namespace, where revisions are kept.
+	Namespace string
 }
 
 // Reconcile updates one profile's finalizer and status.
@@ -50,12 +55,25 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if deleting && !holdsNodes(in) {
 		return ctrl.Result{}, r.patchFinalizer(ctx, p, controllerutil.RemoveFinalizer)
 	}
+	rollout, wait, err := r.rollout(ctx, p, in)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	st, counts := computeStatus(p.Status, in)
+	st.Rollout = rollout
 	recordProfileMetrics(p.Name, counts, st)
 	if err := r.patchStatus(ctx, p, st); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: unreachableRecheck(in)}, nil
+	return ctrl.Result{RequeueAfter: soonest(unreachableRecheck(in), wait)}, nil
+}
+
+// soonest is the shorter of two requeue delays, 0 meaning none.
+func soonest(a, b time.Duration) time.Duration {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // statusInput gathers what the profile's status is computed from.

@@ -123,8 +123,8 @@ func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) node
 		line.State, line.Message = v1alpha1.NodeStateUnreachable, "node NotReady longer than "+in.UnreachableAfter.String()
 		return line
 	}
-	if ln == nil || !specUpToDate(ln, in.Profile) {
-		line.State, line.Message = v1alpha1.NodeStatePending, "LatencyNode not yet written"
+	if ln == nil || !holdsTarget(ln, in.Profile) {
+		line.State, line.Message = v1alpha1.NodeStatePending, pendingWhy(ln, in.Profile)
 		return line
 	}
 	if !reportsCurrent(ln, in.Profile) {
@@ -151,10 +151,24 @@ func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) node
 }
 
 // reportsCurrent reports whether the agent's status describes the current
-// spec of ln for the current generation of p.
+// spec of ln (which holdsTarget checked against p).
 func reportsCurrent(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile) bool {
 	return ln.Status.ObservedGeneration >= ln.Generation &&
-		ln.Status.Profile == p.Name && ln.Status.ProfileGeneration == p.Generation
+		ln.Status.Profile == p.Name && ln.Status.ProfileGeneration == ln.Spec.ProfileGeneration
+}
+
+// pendingWhy says why a node of p does not ask for p's current tuning yet.
+func pendingWhy(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile) string {
+	switch {
+	case ln == nil || p.Spec.Rollout == nil || ln.Spec.Profile != p.Name:
+		return "LatencyNode not yet written"
+	case ln.Spec.Action == v1alpha1.ActionBaseline:
+		return "measuring its baseline; waiting for the rollout"
+	case ln.Spec.Action == v1alpha1.ActionRevert:
+		return "reverted by the rollout; waiting for it to resume"
+	default:
+		return "holds revision " + ln.Spec.Revision + "; waiting for the rollout"
+	}
 }
 
 // sortLines puts the worst nodes first: by state severity, then highest

@@ -5,7 +5,7 @@ import (
 )
 
 // NodeAction tells the agent what to do with its node.
-// +kubebuilder:validation:Enum=Apply;Revert
+// +kubebuilder:validation:Enum=Apply;Revert;Baseline
 type NodeAction string
 
 const (
@@ -13,11 +13,17 @@ const (
 	ActionApply NodeAction = "Apply"
 	// ActionRevert restores every original the agent journaled.
 	ActionRevert NodeAction = "Revert"
+	// ActionBaseline (safe rollout) measures without writing anything to
+	// the kernel: the agent neither applies nor reverts, and reports its
+	// windows in status.current with action Baseline. The controller sends
+	// it with an empty spec.tuning, so an agent that predates it (and
+	// treats every action but Revert as Apply) applies nothing either.
+	ActionBaseline NodeAction = "Baseline"
 )
 
 // LatencyNodeSpec is written by the controller only: the tuning resolved for
 // one node, and which profile generation it came from.
-// +kubebuilder:validation:XValidation:rule="self.action == 'Revert' || (has(self.profile) && size(self.profile) > 0)",message="profile is required when action is Apply"
+// +kubebuilder:validation:XValidation:rule="self.action == 'Revert' || (has(self.profile) && size(self.profile) > 0)",message="profile is required when action is Apply or Baseline"
 type LatencyNodeSpec struct {
 	// action is Apply or Revert.
 	// +required
@@ -35,6 +41,15 @@ type LatencyNodeSpec struct {
 	// tuning is the resolved tuning for this node (ignored on Revert).
 	// +optional
 	Tuning TuningSpec `json:"tuning,omitempty"`
+
+	// --- safe rollout (issue 12) ---
+
+	// revision names the ControllerRevision (<profile>-<hash>, in the
+	// manager's namespace) whose tuning spec.tuning is; empty with action
+	// Baseline. The agent copies it into status.current.revision.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Revision string `json:"revision,omitempty"`
 }
 
 // SettingState is the outcome of one setting on the node.
@@ -312,6 +327,24 @@ type LatencyNodeStatus struct {
 	// lastTransitionTime of the applied state.
 	// +optional
 	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
+
+	// --- safe rollout evidence (issue 12); see LatencyEvidence ---
+
+	// baseline is the last full measurement window before the node's
+	// current (action, revision): written by the agent.
+	// +optional
+	Baseline *LatencyEvidence `json:"baseline,omitempty"`
+	// current is the latest full window under the spec's (action,
+	// revision): written by the agent.
+	// +optional
+	Current *LatencyEvidence `json:"current,omitempty"`
+	// verdict is the controller's judgement of current against baseline:
+	// type Verdict, status True (Improved, Unchanged), False (Regressed) or
+	// Unknown (Inconclusive), the ratio in the message. The only status
+	// field the controller writes; the agent must carry it through as read
+	// (never set, clear or rebuild it).
+	// +optional
+	Verdict *metav1.Condition `json:"verdict,omitempty"`
 }
 
 // LatencyNode is one node's resolved tuning (spec, by the controller) and what
@@ -323,12 +356,16 @@ type LatencyNodeStatus struct {
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`
 // +kubebuilder:printcolumn:name="Applied",type=string,JSONPath=`.status.conditions[?(@.type=="Applied")].status`
+// +kubebuilder:printcolumn:name="Baseline-P99",type=string,JSONPath=`.status.baseline.runQueue.p99`
 // +kubebuilder:printcolumn:name="P99",type=string,JSONPath=`.status.runQueueP99`
+// +kubebuilder:printcolumn:name="Verdict",type=string,JSONPath=`.status.verdict.reason`
 // +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.throttledRatio`
 // +kubebuilder:printcolumn:name="Drift",type=string,JSONPath=`.status.conditions[?(@.type=="Drifted")].status`
 // +kubebuilder:printcolumn:name="Budget",type=string,JSONPath=`.status.conditions[?(@.type=="WithinBudget")].status`,priority=1
 // +kubebuilder:printcolumn:name="Reboot",type=string,JSONPath=`.status.conditions[?(@.type=="RebootRequired")].status`,priority=1
 // +kubebuilder:printcolumn:name="Kernel",type=string,JSONPath=`.status.kernel.version`,priority=1
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.spec.revision`,priority=1
+// +kubebuilder:printcolumn:name="Verdict-Message",type=string,JSONPath=`.status.verdict.message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type LatencyNode struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -6,6 +6,8 @@ import (
 
 // LatencyProfileSpec is a platform team's intent: which nodes form a latency
 // tier and how their kernel is tuned. The controller never writes it.
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.measurement) || !has(self.measurement.source) || self.measurement.source != 'Disabled'",message="rollout needs measurement: with measurement.source Disabled no node can be verified"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.verificationWindow) || duration(self.rollout.verificationWindow) >= (has(self.measurement) && has(self.measurement.interval) ? duration(self.measurement.interval) : duration('30s'))",message="rollout.verificationWindow must be at least one measurement interval (measurement.interval, default 30s)"
 type LatencyProfileSpec struct {
 	// nodeSelector selects the nodes this profile tunes. A node selected by
 	// several profiles goes to the one with the highest priority.
@@ -27,6 +29,14 @@ type LatencyProfileSpec struct {
 	Priority int32 `json:"priority,omitempty"`
 
 	TuningSpec `json:",inline"`
+
+	// --- safe rollout (issue 12) ---
+
+	// rollout changes the nodes canary first, then in batches, gating each
+	// on its own before/after latency and rolling back on a regression.
+	// Without it every node takes a change at once.
+	// +optional
+	Rollout *RolloutSpec `json:"rollout,omitempty"`
 }
 
 // ProfileNodeState is a node's state as seen from its LatencyProfile.
@@ -129,6 +139,13 @@ type LatencyProfileStatus struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=253
 	WaitingFor []string `json:"waitingFor,omitempty"`
+
+	// --- safe rollout (issue 12) ---
+
+	// rollout is where the current revision's rollout stands, and the
+	// nodes' verdicts (also kept without spec.rollout, as evidence).
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // LatencyProfile turns the nodes it selects into a latency tier: the agent
@@ -144,10 +161,16 @@ type LatencyProfileStatus struct {
 // +kubebuilder:printcolumn:name="Worst-P99",type=string,JSONPath=`.status.worstRunQueueP99`
 // +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.maxThrottledRatio`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.rollout.phase`
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,priority=1
 // +kubebuilder:printcolumn:name="Conflicted",type=integer,JSONPath=`.status.conflicted`,priority=1
 // +kubebuilder:printcolumn:name="Outside-Budget",type=integer,JSONPath=`.status.outsideBudget`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.rollout.revision`,priority=1
+// +kubebuilder:printcolumn:name="Improved",type=integer,JSONPath=`.status.rollout.improved`,priority=1
+// +kubebuilder:printcolumn:name="Unchanged",type=integer,JSONPath=`.status.rollout.unchanged`,priority=1
+// +kubebuilder:printcolumn:name="Regressed",type=integer,JSONPath=`.status.rollout.regressed`,priority=1
+// +kubebuilder:printcolumn:name="Inconclusive",type=integer,JSONPath=`.status.rollout.inconclusive`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type LatencyProfile struct {
 	metav1.TypeMeta   `json:",inline"`

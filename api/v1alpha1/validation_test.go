@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,6 +150,23 @@ func TestInvalidProfilesAreRejectedNamingTheField(t *testing.T) {
 		{"selector-too-many-labels", "nodeSelector:\n  matchLabels:\n" + manyLabels(17), []string{"spec.nodeSelector", "16"}},
 		{"pod-selector-operator", "cpuQuota:\n  podSelector:\n    matchExpressions:\n    - key: app\n      operator: Equals\n      values: [x]", []string{"spec.cpuQuota.podSelector", "operator"}},
 		{"measurement-pod-selector-labels", "measurement:\n  podSelector:\n    matchLabels:\n" + indent(manyLabels(17)), []string{"spec.measurement.podSelector", "16"}},
+		// Safe rollout (issue 12).
+		{"rollout-inflight-zero", "rollout:\n  maxInFlight: 0", []string{"spec.rollout.maxInFlight", "rollout.maxInFlight must be"}},
+		{"rollout-inflight-percent-over", "rollout:\n  maxInFlight: \"150%\"", []string{"spec.rollout.maxInFlight"}},
+		{"rollout-inflight-garbage", "rollout:\n  maxInFlight: \"many\"", []string{"spec.rollout.maxInFlight"}},
+		{"rollout-canary-both", "rollout:\n  canary:\n    nodes: 1\n    selector: {matchLabels: {canary: \"\"}}", []string{"spec.rollout.canary", "exactly one of nodes and selector"}},
+		{"rollout-canary-neither", "rollout:\n  canary: {}", []string{"spec.rollout.canary", "exactly one"}},
+		{"rollout-canary-percent-zero", "rollout:\n  canary:\n    nodes: \"0%\"", []string{"spec.rollout.canary.nodes"}},
+		{"rollout-ratio-below-one", "rollout:\n  maxP99Regression: \"0.9\"", []string{"spec.rollout.maxP99Regression", "between 1 and 100"}},
+		{"rollout-ratio-garbage", "rollout:\n  maxP99Regression: \"20%\"", []string{"spec.rollout.maxP99Regression"}},
+		{"rollout-throttle-over-one", "rollout:\n  maxThrottledRatioIncrease: \"2\"", []string{"spec.rollout.maxThrottledRatioIncrease"}},
+		{"rollout-window-below-interval", "measurement:\n  interval: 2m\nrollout:\n  verificationWindow: 1m", []string{"spec", "rollout.verificationWindow must be at least one measurement interval"}},
+		{"rollout-window-default-below-interval", "measurement:\n  interval: 5m\nrollout: {}", []string{"rollout.verificationWindow must be at least one measurement interval"}},
+		{"rollout-window-too-long", "rollout:\n  verificationWindow: 48h", []string{"spec.rollout.verificationWindow", "between 5s and 24h"}},
+		{"rollout-timeout-below-window", "rollout:\n  verificationWindow: 5m\n  inconclusiveTimeout: 1m", []string{"spec.rollout", "inconclusiveTimeout must be at least rollout.verificationWindow"}},
+		{"rollout-measurement-disabled", "measurement:\n  source: Disabled\nrollout: {}", []string{"rollout needs measurement"}},
+		{"rollout-on-regression-unknown", "rollout:\n  onRegression: Ignore", []string{"spec.rollout.onRegression"}},
+		{"rollout-min-samples-zero", "rollout:\n  minSamples: 0", []string{"spec.rollout.minSamples"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,17 +196,19 @@ func TestInvalidProfilesAreRejectedNamingTheField(t *testing.T) {
 // that rejects too much fails here.
 func TestBoundaryValuesAreAccepted(t *testing.T) {
 	specs := map[string]string{
-		"cpulists":     "cpus:\n  reserved: \"0,4-6\"\n  isolated: \"1-3,7,8-15\"\n  namespaceSelector: {}",
-		"touching":     "cpus:\n  reserved: \"0-1\"\n  isolated: \"2-3\"\n  namespaceSelector:\n    matchLabels:\n" + indent(manyLabels(16)),
-		"quota-keep":   "cpuQuota:\n  policy: Keep",
-		"durations":    "scheduler:\n  migrationCost: 0s\n  baseSlice: 100us\n  latency: 1s\n  wakeupGranularity: 500us\n  rtRuntime: Unlimited",
-		"rt-duration":  "scheduler:\n  rtRuntime: 950ms",
-		"sysctl-dash":  "sysctls:\n- name: net.ipv4.conf.eth-0.rp_filter\n  value: \"1\"\n- name: vm.swappiness\n  value: \"10\"",
-		"budget":       "latencyBudget:\n  runQueueP99: 100us\n  throttledRatio: \"0.000001\"",
-		"budget-one":   "latencyBudget:\n  throttledRatio: \"1\"",
-		"priority-max": "priority: 1000",
-		"irq-none":     "irq:\n  affinity: Unchanged",
-		"pod-selector": "cpuQuota:\n  namespaceSelector:\n    matchExpressions:\n    - key: kubernetes.io/metadata.name\n      operator: In\n      values: [gateway]\n  podSelector:\n    matchLabels:\n" + indent(manyLabels(16)) + "    matchExpressions:\n    - key: app\n      operator: NotIn\n      values: [" + strings.Repeat("v,", 63) + "v]\n    - key: b\n      operator: DoesNotExist",
+		"cpulists":         "cpus:\n  reserved: \"0,4-6\"\n  isolated: \"1-3,7,8-15\"\n  namespaceSelector: {}",
+		"touching":         "cpus:\n  reserved: \"0-1\"\n  isolated: \"2-3\"\n  namespaceSelector:\n    matchLabels:\n" + indent(manyLabels(16)),
+		"quota-keep":       "cpuQuota:\n  policy: Keep",
+		"durations":        "scheduler:\n  migrationCost: 0s\n  baseSlice: 100us\n  latency: 1s\n  wakeupGranularity: 500us\n  rtRuntime: Unlimited",
+		"rt-duration":      "scheduler:\n  rtRuntime: 950ms",
+		"sysctl-dash":      "sysctls:\n- name: net.ipv4.conf.eth-0.rp_filter\n  value: \"1\"\n- name: vm.swappiness\n  value: \"10\"",
+		"budget":           "latencyBudget:\n  runQueueP99: 100us\n  throttledRatio: \"0.000001\"",
+		"budget-one":       "latencyBudget:\n  throttledRatio: \"1\"",
+		"priority-max":     "priority: 1000",
+		"irq-none":         "irq:\n  affinity: Unchanged",
+		"pod-selector":     "cpuQuota:\n  namespaceSelector:\n    matchExpressions:\n    - key: kubernetes.io/metadata.name\n      operator: In\n      values: [gateway]\n  podSelector:\n    matchLabels:\n" + indent(manyLabels(16)) + "    matchExpressions:\n    - key: app\n      operator: NotIn\n      values: [" + strings.Repeat("v,", 63) + "v]\n    - key: b\n      operator: DoesNotExist",
+		"rollout-bounds":   "measurement:\n  interval: 5s\nrollout:\n  canary:\n    nodes: \"100%\"\n  maxInFlight: 10000\n  verificationWindow: 5s\n  maxP99Regression: \"1\"\n  maxThrottledRatioIncrease: \"0\"\n  minSamples: 1\n  inconclusiveTimeout: 5s\n  onInconclusive: Pass\n  onRegression: Pause\n  paused: true",
+		"rollout-selector": "rollout:\n  canary:\n    selector:\n      matchLabels: {canary: \"\"}\n  maxInFlight: \"25%\"\n  maxP99Regression: \"100\"",
 	}
 	for name, spec := range specs {
 		t.Run(name, func(t *testing.T) {
@@ -214,6 +234,25 @@ func TestDefaultsAreApplied(t *testing.T) {
 	if got.Spec.IRQ.Affinity != v1alpha1.IRQAffinityReserved || got.Spec.CPUQuota.Policy != v1alpha1.CPUQuotaRemove ||
 		got.Spec.Measurement.Source != v1alpha1.MeasurementAuto {
 		t.Fatalf("defaults not applied: irq=%q quota=%q source=%q", got.Spec.IRQ.Affinity, got.Spec.CPUQuota.Policy, got.Spec.Measurement.Source)
+	}
+}
+
+func TestRolloutDefaultsAreApplied(t *testing.T) {
+	obj := profile(t, "rollout-defaults", selector+"rollout: {}")
+	if err := k8s.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
+	var got v1alpha1.LatencyProfile
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: "rollout-defaults"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	ro := got.Spec.Rollout
+	if ro.MaxInFlight == nil || ro.MaxInFlight.IntValue() != 1 || ro.VerificationWindow.Duration != time.Minute ||
+		ro.MaxP99Regression != "1.2" || ro.MaxThrottledRatioIncrease != "0.05" || ro.MinSamples != 100 ||
+		ro.InconclusiveTimeout.Duration != 10*time.Minute || ro.OnInconclusive != v1alpha1.InconclusiveFail ||
+		ro.OnRegression != v1alpha1.RegressionRollback || ro.Paused {
+		t.Fatalf("rollout defaults = %+v", ro)
 	}
 }
 

@@ -1,0 +1,367 @@
+package controllers
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// rolloutNode is one node the profile owns, as the rollout sees it.
+type rolloutNode struct {
+	Name   string
+	Canary bool // matches spec.rollout.canary.selector
+	// Action and Revision are what its LatencyNode spec asks for.
+	Action   v1alpha1.NodeAction
+	Revision string
+	// Reported: the agent acted on this spec (observedGeneration current).
+	Reported bool
+	// ApplyFailed carries the Applied=False message when Reported.
+	ApplyFailed string
+	// SetAt is when the controller last changed Action or Revision.
+	SetAt             time.Time
+	Baseline, Current *v1alpha1.LatencyEvidence
+}
+
+// rolloutInput is everything a rollout decision is made from.
+type rolloutInput struct {
+	Policy     *v1alpha1.RolloutSpec // nil: all at once, verdicts as evidence only
+	Gate       gate
+	Generation int64
+	// Target is the revision to roll out; Last the status it replaces.
+	Target string
+	Last   *v1alpha1.RolloutStatus
+	Nodes  []rolloutNode // sorted by name
+	Now    time.Time
+}
+
+// nodeMove sets a node's LatencyNode to Action at Revision.
+type nodeMove struct {
+	Node     string
+	Action   v1alpha1.NodeAction
+	Revision string
+}
+
+// rolloutPlan is the decision: what to write and what status says.
+type rolloutPlan struct {
+	Moves    []nodeMove
+	Verdicts map[string]*verdict // nil entry: the node has no verdict
+	Status   v1alpha1.RolloutStatus
+	Events   []statusEvent
+	// RequeueAfter is when a clock (window, timeout) next changes the plan.
+	RequeueAfter time.Duration
+}
+
+// nodeClass is a node's place in the rollout of the target revision.
+type nodeClass int
+
+const (
+	classWaiting   nodeClass = iota // not reached yet
+	classVerifying                  // holds the target, not judged yet
+	classPassed
+	classFailed
+)
+
+// decideRollout is the rollout's next step. Pure: the same input gives the
+// same plan, and the plan for an input it produced is empty of moves.
+func decideRollout(in rolloutInput) rolloutPlan {
+	d := decider{in: in, plan: rolloutPlan{Verdicts: map[string]*verdict{}}}
+	d.plan.Status = v1alpha1.RolloutStatus{Revision: in.Target, PreviousRevision: previousRevision(in),
+		ObservedGeneration: in.Generation}
+	d.classify()
+	switch {
+	case in.Policy == nil:
+		d.allAtOnce()
+	case d.halted():
+		d.keepHalted()
+	case len(d.failed) > 0:
+		d.onFailure()
+	case in.Policy.Paused:
+		d.setPhase(v1alpha1.RolloutPaused, "paused by spec.rollout.paused")
+	default:
+		d.advance()
+	}
+	d.count()
+	return d.plan
+}
+
+// previousRevision is where a rollback returns to: the last revision that
+// completed, kept across spec changes made mid-rollout.
+func previousRevision(in rolloutInput) string {
+	switch {
+	case in.Last == nil:
+		return ""
+	case in.Last.Revision == in.Target:
+		return in.Last.PreviousRevision
+	case in.Last.Phase == v1alpha1.RolloutComplete:
+		return in.Last.Revision
+	default:
+		return in.Last.PreviousRevision
+	}
+}
+
+type decider struct {
+	in      rolloutInput
+	plan    rolloutPlan
+	class   map[string]nodeClass
+	failed  []string // names, in order
+	failMsg map[string]string
+}
+
+func (d *decider) classify() {
+	d.class, d.failMsg = map[string]nodeClass{}, map[string]string{}
+	for i := range d.in.Nodes {
+		n := &d.in.Nodes[i]
+		d.plan.Verdicts[n.Name] = d.verdictOf(n)
+		c, msg := d.classOf(n)
+		d.class[n.Name] = c
+		if c == classFailed {
+			d.failed = append(d.failed, n.Name)
+			d.failMsg[n.Name] = msg
+		}
+	}
+}
+
+// verdictOf judges a node holding a revision once a full window under it
+// ended verificationWindow after the move; nil for Baseline and Revert.
+func (d *decider) verdictOf(n *rolloutNode) *verdict {
+	if n.Action != v1alpha1.ActionApply {
+		return nil
+	}
+	cur := n.Current
+	if cur == nil || cur.Action != v1alpha1.ActionApply || cur.Revision != n.Revision {
+		cur = nil
+	}
+	if p := d.in.Policy; p != nil && cur != nil && n.Revision == d.in.Target && cur.MeasuredAt.Time.Before(n.SetAt.Add(window(p))) {
+		v := verdict{v1alpha1.VerdictInconclusive, "verifying until " + n.SetAt.Add(window(p)).UTC().Format(time.RFC3339)}
+		d.wake(n.SetAt.Add(window(p)))
+		return &v
+	}
+	v := judge(d.in.Gate, n.Baseline, cur)
+	return &v
+}
+
+// classOf places a node relative to the target revision.
+func (d *decider) classOf(n *rolloutNode) (nodeClass, string) {
+	if n.Action != v1alpha1.ActionApply || n.Revision != d.in.Target {
+		return classWaiting, ""
+	}
+	if !n.Reported {
+		return d.timedOut(n, classVerifying, "its agent did not report")
+	}
+	if n.ApplyFailed != "" {
+		return classFailed, "failed to apply: " + n.ApplyFailed
+	}
+	v := d.plan.Verdicts[n.Name]
+	switch {
+	case d.in.Policy == nil || d.completed():
+		return classPassed, "" // evidence only
+	case v.passed():
+		return classPassed, ""
+	case v.reason == v1alpha1.VerdictRegressed:
+		return classFailed, "regressed: " + v.message
+	}
+	return d.timedOut(n, classVerifying, "inconclusive: "+v.message)
+}
+
+// timedOut applies onInconclusive once inconclusiveTimeout has passed.
+func (d *decider) timedOut(n *rolloutNode, c nodeClass, why string) (nodeClass, string) {
+	p := d.in.Policy
+	if p == nil {
+		return c, ""
+	}
+	deadline := n.SetAt.Add(timeout(p))
+	if d.in.Now.Before(deadline) {
+		d.wake(deadline)
+		return c, ""
+	}
+	if p.OnInconclusive == v1alpha1.InconclusivePass {
+		return classPassed, ""
+	}
+	return classFailed, why + " after " + timeout(p).String()
+}
+
+// completed: the target's rollout finished on at least one node; later
+// nodes join without a gate. (A profile whose nodes have no LatencyNode yet
+// is Complete on none: its nodes still go canary first.)
+func (d *decider) completed() bool {
+	l := d.in.Last
+	return l != nil && l.Revision == d.in.Target && l.Phase == v1alpha1.RolloutComplete && l.Updated > 0
+}
+
+// halted: a rollback or a regression pause for this generation stands.
+func (d *decider) halted() bool {
+	l := d.in.Last
+	if l == nil || l.Revision != d.in.Target || l.ObservedGeneration != d.in.Generation {
+		return false
+	}
+	return l.Phase == v1alpha1.RolloutRolledBack || (l.Phase == v1alpha1.RolloutPaused && !d.in.Policy.Paused)
+}
+
+func (d *decider) keepHalted() {
+	l := d.in.Last
+	d.plan.Status.Phase, d.plan.Status.Message, d.plan.Status.RolledBack = l.Phase, l.Message, l.RolledBack
+	d.plan.Status.PreviousRevision = l.PreviousRevision
+	if l.Phase == v1alpha1.RolloutRolledBack {
+		d.plan.Moves = d.rollbackMoves()
+	}
+}
+
+// onFailure rolls back or pauses on the first failed node.
+func (d *decider) onFailure() {
+	first := d.failed[0]
+	msg := fmt.Sprintf("node %s %s", first, d.failMsg[first])
+	if len(d.failed) > 1 {
+		msg += fmt.Sprintf(" (and %d more)", len(d.failed)-1)
+	}
+	if d.in.Policy.OnRegression != v1alpha1.RegressionPause {
+		d.plan.Moves = d.rollbackMoves()
+		to := d.plan.Status.PreviousRevision
+		if to == "" {
+			to = "no tuning (reverted)"
+		}
+		d.plan.Status.RolledBack = int32(len(d.plan.Moves))
+		d.setPhase(v1alpha1.RolloutRolledBack, fmt.Sprintf("%s; rolled back %d node(s) to %s", msg, len(d.plan.Moves), to))
+		return
+	}
+	d.setPhase(v1alpha1.RolloutPaused, msg+"; paused")
+}
+
+// rollbackMoves return every node changed away from the previous revision
+// to it (Revert when there is none). Baseline nodes wrote nothing.
+func (d *decider) rollbackMoves() []nodeMove {
+	prev := d.plan.Status.PreviousRevision
+	var moves []nodeMove
+	for _, n := range d.in.Nodes {
+		if n.Action != v1alpha1.ActionApply || n.Revision == prev {
+			continue
+		}
+		if prev == "" {
+			moves = append(moves, nodeMove{n.Name, v1alpha1.ActionRevert, ""})
+		} else {
+			moves = append(moves, nodeMove{n.Name, v1alpha1.ActionApply, prev})
+		}
+	}
+	return moves
+}
+
+// allAtOnce: without a policy the node controller writes every node; the
+// rollout only reports.
+func (d *decider) allAtOnce() {
+	if d.countClass(classPassed) == len(d.in.Nodes) {
+		d.setPhase(v1alpha1.RolloutComplete, fmt.Sprintf("%d node(s) hold %s", len(d.in.Nodes), d.in.Target))
+		return
+	}
+	d.setPhase(v1alpha1.RolloutProgressing, "all nodes at once (no spec.rollout)")
+}
+
+func (d *decider) setPhase(phase v1alpha1.RolloutPhase, msg string) {
+	d.plan.Status.Phase, d.plan.Status.Message = phase, truncate(msg)
+	l := d.in.Last
+	if l != nil && l.Phase == phase && l.Revision == d.in.Target {
+		return
+	}
+	typ := corev1.EventTypeNormal
+	if phase == v1alpha1.RolloutRolledBack || (phase == v1alpha1.RolloutPaused && len(d.failed) > 0) {
+		typ = corev1.EventTypeWarning
+	}
+	d.plan.Events = append(d.plan.Events, statusEvent{typ, "Rollout" + string(phase), d.plan.Status.Message})
+}
+
+func (d *decider) count() {
+	st := &d.plan.Status
+	for _, n := range d.in.Nodes {
+		switch d.class[n.Name] {
+		case classWaiting:
+			st.Waiting++
+		case classVerifying:
+			st.Verifying++
+		case classPassed:
+			st.Updated++
+		case classFailed:
+			st.Failed++
+		}
+		if v := d.plan.Verdicts[n.Name]; v != nil {
+			switch v.reason {
+			case v1alpha1.VerdictImproved:
+				st.Improved++
+			case v1alpha1.VerdictUnchanged:
+				st.Unchanged++
+			case v1alpha1.VerdictRegressed:
+				st.Regressed++
+			default:
+				st.Inconclusive++
+			}
+		}
+	}
+	for _, m := range d.plan.Moves {
+		if m.Action == v1alpha1.ActionApply && m.Revision == d.in.Target {
+			st.Waiting--
+			st.Verifying++
+		}
+	}
+}
+
+func (d *decider) countClass(c nodeClass) int {
+	k := 0
+	for _, n := range d.in.Nodes {
+		if d.class[n.Name] == c {
+			k++
+		}
+	}
+	return k
+}
+
+// wake asks for a reconcile at t (the soonest of all asked for).
+func (d *decider) wake(t time.Time) {
+	wait := t.Sub(d.in.Now)
+	if wait <= 0 {
+		wait = time.Second
+	}
+	if d.plan.RequeueAfter == 0 || wait < d.plan.RequeueAfter {
+		d.plan.RequeueAfter = wait
+	}
+}
+
+// scaled resolves a count or percentage of total, rounded up, at least min.
+func scaled(v *intstr.IntOrString, total, min int) int {
+	if v == nil {
+		return min
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, total, true)
+	if err != nil || n < min {
+		return min
+	}
+	return n
+}
+
+func window(p *v1alpha1.RolloutSpec) time.Duration {
+	if p.VerificationWindow == nil {
+		return time.Minute
+	}
+	return p.VerificationWindow.Duration
+}
+
+func timeout(p *v1alpha1.RolloutSpec) time.Duration {
+	if p.InconclusiveTimeout == nil {
+		return 10 * time.Minute
+	}
+	return p.InconclusiveTimeout.Duration
+}
+
+// names lists up to five names, then how many more.
+func names(list []string) string {
+	if len(list) <= 5 {
+		return strings.Join(list, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(list[:5], ", "), len(list)-5)
+}
+
+func sortByName(nodes []rolloutNode) {
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+}

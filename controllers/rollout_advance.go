@@ -1,0 +1,112 @@
+package controllers
+
+import (
+	"fmt"
+	"sort"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// The forward half of the rollout decision: which waiting nodes move next.
+
+// advance moves the next ready nodes: canaries first, never more than
+// maxInFlight unverified at once.
+func (d *decider) advance() {
+	total := len(d.in.Nodes)
+	if d.countClass(classPassed) == total || (d.completed() && d.countClass(classWaiting) == 0) {
+		d.setPhase(v1alpha1.RolloutComplete, fmt.Sprintf("%d node(s) hold %s and passed", total, d.in.Target))
+		return
+	}
+	canaries := d.canaries()
+	stage, pool := v1alpha1.RolloutProgressing, d.in.Nodes
+	if !d.completed() && d.pending(canaries) {
+		stage, pool = v1alpha1.RolloutCanary, canaries
+	}
+	slots := scaled(d.in.Policy.MaxInFlight, total, 1) - d.countClass(classVerifying)
+	if d.completed() {
+		slots = total // late joiners take the revision at once
+	}
+	var moved, unready []string
+	for _, n := range pool {
+		if d.class[n.Name] != classWaiting {
+			continue
+		}
+		if !d.baselineReady(&n) {
+			unready = append(unready, n.Name)
+			continue
+		}
+		if len(moved) < slots {
+			moved = append(moved, n.Name)
+			d.plan.Moves = append(d.plan.Moves, nodeMove{n.Name, v1alpha1.ActionApply, d.in.Target})
+		}
+	}
+	d.describe(stage, moved, unready)
+}
+
+func (d *decider) describe(stage v1alpha1.RolloutPhase, moved, unready []string) {
+	verifying := d.countClass(classVerifying) + len(moved)
+	switch {
+	case d.completed():
+		d.setPhase(v1alpha1.RolloutComplete, fmt.Sprintf("%d node(s) joined and took %s", len(moved), d.in.Target))
+	case verifying == 0 && len(unready) > 0:
+		d.setPhase(v1alpha1.RolloutBaselining, "measuring the baseline of "+names(unready))
+	default:
+		msg := fmt.Sprintf("%d node(s) verifying %s", verifying, d.in.Target)
+		if len(moved) > 0 {
+			msg += "; changed " + names(moved)
+		}
+		d.setPhase(stage, msg)
+	}
+}
+
+// canaries are the nodes that go first: those matching the selector, or
+// the first N (nodes already on the target first, then by name).
+func (d *decider) canaries() []rolloutNode {
+	c := d.in.Policy.Canary
+	if c == nil {
+		return nil
+	}
+	if c.Selector != nil {
+		var out []rolloutNode
+		for _, n := range d.in.Nodes {
+			if n.Canary {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	nodes := append([]rolloutNode(nil), d.in.Nodes...)
+	sort.SliceStable(nodes, func(i, j int) bool {
+		return d.class[nodes[i].Name] != classWaiting && d.class[nodes[j].Name] == classWaiting
+	})
+	n := scaled(c.Nodes, len(nodes), 1)
+	if n > len(nodes) {
+		n = len(nodes)
+	}
+	return nodes[:n]
+}
+
+// pending reports whether a canary has not passed yet.
+func (d *decider) pending(canaries []rolloutNode) bool {
+	for _, n := range canaries {
+		if d.class[n.Name] != classPassed {
+			return true
+		}
+	}
+	return false
+}
+
+// baselineReady: the node has a full window under what it holds now, or
+// waited inconclusiveTimeout for one (then it goes without).
+func (d *decider) baselineReady(n *rolloutNode) bool {
+	c := n.Current
+	if c != nil && c.Action == n.Action && c.Revision == n.Revision {
+		return true
+	}
+	deadline := n.SetAt.Add(timeout(d.in.Policy))
+	if d.in.Now.Before(deadline) {
+		d.wake(deadline)
+		return false
+	}
+	return true
+}

@@ -1,0 +1,200 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// The rollout writes ControllerRevisions in the manager's namespace, the
+// nodes' spec.revision (through LatencyNode spec) and status.verdict.
+//
+// +kubebuilder:rbac:groups=apps,namespace=latencytier-system,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=tuning.latencytier.io,resources=latencynodes/status,verbs=get;patch
+
+// Event reasons of the rollout (the phase events are "Rollout<Phase>").
+const (
+	EventRolloutMoved = "RolloutMoved"
+	eventActionRoll   = "Rollout"
+)
+
+// rollout runs one step of p's rollout: store the tuning as a revision,
+// decide, move nodes, record verdicts. It returns status.rollout and when
+// a clock next changes the decision.
+func (r *ProfileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProfile, in statusInput) (*v1alpha1.RolloutStatus, time.Duration, error) {
+	if !p.DeletionTimestamp.IsZero() {
+		return p.Status.Rollout.DeepCopy(), 0, nil
+	}
+	revs := revisions{Client: r.Client, Namespace: r.Namespace}
+	owned, err := revs.ensure(ctx, p)
+	if err != nil {
+		return nil, 0, err
+	}
+	nodes, lns := rolloutNodes(in)
+	plan := decideRollout(rolloutInput{
+		Policy: p.Spec.Rollout, Gate: gateOf(p), Generation: p.Generation,
+		Target: currentRevision(p), Last: p.Status.Rollout, Nodes: nodes, Now: in.Now,
+	})
+	// Verdicts first: the evidence a move rests on is on record before it.
+	if err := r.patchVerdicts(ctx, plan, lns, in.Now); err != nil {
+		return nil, 0, err
+	}
+	if err := r.moveNodes(ctx, p, plan.Moves, lns, owned, in.Now); err != nil {
+		return nil, 0, err
+	}
+	if err := revs.prune(ctx, owned, keptRevisions(plan.Status, lns)); err != nil {
+		return nil, 0, err
+	}
+	for _, e := range plan.Events {
+		r.Recorder.Eventf(p, nil, e.typ, e.reason, eventActionRoll, "%s", e.note)
+	}
+	return &plan.Status, plan.RequeueAfter, nil
+}
+
+// rolloutNodes are the nodes p owns whose LatencyNode carries p, sorted by
+// name, and their LatencyNodes.
+func rolloutNodes(in statusInput) ([]rolloutNode, map[string]*v1alpha1.LatencyNode) {
+	p := in.Profile
+	var canary labels.Selector
+	if ro := p.Spec.Rollout; ro != nil && ro.Canary != nil && ro.Canary.Selector != nil {
+		canary, _ = metav1.LabelSelectorAsSelector(ro.Canary.Selector)
+	}
+	lns := map[string]*v1alpha1.LatencyNode{}
+	var out []rolloutNode
+	for i := range in.Nodes {
+		node := &in.Nodes[i]
+		ln := in.LatencyNodes[node.Name]
+		if ln == nil || ln.Spec.Profile != p.Name || !ln.DeletionTimestamp.IsZero() ||
+			resolveNode(node.Labels, in.Candidates).Winner != p.Name {
+			continue
+		}
+		lns[node.Name] = ln
+		out = append(out, rolloutNodeOf(ln, canary != nil && canary.Matches(selectableLabels(node.Labels))))
+	}
+	sortByName(out)
+	return out, lns
+}
+
+func rolloutNodeOf(ln *v1alpha1.LatencyNode, canary bool) rolloutNode {
+	n := rolloutNode{
+		Name: ln.Name, Canary: canary, Action: ln.Spec.Action, Revision: ln.Spec.Revision,
+		Reported: ln.Status.ObservedGeneration >= ln.Generation,
+		SetAt:    ln.CreationTimestamp.Time,
+		Baseline: ln.Status.Baseline, Current: ln.Status.Current,
+	}
+	if t, err := time.Parse(time.RFC3339, ln.Annotations[v1alpha1.RevisionSetAtAnnotation]); err == nil {
+		n.SetAt = t
+	}
+	if c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeApplied); n.Reported && c != nil && c.Status == metav1.ConditionFalse {
+		n.ApplyFailed = c.Reason + ": " + c.Message
+	}
+	return n
+}
+
+// moveNodes writes each move into the node's LatencyNode spec, with the
+// revision's tuning and the time of the move.
+func (r *ProfileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyProfile, moves []nodeMove,
+	lns map[string]*v1alpha1.LatencyNode, owned map[string]*appsv1.ControllerRevision, now time.Time) error {
+	var moved []string
+	for _, m := range moves {
+		ln := lns[m.Node]
+		spec := v1alpha1.LatencyNodeSpec{Action: m.Action, Profile: p.Name, ProfileGeneration: p.Generation, Revision: m.Revision}
+		if m.Action == v1alpha1.ActionApply {
+			cr := owned[m.Revision]
+			if cr == nil {
+				return fmt.Errorf("moving node %s: revision %s is not in the history", m.Node, m.Revision)
+			}
+			t, err := tuningOf(cr)
+			if err != nil {
+				return err
+			}
+			spec.Tuning = t
+		}
+		if err := r.patchSpec(ctx, ln, spec, now); err != nil {
+			return err
+		}
+		moved = append(moved, m.Node)
+	}
+	if len(moved) > 0 {
+		m := moves[0]
+		ctrl.LoggerFrom(ctx).Info("Moved nodes", "action", m.Action, "revision", m.Revision, "nodes", moved)
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, EventRolloutMoved, eventActionRoll,
+			"%s %s on %s", m.Action, orNone(m.Revision), names(moved))
+	}
+	return nil
+}
+
+// patchSpec writes a LatencyNode spec and stamps when it changed.
+func (r *ProfileReconciler) patchSpec(ctx context.Context, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time) error {
+	patched := ln.DeepCopy()
+	patched.Spec = spec
+	setRevisionStamp(patched, now)
+	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(ln, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ignoreStale(ctx, fmt.Errorf("patching LatencyNode %s spec: %w", ln.Name, err))
+	}
+	return nil
+}
+
+// setRevisionStamp records on ln when its action or revision changed.
+func setRevisionStamp(ln *v1alpha1.LatencyNode, now time.Time) {
+	if ln.Annotations == nil {
+		ln.Annotations = map[string]string{}
+	}
+	ln.Annotations[v1alpha1.RevisionSetAtAnnotation] = now.UTC().Format(time.RFC3339)
+}
+
+// patchVerdicts writes status.verdict where it changed; nodes moved in this
+// step are judged on the next one.
+func (r *ProfileReconciler) patchVerdicts(ctx context.Context, plan rolloutPlan, lns map[string]*v1alpha1.LatencyNode, now time.Time) error {
+	moved := map[string]bool{}
+	for _, m := range plan.Moves {
+		moved[m.Node] = true
+	}
+	for name, v := range plan.Verdicts {
+		ln := lns[name]
+		if moved[name] || ln == nil {
+			continue
+		}
+		var want *metav1.Condition
+		if v != nil {
+			want = verdictCondition(ln.Status.Verdict, *v, ln.Generation, now)
+		}
+		if equality.Semantic.DeepEqual(ln.Status.Verdict, want) {
+			continue
+		}
+		patched := ln.DeepCopy()
+		patched.Status.Verdict = want
+		if err := r.Status().Patch(ctx, patched, client.MergeFrom(ln)); err != nil {
+			return ignoreStale(ctx, fmt.Errorf("patching LatencyNode %s verdict: %w", name, err))
+		}
+	}
+	return nil
+}
+
+// keptRevisions are the revisions pruning must leave: the target, the
+// rollback target and every one a node holds.
+func keptRevisions(st v1alpha1.RolloutStatus, lns map[string]*v1alpha1.LatencyNode) map[string]bool {
+	keep := map[string]bool{st.Revision: true, st.PreviousRevision: true}
+	for _, ln := range lns {
+		keep[ln.Spec.Revision] = true
+	}
+	return keep
+}
+
+func orNone(rev string) string {
+	if rev == "" {
+		return "(no revision)"
+	}
+	return rev
+}

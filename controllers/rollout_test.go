@@ -1,0 +1,233 @@
+package controllers
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+var (
+	rt0        = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	testWindow = 30 * time.Second
+)
+
+// Node builders: each state a node can be in, as its LatencyNode says.
+
+// baselined: Baseline spec with a full testWindow measured.
+func baselined(name string) rolloutNode {
+	return rolloutNode{Name: name, Action: v1alpha1.ActionBaseline, Reported: true, SetAt: rt0,
+		Current: evidence(v1alpha1.ActionBaseline, "", 400*time.Microsecond, 1000, "0")}
+}
+
+// baselining: Baseline spec, no testWindow yet.
+func baselining(name string) rolloutNode {
+	return rolloutNode{Name: name, Action: v1alpha1.ActionBaseline, Reported: true, SetAt: rt0}
+}
+
+// holding: applies rev with a full testWindow under it.
+func holding(name, rev string) rolloutNode {
+	return rolloutNode{Name: name, Action: v1alpha1.ActionApply, Revision: rev, Reported: true, SetAt: rt0.Add(-time.Hour),
+		Current: evidence(v1alpha1.ActionApply, rev, 400*time.Microsecond, 1000, "0")}
+}
+
+// moved: just moved to rev, nothing measured under it yet.
+func moved(name, rev string) rolloutNode {
+	return rolloutNode{Name: name, Action: v1alpha1.ActionApply, Revision: rev, Reported: true, SetAt: rt0,
+		Baseline: evidence(v1alpha1.ActionBaseline, "", 400*time.Microsecond, 1000, "0")}
+}
+
+// judged: on rev with a full verification testWindow showing p99.
+func judged(name, rev string, p99 time.Duration) rolloutNode {
+	n := moved(name, rev)
+	n.Current = evidence(v1alpha1.ActionApply, rev, p99, 1000, "0")
+	n.Current.MeasuredAt = metav1.NewTime(rt0.Add(testWindow))
+	return n
+}
+
+func passed(name, rev string) rolloutNode { return judged(name, rev, 300*time.Microsecond) }
+
+// sparse: judged on a testWindow with too few samples.
+func sparse(name, rev string) rolloutNode {
+	n := judged(name, rev, time.Millisecond)
+	n.Current.RunQueue.Samples = 10
+	return n
+}
+
+func policy(mut ...func(*v1alpha1.RolloutSpec)) *v1alpha1.RolloutSpec {
+	p := &v1alpha1.RolloutSpec{
+		MaxInFlight:         ptrIntstr(intstr.FromInt32(2)),
+		VerificationWindow:  &metav1.Duration{Duration: testWindow},
+		InconclusiveTimeout: &metav1.Duration{Duration: 10 * time.Minute},
+		OnInconclusive:      v1alpha1.InconclusiveFail,
+		OnRegression:        v1alpha1.RegressionRollback,
+	}
+	for _, m := range mut {
+		m(p)
+	}
+	return p
+}
+
+func ptrIntstr(v intstr.IntOrString) *intstr.IntOrString { return &v }
+
+func canaryCount(n int32) func(*v1alpha1.RolloutSpec) {
+	return func(p *v1alpha1.RolloutSpec) {
+		p.Canary = &v1alpha1.CanarySpec{Nodes: ptrIntstr(intstr.FromInt32(n))}
+	}
+}
+
+func last(phase v1alpha1.RolloutPhase, rev, prev string, gen int64) *v1alpha1.RolloutStatus {
+	return &v1alpha1.RolloutStatus{Phase: phase, Revision: rev, PreviousRevision: prev, ObservedGeneration: gen}
+}
+
+func TestDecideRollout(t *testing.T) {
+	std := gate{maxRatio: 1.2, maxThrottled: 0.05, minSamples: 100, budgetThrottle: -1}
+	now := rt0.Add(time.Minute)
+	cases := []struct {
+		name    string
+		policy  *v1alpha1.RolloutSpec
+		last    *v1alpha1.RolloutStatus
+		nodes   []rolloutNode
+		now     time.Time
+		moves   []string // "node=Action/revision"
+		phase   v1alpha1.RolloutPhase
+		msg     string // substring
+		requeue bool
+	}{
+		{name: "canary goes first, alone",
+			policy: policy(canaryCount(1)), nodes: []rolloutNode{baselined("a"), baselined("b"), baselined("c")},
+			moves: []string{"a=Apply/R2"}, phase: v1alpha1.RolloutCanary, msg: "changed a"},
+		{name: "canary waits for its baseline",
+			policy: policy(canaryCount(1)), nodes: []rolloutNode{baselining("a"), baselined("b")},
+			phase: v1alpha1.RolloutBaselining, msg: "measuring the baseline of a", requeue: true},
+		{name: "a baseline that never comes stops waiting at the timeout",
+			policy: policy(canaryCount(1)), nodes: []rolloutNode{baselining("a"), baselined("b")}, now: rt0.Add(11 * time.Minute),
+			moves: []string{"a=Apply/R2"}, phase: v1alpha1.RolloutCanary},
+		{name: "the rest wait while the canary verifies",
+			policy: policy(canaryCount(1)), nodes: []rolloutNode{moved("a", "R2"), baselined("b"), baselined("c")},
+			phase: v1alpha1.RolloutCanary, msg: "1 node(s) verifying R2", requeue: true},
+		{name: "canary selector picks by label",
+			policy: policy(func(p *v1alpha1.RolloutSpec) { p.Canary = &v1alpha1.CanarySpec{Selector: &metav1.LabelSelector{}} }),
+			nodes:  []rolloutNode{baselined("a"), {Canary: true, Name: "b", Action: v1alpha1.ActionBaseline, Reported: true, SetAt: rt0, Current: baselined("b").Current}},
+			moves:  []string{"b=Apply/R2"}, phase: v1alpha1.RolloutCanary},
+		{name: "after the canary, batches of maxInFlight",
+			policy: policy(canaryCount(1)), nodes: []rolloutNode{passed("a", "R2"), baselined("b"), baselined("c"), baselined("d")},
+			moves: []string{"b=Apply/R2", "c=Apply/R2"}, phase: v1alpha1.RolloutProgressing},
+		{name: "in flight never exceeds maxInFlight",
+			policy: policy(), nodes: []rolloutNode{passed("a", "R2"), moved("b", "R2"), baselined("c"), baselined("d")},
+			moves: []string{"c=Apply/R2"}, phase: v1alpha1.RolloutProgressing, msg: "2 node(s) verifying"},
+		{name: "percentage maxInFlight rounds up",
+			policy: policy(func(p *v1alpha1.RolloutSpec) { p.MaxInFlight = ptrIntstr(intstr.FromString("25%")) }),
+			nodes:  []rolloutNode{baselined("a"), baselined("b"), baselined("c"), baselined("d"), baselined("e")},
+			moves:  []string{"a=Apply/R2", "b=Apply/R2"}, phase: v1alpha1.RolloutProgressing},
+		{name: "all passed is complete",
+			policy: policy(), nodes: []rolloutNode{passed("a", "R2"), passed("b", "R2")},
+			phase: v1alpha1.RolloutComplete},
+		{name: "a regressed canary rolls back to the previous revision and stops",
+			policy: policy(canaryCount(1)), last: last(v1alpha1.RolloutCanary, "R2", "R1", 2),
+			nodes: []rolloutNode{judged("a", "R2", 1900*time.Microsecond), holding("b", "R1"), holding("c", "R1")},
+			moves: []string{"a=Apply/R1"}, phase: v1alpha1.RolloutRolledBack,
+			msg: "node a regressed: run-queue p99 400µs → 1.9ms, 4.75× > 1.2×; rolled back 1 node(s) to R1"},
+		{name: "first revision rolls back to a full revert, including passed nodes",
+			policy: policy(), nodes: []rolloutNode{passed("a", "R2"), judged("b", "R2", 2*time.Millisecond), baselined("c")},
+			moves: []string{"a=Revert/", "b=Revert/"}, phase: v1alpha1.RolloutRolledBack, msg: "rolled back 2 node(s) to no tuning"},
+		{name: "a rollback stands for the same generation",
+			policy: policy(), last: last(v1alpha1.RolloutRolledBack, "R2", "R1", 2),
+			nodes: []rolloutNode{holding("a", "R1"), holding("b", "R1")},
+			phase: v1alpha1.RolloutRolledBack},
+		{name: "a new generation resumes after a rollback",
+			policy: policy(), last: last(v1alpha1.RolloutRolledBack, "R2", "R1", 1),
+			nodes: []rolloutNode{holding("a", "R1"), holding("b", "R1"), holding("c", "R1")},
+			moves: []string{"a=Apply/R2", "b=Apply/R2"}, phase: v1alpha1.RolloutProgressing},
+		{name: "onRegression Pause stops where it is",
+			policy: policy(func(p *v1alpha1.RolloutSpec) { p.OnRegression = v1alpha1.RegressionPause }),
+			nodes:  []rolloutNode{judged("a", "R2", 2*time.Millisecond), baselined("b")},
+			phase:  v1alpha1.RolloutPaused, msg: "node a regressed: run-queue p99 400µs → 2ms, 5× > 1.2×; paused"},
+		{name: "paused moves nothing",
+			policy: policy(func(p *v1alpha1.RolloutSpec) { p.Paused = true }), nodes: []rolloutNode{baselined("a")},
+			phase: v1alpha1.RolloutPaused, msg: "spec.rollout.paused"},
+		{name: "inconclusive waits before the timeout",
+			policy: policy(func(p *v1alpha1.RolloutSpec) { p.MaxInFlight = ptrIntstr(intstr.FromInt32(1)) }), nodes: []rolloutNode{sparse("a", "R2"), baselined("b")},
+			phase: v1alpha1.RolloutProgressing, msg: "1 node(s) verifying", requeue: true},
+		{name: "inconclusive until the timeout, then Fail rolls back",
+			policy: policy(), now: rt0.Add(11 * time.Minute),
+			nodes: []rolloutNode{sparse("a", "R2"), baselined("b")},
+			moves: []string{"a=Revert/"}, phase: v1alpha1.RolloutRolledBack, msg: "inconclusive: too few samples"},
+		{name: "inconclusive timeout with Pass goes on",
+			policy: policy(func(p *v1alpha1.RolloutSpec) { p.OnInconclusive = v1alpha1.InconclusivePass }), now: rt0.Add(11 * time.Minute),
+			nodes: []rolloutNode{sparse("a", "R2"), baselined("b")},
+			moves: []string{"b=Apply/R2"}, phase: v1alpha1.RolloutProgressing},
+		{name: "an agent that failed to apply fails the node",
+			policy: policy(), nodes: []rolloutNode{func() rolloutNode { n := moved("a", "R2"); n.ApplyFailed = "ApplyFailed: EPERM"; return n }()},
+			moves: []string{"a=Revert/"}, phase: v1alpha1.RolloutRolledBack, msg: "node a failed to apply: ApplyFailed: EPERM"},
+		{name: "a spec change mid-rollout moves nodes on the old target too, rollback target stays",
+			policy: policy(), last: last(v1alpha1.RolloutProgressing, "R2", "R1", 2),
+			nodes: []rolloutNode{holding("a", "R2"), holding("b", "R1"), holding("c", "R1")},
+			moves: []string{"a=Apply/R3", "b=Apply/R3"}, phase: v1alpha1.RolloutProgressing},
+		{name: "complete on no node yet: the first nodes still go canary first",
+			policy: policy(canaryCount(1)), last: last(v1alpha1.RolloutComplete, "R2", "", 2),
+			nodes: []rolloutNode{baselined("a"), baselined("b")},
+			moves: []string{"a=Apply/R2"}, phase: v1alpha1.RolloutCanary},
+		{name: "once complete, a joining node takes the revision without a gate",
+			policy: policy(canaryCount(1)), last: func() *v1alpha1.RolloutStatus {
+				l := last(v1alpha1.RolloutComplete, "R2", "R1", 2)
+				l.Updated = 2
+				return l
+			}(),
+			nodes: []rolloutNode{judged("a", "R2", 5*time.Millisecond), passed("b", "R2"), baselined("c")},
+			moves: []string{"c=Apply/R2"}, phase: v1alpha1.RolloutComplete},
+		{name: "without spec.rollout nothing is moved and a regression is evidence only",
+			nodes: []rolloutNode{judged("a", "R2", 5*time.Millisecond), passed("b", "R2")},
+			phase: v1alpha1.RolloutComplete},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			target := "R2"
+			if strings.Contains(tc.name, "spec change") {
+				target = "R3"
+			}
+			at := tc.now
+			if at.IsZero() {
+				at = now
+			}
+			plan := decideRollout(rolloutInput{Policy: tc.policy, Gate: std, Generation: 2, Target: target, Last: tc.last, Nodes: tc.nodes, Now: at})
+			var got []string
+			for _, m := range plan.Moves {
+				got = append(got, fmt.Sprintf("%s=%s/%s", m.Node, m.Action, m.Revision))
+			}
+			if !reflect.DeepEqual(got, tc.moves) {
+				t.Errorf("moves = %v, want %v", got, tc.moves)
+			}
+			if plan.Status.Phase != tc.phase || !strings.Contains(plan.Status.Message, tc.msg) {
+				t.Errorf("phase = %s %q, want %s containing %q", plan.Status.Phase, plan.Status.Message, tc.phase, tc.msg)
+			}
+			if tc.requeue && plan.RequeueAfter == 0 {
+				t.Errorf("requeueAfter = %s, want requeue %v", plan.RequeueAfter, tc.requeue)
+			}
+		})
+	}
+}
+
+// TestDecideRolloutIsStableOnItsOwnOutcome plays the plan back as the API
+// would hold it: once every node passed, the plan is empty and the status
+// the same, so a complete rollout writes nothing.
+func TestDecideRolloutIsStableOnItsOwnOutcome(t *testing.T) {
+	nodes := []rolloutNode{passed("a", "R2"), passed("b", "R2")}
+	in := rolloutInput{Policy: policy(), Gate: gateOf(&v1alpha1.LatencyProfile{}), Generation: 2, Target: "R2",
+		Last: last(v1alpha1.RolloutProgressing, "R2", "R1", 2), Nodes: nodes, Now: rt0.Add(time.Hour)}
+	first := decideRollout(in)
+	in.Last = &first.Status
+	second := decideRollout(in)
+	if len(second.Moves) != 0 || len(second.Events) != 0 || !reflect.DeepEqual(first.Status, second.Status) {
+		t.Fatalf("second pass moved %v, events %v, status %+v vs %+v", second.Moves, second.Events, second.Status, first.Status)
+	}
+	if first.Status.Updated != 2 || first.Status.Improved != 2 || first.Status.PreviousRevision != "R1" {
+		t.Fatalf("status = %+v", first.Status)
+	}
+}

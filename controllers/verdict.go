@@ -1,0 +1,166 @@
+package controllers
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// The verdict is computed here, by the controller, and not by the agent: the
+// agent reports numbers (status.baseline, status.current), the policy
+// (ratios, minimum samples, budget) lives in one place, and a policy change
+// takes effect without a new agent.
+
+// improvedRatio: a p99 at or below this share of the baseline is Improved.
+const improvedRatio = 0.9
+
+// Defaults of spec.rollout's gate, used for the evidence-only verdicts of a
+// profile without spec.rollout (the CRD defaults the same values).
+const (
+	defaultMaxP99Regression   = 1.2
+	defaultMaxThrottledGrowth = 0.05
+	defaultMinSamples         = 100
+)
+
+// gate is what a node must meet to pass.
+type gate struct {
+	maxRatio       float64       // current p99 / baseline p99
+	maxThrottled   float64       // current - baseline throttled ratio
+	minSamples     int64         // in the baseline and in the current window
+	budgetP99      time.Duration // 0: no budget
+	budgetThrottle float64       // <0: no budget
+}
+
+// gateOf is the gate of a profile: its rollout policy (or the defaults) and
+// its latencyBudget.
+func gateOf(p *v1alpha1.LatencyProfile) gate {
+	g := gate{maxRatio: defaultMaxP99Regression, maxThrottled: defaultMaxThrottledGrowth,
+		minSamples: defaultMinSamples, budgetThrottle: -1}
+	if ro := p.Spec.Rollout; ro != nil {
+		if f, err := strconv.ParseFloat(ro.MaxP99Regression, 64); err == nil && f >= 1 {
+			g.maxRatio = f
+		}
+		if f, err := strconv.ParseFloat(ro.MaxThrottledRatioIncrease, 64); err == nil && f >= 0 {
+			g.maxThrottled = f
+		}
+		if ro.MinSamples > 0 {
+			g.minSamples = ro.MinSamples
+		}
+	}
+	if b := p.Spec.LatencyBudget; b != nil {
+		if b.RunQueueP99 != nil {
+			g.budgetP99 = b.RunQueueP99.Duration
+		}
+		if b.ThrottledRatio != nil {
+			g.budgetThrottle = parseRatio(*b.ThrottledRatio)
+		}
+	}
+	return g
+}
+
+// verdict is the judgement of one node's current window against its baseline.
+type verdict struct {
+	reason  string // v1alpha1.VerdictImproved, ...
+	message string // with the figures
+}
+
+// passed reports whether the verdict lets the node pass.
+func (v verdict) passed() bool {
+	return v.reason == v1alpha1.VerdictImproved || v.reason == v1alpha1.VerdictUnchanged
+}
+
+// judge compares current with baseline under g. The p99 ratio is the
+// node-wide run queue's, or the measured pods' own run delay's when both
+// windows have enough pod samples and it is the worse of the two.
+func judge(g gate, baseline, current *v1alpha1.LatencyEvidence) verdict {
+	inconclusive := func(format string, a ...any) verdict {
+		return verdict{v1alpha1.VerdictInconclusive, fmt.Sprintf(format, a...)}
+	}
+	switch {
+	case baseline == nil:
+		return inconclusive("no baseline measured")
+	case current == nil:
+		return inconclusive("no full measurement window under the new tuning yet")
+	}
+	what, before, after, ok := worstP99(g.minSamples, baseline, current)
+	if !ok {
+		return inconclusive("too few samples: baseline %d, current %d, need %d",
+			baseline.RunQueue.Samples, current.RunQueue.Samples, g.minSamples)
+	}
+	ratio := float64(after) / float64(before)
+	figures := fmt.Sprintf("%s p99 %s → %s, %s×", what, before, after, formatRatio(ratio))
+	tb, tc := parseRatio(baseline.ThrottledRatio), parseRatio(current.ThrottledRatio)
+	switch {
+	case ratio > g.maxRatio:
+		return verdict{v1alpha1.VerdictRegressed, fmt.Sprintf("%s > %s×", figures, formatRatio(g.maxRatio))}
+	case tc-tb > g.maxThrottled:
+		return verdict{v1alpha1.VerdictRegressed, fmt.Sprintf("throttled ratio %s → %s, +%s > +%s",
+			formatRatio(tb), formatRatio(tc), formatRatio(tc-tb), formatRatio(g.maxThrottled))}
+	case g.budgetP99 > 0 && current.RunQueue.P99 != nil && current.RunQueue.P99.Duration > g.budgetP99:
+		return verdict{v1alpha1.VerdictRegressed, fmt.Sprintf("%s; run-queue p99 %s over latencyBudget %s",
+			figures, current.RunQueue.P99.Duration, g.budgetP99)}
+	case g.budgetThrottle >= 0 && current.ThrottledRatio != "" && tc > g.budgetThrottle:
+		return verdict{v1alpha1.VerdictRegressed, fmt.Sprintf("%s; throttled ratio %s over latencyBudget %s",
+			figures, formatRatio(tc), formatRatio(g.budgetThrottle))}
+	case ratio <= improvedRatio:
+		return verdict{v1alpha1.VerdictImproved, figures}
+	default:
+		return verdict{v1alpha1.VerdictUnchanged, fmt.Sprintf("%s ≤ %s×", figures, formatRatio(g.maxRatio))}
+	}
+}
+
+// worstP99 picks the figure the verdict rests on: the run queue's p99, or
+// the pods' run delay p99 when both windows have it with enough samples and
+// its ratio is worse. ok is false when the run queue lacks samples or a p99.
+func worstP99(minSamples int64, b, c *v1alpha1.LatencyEvidence) (what string, before, after time.Duration, ok bool) {
+	before, after, ok = p99Pair(minSamples, &b.RunQueue, &c.RunQueue)
+	if !ok {
+		return "", 0, 0, false
+	}
+	what = "run-queue"
+	if b.Pods == nil || c.Pods == nil {
+		return what, before, after, true
+	}
+	pb, pa, pok := p99Pair(minSamples, b.Pods, c.Pods)
+	if pok && float64(pa)/float64(pb) > float64(after)/float64(before) {
+		return "pods' run delay", pb, pa, true
+	}
+	return what, before, after, true
+}
+
+func p99Pair(minSamples int64, b, c *v1alpha1.LatencySummary) (before, after time.Duration, ok bool) {
+	if b.Samples < minSamples || c.Samples < minSamples || b.P99 == nil || c.P99 == nil || b.P99.Duration <= 0 || c.P99.Duration < 0 {
+		return 0, 0, false
+	}
+	return b.P99.Duration, c.P99.Duration, true
+}
+
+// formatRatio prints a ratio with at most two decimals: 4.6, 0.22, 1.
+func formatRatio(f float64) string {
+	s := strconv.FormatFloat(f, 'f', 2, 64)
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
+
+// verdictCondition is the status.verdict condition for v on a LatencyNode of
+// generation gen; old's lastTransitionTime is kept while its status holds.
+func verdictCondition(old *metav1.Condition, v verdict, gen int64, now time.Time) *metav1.Condition {
+	status := metav1.ConditionUnknown
+	switch {
+	case v.passed():
+		status = metav1.ConditionTrue
+	case v.reason == v1alpha1.VerdictRegressed:
+		status = metav1.ConditionFalse
+	}
+	c := &metav1.Condition{Type: v1alpha1.NodeVerdict, Status: status, Reason: v.reason,
+		Message: truncate(v.message), ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)}
+	if old != nil && old.Status == status {
+		c.LastTransitionTime = old.LastTransitionTime
+	}
+	return c
+}

@@ -1,0 +1,88 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// evidence is a window with a run-queue p99 over samples and a throttled ratio.
+func evidence(action v1alpha1.NodeAction, rev string, p99 time.Duration, samples int64, throttled string) *v1alpha1.LatencyEvidence {
+	return &v1alpha1.LatencyEvidence{
+		Action: action, Revision: rev, ThrottledRatio: throttled,
+		MeasuredAt: metav1.NewTime(time.Date(2025, 1, 1, 11, 0, 0, 0, time.UTC)),
+		RunQueue:   v1alpha1.LatencySummary{Samples: samples, P99: &metav1.Duration{Duration: p99}},
+	}
+}
+
+func TestJudge(t *testing.T) {
+	std := gate{maxRatio: 1.2, maxThrottled: 0.05, minSamples: 100, budgetThrottle: -1}
+	budget := std
+	budget.budgetP99 = time.Millisecond
+	base := evidence(v1alpha1.ActionBaseline, "", 412*time.Microsecond, 5000, "0.01")
+	withPods := func(e *v1alpha1.LatencyEvidence, p99 time.Duration) *v1alpha1.LatencyEvidence {
+		e = e.DeepCopy()
+		e.Pods = &v1alpha1.LatencySummary{Samples: 500, P99: &metav1.Duration{Duration: p99}}
+		return e
+	}
+	cases := []struct {
+		name     string
+		g        gate
+		b, c     *v1alpha1.LatencyEvidence
+		reason   string
+		contains string
+	}{
+		{"no baseline", std, nil, base, v1alpha1.VerdictInconclusive, "no baseline"},
+		{"no current", std, base, nil, v1alpha1.VerdictInconclusive, "no full measurement window"},
+		{"too few current samples", std, base, evidence(v1alpha1.ActionApply, "r", time.Millisecond, 99, ""), v1alpha1.VerdictInconclusive, "current 99, need 100"},
+		{"regressed 4.6x", std, base, evidence(v1alpha1.ActionApply, "r", 1900*time.Microsecond, 5000, "0.01"), v1alpha1.VerdictRegressed, "run-queue p99 412µs → 1.9ms, 4.61× > 1.2×"},
+		{"at the limit passes", std, base, evidence(v1alpha1.ActionApply, "r", 494400*time.Nanosecond, 5000, "0.01"), v1alpha1.VerdictUnchanged, "1.2× ≤ 1.2×"},
+		{"improved", std, base, evidence(v1alpha1.ActionApply, "r", 100*time.Microsecond, 5000, "0"), v1alpha1.VerdictImproved, "412µs → 100µs, 0.24×"},
+		{"throttling grew", std, base, evidence(v1alpha1.ActionApply, "r", 400*time.Microsecond, 5000, "0.2"), v1alpha1.VerdictRegressed, "throttled ratio 0.01 → 0.2, +0.19 > +0.05"},
+		{"outside budget", budget, evidence(v1alpha1.ActionBaseline, "", time.Millisecond, 5000, "0.01"), evidence(v1alpha1.ActionApply, "r", 1100*time.Microsecond, 5000, "0.01"), v1alpha1.VerdictRegressed, "over latencyBudget 1ms"},
+		{"pods' run delay worse", std, withPods(base, time.Millisecond), withPods(evidence(v1alpha1.ActionApply, "r", 412*time.Microsecond, 5000, "0.01"), 3*time.Millisecond),
+			v1alpha1.VerdictRegressed, "pods' run delay p99 1ms → 3ms, 3×"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := judge(tc.g, tc.b, tc.c)
+			if v.reason != tc.reason || !strings.Contains(v.message, tc.contains) {
+				t.Fatalf("judge = %s %q, want %s containing %q", v.reason, v.message, tc.reason, tc.contains)
+			}
+		})
+	}
+}
+
+func TestGateOfReadsPolicyAndBudget(t *testing.T) {
+	p := &v1alpha1.LatencyProfile{Spec: v1alpha1.LatencyProfileSpec{
+		TuningSpec: v1alpha1.TuningSpec{LatencyBudget: &v1alpha1.LatencyBudget{
+			RunQueueP99: &metav1.Duration{Duration: 2 * time.Millisecond}, ThrottledRatio: ptr.To("0.01")}},
+		Rollout: &v1alpha1.RolloutSpec{MaxP99Regression: "1.5", MaxThrottledRatioIncrease: "0.1", MinSamples: 7},
+	}}
+	g := gateOf(p)
+	want := gate{maxRatio: 1.5, maxThrottled: 0.1, minSamples: 7, budgetP99: 2 * time.Millisecond, budgetThrottle: 0.01}
+	if g != want {
+		t.Fatalf("gateOf = %+v, want %+v", g, want)
+	}
+	if g := gateOf(&v1alpha1.LatencyProfile{}); g.maxRatio != 1.2 || g.minSamples != 100 || g.budgetThrottle >= 0 {
+		t.Fatalf("defaults = %+v", g)
+	}
+}
+
+func TestVerdictConditionKeepsTransitionTime(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 11, 0, 0, 0, time.UTC)
+	old := verdictCondition(nil, verdict{v1alpha1.VerdictImproved, "a"}, 1, t0)
+	same := verdictCondition(old, verdict{v1alpha1.VerdictUnchanged, "b"}, 2, t0.Add(time.Hour))
+	if !same.LastTransitionTime.Equal(&old.LastTransitionTime) || same.Status != metav1.ConditionTrue {
+		t.Fatalf("True→True moved the transition time: %+v", same)
+	}
+	flip := verdictCondition(old, verdict{v1alpha1.VerdictRegressed, "c"}, 2, t0.Add(time.Hour))
+	if flip.Status != metav1.ConditionFalse || !flip.LastTransitionTime.Time.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("True→False = %+v", flip)
+	}
+}
