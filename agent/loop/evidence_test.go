@@ -225,9 +225,6 @@ func TestEvidenceBaselineApplyAndRevisionChange(t *testing.T) {
 		t.Fatalf("after the revision change baseline = %+v, current = %+v; want r1's window, no current", b, ln.Status.Current)
 	}
 	wl.run(50 * time.Microsecond)
-	step(t, m, fc, defaultMeasureInterval, true) // began at the r2 pass? no: before it
-	pass(t, r, "node-e")
-	wl.run(50 * time.Microsecond)
 	step(t, m, fc, defaultMeasureInterval, true)
 	pass(t, r, "node-e")
 	ln = getLN(t, c, "node-e")
@@ -237,4 +234,96 @@ func TestEvidenceBaselineApplyAndRevisionChange(t *testing.T) {
 	if v := ln.Status.Verdict; v == nil || v.Reason != verdict.Reason || v.Message != verdict.Message || !v.LastTransitionTime.Equal(&verdict.LastTransitionTime) {
 		t.Errorf("verdict after the agent's writes = %+v; want the controller's %+v", v, verdict)
 	}
+}
+
+// With measurement on, the agent writes its status at most once per
+// window: the passes in between (resyncs, pod events) find nothing new,
+// also in the measured latency copied beside the evidence.
+func TestEvidenceWritesAtMostOncePerWindow(t *testing.T) {
+	c, _ := startAPI(t)
+	_, r, sc := quietSetup(t, c, "node-m", 3, nil)
+	wl := newWorkload(t, r.Root)
+	m, fc := newTestMeter(t, r.Root)
+	runMeter(t, m)
+	r.Meter = m
+	pass(t, r, "node-m")
+	const windows = 4
+	for i := range windows {
+		wl.run(time.Duration(i+1) * 100 * time.Microsecond)
+		step(t, m, fc, defaultMeasureInterval, true)
+		for range 5 {
+			pass(t, r, "node-m")
+		}
+	}
+	ln := getLN(t, c, "node-m")
+	if cur := ln.Status.Current; cur == nil || !cur.MeasuredAt.Time.Equal(fc.Now()) || ln.Status.Latency == nil {
+		t.Fatalf("the last window is not in status: current %+v, latency %+v", cur, ln.Status.Latency)
+	}
+	if n := sc.patches.Load(); n > 1+windows {
+		t.Errorf("%d status patches for one apply and %d windows (6 passes each); want at most %d", n, windows, 1+windows)
+	}
+}
+
+// With measurement Disabled, windows neither come nor are written.
+func TestEvidenceNoneWithMeasurementDisabled(t *testing.T) {
+	const windows = 4
+	c, _ := startAPI(t)
+	_, rd, scd := quietSetup(t, c, "node-d", 1, nil)
+	off := getLN(t, c, "node-d")
+	off.Spec.Tuning.Measurement = &v1alpha1.MeasurementSpec{Source: v1alpha1.MeasurementDisabled}
+	if err := c.Update(context.Background(), off); err != nil {
+		t.Fatal(err)
+	}
+	md, fcd := newTestMeter(t, rd.Root)
+	runMeter(t, md)
+	rd.Meter = md
+	for range windows {
+		pass(t, rd, "node-d")
+		fcd.Step(defaultMeasureInterval)
+	}
+	pass(t, rd, "node-d")
+	if md.latest() != nil || fcd.HasWaiters() {
+		t.Errorf("the Meter measured with measurement Disabled")
+	}
+	if n := scd.patches.Load(); n != 1 || getLN(t, c, "node-d").Status.Current != nil {
+		t.Errorf("%d status patches with measurement Disabled; want the apply's only, no evidence", n)
+	}
+}
+
+// The running agent: its Meter's window enqueues the pass that writes
+// status.current, with the resync an hour away.
+func TestMeterWindowEnqueuesAPass(t *testing.T) {
+	c, env := startAPI(t)
+	root := fakeHost(t)
+	wl := newWorkload(t, root)
+	m, fc := newTestMeter(t, root)
+	ln := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "node-w"},
+		Spec: v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionBaseline, Profile: "gateway", ProfileGeneration: 1}}
+	if err := c.Create(context.Background(), ln); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{NodeName: "node-w", Root: root, Resync: time.Hour, Log: testr.New(t), Config: env.Config, Meter: m})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	eventually(t, "the Baseline pass", func() bool {
+		ln = getLN(t, c, "node-w")
+		return conditionIs(ln, v1alpha1.NodeApplied, metav1.ConditionFalse)
+	})
+	if ln.Status.Current != nil {
+		t.Fatalf("current before any window: %+v", ln.Status.Current)
+	}
+	wl.run(300 * time.Microsecond)
+	step(t, m, fc, defaultMeasureInterval, false)
+	eventually(t, "status.current written after the window", func() bool {
+		cur := getLN(t, c, "node-w").Status.Current
+		return cur != nil && p99Near(cur, 300*time.Microsecond)
+	})
 }
