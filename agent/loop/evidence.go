@@ -5,10 +5,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 
+	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -48,10 +51,10 @@ func (r *Reconciler) held(ln *v1alpha1.LatencyNode, t v1alpha1.TuningSpec, pods 
 	}
 }
 
-// measure copies the last published measurement into st. The Meter
-// republishes a window only when it differs materially from the last one
-// (measure.ChangedMaterially), so these fields alone never cause a write per
-// window; status.current does, once per interval.
+// measure copies the last published measurement into st. evidence
+// publishes a window only when it differs materially from the last one
+// (measure.ChangedMaterially), so these fields alone do not cause a write
+// per window; status.current does, once per interval.
 func (r *Reconciler) measure(_ context.Context, ln *v1alpha1.LatencyNode, st *v1alpha1.LatencyNodeStatus) {
 	if !r.measuring(ln) {
 		setCondition(st, metav1.Condition{Type: v1alpha1.NodeWithinBudget, Status: metav1.ConditionUnknown,
@@ -74,4 +77,25 @@ func (r *Reconciler) measure(_ context.Context, ln *v1alpha1.LatencyNode, st *v1
 	if res.Budget.Type != "" {
 		setCondition(st, res.Budget, ln.Generation, metav1.Now())
 	}
+}
+
+// baseline is a Baseline pass: it writes nothing to the kernel (no probe
+// that mounts, no journal) and only measures.
+func (r *Reconciler) baseline(ctx context.Context, ln *v1alpha1.LatencyNode) v1alpha1.LatencyNodeStatus {
+	layout, _ := sysctl.Probe(r.Root, false)
+	kf := facts.Read(r.Root, layout.EEVDF, wasMounted(ln))
+	pods, err := r.pods(ctx)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the node's pods; measuring the node without them")
+	}
+	r.held(ln, measurementOnly(ln.Spec), pods, true)
+	st := baselineStatus(ln.Status, ln, kf, metav1.Now())
+	r.measure(ctx, ln, &st)
+	return st
+}
+
+// measurementOnly is the tuning measured under Baseline and Revert: only
+// the measurement settings, nothing the node does not hold.
+func measurementOnly(s v1alpha1.LatencyNodeSpec) v1alpha1.TuningSpec {
+	return v1alpha1.TuningSpec{Measurement: s.Tuning.Measurement}
 }

@@ -3,8 +3,11 @@
 // selector spec.nodeName), applies the spec on every change and again every
 // resync interval to catch drift (reported, then re-asserted), reverts on a
 // Revert spec or when its LatencyNode is gone (so a journal left for a spec
-// it no longer has is restored on start), and patches only its own
-// LatencyNode's status subresource, only when the status changed.
+// it no longer has is restored on start), under action Baseline only
+// measures, and patches only its own LatencyNode's status subresource, only
+// when the status changed. Measurement runs beside the loop on its own
+// clock (Meter) and enqueues a pass after every window, which writes the
+// window as rollout evidence (status.current and status.baseline).
 package loop
 
 import (
@@ -125,32 +128,6 @@ func Run(ctx context.Context, o Options) error {
 	defer cancel()
 	RevertIfGone(sctx, direct, r.Engine, o.NodeName, o.Log)
 	return runErr
-}
-
-// ShutdownCheckTimeout bounds the API call the agent makes on its way out;
-// it stays well inside the pod's termination grace period.
-var ShutdownCheckTimeout = 10 * time.Second
-
-// RevertIfGone restores the journal when the node's LatencyNode no longer
-// exists. Any other answer (present, API unreachable, forbidden) keeps the
-// tuning: an agent restart or upgrade must not untune a node.
-func RevertIfGone(ctx context.Context, c client.Reader, e *apply.Engine, nodeName string, log logr.Logger) bool {
-	err := c.Get(ctx, client.ObjectKey{Name: nodeName}, &v1alpha1.LatencyNode{})
-	if !apierrors.IsNotFound(err) {
-		if err != nil {
-			log.Info("Kept the node's tuning on shutdown: could not tell whether its LatencyNode exists", "error", err.Error())
-		}
-		return false
-	}
-	rep, err := e.Revert()
-	if err != nil {
-		log.Error(err, "Failed to revert on shutdown although the node's LatencyNode is gone")
-		return false
-	}
-	if len(rep.Results) > 0 {
-		log.Info("Reverted on shutdown: the node's LatencyNode is gone", "restores", rep.Written, "conflicts", len(rep.Conflicts()))
-	}
-	return true
 }
 
 func restConfig(o Options) (*rest.Config, error) {
@@ -353,59 +330,6 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 // passes find it mounted already.
 func wasMounted(ln *v1alpha1.LatencyNode) bool {
 	return ln.Status.Kernel != nil && ln.Status.Kernel.DebugfsMounted
-}
-
-func (r *Reconciler) revert(ctx context.Context, ln *v1alpha1.LatencyNode) v1alpha1.LatencyNodeStatus {
-	log := ctrl.LoggerFrom(ctx)
-	rep, err := r.Engine.Revert()
-	r.driftSeen = nil
-	if err != nil {
-		log.Error(err, "Failed to revert the node's tuning")
-	}
-	if rep.Written > 0 {
-		log.Info("Reverted tuning", "restores", rep.Written, "conflicts", len(rep.Conflicts()))
-	}
-	layout, _ := sysctl.Probe(r.Root, false)
-	kf := facts.Read(r.Root, layout.EEVDF, wasMounted(ln))
-	pods, _ := r.pods(ctx)
-	r.held(ln, measurementOnly(ln.Spec), pods, err == nil)
-	return revertStatus(ln.Status, revertInput{Node: ln, Report: rep, Err: err, Kernel: kf, Now: metav1.Now()})
-}
-
-// baseline is a Baseline pass: it writes nothing to the kernel (no probe
-// that mounts, no journal) and only measures.
-func (r *Reconciler) baseline(ctx context.Context, ln *v1alpha1.LatencyNode) v1alpha1.LatencyNodeStatus {
-	layout, _ := sysctl.Probe(r.Root, false)
-	kf := facts.Read(r.Root, layout.EEVDF, wasMounted(ln))
-	pods, err := r.pods(ctx)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the node's pods; measuring the node without them")
-	}
-	r.held(ln, measurementOnly(ln.Spec), pods, true)
-	st := baselineStatus(ln.Status, ln, kf, metav1.Now())
-	r.measure(ctx, ln, &st)
-	return st
-}
-
-// measurementOnly is the tuning measured under Baseline and Revert: only
-// the measurement settings, nothing the node does not hold.
-func measurementOnly(s v1alpha1.LatencyNodeSpec) v1alpha1.TuningSpec {
-	return v1alpha1.TuningSpec{Measurement: s.Tuning.Measurement}
-}
-
-// revertOrphan restores a journal when the node has no LatencyNode: the
-// profile is gone, so nothing may stay tuned.
-func (r *Reconciler) revertOrphan(ctx context.Context) {
-	log := ctrl.LoggerFrom(ctx)
-	rep, err := r.Engine.Revert()
-	switch {
-	case errors.Is(err, apply.ErrJournalCorrupt):
-		log.Error(err, "Left a corrupt journal in place; nothing reverted")
-	case err != nil:
-		log.Error(err, "Failed to revert a journal without a LatencyNode")
-	case len(rep.Results) > 0:
-		log.Info("Reverted a journal for a spec this node no longer has", "restores", rep.Written, "conflicts", len(rep.Conflicts()))
-	}
 }
 
 func (r *Reconciler) pods(ctx context.Context) ([]podcgroup.Pod, error) {
