@@ -16,12 +16,14 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"k8s.io/utils/clock"
 
 	"latencytier.io/latencytier/agent/apply"
 	"latencytier.io/latencytier/agent/desired"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/loop"
+	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -83,9 +85,8 @@ func runLoop(ctx context.Context, args []string) error {
 	}
 	defer release()
 	if !*noMeasure {
-		hook, stop := startMeasurer(ctx, o.Root, o.Log)
-		defer stop()
-		o.Measure = hook
+		mlog := o.Log.WithName("measure")
+		o.Meter = loop.NewMeter(measure.New(o.Root, mlog), clock.RealClock{}, mlog)
 	}
 	return loop.Run(ctx, o)
 }

@@ -3,8 +3,11 @@
 // selector spec.nodeName), applies the spec on every change and again every
 // resync interval to catch drift (reported, then re-asserted), reverts on a
 // Revert spec or when its LatencyNode is gone (so a journal left for a spec
-// it no longer has is restored on start), and patches only its own
-// LatencyNode's status subresource, only when the status changed.
+// it no longer has is restored on start), under action Baseline only
+// measures, and patches only its own LatencyNode's status subresource, only
+// when the status changed. Measurement runs beside the loop on its own
+// clock (Meter) and enqueues a pass after every window, which writes the
+// window as rollout evidence (status.current and status.baseline).
 package loop
 
 import (
@@ -14,7 +17,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -49,6 +51,7 @@ import (
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/bound"
+	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -63,8 +66,9 @@ type Options struct {
 	Log        logr.Logger
 	// Config overrides Kubeconfig (tests pass envtest's config).
 	Config *rest.Config
-	// Measure, when set, is called on the profile's measurement interval.
-	Measure MeasureFunc
+	// Meter, when set, measures beside the loop (a manager Runnable) and
+	// enqueues a pass after every window.
+	Meter *Meter
 }
 
 // Run starts the agent and blocks until ctx ends.
@@ -100,10 +104,15 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("create agent manager: %w", err)
 	}
 	r := &Reconciler{Client: mgr.GetClient(), NodeName: o.NodeName, Root: o.Root, Resync: o.Resync,
-		Engine: &apply.Engine{Root: o.Root, Log: o.Log}, Measure: o.Measure,
+		Engine: &apply.Engine{Root: o.Root, Log: o.Log}, Meter: o.Meter,
 		Recorder: mgr.GetEventRecorder("latencytier-agent")}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if o.Meter != nil {
+		if err := mgr.Add(o.Meter); err != nil {
+			return err
+		}
 	}
 	o.Log.Info("Started agent", "node", o.NodeName, "hostRoot", o.Root.Dir(), "resync", o.Resync.String())
 	runErr := mgr.Start(ctx)
@@ -119,32 +128,6 @@ func Run(ctx context.Context, o Options) error {
 	defer cancel()
 	RevertIfGone(sctx, direct, r.Engine, o.NodeName, o.Log)
 	return runErr
-}
-
-// ShutdownCheckTimeout bounds the API call the agent makes on its way out;
-// it stays well inside the pod's termination grace period.
-var ShutdownCheckTimeout = 10 * time.Second
-
-// RevertIfGone restores the journal when the node's LatencyNode no longer
-// exists. Any other answer (present, API unreachable, forbidden) keeps the
-// tuning: an agent restart or upgrade must not untune a node.
-func RevertIfGone(ctx context.Context, c client.Reader, e *apply.Engine, nodeName string, log logr.Logger) bool {
-	err := c.Get(ctx, client.ObjectKey{Name: nodeName}, &v1alpha1.LatencyNode{})
-	if !apierrors.IsNotFound(err) {
-		if err != nil {
-			log.Info("Kept the node's tuning on shutdown: could not tell whether its LatencyNode exists", "error", err.Error())
-		}
-		return false
-	}
-	rep, err := e.Revert()
-	if err != nil {
-		log.Error(err, "Failed to revert on shutdown although the node's LatencyNode is gone")
-		return false
-	}
-	if len(rep.Results) > 0 {
-		log.Info("Reverted on shutdown: the node's LatencyNode is gone", "restores", rep.Written, "conflicts", len(rep.Conflicts()))
-	}
-	return true
 }
 
 func restConfig(o Options) (*rest.Config, error) {
@@ -172,7 +155,8 @@ type Reconciler struct {
 	Root     *host.Root
 	Resync   time.Duration
 	Engine   *apply.Engine
-	Measure  MeasureFunc
+	// Meter measures beside the loop; nil when measurement is off.
+	Meter *Meter
 	// Recorder emits events: on the LatencyNode when a status patch is
 	// refused, on a pod when its opt-in is refused.
 	Recorder events.EventRecorder
@@ -180,9 +164,10 @@ type Reconciler struct {
 	// refused are the opt-in refusals already told (pod UID/field).
 	refused map[string]bool
 
-	mu          sync.Mutex
-	lastMeasure time.Time
-	measured    *Measurement
+	// folded is the newest Meter window a pass took in; published is the
+	// last measurement status shows (see measure).
+	folded    uint64
+	published *measure.Result
 
 	// driftSeen holds each drifted setting for driftHold after it was last
 	// found, so a one-pass re-assert is visible to the controller and to
@@ -197,8 +182,8 @@ type Reconciler struct {
 
 // SetupWithManager watches the LatencyNode named NodeName, the node's pods
 // (only changes that matter for opt-in or cgroups), Namespace labels (they
-// grant opt-ins), and enqueues once at start so a journal is restored even
-// when no LatencyNode exists.
+// grant opt-ins), the Meter's windows, and enqueues once at start so a
+// journal is restored even when no LatencyNode exists.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: r.NodeName}}
 	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
@@ -208,13 +193,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		q.Add(req)
 		return nil
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("latencynode-agent").
 		For(&v1alpha1.LatencyNode{}).
 		Watches(&corev1.Pod{}, toNode, builder.WithPredicates(podChanged())).
 		Watches(&corev1.Namespace{}, toNode, builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		WatchesRawSource(start).
-		Complete(r)
+		WatchesRawSource(start)
+	if r.Meter != nil {
+		b = b.WatchesRawSource(source.Channel(r.Meter.events, toNode))
+	}
+	return b.Complete(r)
 }
 
 // podChanged passes pod events that can change the knobs: create, delete,
@@ -246,14 +234,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, fmt.Errorf("get LatencyNode %s: %w", req.Name, err)
 	}
 	var st v1alpha1.LatencyNodeStatus
-	if ln.Spec.Action == v1alpha1.ActionRevert {
+	baseline, current := r.evidence(ln)
+	switch ln.Spec.Action {
+	case v1alpha1.ActionRevert:
 		st = r.revert(ctx, ln)
-	} else {
+	case v1alpha1.ActionBaseline:
+		st = r.baseline(ctx, ln)
+	default:
 		st, err = r.apply(ctx, ln)
 		if err != nil {
 			log.Error(err, "Failed to apply the node's tuning")
 		}
 	}
+	st.Baseline, st.Current = baseline, current
 	if equalStatus(st, ln.Status) {
 		return again, nil
 	}
@@ -328,7 +321,8 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	rep.Drifts = r.drifts(rep.Drifts, now.Time)
 	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
 		Findings: ds.Findings, Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Reasserted: reasserted, Now: now})
-	r.measure(ctx, ln, ds.Pods, &st)
+	r.held(ln, ln.Spec.Tuning, ds.Pods, err == nil)
+	r.measure(ctx, ln, &st)
 	return st, err
 }
 
@@ -336,36 +330,6 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 // passes find it mounted already.
 func wasMounted(ln *v1alpha1.LatencyNode) bool {
 	return ln.Status.Kernel != nil && ln.Status.Kernel.DebugfsMounted
-}
-
-func (r *Reconciler) revert(ctx context.Context, ln *v1alpha1.LatencyNode) v1alpha1.LatencyNodeStatus {
-	log := ctrl.LoggerFrom(ctx)
-	rep, err := r.Engine.Revert()
-	r.driftSeen = nil
-	if err != nil {
-		log.Error(err, "Failed to revert the node's tuning")
-	}
-	if rep.Written > 0 {
-		log.Info("Reverted tuning", "restores", rep.Written, "conflicts", len(rep.Conflicts()))
-	}
-	layout, _ := sysctl.Probe(r.Root, false)
-	kf := facts.Read(r.Root, layout.EEVDF, wasMounted(ln))
-	return revertStatus(ln.Status, revertInput{Node: ln, Report: rep, Err: err, Kernel: kf, Now: metav1.Now()})
-}
-
-// revertOrphan restores a journal when the node has no LatencyNode: the
-// profile is gone, so nothing may stay tuned.
-func (r *Reconciler) revertOrphan(ctx context.Context) {
-	log := ctrl.LoggerFrom(ctx)
-	rep, err := r.Engine.Revert()
-	switch {
-	case errors.Is(err, apply.ErrJournalCorrupt):
-		log.Error(err, "Left a corrupt journal in place; nothing reverted")
-	case err != nil:
-		log.Error(err, "Failed to revert a journal without a LatencyNode")
-	case len(rep.Results) > 0:
-		log.Info("Reverted a journal for a spec this node no longer has", "restores", rep.Written, "conflicts", len(rep.Conflicts()))
-	}
 }
 
 func (r *Reconciler) pods(ctx context.Context) ([]podcgroup.Pod, error) {

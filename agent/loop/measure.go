@@ -2,71 +2,209 @@ package loop
 
 import (
 	"context"
+	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	"latencytier.io/latencytier/agent/internal/bound"
-	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/measure"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 // defaultMeasureInterval applies when the profile names none.
 const defaultMeasureInterval = 30 * time.Second
 
-// Measurement is one measurement interval's result, copied into status.
-type Measurement struct {
-	Latency        *v1alpha1.LatencyStatus
-	RunQueueP99    *metav1.Duration
-	Throttling     []v1alpha1.PodThrottling
-	ThrottledRatio string
-	Findings       []v1alpha1.Finding
-	// Budget is the WithinBudget condition.
-	Budget metav1.Condition
+// Meter is the agent's measurement: a manager Runnable that collects one
+// window every measurement interval on its own clock, beside the reconcile
+// loop, and enqueues a pass through a channel source, so the pass that
+// follows writes the window into status. Passes tell it what the node holds
+// (hold) and read its newest window (latest).
+type Meter struct {
+	m      *measure.Measurer
+	clock  clock.Clock
+	log    logr.Logger
+	events chan event.GenericEvent
+	wake   chan struct{}
+
+	mu     sync.Mutex
+	held   heldSpec
+	have   bool
+	broken bool
+	last   *window
 }
 
-// MeasureFunc measures the node over the last interval.
-//
-// INTEGRATION POINT (measurement helper): agent/measure's Measurer is wired
-// in here through an adapter once it exists (see Run's caller in agent.go).
-type MeasureFunc func(ctx context.Context, t v1alpha1.TuningSpec, pods []podcgroup.Pod) (*Measurement, error)
+// NewMeter returns a Meter that starts m, collects from it on clk and
+// closes it when the manager stops.
+func NewMeter(m *measure.Measurer, clk clock.Clock, log logr.Logger) *Meter {
+	return &Meter{m: m, clock: clk, log: log, events: make(chan event.GenericEvent, 1), wake: make(chan struct{}, 1)}
+}
 
-// measure runs Measure at most once per interval and copies the last result
-// into st, so status changes only when a new measurement arrives.
-func (r *Reconciler) measure(ctx context.Context, ln *v1alpha1.LatencyNode, pods []podcgroup.Pod, st *v1alpha1.LatencyNodeStatus) {
-	m := ln.Spec.Tuning.Measurement
-	if r.Measure == nil || (m != nil && m.Source == v1alpha1.MeasurementDisabled) {
-		setCondition(st, metav1.Condition{Type: v1alpha1.NodeWithinBudget, Status: metav1.ConditionUnknown,
-			Reason: v1alpha1.ReasonNotMeasured, Message: "measurement is not running on this node"}, ln.Generation, metav1.Now())
-		return
+// evidenceKey is what a window is evidence of: the spec's action and revision.
+type evidenceKey struct {
+	action   v1alpha1.NodeAction
+	revision string
+}
+
+func specKey(s v1alpha1.LatencyNodeSpec) evidenceKey { return evidenceKey{s.Action, s.Revision} }
+
+// heldSpec is what the passes last told the Meter.
+type heldSpec struct {
+	key evidenceKey
+	// since is when the agent finished acting on key; zero while it has not.
+	since time.Time
+	in    measure.Input
+}
+
+// window is one collected measurement interval.
+type window struct {
+	seq        uint64
+	start, end time.Time
+	key        evidenceKey
+	// full says the agent had finished acting on key before the window
+	// began and held it to the end: only such a window is evidence.
+	full bool
+	res  *measure.Result
+}
+
+// hold tells the Meter what the node holds after a pass: key, the input to
+// measure with, and whether the pass finished acting on key (a pass that
+// failed to act has not). A new key restarts the clock of "held since".
+func (mt *Meter) hold(key evidenceKey, in measure.Input, acted bool) {
+	mt.mu.Lock()
+	defer mt.mu.Unlock()
+	interval, on := mt.scheduleLocked()
+	if !mt.have || mt.held.key != key {
+		mt.held.since = time.Time{}
 	}
-	interval := defaultMeasureInterval
-	if m != nil && m.Interval != nil && m.Interval.Duration > 0 {
-		interval = m.Interval.Duration
+	mt.held.key, mt.held.in, mt.have = key, in, true
+	if acted && mt.held.since.IsZero() {
+		mt.held.since = mt.clock.Now()
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	// 10% slack: a resync equal to the interval must not skip every other
-	// window because the requeue fired a little early.
-	if time.Since(r.lastMeasure) >= interval-interval/10 {
-		res, err := r.Measure(ctx, ln.Spec.Tuning, pods)
-		if err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Failed to measure")
-		} else {
-			r.measured = res
+	if i, o := mt.scheduleLocked(); i != interval || o != on {
+		select {
+		case mt.wake <- struct{}{}:
+		default:
 		}
-		r.lastMeasure = time.Now()
 	}
-	if r.measured == nil {
-		return
+}
+
+// latest is the newest window, nil before the first.
+func (mt *Meter) latest() *window {
+	mt.mu.Lock()
+	defer mt.mu.Unlock()
+	return mt.last
+}
+
+// running reports whether the Meter measures (its Measurer started).
+func (mt *Meter) running() bool {
+	mt.mu.Lock()
+	defer mt.mu.Unlock()
+	return !mt.broken
+}
+
+// scheduleLocked is the interval to collect on, and whether to collect at
+// all: not before the first pass, not with measurement Disabled.
+func (mt *Meter) scheduleLocked() (time.Duration, bool) {
+	if !mt.have || mt.broken {
+		return 0, false
 	}
-	st.Latency = r.measured.Latency
-	st.RunQueueP99 = r.measured.RunQueueP99
-	st.Throttling = first(r.measured.Throttling, bound.Throttling)
-	st.ThrottledRatio = r.measured.ThrottledRatio
-	st.Findings = boundFindings(append(st.Findings, r.measured.Findings...))
-	if r.measured.Budget.Type != "" {
-		setCondition(st, r.measured.Budget, ln.Generation, metav1.Now())
+	return measureInterval(mt.held.in.Tuning.Measurement), !disabled(mt.held.in.Tuning.Measurement)
+}
+
+func measureInterval(m *v1alpha1.MeasurementSpec) time.Duration {
+	if m != nil && m.Interval != nil && m.Interval.Duration > 0 {
+		return m.Interval.Duration
 	}
+	return defaultMeasureInterval
+}
+
+func disabled(m *v1alpha1.MeasurementSpec) bool {
+	return m != nil && m.Source == v1alpha1.MeasurementDisabled
+}
+
+// Start measures until ctx ends. A window begins when measurement is first
+// (or again) on and ends one interval later, when the next one begins.
+func (mt *Meter) Start(ctx context.Context) error {
+	if err := mt.m.Start(ctx); err != nil {
+		mt.log.Error(err, "Failed to start measurement; status reports WithinBudget Unknown")
+		mt.mu.Lock()
+		mt.broken = true
+		mt.mu.Unlock()
+		return nil
+	}
+	defer func() { _ = mt.m.Close() }()
+	var start time.Time
+	armed := false
+	var seq uint64
+	for {
+		mt.mu.Lock()
+		interval, on := mt.scheduleLocked()
+		in := mt.held.in
+		mt.mu.Unlock()
+		if on && !armed {
+			_, _ = mt.m.Collect(ctx, in) // the counters start here
+			start = mt.clock.Now()
+		}
+		armed = on
+		var tick <-chan time.Time
+		var timer clock.Timer
+		if on {
+			timer = mt.clock.NewTimer(interval - mt.clock.Since(start))
+			tick = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-mt.wake:
+			if timer != nil {
+				timer.Stop()
+			}
+			continue
+		case <-tick:
+		}
+		seq++
+		start = mt.collect(ctx, seq, start)
+	}
+}
+
+// collect ends the window that began at start and publishes it; it returns
+// the start of the next window.
+func (mt *Meter) collect(ctx context.Context, seq uint64, start time.Time) time.Time {
+	mt.mu.Lock()
+	h := mt.held
+	mt.mu.Unlock()
+	res, err := mt.m.Collect(ctx, h.in)
+	end := mt.clock.Now()
+	if err != nil {
+		mt.log.Error(err, "Failed to measure")
+		return end
+	}
+	w := &window{seq: seq, start: start, end: end, key: h.key, res: res,
+		full: !h.since.IsZero() && !start.Before(h.since)}
+	mt.mu.Lock()
+	mt.last = w
+	mt.mu.Unlock()
+	select {
+	case mt.events <- event.GenericEvent{Object: &v1alpha1.LatencyNode{}}:
+	default: // a pass is already due
+	}
+	return end
+}
+
+// evidenceOf is a full window as status carries it: times to the second
+// and durations to the millisecond, as they come back from the API server,
+// so an unchanged window compares equal and is not written again.
+func evidenceOf(w *window) *v1alpha1.LatencyEvidence {
+	ev := &v1alpha1.LatencyEvidence{Action: w.key.action, Revision: w.key.revision,
+		Window:         &metav1.Duration{Duration: w.end.Sub(w.start).Round(time.Millisecond)},
+		MeasuredAt:     metav1.NewTime(w.end.UTC().Truncate(time.Second)),
+		ThrottledRatio: w.res.ThrottledRatio}
+	if l := w.res.Latency; l != nil && len(l.Classes) > 0 {
+		c := l.Classes[0] // the Node class: every CPU
+		ev.RunQueue = v1alpha1.LatencySummary{Samples: c.Samples, P50: c.P50, P99: c.P99, P999: c.P999, Max: c.Max}
+	}
+	return ev
 }

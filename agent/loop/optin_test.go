@@ -3,7 +3,6 @@ package loop
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -122,23 +121,17 @@ func TestAgentRefusesOptInOutsideTheNamespaceGrant(t *testing.T) {
 	eventually(t, "the tenant pod's quota removed once granted", func() bool { return testroot.Read(t, cpuMax["tenant"]) == "max 100000" })
 }
 
-// startAgentMeasured is startAgent with a measurement hook; it returns the
-// pods of the last measurement.
+// startAgentMeasured is startAgent with a Meter (a real Measurer on the
+// fake host, schedstat only, on a fake clock); it returns the pods the
+// agent last handed to measurement.
 func startAgentMeasured(t *testing.T, env *envtest.Environment, root *host.Root, nodeName string) func() []podcgroup.Pod {
 	t.Helper()
-	var mu sync.Mutex
-	var last []podcgroup.Pod
-	hook := func(_ context.Context, _ v1alpha1.TuningSpec, pods []podcgroup.Pod) (*Measurement, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		last = pods
-		return &Measurement{}, nil
-	}
+	meter, _ := newTestMeter(t, root)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Options{NodeName: nodeName, Root: root, Resync: 300 * time.Millisecond, Log: testr.New(t),
-			Config: env.Config, Measure: hook})
+			Config: env.Config, Meter: meter})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -147,9 +140,9 @@ func startAgentMeasured(t *testing.T, env *envtest.Environment, root *host.Root,
 		}
 	})
 	return func() []podcgroup.Pod {
-		mu.Lock()
-		defer mu.Unlock()
-		return last
+		meter.mu.Lock()
+		defer meter.mu.Unlock()
+		return meter.held.in.Pods
 	}
 }
 

@@ -100,6 +100,21 @@ func revertStatus(prev v1alpha1.LatencyNodeStatus, in revertInput) v1alpha1.Late
 	return st
 }
 
+// baselineStatus is the status after a Baseline pass: the node is the
+// profile's, nothing is applied, nothing drifts.
+func baselineStatus(prev v1alpha1.LatencyNodeStatus, ln *v1alpha1.LatencyNode, kf v1alpha1.KernelFacts, now metav1.Time) v1alpha1.LatencyNodeStatus {
+	st := *prev.DeepCopy()
+	st.Profile, st.ProfileGeneration = ln.Spec.Profile, ln.Spec.ProfileGeneration
+	st.Kernel = kernel(kf)
+	st.Settings, st.SettingsOmitted, st.Findings = nil, 0, nil
+	st.ObservedGeneration = ln.Generation
+	setCondition(&st, metav1.Condition{Type: v1alpha1.NodeApplied, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.ReasonMeasuringBaseline, Message: "measuring the node's baseline; nothing is written to the kernel"}, ln.Generation, now)
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.NodeDrifted)
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.NodeReverted)
+	return st
+}
+
 // nothingToRevert says a Revert pass found no journal and did nothing.
 func nothingToRevert(in revertInput) bool {
 	return in.Err == nil && in.Report.Written == 0 && len(in.Report.Results) == 0

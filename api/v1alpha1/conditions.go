@@ -75,4 +75,7 @@ const (
 	ReasonRevertComplete      = "RevertComplete"
 	ReasonRevertConflict      = "RevertConflict"
 	ReasonJournalCorrupt      = "JournalCorrupt"
+	// ReasonMeasuringBaseline: Applied is False under action Baseline, by
+	// design: the agent measures and writes nothing to the kernel.
+	ReasonMeasuringBaseline = "MeasuringBaseline"
 )

@@ -1,0 +1,101 @@
+package loop
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"latencytier.io/latencytier/agent/facts"
+	"latencytier.io/latencytier/agent/internal/bound"
+	"latencytier.io/latencytier/agent/measure"
+	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/sysctl"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+// evidence is status.baseline and status.current for the pass about to act
+// on ln's spec (see v1alpha1.LatencyEvidence): the Meter's newest full
+// window becomes current, and a current of another (action, revision) than
+// the spec's moves to baseline. ln is not modified.
+func (r *Reconciler) evidence(ln *v1alpha1.LatencyNode) (baseline, current *v1alpha1.LatencyEvidence) {
+	baseline, current = ln.Status.Baseline.DeepCopy(), ln.Status.Current.DeepCopy()
+	if !r.measuring(ln) {
+		return baseline, current
+	}
+	if w := r.Meter.latest(); w != nil && w.seq > r.folded {
+		r.folded = w.seq
+		if measure.ChangedMaterially(r.published, w.res) {
+			r.published = w.res
+		}
+		if w.full {
+			current = evidenceOf(w)
+		}
+	}
+	if current != nil && (evidenceKey{current.Action, current.Revision}) != specKey(ln.Spec) {
+		baseline, current = current, nil
+	}
+	return baseline, current
+}
+
+// measuring says measurement runs for ln's spec.
+func (r *Reconciler) measuring(ln *v1alpha1.LatencyNode) bool {
+	return r.Meter != nil && r.Meter.running() && !disabled(ln.Spec.Tuning.Measurement)
+}
+
+// held tells the Meter what this pass left the node holding.
+func (r *Reconciler) held(ln *v1alpha1.LatencyNode, t v1alpha1.TuningSpec, pods []podcgroup.Pod, acted bool) {
+	if r.Meter != nil {
+		r.Meter.hold(specKey(ln.Spec), measure.Input{Tuning: t, Pods: pods}, acted)
+	}
+}
+
+// measure copies the last published measurement into st. evidence
+// publishes a window only when it differs materially from the last one
+// (measure.ChangedMaterially), so these fields alone do not cause a write
+// per window; status.current does, once per interval.
+func (r *Reconciler) measure(_ context.Context, ln *v1alpha1.LatencyNode, st *v1alpha1.LatencyNodeStatus) {
+	if !r.measuring(ln) {
+		setCondition(st, metav1.Condition{Type: v1alpha1.NodeWithinBudget, Status: metav1.ConditionUnknown,
+			Reason: v1alpha1.ReasonNotMeasured, Message: "measurement is not running on this node"}, ln.Generation, metav1.Now())
+		return
+	}
+	res := r.published
+	if res == nil {
+		return
+	}
+	st.Latency = res.Latency.DeepCopy()
+	if st.Latency != nil && st.Latency.MeasuredAt != nil {
+		// As the API server returns it, so the next pass compares equal.
+		st.Latency.MeasuredAt = &metav1.Time{Time: st.Latency.MeasuredAt.UTC().Truncate(time.Second)}
+	}
+	st.RunQueueP99 = res.RunQueueP99
+	st.Throttling = first(res.Throttling, bound.Throttling)
+	st.ThrottledRatio = res.ThrottledRatio
+	st.Findings = boundFindings(append(st.Findings, res.Findings...))
+	if res.Budget.Type != "" {
+		setCondition(st, res.Budget, ln.Generation, metav1.Now())
+	}
+}
+
+// baseline is a Baseline pass: it writes nothing to the kernel (no probe
+// that mounts, no journal) and only measures.
+func (r *Reconciler) baseline(ctx context.Context, ln *v1alpha1.LatencyNode) v1alpha1.LatencyNodeStatus {
+	layout, _ := sysctl.Probe(r.Root, false)
+	kf := facts.Read(r.Root, layout.EEVDF, wasMounted(ln))
+	pods, err := r.pods(ctx)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the node's pods; measuring the node without them")
+	}
+	r.held(ln, measurementOnly(ln.Spec), pods, true)
+	st := baselineStatus(ln.Status, ln, kf, metav1.Now())
+	r.measure(ctx, ln, &st)
+	return st
+}
+
+// measurementOnly is the tuning measured under Baseline and Revert: only
+// the measurement settings, nothing the node does not hold.
+func measurementOnly(s v1alpha1.LatencyNodeSpec) v1alpha1.TuningSpec {
+	return v1alpha1.TuningSpec{Measurement: s.Tuning.Measurement}
+}
