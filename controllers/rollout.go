@@ -16,6 +16,9 @@ import (
 type rolloutNode struct {
 	Name   string
 	Canary bool // matches spec.rollout.canary.selector
+	// Joining: p selects the node but no LatencyNode carries p yet. It
+	// waits (nothing to move) and keeps the rollout from being Complete.
+	Joining bool
 	// Action and Revision are what its LatencyNode spec asks for.
 	Action   v1alpha1.NodeAction
 	Revision string

@@ -97,8 +97,12 @@ func (d *decider) pending(canaries []rolloutNode) bool {
 }
 
 // baselineReady: the node has a full window under what it holds now, or
-// waited inconclusiveTimeout for one (then it goes without).
+// waited inconclusiveTimeout for one (then it goes without). A joining
+// node is never ready: it has no LatencyNode to move yet.
 func (d *decider) baselineReady(n *rolloutNode) bool {
+	if n.Joining {
+		return false
+	}
 	c := n.Current
 	if c != nil && c.Action == n.Action && c.Revision == n.Revision {
 		return true

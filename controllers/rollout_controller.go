@@ -62,8 +62,11 @@ func (r *ProfileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProf
 	return &plan.Status, plan.RequeueAfter, nil
 }
 
-// rolloutNodes are the nodes p owns whose LatencyNode carries p, sorted by
-// name, and their LatencyNodes.
+// rolloutNodes are the nodes p owns, sorted by name, and the LatencyNodes
+// of those whose LatencyNode carries p. A node p selects whose LatencyNode
+// is not there yet (the node controller creates them one by one, and the
+// cache may lag) is in the rollout as Joining: it can be a canary, and the
+// rollout is not Complete, until it has one.
 func rolloutNodes(in statusInput) ([]rolloutNode, map[string]*v1alpha1.LatencyNode) {
 	p := in.Profile
 	var canary labels.Selector
@@ -74,13 +77,17 @@ func rolloutNodes(in statusInput) ([]rolloutNode, map[string]*v1alpha1.LatencyNo
 	var out []rolloutNode
 	for i := range in.Nodes {
 		node := &in.Nodes[i]
+		if resolveNode(node.Labels, in.Candidates).Winner != p.Name {
+			continue
+		}
+		isCanary := canary != nil && canary.Matches(selectableLabels(node.Labels))
 		ln := in.LatencyNodes[node.Name]
-		if ln == nil || ln.Spec.Profile != p.Name || !ln.DeletionTimestamp.IsZero() ||
-			resolveNode(node.Labels, in.Candidates).Winner != p.Name {
+		if ln == nil || ln.Spec.Profile != p.Name || !ln.DeletionTimestamp.IsZero() {
+			out = append(out, rolloutNode{Name: node.Name, Canary: isCanary, Joining: true})
 			continue
 		}
 		lns[node.Name] = ln
-		out = append(out, rolloutNodeOf(ln, canary != nil && canary.Matches(selectableLabels(node.Labels))))
+		out = append(out, rolloutNodeOf(ln, isCanary))
 	}
 	sortByName(out)
 	return out, lns
