@@ -387,7 +387,3 @@ type LatencyNodeList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []LatencyNode `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&LatencyNode{}, &LatencyNodeList{})
-}
