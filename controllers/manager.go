@@ -88,7 +88,8 @@ type Options struct {
 	Agent AgentOptions
 	// UnreachableAfter is how long a NotReady node may hold up a revert.
 	UnreachableAfter time.Duration
-	// Now is the rollout's clock (time.Now when nil); tests inject one.
+	// Now is the controllers' clock (time.Now when nil): node reachability,
+	// rollout windows and condition times all read it; tests inject one.
 	Now func() time.Time
 }
 

@@ -71,11 +71,14 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	return r.release(ctx, node, ln, res, list.Items)
 }
 
-func (r *NodeReconciler) now() time.Time {
-	if r.Now == nil {
+func (r *NodeReconciler) now() time.Time { return readClock(r.Now) }
+
+// readClock reads an injected clock, the wall clock when there is none.
+func readClock(now func() time.Time) time.Time {
+	if now == nil {
 		return time.Now()
 	}
-	return r.Now()
+	return now()
 }
 
 // latencyNode returns the node's LatencyNode, nil when there is none.

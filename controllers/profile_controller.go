@@ -29,7 +29,9 @@ type ProfileReconciler struct {
 	client.Client
 	Recorder         events.EventRecorder
 	UnreachableAfter time.Duration
-	Now              func() time.Time
+	// Now is the clock of reachability, rollout windows and condition
+	// times (time.Now when nil).
+	Now func() time.Time
 	// Namespace is the manager's namespace, where revisions are kept.
 	Namespace string
 }
@@ -98,13 +100,9 @@ func (r *ProfileReconciler) statusInput(ctx context.Context, p *v1alpha1.Latency
 	if err := bad[p.Name]; err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Ignored profile with an invalid nodeSelector")
 	}
-	now := time.Now()
-	if r.Now != nil {
-		now = r.Now()
-	}
 	return statusInput{
 		Profile: p, Nodes: nodes.Items, Candidates: cands, LatencyNodes: byName,
-		Now: now, UnreachableAfter: r.UnreachableAfter,
+		Now: readClock(r.Now), UnreachableAfter: r.UnreachableAfter,
 	}, nil
 }
 
