@@ -85,8 +85,8 @@ func TestSelectionLabelsAndRelabel(t *testing.T) {
 	if n := getNode(t, "sel-1"); n.Labels["team"] != "payments" || n.Labels["tier"] != "web" {
 		t.Fatalf("foreign labels touched: %v", n.Labels)
 	}
-	expectEvent(t, "sel", EventSelected)
-	expectEvent(t, "sel", EventReverted)
+	expectEvent(t, "sel", eventSelected)
+	expectEvent(t, "sel", eventReverted)
 }
 
 func TestForeignProfileLabelIsLeftAlone(t *testing.T) {
@@ -120,7 +120,7 @@ func TestPriorityAndConflict(t *testing.T) {
 		if st.Status.Conflicted != 1 {
 			t.Fatalf("%s conflicted = %d", p, st.Status.Conflicted)
 		}
-		expectEvent(t, p, EventNodeConflict)
+		expectEvent(t, p, eventNodeConflict)
 	}
 	// prio-2 now goes to prio-tie (5 beats 1).
 	expectApplying(t, "prio-2", "prio-tie")
@@ -142,8 +142,8 @@ func TestAgentDaemonSetCreatedAndRepaired(t *testing.T) {
 	ctx := context.Background()
 	createProfile(t, "ds", 0, map[string]string{"tier": "ds-none"})
 	cleanup(t, nil, []string{"ds"})
-	key := types.NamespacedName{Namespace: testNamespace, Name: AgentDaemonSetName}
-	desired := RenderAgentDaemonSet(AgentOptions{Namespace: testNamespace, Image: "latencytier:test"})
+	key := types.NamespacedName{Namespace: testNamespace, Name: agentDaemonSetName}
+	desired := renderAgentDaemonSet(agentOptions{Namespace: testNamespace, Image: "latencytier:test"})
 	current := func() error {
 		ds := &appsv1.DaemonSet{}
 		if err := k8s.Get(ctx, key, ds); err != nil {
@@ -168,7 +168,7 @@ func TestAgentDaemonSetCreatedAndRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "DaemonSet repaired after edit", current)
-	expectEvent(t, AgentDaemonSetName, EventAgentRepaired)
+	expectEvent(t, agentDaemonSetName, eventAgentRepaired)
 
 	// Someone deletes it.
 	if err := k8s.Delete(ctx, ds); err != nil {
@@ -213,7 +213,7 @@ func TestDeletionWaitsForRevert(t *testing.T) {
 		}
 		return nil
 	})
-	expectEvent(t, "del", EventWaiting)
+	expectEvent(t, "del", eventWaiting)
 	playAgent(t, "del-1", revertedTrue)
 	expectReleased(t, "del-1")
 	eventually(t, "waitingFor del-2", func() error {

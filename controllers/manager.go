@@ -1,9 +1,10 @@
-// Package controllers holds the latencytier manager: the NodeReconciler
-// (which profile owns a node, its label and LatencyNode, the revert
-// handshake), the ProfileReconciler (finalizer and status aggregation) and
-// the DaemonSetReconciler (the agent DaemonSet). Decisions — node selection,
-// labels, the DaemonSet manifest, status — are pure functions in their own
-// files; the reconcilers only read, compare and write the difference.
+// Package controllers holds the latencytier manager (RunManager): the node
+// reconciler (which profile owns a node, its label and LatencyNode, the
+// revert handshake), the profile reconciler (finalizer, status aggregation
+// and the safe rollout) and the DaemonSet reconciler (the agent DaemonSet).
+// Decisions — node selection, labels, the DaemonSet manifest, status, the
+// rollout's moves — are pure functions in their own files; the reconcilers
+// only read, compare and write the difference.
 package controllers
 
 import (
@@ -82,10 +83,10 @@ import (
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-// Options configure the reconcilers.
-type Options struct {
+// options configure the reconcilers.
+type options struct {
 	// Agent shapes the agent DaemonSet; Agent.Namespace is the operator namespace.
-	Agent AgentOptions
+	Agent agentOptions
 	// UnreachableAfter is how long a NotReady node may hold up a revert.
 	UnreachableAfter time.Duration
 	// Now is the controllers' clock (time.Now when nil): node reachability,
@@ -93,8 +94,8 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Scheme is the runtime scheme of the manager: client-go's types and ours.
-func Scheme() *runtime.Scheme {
+// newScheme is the runtime scheme of the manager: client-go's types and ours.
+func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		panic(err)
@@ -105,8 +106,8 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// CacheOptions limit the DaemonSet informer to the operator namespace.
-func CacheOptions(namespace string) cache.Options {
+// cacheOptions limit the DaemonSet informer to the operator namespace.
+func cacheOptions(namespace string) cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&appsv1.DaemonSet{}: {Namespaces: map[string]cache.Config{namespace: {}}},
 		// Profile revisions (safe rollout) live in the operator namespace too.
@@ -114,12 +115,12 @@ func CacheOptions(namespace string) cache.Options {
 	}}
 }
 
-// MetricsOptions serve the metrics endpoint at addr. Secure serving is
+// metricsOptions serve the metrics endpoint at addr. Secure serving is
 // HTTPS (a self-signed certificate, kept in memory) with every request's
 // bearer token checked by a TokenReview and a SubjectAccessReview for get on
 // the non-resource URL /metrics; otherwise plain HTTP, open to anyone who
 // reaches addr.
-func MetricsOptions(addr string, secure bool) metricsserver.Options {
+func metricsOptions(addr string, secure bool) metricsserver.Options {
 	if !secure {
 		return metricsserver.Options{BindAddress: addr}
 	}
@@ -130,10 +131,10 @@ func MetricsOptions(addr string, secure bool) metricsserver.Options {
 	}
 }
 
-// Setup registers the three reconcilers with mgr.
-func Setup(mgr ctrl.Manager, o Options) error {
+// setup registers the three reconcilers with mgr.
+func setup(mgr ctrl.Manager, o options) error {
 	rec := mgr.GetEventRecorder("latencytier-controller")
-	nodes := &NodeReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Now: o.Now}
+	nodes := &nodeReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Now: o.Now}
 	err := ctrl.NewControllerManagedBy(mgr).Named("node").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
 		// Nodes are independent of each other: reconcile several at once.
@@ -145,7 +146,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return fmt.Errorf("setting up node controller: %w", err)
 	}
-	profiles := &ProfileReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter,
+	profiles := &profileReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter,
 		Namespace: o.Agent.Namespace, Now: o.Now}
 	err = ctrl.NewControllerManagedBy(mgr).Named("latencyprofile").
 		For(&v1alpha1.LatencyProfile{}).
@@ -155,10 +156,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return fmt.Errorf("setting up profile controller: %w", err)
 	}
-	ds := &DaemonSetReconciler{Client: mgr.GetClient(), Recorder: rec, Agent: o.Agent}
+	ds := &daemonSetReconciler{Client: mgr.GetClient(), Recorder: rec, Agent: o.Agent}
 	err = ctrl.NewControllerManagedBy(mgr).Named("agent-daemonset").
 		For(&appsv1.DaemonSet{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
-			return obj.GetNamespace() == o.Agent.Namespace && obj.GetName() == AgentDaemonSetName
+			return obj.GetNamespace() == o.Agent.Namespace && obj.GetName() == agentDaemonSetName
 		}))).
 		// Only a new profile can call for the DaemonSet (its own watch
 		// repairs it); a profile's status patches are none of its business.
@@ -348,9 +349,9 @@ func RunManager(ctx context.Context, args []string) error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  Scheme(),
-		Cache:                   CacheOptions(f.namespace),
-		Metrics:                 MetricsOptions(f.metricsAddr, f.metricsSecure),
+		Scheme:                  newScheme(),
+		Cache:                   cacheOptions(f.namespace),
+		Metrics:                 metricsOptions(f.metricsAddr, f.metricsSecure),
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "latencytier-manager.latencytier.io",
@@ -360,11 +361,11 @@ func RunManager(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	opts := Options{
-		Agent:            AgentOptions{Namespace: f.namespace, Image: f.agentImage, Args: strings.Fields(f.agentArgs)},
+	opts := options{
+		Agent:            agentOptions{Namespace: f.namespace, Image: f.agentImage, Args: strings.Fields(f.agentArgs)},
 		UnreachableAfter: f.unreachableAfter,
 	}
-	if err := Setup(mgr, opts); err != nil {
+	if err := setup(mgr, opts); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

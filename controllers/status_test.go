@@ -328,7 +328,7 @@ func TestStatusEvents(t *testing.T) {
 	for _, e := range statusEvents(before, after) {
 		reasons = append(reasons, e.reason)
 	}
-	want := []string{EventNodeConflict, EventDegraded, EventApplied, EventWaiting}
+	want := []string{eventNodeConflict, eventDegraded, eventApplied, eventWaiting}
 	if !reflect.DeepEqual(reasons, want) {
 		t.Fatalf("events = %v, want %v", reasons, want)
 	}

@@ -97,7 +97,7 @@ func ensureAssets() error {
 
 func startSuite(ctx context.Context, cfg *rest.Config) error {
 	var err error
-	k8s, err = client.New(cfg, client.Options{Scheme: Scheme()})
+	k8s, err = client.New(cfg, client.Options{Scheme: newScheme()})
 	if err != nil {
 		return err
 	}
@@ -114,10 +114,10 @@ func startSuite(ctx context.Context, cfg *rest.Config) error {
 	}
 	ctrl.SetLogger(testLogger())
 	sync := testSyncPeriod
-	cacheOpts := CacheOptions(testNamespace)
+	cacheOpts := cacheOptions(testNamespace)
 	cacheOpts.SyncPeriod = &sync
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  Scheme(),
+		Scheme:  newScheme(),
 		Cache:   cacheOpts,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Logger:  testLogger(),
@@ -129,8 +129,8 @@ func startSuite(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	opts := Options{Agent: AgentOptions{Namespace: testNamespace, Image: "latencytier:test"}, UnreachableAfter: testUnreachable}
-	if err := Setup(mgr, opts); err != nil {
+	opts := options{Agent: agentOptions{Namespace: testNamespace, Image: "latencytier:test"}, UnreachableAfter: testUnreachable}
+	if err := setup(mgr, opts); err != nil {
 		return err
 	}
 	go func() {
