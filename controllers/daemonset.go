@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"maps"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -178,7 +180,7 @@ func daemonSetDrifted(desired, actual *appsv1.DaemonSet) bool {
 	}
 	// The server never defaults a nodeSelector; an added one keeps the agent
 	// off latency nodes (no tuning held, no revert answered).
-	if !mapsEqual(desired.Spec.Template.Spec.NodeSelector, actual.Spec.Template.Spec.NodeSelector) {
+	if !maps.Equal(desired.Spec.Template.Spec.NodeSelector, actual.Spec.Template.Spec.NodeSelector) {
 		return true
 	}
 	return !equality.Semantic.DeepDerivative(desired.Spec, actual.Spec)

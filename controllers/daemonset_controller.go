@@ -7,7 +7,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,8 +22,8 @@ type daemonSetReconciler struct {
 }
 
 // key is the one object this reconciler manages.
-func (r *daemonSetReconciler) key() types.NamespacedName {
-	return types.NamespacedName{Namespace: r.Agent.Namespace, Name: agentDaemonSetName}
+func (r *daemonSetReconciler) key() client.ObjectKey {
+	return client.ObjectKey{Namespace: r.Agent.Namespace, Name: agentDaemonSetName}
 }
 
 // Reconcile creates or repairs the agent DaemonSet.
@@ -46,7 +45,7 @@ func (r *daemonSetReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ct
 		return ctrl.Result{}, ignoreStale(ctx, fmt.Errorf("repairing agent DaemonSet: %w", err))
 	}
 	ctrl.LoggerFrom(ctx).Info("Repaired agent DaemonSet")
-	r.Recorder.Eventf(repaired, nil, corev1.EventTypeWarning, eventAgentRepaired, "Repair",
+	r.Recorder.Eventf(repaired, nil, corev1.EventTypeWarning, eventAgentRepaired, eventActionRepair,
 		"Agent DaemonSet differed from what the controller renders; put back")
 	return ctrl.Result{}, nil
 }

@@ -21,7 +21,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -30,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -171,117 +169,6 @@ func setup(mgr ctrl.Manager, o options) error {
 		return fmt.Errorf("setting up agent DaemonSet controller: %w", err)
 	}
 	return nil
-}
-
-// nodeChanged passes node events that matter to selection and reachability:
-// creation, deletion, label/annotation or Ready changes, and informer resyncs
-// (so a periodic resync re-checks every node). Status heartbeats are dropped.
-func nodeChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		oldN, okOld := e.ObjectOld.(*corev1.Node)
-		newN, okNew := e.ObjectNew.(*corev1.Node)
-		if !okOld || !okNew || oldN.ResourceVersion == newN.ResourceVersion {
-			return true
-		}
-		return !mapsEqual(oldN.Labels, newN.Labels) || !mapsEqual(oldN.Annotations, newN.Annotations) ||
-			readyStatus(oldN) != readyStatus(newN)
-	}}
-}
-
-// profileIntentChanged passes the profile events that can change which
-// nodes a profile owns or what they apply: creation, deletion, a new
-// generation (any spec change) and the start of deletion. Status-only
-// updates — one per node report during a rollout, each of which would
-// reconcile every node, O(N²) over a rollout — and resyncs are dropped: the
-// nodes' own resyncs re-check every node. Labels, annotations and
-// finalizers of a profile decide nothing about nodes.
-func profileIntentChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		if e.ObjectOld == nil || e.ObjectNew == nil {
-			return true
-		}
-		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
-			e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
-	}}
-}
-
-// onlyCreate passes creation events (including the initial list) only.
-func onlyCreate() predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc:  func(event.UpdateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
-func readyStatus(n *corev1.Node) corev1.ConditionStatus {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status
-		}
-	}
-	return ""
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
-// allNodes maps a profile event to every node: any node may change hands.
-func allNodes(c client.Client) handler.MapFunc {
-	return func(ctx context.Context, _ client.Object) []reconcile.Request {
-		var nodes corev1.NodeList
-		if err := c.List(ctx, &nodes); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Listing nodes for a profile event failed")
-			return nil
-		}
-		reqs := make([]reconcile.Request, len(nodes.Items))
-		for i := range nodes.Items {
-			reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: nodes.Items[i].Name}}
-		}
-		return reqs
-	}
-}
-
-// allProfiles maps a node event to every profile: a node's labels decide
-// matches and conflicts of all of them.
-func allProfiles(c client.Client) handler.MapFunc {
-	return func(ctx context.Context, _ client.Object) []reconcile.Request {
-		var list v1alpha1.LatencyProfileList
-		if err := c.List(ctx, &list); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Listing profiles for a node event failed")
-			return nil
-		}
-		reqs := make([]reconcile.Request, len(list.Items))
-		for i := range list.Items {
-			reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}}
-		}
-		return reqs
-	}
-}
-
-// profilesOfLatencyNode maps a LatencyNode to the profile in its spec and
-// the one its agent last reported.
-func profilesOfLatencyNode(_ context.Context, obj client.Object) []reconcile.Request {
-	ln, ok := obj.(*v1alpha1.LatencyNode)
-	if !ok {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for _, name := range []string{ln.Spec.Profile, ln.Status.Profile} {
-		if name != "" && (len(reqs) == 0 || reqs[0].Name != name) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
-		}
-	}
-	return reqs
 }
 
 // countErrors counts a reconciler's errors in latencytier_reconcile_errors_total.

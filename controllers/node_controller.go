@@ -36,6 +36,7 @@ const (
 	eventActionRevert    = "Revert"
 	eventActionCleanup   = "Cleanup"
 	eventActionAggregate = "Aggregate"
+	eventActionRepair    = "Repair"
 )
 
 // nodeReconciler owns, for one node, the profile label and the LatencyNode:

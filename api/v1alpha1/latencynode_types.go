@@ -25,7 +25,7 @@ const (
 // one node, and which profile generation it came from.
 // +kubebuilder:validation:XValidation:rule="self.action == 'Revert' || (has(self.profile) && size(self.profile) > 0)",message="profile is required when action is Apply or Baseline"
 type LatencyNodeSpec struct {
-	// action is Apply or Revert.
+	// action is Apply, Revert or Baseline (safe rollout: measure only).
 	// +required
 	Action NodeAction `json:"action"`
 
