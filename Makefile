@@ -44,9 +44,10 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: lint
-lint: ## gofmt + go vet.
+lint: ## gofmt + go vet + staticcheck (a Go tool pinned in go.mod).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	go tool staticcheck ./...
 
 .PHONY: test
 test: deps envtest ## Unit, real-kernel and envtest tests (as root).

@@ -27,13 +27,13 @@ func agentClientIn(t testing.TB, ns, node string) client.Client {
 	t.Helper()
 	cfg := rest.CopyConfig(testEnv.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + ns + ":" + AgentServiceAccountName,
+		UserName: "system:serviceaccount:" + ns + ":" + agentServiceAccountName,
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 	}
 	if node != "" {
 		cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
 	}
-	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func bindAgentRole(t testing.TB, name, ns string) {
 	ctx := context.Background()
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "latencytier-agent"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: AgentServiceAccountName, Namespace: ns}},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: agentServiceAccountName, Namespace: ns}},
 	}
 	if err := k8s.Create(ctx, binding); err != nil {
 		t.Fatal(err)
@@ -228,7 +228,7 @@ func grantAgent(t testing.TB, name string, verbs []string) {
 	}}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: AgentServiceAccountName, Namespace: testNamespace}},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: agentServiceAccountName, Namespace: testNamespace}},
 	}
 	for _, o := range []client.Object{role, binding} {
 		if err := k8s.Create(ctx, o); err != nil {

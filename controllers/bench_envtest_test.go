@@ -45,7 +45,7 @@ func BenchmarkApply500Nodes(b *testing.B) {
 		applyWrites := writes.Load() - w0
 		settle(b)
 		w1, r1 := writes.Load(), reads.Load()
-		time.Sleep(3*testSyncPeriod + time.Second)
+		waitForReconciles(b, 3, names, []string{sel})
 		steadyWrites, steadyReads := writes.Load()-w1, reads.Load()-r1
 		b.ReportMetric(elapsed.Seconds(), "s-to-all-applied")
 		b.ReportMetric(float64(applyWrites), "writes-to-apply")

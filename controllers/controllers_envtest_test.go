@@ -85,8 +85,8 @@ func TestSelectionLabelsAndRelabel(t *testing.T) {
 	if n := getNode(t, "sel-1"); n.Labels["team"] != "payments" || n.Labels["tier"] != "web" {
 		t.Fatalf("foreign labels touched: %v", n.Labels)
 	}
-	expectEvent(t, "sel", EventSelected)
-	expectEvent(t, "sel", EventReverted)
+	expectEvent(t, "sel", eventSelected)
+	expectEvent(t, "sel", eventReverted)
 }
 
 func TestForeignProfileLabelIsLeftAlone(t *testing.T) {
@@ -120,7 +120,7 @@ func TestPriorityAndConflict(t *testing.T) {
 		if st.Status.Conflicted != 1 {
 			t.Fatalf("%s conflicted = %d", p, st.Status.Conflicted)
 		}
-		expectEvent(t, p, EventNodeConflict)
+		expectEvent(t, p, eventNodeConflict)
 	}
 	// prio-2 now goes to prio-tie (5 beats 1).
 	expectApplying(t, "prio-2", "prio-tie")
@@ -142,8 +142,8 @@ func TestAgentDaemonSetCreatedAndRepaired(t *testing.T) {
 	ctx := context.Background()
 	createProfile(t, "ds", 0, map[string]string{"tier": "ds-none"})
 	cleanup(t, nil, []string{"ds"})
-	key := types.NamespacedName{Namespace: testNamespace, Name: AgentDaemonSetName}
-	desired := RenderAgentDaemonSet(AgentOptions{Namespace: testNamespace, Image: "latencytier:test"})
+	key := types.NamespacedName{Namespace: testNamespace, Name: agentDaemonSetName}
+	desired := renderAgentDaemonSet(agentOptions{Namespace: testNamespace, Image: "latencytier:test"})
 	current := func() error {
 		ds := &appsv1.DaemonSet{}
 		if err := k8s.Get(ctx, key, ds); err != nil {
@@ -168,7 +168,7 @@ func TestAgentDaemonSetCreatedAndRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "DaemonSet repaired after edit", current)
-	expectEvent(t, AgentDaemonSetName, EventAgentRepaired)
+	expectEvent(t, agentDaemonSetName, eventAgentRepaired)
 
 	// Someone deletes it.
 	if err := k8s.Delete(ctx, ds); err != nil {
@@ -213,7 +213,7 @@ func TestDeletionWaitsForRevert(t *testing.T) {
 		}
 		return nil
 	})
-	expectEvent(t, "del", EventWaiting)
+	expectEvent(t, "del", eventWaiting)
 	playAgent(t, "del-1", revertedTrue)
 	expectReleased(t, "del-1")
 	eventually(t, "waitingFor del-2", func() error {
@@ -286,19 +286,16 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 
 	before := resourceVersions(t, ctx)
 	w0, r0 := writes.Load(), reads.Load()
-	time.Sleep(3*testSyncPeriod + time.Second) // three informer resyncs
+	waitForReconciles(t, 3, nodes, []string{"steady"})
 	w1, r1 := writes.Load(), reads.Load()
 	after := resourceVersions(t, ctx)
-	if r1-r0 == 0 {
-		t.Fatalf("the manager read nothing during the resyncs: the test proves nothing")
-	}
 	if w1 != w0 {
-		t.Fatalf("steady state made %d API writes over three resyncs (and %d reads)", w1-w0, r1-r0)
+		t.Fatalf("steady state made %d API writes over three reconciles of each object (and %d reads)", w1-w0, r1-r0)
 	}
 	if !reflect.DeepEqual(before, after) {
 		t.Fatalf("resourceVersions changed at steady state:\n%v\n%v", before, after)
 	}
-	t.Logf("three resyncs: %d reads from the cache, 0 writes", r1-r0)
+	t.Logf("three reconciles of each object: %d reads from the cache, 0 writes", r1-r0)
 }
 
 // settle waits until the manager has made no write for two sync periods.
@@ -401,8 +398,8 @@ func TestDeletionHeldByAnotherFinalizerMakesNoWrites(t *testing.T) {
 	})
 	settle(t)
 	w0 := writes.Load()
-	time.Sleep(3*testSyncPeriod + time.Second)
+	waitForReconciles(t, 3, nil, []string{"held"})
 	if w := writes.Load() - w0; w != 0 {
-		t.Fatalf("the controller made %d API writes over three resyncs to a profile another finalizer holds", w)
+		t.Fatalf("the controller made %d API writes over three reconciles of a profile another finalizer holds", w)
 	}
 }

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"maps"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -13,18 +15,18 @@ import (
 
 // Names of the agent's objects in the operator namespace.
 const (
-	AgentDaemonSetName      = "latencytier-agent"
-	AgentServiceAccountName = "latencytier-agent"
+	agentDaemonSetName      = "latencytier-agent"
+	agentServiceAccountName = "latencytier-agent"
 	agentContainerName      = "agent"
 	agentAppLabel           = "app.kubernetes.io/name"
 	agentComponentLabel     = "app.kubernetes.io/component"
-	// HostRootMountPath is where the node's root filesystem appears in the
+	// hostRootMountPath is where the node's root filesystem appears in the
 	// agent container; the agent's host.Root is built on it.
-	HostRootMountPath = "/host"
+	hostRootMountPath = "/host"
 )
 
-// AgentOptions are the manager flags that shape the agent DaemonSet.
-type AgentOptions struct {
+// agentOptions are the manager flags that shape the agent DaemonSet.
+type agentOptions struct {
 	Namespace string
 	Image     string
 	Args      []string
@@ -35,15 +37,15 @@ func agentSelectorLabels() map[string]string {
 	return map[string]string{agentAppLabel: "latencytier", agentComponentLabel: "agent"}
 }
 
-// RenderAgentDaemonSet is the agent DaemonSet the controller keeps in place.
+// renderAgentDaemonSet is the agent DaemonSet the controller keeps in place.
 // It is a pure function of the options; every privilege it grants is
 // commented with the reason the agent needs it.
-func RenderAgentDaemonSet(o AgentOptions) *appsv1.DaemonSet {
+func renderAgentDaemonSet(o agentOptions) *appsv1.DaemonSet {
 	lbls := agentSelectorLabels()
 	return &appsv1.DaemonSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      AgentDaemonSetName,
+			Name:      agentDaemonSetName,
 			Namespace: o.Namespace,
 			Labels:    lbls,
 		},
@@ -60,9 +62,9 @@ func RenderAgentDaemonSet(o AgentOptions) *appsv1.DaemonSet {
 	}
 }
 
-func agentPodSpec(o AgentOptions) corev1.PodSpec {
+func agentPodSpec(o agentOptions) corev1.PodSpec {
 	return corev1.PodSpec{
-		ServiceAccountName: AgentServiceAccountName,
+		ServiceAccountName: agentServiceAccountName,
 		// The agent is what keeps a latency node tuned and measured; it must
 		// not be the pod evicted first under pressure.
 		PriorityClassName: "system-node-critical",
@@ -99,8 +101,8 @@ func agentPodSpec(o AgentOptions) corev1.PodSpec {
 	}
 }
 
-func agentContainer(o AgentOptions) corev1.Container {
-	args := append([]string{"agent", "--node-name=$(NODE_NAME)", "--host-root=" + HostRootMountPath}, o.Args...)
+func agentContainer(o agentOptions) corev1.Container {
+	args := append([]string{"agent", "--node-name=$(NODE_NAME)", "--host-root=" + hostRootMountPath}, o.Args...)
 	return corev1.Container{
 		Name:  agentContainerName,
 		Image: o.Image,
@@ -137,7 +139,7 @@ func agentContainer(o AgentOptions) corev1.Container {
 		},
 		VolumeMounts: []corev1.VolumeMount{{
 			Name:      "host-root",
-			MountPath: HostRootMountPath,
+			MountPath: hostRootMountPath,
 			// HostToContainer: cgroup and debugfs mounts made on the host
 			// after the pod started are visible to the agent.
 			MountPropagation: ptr.To(corev1.MountPropagationHostToContainer),
@@ -178,7 +180,7 @@ func daemonSetDrifted(desired, actual *appsv1.DaemonSet) bool {
 	}
 	// The server never defaults a nodeSelector; an added one keeps the agent
 	// off latency nodes (no tuning held, no revert answered).
-	if !mapsEqual(desired.Spec.Template.Spec.NodeSelector, actual.Spec.Template.Spec.NodeSelector) {
+	if !maps.Equal(desired.Spec.Template.Spec.NodeSelector, actual.Spec.Template.Spec.NodeSelector) {
 		return true
 	}
 	return !equality.Semantic.DeepDerivative(desired.Spec, actual.Spec)

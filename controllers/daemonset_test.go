@@ -11,12 +11,12 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-var testAgent = AgentOptions{Namespace: "latencytier-system", Image: "latencytier:test", Args: []string{"--resync=10s"}}
+var testAgent = agentOptions{Namespace: "latencytier-system", Image: "latencytier:test", Args: []string{"--resync=10s"}}
 
 func TestRenderAgentDaemonSet(t *testing.T) {
-	ds := RenderAgentDaemonSet(testAgent)
+	ds := renderAgentDaemonSet(testAgent)
 	pod := ds.Spec.Template.Spec
-	if ds.Namespace != testAgent.Namespace || ds.Name != AgentDaemonSetName {
+	if ds.Namespace != testAgent.Namespace || ds.Name != agentDaemonSetName {
 		t.Fatalf("object key = %s/%s", ds.Namespace, ds.Name)
 	}
 	// The agent reads processes through the host root's /proc, so it needs
@@ -27,7 +27,7 @@ func TestRenderAgentDaemonSet(t *testing.T) {
 	if pod.PriorityClassName != "system-node-critical" {
 		t.Errorf("priorityClassName = %q", pod.PriorityClassName)
 	}
-	if pod.ServiceAccountName != AgentServiceAccountName {
+	if pod.ServiceAccountName != agentServiceAccountName {
 		t.Errorf("serviceAccountName = %q", pod.ServiceAccountName)
 	}
 	if len(pod.Tolerations) != 1 || pod.Tolerations[0].Operator != corev1.TolerationOpExists || pod.Tolerations[0].Key != "" {
@@ -55,7 +55,7 @@ func TestRenderAgentDaemonSet(t *testing.T) {
 	if len(c.Env) != 1 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 		t.Errorf("env = %+v, want NODE_NAME from spec.nodeName", c.Env)
 	}
-	if c.VolumeMounts[0].MountPath != HostRootMountPath || pod.Volumes[0].HostPath.Path != "/" {
+	if c.VolumeMounts[0].MountPath != hostRootMountPath || pod.Volumes[0].HostPath.Path != "/" {
 		t.Errorf("host root mount = %+v / %+v", c.VolumeMounts, pod.Volumes)
 	}
 }
@@ -97,9 +97,9 @@ func precededByComment(lines []string, i int) bool {
 }
 
 func TestDaemonSetDrifted(t *testing.T) {
-	desired := RenderAgentDaemonSet(testAgent)
+	desired := renderAgentDaemonSet(testAgent)
 	defaulted := func() *appsv1.DaemonSet {
-		ds := RenderAgentDaemonSet(testAgent)
+		ds := renderAgentDaemonSet(testAgent)
 		// What the API server adds must not count as drift.
 		ds.ResourceVersion = "7"
 		ds.Annotations = map[string]string{"deprecated.daemonset.template.generation": "1"}

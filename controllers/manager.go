@@ -1,9 +1,10 @@
-// Package controllers holds the latencytier manager: the NodeReconciler
-// (which profile owns a node, its label and LatencyNode, the revert
-// handshake), the ProfileReconciler (finalizer and status aggregation) and
-// the DaemonSetReconciler (the agent DaemonSet). Decisions — node selection,
-// labels, the DaemonSet manifest, status — are pure functions in their own
-// files; the reconcilers only read, compare and write the difference.
+// Package controllers holds the latencytier manager (RunManager): the node
+// reconciler (which profile owns a node, its label and LatencyNode, the
+// revert handshake), the profile reconciler (finalizer, status aggregation
+// and the safe rollout) and the DaemonSet reconciler (the agent DaemonSet).
+// Decisions — node selection, labels, the DaemonSet manifest, status, the
+// rollout's moves — are pure functions in their own files; the reconcilers
+// only read, compare and write the difference.
 package controllers
 
 import (
@@ -20,7 +21,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -82,18 +81,19 @@ import (
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-// Options configure the reconcilers.
-type Options struct {
+// options configure the reconcilers.
+type options struct {
 	// Agent shapes the agent DaemonSet; Agent.Namespace is the operator namespace.
-	Agent AgentOptions
+	Agent agentOptions
 	// UnreachableAfter is how long a NotReady node may hold up a revert.
 	UnreachableAfter time.Duration
-	// Now is the rollout's clock (time.Now when nil); tests inject one.
+	// Now is the controllers' clock (time.Now when nil): node reachability,
+	// rollout windows and condition times all read it; tests inject one.
 	Now func() time.Time
 }
 
-// Scheme is the runtime scheme of the manager: client-go's types and ours.
-func Scheme() *runtime.Scheme {
+// newScheme is the runtime scheme of the manager: client-go's types and ours.
+func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		panic(err)
@@ -104,8 +104,8 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// CacheOptions limit the DaemonSet informer to the operator namespace.
-func CacheOptions(namespace string) cache.Options {
+// cacheOptions limit the DaemonSet informer to the operator namespace.
+func cacheOptions(namespace string) cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&appsv1.DaemonSet{}: {Namespaces: map[string]cache.Config{namespace: {}}},
 		// Profile revisions (safe rollout) live in the operator namespace too.
@@ -113,12 +113,12 @@ func CacheOptions(namespace string) cache.Options {
 	}}
 }
 
-// MetricsOptions serve the metrics endpoint at addr. Secure serving is
+// metricsOptions serve the metrics endpoint at addr. Secure serving is
 // HTTPS (a self-signed certificate, kept in memory) with every request's
 // bearer token checked by a TokenReview and a SubjectAccessReview for get on
 // the non-resource URL /metrics; otherwise plain HTTP, open to anyone who
 // reaches addr.
-func MetricsOptions(addr string, secure bool) metricsserver.Options {
+func metricsOptions(addr string, secure bool) metricsserver.Options {
 	if !secure {
 		return metricsserver.Options{BindAddress: addr}
 	}
@@ -129,10 +129,10 @@ func MetricsOptions(addr string, secure bool) metricsserver.Options {
 	}
 }
 
-// Setup registers the three reconcilers with mgr.
-func Setup(mgr ctrl.Manager, o Options) error {
+// setup registers the three reconcilers with mgr.
+func setup(mgr ctrl.Manager, o options) error {
 	rec := mgr.GetEventRecorder("latencytier-controller")
-	nodes := &NodeReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Now: o.Now}
+	nodes := &nodeReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Now: o.Now}
 	err := ctrl.NewControllerManagedBy(mgr).Named("node").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
 		// Nodes are independent of each other: reconcile several at once.
@@ -144,7 +144,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return fmt.Errorf("setting up node controller: %w", err)
 	}
-	profiles := &ProfileReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter,
+	profiles := &profileReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter,
 		Namespace: o.Agent.Namespace, Now: o.Now}
 	err = ctrl.NewControllerManagedBy(mgr).Named("latencyprofile").
 		For(&v1alpha1.LatencyProfile{}).
@@ -154,10 +154,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return fmt.Errorf("setting up profile controller: %w", err)
 	}
-	ds := &DaemonSetReconciler{Client: mgr.GetClient(), Recorder: rec, Agent: o.Agent}
+	ds := &daemonSetReconciler{Client: mgr.GetClient(), Recorder: rec, Agent: o.Agent}
 	err = ctrl.NewControllerManagedBy(mgr).Named("agent-daemonset").
 		For(&appsv1.DaemonSet{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
-			return obj.GetNamespace() == o.Agent.Namespace && obj.GetName() == AgentDaemonSetName
+			return obj.GetNamespace() == o.Agent.Namespace && obj.GetName() == agentDaemonSetName
 		}))).
 		// Only a new profile can call for the DaemonSet (its own watch
 		// repairs it); a profile's status patches are none of its business.
@@ -169,117 +169,6 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("setting up agent DaemonSet controller: %w", err)
 	}
 	return nil
-}
-
-// nodeChanged passes node events that matter to selection and reachability:
-// creation, deletion, label/annotation or Ready changes, and informer resyncs
-// (so a periodic resync re-checks every node). Status heartbeats are dropped.
-func nodeChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		oldN, okOld := e.ObjectOld.(*corev1.Node)
-		newN, okNew := e.ObjectNew.(*corev1.Node)
-		if !okOld || !okNew || oldN.ResourceVersion == newN.ResourceVersion {
-			return true
-		}
-		return !mapsEqual(oldN.Labels, newN.Labels) || !mapsEqual(oldN.Annotations, newN.Annotations) ||
-			readyStatus(oldN) != readyStatus(newN)
-	}}
-}
-
-// profileIntentChanged passes the profile events that can change which
-// nodes a profile owns or what they apply: creation, deletion, a new
-// generation (any spec change) and the start of deletion. Status-only
-// updates — one per node report during a rollout, each of which would
-// reconcile every node, O(N²) over a rollout — and resyncs are dropped: the
-// nodes' own resyncs re-check every node. Labels, annotations and
-// finalizers of a profile decide nothing about nodes.
-func profileIntentChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		if e.ObjectOld == nil || e.ObjectNew == nil {
-			return true
-		}
-		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
-			e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
-	}}
-}
-
-// onlyCreate passes creation events (including the initial list) only.
-func onlyCreate() predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc:  func(event.UpdateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
-func readyStatus(n *corev1.Node) corev1.ConditionStatus {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status
-		}
-	}
-	return ""
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
-// allNodes maps a profile event to every node: any node may change hands.
-func allNodes(c client.Client) handler.MapFunc {
-	return func(ctx context.Context, _ client.Object) []reconcile.Request {
-		var nodes corev1.NodeList
-		if err := c.List(ctx, &nodes); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Listing nodes for a profile event failed")
-			return nil
-		}
-		reqs := make([]reconcile.Request, len(nodes.Items))
-		for i := range nodes.Items {
-			reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: nodes.Items[i].Name}}
-		}
-		return reqs
-	}
-}
-
-// allProfiles maps a node event to every profile: a node's labels decide
-// matches and conflicts of all of them.
-func allProfiles(c client.Client) handler.MapFunc {
-	return func(ctx context.Context, _ client.Object) []reconcile.Request {
-		var list v1alpha1.LatencyProfileList
-		if err := c.List(ctx, &list); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Listing profiles for a node event failed")
-			return nil
-		}
-		reqs := make([]reconcile.Request, len(list.Items))
-		for i := range list.Items {
-			reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}}
-		}
-		return reqs
-	}
-}
-
-// profilesOfLatencyNode maps a LatencyNode to the profile in its spec and
-// the one its agent last reported.
-func profilesOfLatencyNode(_ context.Context, obj client.Object) []reconcile.Request {
-	ln, ok := obj.(*v1alpha1.LatencyNode)
-	if !ok {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for _, name := range []string{ln.Spec.Profile, ln.Status.Profile} {
-		if name != "" && (len(reqs) == 0 || reqs[0].Name != name) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
-		}
-	}
-	return reqs
 }
 
 // countErrors counts a reconciler's errors in latencytier_reconcile_errors_total.
@@ -347,9 +236,9 @@ func RunManager(ctx context.Context, args []string) error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  Scheme(),
-		Cache:                   CacheOptions(f.namespace),
-		Metrics:                 MetricsOptions(f.metricsAddr, f.metricsSecure),
+		Scheme:                  newScheme(),
+		Cache:                   cacheOptions(f.namespace),
+		Metrics:                 metricsOptions(f.metricsAddr, f.metricsSecure),
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "latencytier-manager.latencytier.io",
@@ -359,11 +248,11 @@ func RunManager(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	opts := Options{
-		Agent:            AgentOptions{Namespace: f.namespace, Image: f.agentImage, Args: strings.Fields(f.agentArgs)},
+	opts := options{
+		Agent:            agentOptions{Namespace: f.namespace, Image: f.agentImage, Args: strings.Fields(f.agentArgs)},
 		UnreachableAfter: f.unreachableAfter,
 	}
-	if err := Setup(mgr, opts); err != nil {
+	if err := setup(mgr, opts); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -15,7 +15,7 @@ func TestMetricsSecureByDefault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o := MetricsOptions(f.metricsAddr, f.metricsSecure)
+		o := metricsOptions(f.metricsAddr, f.metricsSecure)
 		if o.SecureServing != tt.wantSecure || (o.FilterProvider != nil) != tt.wantSecure {
 			t.Errorf("%v: secure serving %v with filter %v, want %v", tt.args, o.SecureServing, o.FilterProvider != nil, tt.wantSecure)
 		}

@@ -90,7 +90,7 @@ func serveMetrics(t *testing.T, secure bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := metricsserver.NewServer(MetricsOptions(addr, secure), testEnv.Config, hc)
+	srv, err := metricsserver.NewServer(metricsOptions(addr, secure), testEnv.Config, hc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,5 +60,5 @@ func TestProfileMetrics(t *testing.T) {
 		}
 		return nil
 	})
-	expectEvent(t, "met", EventDegraded)
+	expectEvent(t, "met", eventDegraded)
 }

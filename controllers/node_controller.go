@@ -18,26 +18,31 @@ import (
 
 // Event reasons for decisions a user asks about.
 const (
-	EventSelected       = "Selected"
-	EventReverting      = "Reverting"
-	EventReverted       = "Reverted"
-	EventNodeGone       = "NodeGone"
-	EventNodeConflict   = "NodeConflict"
-	EventDegraded       = "Degraded"
-	EventApplied        = "Applied"
-	EventWaiting        = "WaitingForRevert"
-	EventAgentRepaired  = "AgentRepaired"
-	eventActionLabel    = "Label"
-	eventActionApply    = "Apply"
-	eventActionRevert   = "Revert"
-	eventActionCleanup  = "Cleanup"
-	eventActionAggregat = "Aggregate"
+	eventSelected      = "Selected"
+	eventReverting     = "Reverting"
+	eventReverted      = "Reverted"
+	eventNodeGone      = "NodeGone"
+	eventNodeConflict  = "NodeConflict"
+	eventDegraded      = "Degraded"
+	eventApplied       = "Applied"
+	eventWaiting       = "WaitingForRevert"
+	eventAgentRepaired = "AgentRepaired"
 )
 
-// NodeReconciler owns, for one node, the profile label and the LatencyNode:
+// Event actions: what the controller did when it recorded the event.
+const (
+	eventActionLabel     = "Label"
+	eventActionApply     = "Apply"
+	eventActionRevert    = "Revert"
+	eventActionCleanup   = "Cleanup"
+	eventActionAggregate = "Aggregate"
+	eventActionRepair    = "Repair"
+)
+
+// nodeReconciler owns, for one node, the profile label and the LatencyNode:
 // it decides which profile the node belongs to, writes the resolved spec, and
 // carries out the revert handshake when the node leaves a profile.
-type NodeReconciler struct {
+type nodeReconciler struct {
 	client.Client
 	Recorder events.EventRecorder
 	// UnreachableAfter is how long a NotReady node may hold up a revert.
@@ -47,7 +52,7 @@ type NodeReconciler struct {
 }
 
 // Reconcile brings one node's label and LatencyNode in line with the profiles.
-func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *nodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ln, err := r.latencyNode(ctx, req.Name)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -71,15 +76,18 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	return r.release(ctx, node, ln, res, list.Items)
 }
 
-func (r *NodeReconciler) now() time.Time {
-	if r.Now == nil {
+func (r *nodeReconciler) now() time.Time { return readClock(r.Now) }
+
+// readClock reads an injected clock, the wall clock when there is none.
+func readClock(now func() time.Time) time.Time {
+	if now == nil {
 		return time.Now()
 	}
-	return r.Now()
+	return now()
 }
 
 // latencyNode returns the node's LatencyNode, nil when there is none.
-func (r *NodeReconciler) latencyNode(ctx context.Context, name string) (*v1alpha1.LatencyNode, error) {
+func (r *nodeReconciler) latencyNode(ctx context.Context, name string) (*v1alpha1.LatencyNode, error) {
 	ln := &v1alpha1.LatencyNode{}
 	err := r.Get(ctx, types.NamespacedName{Name: name}, ln)
 	if apierrors.IsNotFound(err) {
@@ -92,7 +100,7 @@ func (r *NodeReconciler) latencyNode(ctx context.Context, name string) (*v1alpha
 }
 
 // apply labels the node for p and writes p's resolved spec to its LatencyNode.
-func (r *NodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile) error {
+func (r *nodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile) error {
 	if err := r.setLabel(ctx, node, p.Name, p); err != nil {
 		return err
 	}
@@ -102,7 +110,7 @@ func (r *NodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 			return ignoreStale(ctx, fmt.Errorf("creating LatencyNode: %w", err))
 		}
 		log.Info("Created LatencyNode")
-		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, EventSelected, eventActionApply,
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventSelected, eventActionApply,
 			"Node %s selected; LatencyNode created", node.Name)
 		return nil
 	}
@@ -118,7 +126,7 @@ func (r *NodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 	}
 	log.Info("Updated LatencyNode spec", "previousProfile", previous, "generation", p.Generation)
 	if previous != p.Name {
-		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, EventSelected, eventActionApply,
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventSelected, eventActionApply,
 			"Node %s selected (taken over from %q)", node.Name, previous)
 	}
 	return nil
@@ -126,7 +134,7 @@ func (r *NodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 
 // release handles a node no profile owns: revert its LatencyNode, wait for
 // the agent (or for the node to be unreachable too long), then clean up.
-func (r *NodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, res Resolution, profiles []v1alpha1.LatencyProfile) (ctrl.Result, error) {
+func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, res resolution, profiles []v1alpha1.LatencyProfile) (ctrl.Result, error) {
 	if ln == nil {
 		return ctrl.Result{}, r.setLabel(ctx, node, "", nil)
 	}
@@ -147,7 +155,7 @@ func (r *NodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1a
 }
 
 // startRevert turns the node's LatencyNode spec to Revert.
-func (r *NodeReconciler) startRevert(ctx context.Context, ln *v1alpha1.LatencyNode, res Resolution, owner *v1alpha1.LatencyProfile) error {
+func (r *nodeReconciler) startRevert(ctx context.Context, ln *v1alpha1.LatencyNode, res resolution, owner *v1alpha1.LatencyProfile) error {
 	patched := ln.DeepCopy()
 	patched.Spec.Action = v1alpha1.ActionRevert
 	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(ln, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -160,12 +168,12 @@ func (r *NodeReconciler) startRevert(ctx context.Context, ln *v1alpha1.LatencyNo
 	} else if owner == nil || !owner.DeletionTimestamp.IsZero() {
 		why = "profile deleted"
 	}
-	r.event(owner, ln, corev1.EventTypeNormal, EventReverting, eventActionRevert, "Node %s reverting: %s", ln.Name, why)
+	r.event(owner, ln, corev1.EventTypeNormal, eventReverting, eventActionRevert, "Node %s reverting: %s", ln.Name, why)
 	return nil
 }
 
 // finish removes the profile label and the LatencyNode once a revert is over.
-func (r *NodeReconciler) finish(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, owner *v1alpha1.LatencyProfile, note string) error {
+func (r *nodeReconciler) finish(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, owner *v1alpha1.LatencyProfile, note string) error {
 	if err := r.setLabel(ctx, node, "", owner); err != nil {
 		return err
 	}
@@ -173,12 +181,12 @@ func (r *NodeReconciler) finish(ctx context.Context, node *corev1.Node, ln *v1al
 		return fmt.Errorf("deleting LatencyNode: %w", err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Removed reverted LatencyNode", "profile", ln.Spec.Profile)
-	r.event(owner, ln, corev1.EventTypeNormal, EventReverted, eventActionCleanup, note, node.Name)
+	r.event(owner, ln, corev1.EventTypeNormal, eventReverted, eventActionCleanup, note, node.Name)
 	return nil
 }
 
 // nodeGone deletes the LatencyNode of a node that no longer exists.
-func (r *NodeReconciler) nodeGone(ctx context.Context, ln *v1alpha1.LatencyNode) error {
+func (r *nodeReconciler) nodeGone(ctx context.Context, ln *v1alpha1.LatencyNode) error {
 	if ln == nil {
 		return nil
 	}
@@ -187,12 +195,12 @@ func (r *NodeReconciler) nodeGone(ctx context.Context, ln *v1alpha1.LatencyNode)
 	}
 	ctrl.LoggerFrom(ctx).Info("Deleted LatencyNode of a deleted node", "profile", ln.Spec.Profile)
 	owner := r.profile(ctx, ln.Spec.Profile)
-	r.event(owner, ln, corev1.EventTypeNormal, EventNodeGone, eventActionCleanup, "Node %s is gone; LatencyNode removed", ln.Name)
+	r.event(owner, ln, corev1.EventTypeNormal, eventNodeGone, eventActionCleanup, "Node %s is gone; LatencyNode removed", ln.Name)
 	return nil
 }
 
 // setLabel patches the node's profile label to want ("" removes it).
-func (r *NodeReconciler) setLabel(ctx context.Context, node *corev1.Node, want string, p *v1alpha1.LatencyProfile) error {
+func (r *nodeReconciler) setLabel(ctx context.Context, node *corev1.Node, want string, p *v1alpha1.LatencyProfile) error {
 	patch, foreign := labelPatch(node, want)
 	if foreign {
 		ctrl.LoggerFrom(ctx).Info("Left a profile label the controller did not set", "value", node.Labels[v1alpha1.ProfileLabel])
@@ -212,7 +220,7 @@ func (r *NodeReconciler) setLabel(ctx context.Context, node *corev1.Node, want s
 	return nil
 }
 
-func (r *NodeReconciler) profile(ctx context.Context, name string) *v1alpha1.LatencyProfile {
+func (r *nodeReconciler) profile(ctx context.Context, name string) *v1alpha1.LatencyProfile {
 	p := &v1alpha1.LatencyProfile{}
 	if name == "" || r.Get(ctx, types.NamespacedName{Name: name}, p) != nil {
 		return nil
@@ -221,7 +229,7 @@ func (r *NodeReconciler) profile(ctx context.Context, name string) *v1alpha1.Lat
 }
 
 // event records on the profile when it still exists, else on the LatencyNode.
-func (r *NodeReconciler) event(p *v1alpha1.LatencyProfile, ln *v1alpha1.LatencyNode, typ, reason, action, note string, args ...any) {
+func (r *nodeReconciler) event(p *v1alpha1.LatencyProfile, ln *v1alpha1.LatencyNode, typ, reason, action, note string, args ...any) {
 	if p != nil {
 		r.Recorder.Eventf(p, ln, typ, reason, action, note, args...)
 		return

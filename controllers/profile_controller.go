@@ -18,24 +18,26 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// ProfileReconciler owns a LatencyProfile's finalizer and status: it
+// profileReconciler owns a LatencyProfile's finalizer and status: it
 // aggregates the profile's LatencyNodes into status and, on deletion, holds
 // the profile until every node it tuned has been reverted. It also runs the
 // profile's rollout (rollout_controller.go): it keeps the tuning history as
 // ControllerRevisions and, for a profile with spec.rollout, moves its nodes
 // from revision to revision (the node controller only adds and removes
 // them). It never writes the profile's spec, labels or annotations.
-type ProfileReconciler struct {
+type profileReconciler struct {
 	client.Client
 	Recorder         events.EventRecorder
 	UnreachableAfter time.Duration
-	Now              func() time.Time
+	// Now is the clock of reachability, rollout windows and condition
+	// times (time.Now when nil).
+	Now func() time.Time
 	// Namespace is the manager's namespace, where revisions are kept.
 	Namespace string
 }
 
 // Reconcile updates one profile's finalizer and status.
-func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &v1alpha1.LatencyProfile{}
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -77,7 +79,7 @@ func soonest(a, b time.Duration) time.Duration {
 }
 
 // statusInput gathers what the profile's status is computed from.
-func (r *ProfileReconciler) statusInput(ctx context.Context, p *v1alpha1.LatencyProfile) (statusInput, error) {
+func (r *profileReconciler) statusInput(ctx context.Context, p *v1alpha1.LatencyProfile) (statusInput, error) {
 	var profiles v1alpha1.LatencyProfileList
 	if err := r.List(ctx, &profiles); err != nil {
 		return statusInput{}, fmt.Errorf("listing profiles: %w", err)
@@ -98,13 +100,9 @@ func (r *ProfileReconciler) statusInput(ctx context.Context, p *v1alpha1.Latency
 	if err := bad[p.Name]; err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Ignored profile with an invalid nodeSelector")
 	}
-	now := time.Now()
-	if r.Now != nil {
-		now = r.Now()
-	}
 	return statusInput{
 		Profile: p, Nodes: nodes.Items, Candidates: cands, LatencyNodes: byName,
-		Now: now, UnreachableAfter: r.UnreachableAfter,
+		Now: readClock(r.Now), UnreachableAfter: r.UnreachableAfter,
 	}, nil
 }
 
@@ -137,7 +135,7 @@ func unreachableRecheck(in statusInput) time.Duration {
 // patchFinalizer adds or removes the revert finalizer with a merge patch that
 // carries only metadata.finalizers (and the resourceVersion it was read at),
 // and writes nothing when the finalizer already is as wanted.
-func (r *ProfileReconciler) patchFinalizer(ctx context.Context, p *v1alpha1.LatencyProfile, change func(client.Object, string) bool) error {
+func (r *profileReconciler) patchFinalizer(ctx context.Context, p *v1alpha1.LatencyProfile, change func(client.Object, string) bool) error {
 	patched := p.DeepCopy()
 	if !change(patched, v1alpha1.RevertFinalizer) {
 		// Already as wanted (e.g. a deleted profile another finalizer
@@ -153,7 +151,7 @@ func (r *ProfileReconciler) patchFinalizer(ctx context.Context, p *v1alpha1.Late
 
 // patchStatus writes st through the status subresource when it changed, and
 // records an event for each decision the change carries.
-func (r *ProfileReconciler) patchStatus(ctx context.Context, p *v1alpha1.LatencyProfile, st v1alpha1.LatencyProfileStatus) error {
+func (r *profileReconciler) patchStatus(ctx context.Context, p *v1alpha1.LatencyProfile, st v1alpha1.LatencyProfileStatus) error {
 	if equality.Semantic.DeepEqual(p.Status, st) {
 		return nil
 	}
@@ -163,7 +161,7 @@ func (r *ProfileReconciler) patchStatus(ctx context.Context, p *v1alpha1.Latency
 		return ignoreStale(ctx, fmt.Errorf("patching status: %w", err))
 	}
 	for _, e := range statusEvents(p.Status, st) {
-		r.Recorder.Eventf(patched, nil, e.typ, e.reason, eventActionAggregat, "%s", e.note)
+		r.Recorder.Eventf(patched, nil, e.typ, e.reason, eventActionAggregate, "%s", e.note)
 	}
 	return nil
 }
@@ -176,17 +174,17 @@ type statusEvent struct{ typ, reason, note string }
 func statusEvents(old, cur v1alpha1.LatencyProfileStatus) []statusEvent {
 	var out []statusEvent
 	if cur.Conflicted > old.Conflicted {
-		out = append(out, statusEvent{corev1.EventTypeWarning, EventNodeConflict, conditionMessage(cur, v1alpha1.ProfileDegraded, v1alpha1.ReasonNodeConflict,
+		out = append(out, statusEvent{corev1.EventTypeWarning, eventNodeConflict, conditionMessage(cur, v1alpha1.ProfileDegraded, v1alpha1.ReasonNodeConflict,
 			fmt.Sprintf("%d node(s) selected with equal priority by another profile get no profile", cur.Conflicted))})
 	}
 	if cur.Degraded > old.Degraded {
-		out = append(out, statusEvent{corev1.EventTypeWarning, EventDegraded, fmt.Sprintf("%d node(s) failed, drifted or unreachable", cur.Degraded)})
+		out = append(out, statusEvent{corev1.EventTypeWarning, eventDegraded, fmt.Sprintf("%d node(s) failed, drifted or unreachable", cur.Degraded)})
 	}
 	if becameTrue(old, cur, v1alpha1.ProfileReady) {
-		out = append(out, statusEvent{corev1.EventTypeNormal, EventApplied, fmt.Sprintf("All %d node(s) applied", cur.Applied)})
+		out = append(out, statusEvent{corev1.EventTypeNormal, eventApplied, fmt.Sprintf("All %d node(s) applied", cur.Applied)})
 	}
 	if len(cur.WaitingFor) > 0 && !equality.Semantic.DeepEqual(old.WaitingFor, cur.WaitingFor) {
-		out = append(out, statusEvent{corev1.EventTypeNormal, EventWaiting, "Waiting for nodes to revert: " + strings.Join(cur.WaitingFor, ", ")})
+		out = append(out, statusEvent{corev1.EventTypeNormal, eventWaiting, "Waiting for nodes to revert: " + strings.Join(cur.WaitingFor, ", ")})
 	}
 	return out
 }

@@ -23,16 +23,17 @@ import (
 // +kubebuilder:rbac:groups=apps,namespace=latencytier-system,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=tuning.latencytier.io,resources=latencynodes/status,verbs=get;patch
 
-// Event reasons of the rollout (the phase events are "Rollout<Phase>").
+// eventRolloutMoved is the reason of the event for a batch of moves (the
+// phase events are "Rollout<Phase>"), recorded with action eventActionRoll.
 const (
-	EventRolloutMoved = "RolloutMoved"
+	eventRolloutMoved = "RolloutMoved"
 	eventActionRoll   = "Rollout"
 )
 
 // rollout runs one step of p's rollout: store the tuning as a revision,
 // decide, move nodes, record verdicts. It returns status.rollout and when
 // a clock next changes the decision.
-func (r *ProfileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProfile, in statusInput) (*v1alpha1.RolloutStatus, time.Duration, error) {
+func (r *profileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProfile, in statusInput) (*v1alpha1.RolloutStatus, time.Duration, error) {
 	if !p.DeletionTimestamp.IsZero() {
 		return p.Status.Rollout.DeepCopy(), 0, nil
 	}
@@ -111,7 +112,7 @@ func rolloutNodeOf(ln *v1alpha1.LatencyNode, canary bool) rolloutNode {
 
 // moveNodes writes each move into the node's LatencyNode spec, with the
 // revision's tuning and the time of the move.
-func (r *ProfileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyProfile, moves []nodeMove,
+func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyProfile, moves []nodeMove,
 	lns map[string]*v1alpha1.LatencyNode, owned map[string]*appsv1.ControllerRevision, now time.Time) error {
 	var moved []string
 	for _, m := range moves {
@@ -136,14 +137,14 @@ func (r *ProfileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyPr
 	if len(moved) > 0 {
 		m := moves[0]
 		ctrl.LoggerFrom(ctx).Info("Moved nodes", "action", m.Action, "revision", m.Revision, "nodes", moved)
-		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, EventRolloutMoved, eventActionRoll,
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventRolloutMoved, eventActionRoll,
 			"%s %s on %s", m.Action, orNone(m.Revision), names(moved))
 	}
 	return nil
 }
 
 // patchSpec writes a LatencyNode spec and stamps when it changed.
-func (r *ProfileReconciler) patchSpec(ctx context.Context, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time) error {
+func (r *profileReconciler) patchSpec(ctx context.Context, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time) error {
 	patched := ln.DeepCopy()
 	patched.Spec = spec
 	setRevisionStamp(patched, now)
@@ -163,7 +164,7 @@ func setRevisionStamp(ln *v1alpha1.LatencyNode, now time.Time) {
 
 // patchVerdicts writes status.verdict where it changed; nodes moved in this
 // step are judged on the next one.
-func (r *ProfileReconciler) patchVerdicts(ctx context.Context, plan rolloutPlan, lns map[string]*v1alpha1.LatencyNode, now time.Time) error {
+func (r *profileReconciler) patchVerdicts(ctx context.Context, plan rolloutPlan, lns map[string]*v1alpha1.LatencyNode, now time.Time) error {
 	moved := map[string]bool{}
 	for _, m := range plan.Moves {
 		moved[m.Node] = true

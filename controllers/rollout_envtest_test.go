@@ -282,7 +282,7 @@ func TestRolloutCanaryThenBatchesThenNoWrites(t *testing.T) {
 
 	// Complete: nothing more is written, across several informer resyncs.
 	before := rolloutVersions(t, nodes, "ro-batch")
-	time.Sleep(3 * testSyncPeriod) // waiting for writes that must not come
+	waitForReconciles(t, 3, nodes, []string{"ro-batch"})
 	if after := rolloutVersions(t, nodes, "ro-batch"); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("writes after completion:\nbefore %v\nafter  %v", before, after)
 	}
@@ -373,7 +373,19 @@ func TestRolloutPauseSpecChangeAndNodeLeaving(t *testing.T) {
 		t.Fatalf("ro-mid-08 holds %s with both slots stalled, want %s", held["ro-mid-08"], r1)
 	}
 	sim.set(func(s *simAgents) { s.stall = map[string]bool{} })
-	time.Sleep(3 * testSyncPeriod) // waiting for moves that must not come
+	for _, n := range []string{"ro-mid-05", "ro-mid-07"} {
+		eventually(t, n+" reports its window under "+r2, func() error {
+			ln, err := getLN(n)
+			if err != nil {
+				return err
+			}
+			if cur := ln.Status.Current; cur == nil || cur.Revision != r2 {
+				return fmt.Errorf("current evidence %+v", cur)
+			}
+			return nil
+		})
+	}
+	waitForReconciles(t, 3, nil, []string{"ro-mid"})
 	if now := revisionsOf(t, nodes); fmt.Sprint(now) != fmt.Sprint(held) {
 		t.Fatalf("nodes moved while paused:\nbefore %v\nafter  %v", held, now)
 	}

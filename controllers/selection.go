@@ -17,8 +17,8 @@ type candidate struct {
 	selector labels.Selector
 }
 
-// Resolution is the outcome of node selection for one node.
-type Resolution struct {
+// resolution is the outcome of node selection for one node.
+type resolution struct {
 	// Winner is the profile that owns the node, "" when none does.
 	Winner string
 	// Conflict lists the profiles tied at the highest priority (two or
@@ -27,10 +27,10 @@ type Resolution struct {
 }
 
 // Conflicted reports whether profiles of equal priority claim the node.
-func (r Resolution) Conflicted() bool { return len(r.Conflict) > 1 }
+func (r resolution) Conflicted() bool { return len(r.Conflict) > 1 }
 
 // Involves reports whether profile name is the winner or in the conflict.
-func (r Resolution) Involves(name string) bool {
+func (r resolution) Involves(name string) bool {
 	if r.Winner == name {
 		return true
 	}
@@ -90,7 +90,7 @@ func selectableLabels(nodeLabels map[string]string) labels.Set {
 // the profiles that select it; a tie at the top is a conflict and the node
 // goes to none of them. An empty nodeSelector selects every node, as in the
 // rest of Kubernetes. candidates must come from compileProfiles.
-func resolveNode(nodeLabels map[string]string, candidates []candidate) Resolution {
+func resolveNode(nodeLabels map[string]string, candidates []candidate) resolution {
 	set := selectableLabels(nodeLabels)
 	var top []string
 	var topPriority int32
@@ -106,10 +106,10 @@ func resolveNode(nodeLabels map[string]string, candidates []candidate) Resolutio
 	}
 	switch len(top) {
 	case 0:
-		return Resolution{}
+		return resolution{}
 	case 1:
-		return Resolution{Winner: top[0]}
+		return resolution{Winner: top[0]}
 	default:
-		return Resolution{Conflict: top}
+		return resolution{Conflict: top}
 	}
 }

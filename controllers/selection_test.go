@@ -30,39 +30,39 @@ func TestResolveNode(t *testing.T) {
 		name     string
 		labels   map[string]string
 		profiles []v1alpha1.LatencyProfile
-		want     Resolution
+		want     resolution
 	}{
-		{"no profile", map[string]string{"tier": "rt"}, nil, Resolution{}},
+		{"no profile", map[string]string{"tier": "rt"}, nil, resolution{}},
 		{"not selected", map[string]string{"tier": "web"},
-			[]v1alpha1.LatencyProfile{profile("a", 0, map[string]string{"tier": "rt"})}, Resolution{}},
+			[]v1alpha1.LatencyProfile{profile("a", 0, map[string]string{"tier": "rt"})}, resolution{}},
 		{"selected", map[string]string{"tier": "rt"},
-			[]v1alpha1.LatencyProfile{profile("a", 0, map[string]string{"tier": "rt"})}, Resolution{Winner: "a"}},
+			[]v1alpha1.LatencyProfile{profile("a", 0, map[string]string{"tier": "rt"})}, resolution{Winner: "a"}},
 		{"higher priority wins", map[string]string{"tier": "rt", "zone": "a"},
 			[]v1alpha1.LatencyProfile{
 				profile("low", 1, map[string]string{"tier": "rt"}),
 				profile("high", 5, map[string]string{"zone": "a"}),
-			}, Resolution{Winner: "high"}},
+			}, resolution{Winner: "high"}},
 		{"equal priority conflicts", map[string]string{"tier": "rt", "zone": "a"},
 			[]v1alpha1.LatencyProfile{
 				profile("b", 5, map[string]string{"zone": "a"}),
 				profile("a", 5, map[string]string{"tier": "rt"}),
 				profile("low", 1, map[string]string{"tier": "rt"}),
-			}, Resolution{Conflict: []string{"a", "b"}}},
+			}, resolution{Conflict: []string{"a", "b"}}},
 		{"tie below the winner is no conflict", map[string]string{"tier": "rt"},
 			[]v1alpha1.LatencyProfile{
 				profile("x", 1, map[string]string{"tier": "rt"}),
 				profile("y", 1, map[string]string{"tier": "rt"}),
 				profile("top", 2, map[string]string{"tier": "rt"}),
-			}, Resolution{Winner: "top"}},
+			}, resolution{Winner: "top"}},
 		{"deleted profile takes no node", map[string]string{"tier": "rt"},
 			[]v1alpha1.LatencyProfile{deleted, profile("next", 0, map[string]string{"tier": "rt"})},
-			Resolution{Winner: "next"}},
+			resolution{Winner: "next"}},
 		{"invalid selector is ignored", map[string]string{"x": "1"},
-			[]v1alpha1.LatencyProfile{bad}, Resolution{}},
+			[]v1alpha1.LatencyProfile{bad}, resolution{}},
 		{"empty selector selects every node", map[string]string{"any": "thing"},
-			[]v1alpha1.LatencyProfile{profile("all", 0, nil)}, Resolution{Winner: "all"}},
+			[]v1alpha1.LatencyProfile{profile("all", 0, nil)}, resolution{Winner: "all"}},
 		{"our own label never selects", map[string]string{v1alpha1.ProfileLabel: "a"},
-			[]v1alpha1.LatencyProfile{profile("a", 0, map[string]string{v1alpha1.ProfileLabel: "a"})}, Resolution{}},
+			[]v1alpha1.LatencyProfile{profile("a", 0, map[string]string{v1alpha1.ProfileLabel: "a"})}, resolution{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

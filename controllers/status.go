@@ -192,7 +192,7 @@ func sortLines(lines []nodeLine) {
 // computeStatus is the profile's status from its node lines, and the number
 // of nodes in each state (all of them, where status.nodes is capped).
 // Conditions keep their lastTransitionTime from old when their status does
-// not change.
+// not change, and take in.Now when it does.
 func computeStatus(old v1alpha1.LatencyProfileStatus, in statusInput) (v1alpha1.LatencyProfileStatus, map[v1alpha1.ProfileNodeState]int) {
 	lines := profileNodeLines(in)
 	counts := map[v1alpha1.ProfileNodeState]int{}
@@ -213,7 +213,7 @@ func computeStatus(old v1alpha1.LatencyProfileStatus, in statusInput) (v1alpha1.
 		st.WaitingFor = waitingFor(lines)
 	}
 	st.Conditions = append([]metav1.Condition(nil), old.Conditions...)
-	for _, c := range profileConditions(in.Profile, &st, tally) {
+	for _, c := range profileConditions(in.Profile, &st, tally, in.Now) {
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
 	return st, counts
@@ -278,15 +278,17 @@ func waitingFor(lines []nodeLine) []string {
 	return names
 }
 
-// profileConditions are Ready, Progressing and Degraded for st.
-func profileConditions(p *v1alpha1.LatencyProfile, st *v1alpha1.LatencyProfileStatus, t lineTally) []metav1.Condition {
+// profileConditions are Ready, Progressing and Degraded for st, stamped with
+// now: the caller's meta.SetStatusCondition keeps that time only for a
+// condition whose status changed.
+func profileConditions(p *v1alpha1.LatencyProfile, st *v1alpha1.LatencyProfileStatus, t lineTally, now time.Time) []metav1.Condition {
 	gen := p.Generation
 	cond := func(typ string, ok bool, reason, msg string) metav1.Condition {
 		s := metav1.ConditionFalse
 		if ok {
 			s = metav1.ConditionTrue
 		}
-		return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen}
+		return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)}
 	}
 	deleting := !p.DeletionTimestamp.IsZero()
 	return []metav1.Condition{

@@ -64,6 +64,7 @@ type statusCase struct {
 	lns      func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode
 	check    func(t *testing.T, st v1alpha1.LatencyProfileStatus)
 	wantCond map[string]string // condition type -> "Status/Reason"
+	now      time.Time         // the controller's clock; t0 when zero
 }
 
 func runStatus(tc statusCase) v1alpha1.LatencyProfileStatus {
@@ -76,9 +77,13 @@ func runStatus(tc statusCase) v1alpha1.LatencyProfileStatus {
 			byName[ln.Name] = ln
 		}
 	}
+	now := tc.now
+	if now.IsZero() {
+		now = t0
+	}
 	st, _ := computeStatus(p.Status, statusInput{
 		Profile: &p, Nodes: tc.nodes, Candidates: cands, LatencyNodes: byName,
-		Now: t0, UnreachableAfter: 5 * time.Minute,
+		Now: now, UnreachableAfter: 5 * time.Minute,
 	})
 	return st
 }
@@ -275,11 +280,43 @@ func TestComputeStatusIsStable(t *testing.T) {
 		},
 	}
 	first := runStatus(tc)
-	time.Sleep(1100 * time.Millisecond) // condition times have second precision
 	tc.profile.Status = first
+	tc.now = t0.Add(time.Hour) // the clock moved on; nothing else did
 	second := runStatus(tc)
 	if !equality.Semantic.DeepEqual(first, second) {
 		t.Fatalf("status changed on recompute:\n%+v\n%+v", first, second)
+	}
+}
+
+// TestProfileConditionsUseTheInjectedClock: a condition that changes status
+// takes its lastTransitionTime from the controller's clock, not the wall
+// clock, and one that keeps its status keeps its time.
+func TestProfileConditionsUseTheInjectedClock(t *testing.T) {
+	tc := statusCase{
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("a", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			return []*v1alpha1.LatencyNode{lnFor("a", p, time.Millisecond, "0.1")}
+		},
+	}
+	first := runStatus(tc)
+	for _, c := range first.Conditions {
+		if !c.LastTransitionTime.Time.Equal(t0) {
+			t.Fatalf("%s lastTransitionTime = %v, want the injected %v", c.Type, c.LastTransitionTime.Time, t0)
+		}
+	}
+	later := t0.Add(time.Hour)
+	tc.profile.Status, tc.now = first, later
+	tc.lns = func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+		return []*v1alpha1.LatencyNode{lnFor("a", p, time.Millisecond, "0.1", applied)}
+	}
+	second := runStatus(tc)
+	want := map[string]time.Time{v1alpha1.ProfileReady: later, v1alpha1.ProfileProgressing: later, v1alpha1.ProfileDegraded: t0}
+	for typ, at := range want {
+		c := meta.FindStatusCondition(second.Conditions, typ)
+		if c == nil || !c.LastTransitionTime.Time.Equal(at) {
+			t.Errorf("%s after the node applied = %+v, want lastTransitionTime %v", typ, c, at)
+		}
 	}
 }
 
@@ -291,7 +328,7 @@ func TestStatusEvents(t *testing.T) {
 	for _, e := range statusEvents(before, after) {
 		reasons = append(reasons, e.reason)
 	}
-	want := []string{EventNodeConflict, EventDegraded, EventApplied, EventWaiting}
+	want := []string{eventNodeConflict, eventDegraded, eventApplied, eventWaiting}
 	if !reflect.DeepEqual(reasons, want) {
 		t.Fatalf("events = %v, want %v", reasons, want)
 	}

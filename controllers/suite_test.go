@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"latencytier.io/latencytier/api/v1alpha1"
 )
 
 // The suite runs one real kube-apiserver + etcd and one manager for every
@@ -34,9 +36,10 @@ var (
 	k8s     client.Client // direct client, as the user or an agent would be
 	writes  atomic.Int64  // API writes made by the manager's client
 	reads   atomic.Int64  // reads by the manager's client (proves it reconciled)
-	// nodeGets counts, per node name, the manager's Gets of that Node: only
-	// the node controller gets a Node by name, once per reconcile.
-	nodeGets   sync.Map // string → *atomic.Int64
+	// gets counts the manager's Gets of each Node and LatencyProfile by
+	// name: the node and profile controllers get their object once per
+	// reconcile (and the node controller a profile only when releasing).
+	gets       sync.Map // getKey → *atomic.Int64
 	suiteReady bool
 )
 
@@ -94,7 +97,7 @@ func ensureAssets() error {
 
 func startSuite(ctx context.Context, cfg *rest.Config) error {
 	var err error
-	k8s, err = client.New(cfg, client.Options{Scheme: Scheme()})
+	k8s, err = client.New(cfg, client.Options{Scheme: newScheme()})
 	if err != nil {
 		return err
 	}
@@ -111,10 +114,10 @@ func startSuite(ctx context.Context, cfg *rest.Config) error {
 	}
 	ctrl.SetLogger(testLogger())
 	sync := testSyncPeriod
-	cacheOpts := CacheOptions(testNamespace)
+	cacheOpts := cacheOptions(testNamespace)
 	cacheOpts.SyncPeriod = &sync
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  Scheme(),
+		Scheme:  newScheme(),
 		Cache:   cacheOpts,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Logger:  testLogger(),
@@ -126,8 +129,8 @@ func startSuite(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	opts := Options{Agent: AgentOptions{Namespace: testNamespace, Image: "latencytier:test"}, UnreachableAfter: testUnreachable}
-	if err := Setup(mgr, opts); err != nil {
+	opts := options{Agent: agentOptions{Namespace: testNamespace, Image: "latencytier:test"}, UnreachableAfter: testUnreachable}
+	if err := setup(mgr, opts); err != nil {
 		return err
 	}
 	go func() {
@@ -177,8 +180,9 @@ type countingClient struct {
 
 func (c *countingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	reads.Add(1)
-	if _, ok := obj.(*corev1.Node); ok {
-		n, _ := nodeGets.LoadOrStore(key.Name, new(atomic.Int64))
+	switch obj.(type) {
+	case *corev1.Node, *v1alpha1.LatencyProfile:
+		n, _ := gets.LoadOrStore(getKey{fmt.Sprintf("%T", obj), key.Name}, new(atomic.Int64))
 		n.(*atomic.Int64).Add(1)
 	}
 	return c.Client.Get(ctx, key, obj, opts...)
@@ -225,13 +229,49 @@ func (s countingStatus) Patch(ctx context.Context, obj client.Object, patch clie
 	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 }
 
-// nodeReconciles is how often the node controller has reconciled node.
-func nodeReconciles(node string) int64 {
-	n, ok := nodeGets.Load(node)
+// getKey names an object the manager gets: its Go type and name.
+type getKey struct{ typ, name string }
+
+func getsOf(obj client.Object, name string) int64 {
+	n, ok := gets.Load(getKey{fmt.Sprintf("%T", obj), name})
 	if !ok {
 		return 0
 	}
 	return n.(*atomic.Int64).Load()
+}
+
+// nodeReconciles is how often the node controller has reconciled node.
+func nodeReconciles(node string) int64 { return getsOf(&corev1.Node{}, node) }
+
+// profileReconciles is how often the profile controller has reconciled profile.
+func profileReconciles(profile string) int64 { return getsOf(&v1alpha1.LatencyProfile{}, profile) }
+
+// waitForReconciles polls until the manager has reconciled every one of
+// nodes and profiles n more times: after a test has made its last change,
+// that is the window in which writes that must not come would have come
+// (informer resyncs reconcile each of them every testSyncPeriod).
+func waitForReconciles(t testing.TB, n int64, nodes, profiles []string) {
+	t.Helper()
+	type counter struct {
+		what  string
+		count func() int64
+		from  int64
+	}
+	var cs []counter
+	for _, name := range nodes {
+		cs = append(cs, counter{"node " + name, func() int64 { return nodeReconciles(name) }, nodeReconciles(name)})
+	}
+	for _, name := range profiles {
+		cs = append(cs, counter{"profile " + name, func() int64 { return profileReconciles(name) }, profileReconciles(name)})
+	}
+	eventually(t, fmt.Sprintf("%d more reconciles", n), func() error {
+		for _, c := range cs {
+			if got := c.count() - c.from; got < n {
+				return fmt.Errorf("%s reconciled %d times", c.what, got)
+			}
+		}
+		return nil
+	})
 }
 
 // needSuite skips nothing: it fails a test that runs without the API server.

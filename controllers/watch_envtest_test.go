@@ -34,8 +34,16 @@ func TestProfileStatusPatchesDoNotReconcileNodes(t *testing.T) {
 	before := reconcilesOf(nodes)
 	start := time.Now()
 	for i := range patches {
-		patchProfileStatus(t, ctx, "watch", int32(1000+i))
-		time.Sleep(100 * time.Millisecond) // let each event be handled on its own
+		bogus := int32(1000 + i)
+		patchProfileStatus(t, ctx, "watch", bogus)
+		// Let each event be handled on its own: wait for the profile
+		// controller to write its own count back.
+		eventually(t, "profile controller restored status.matched", func() error {
+			if m := getProfile(t, "watch").Status.Matched; m == bogus {
+				return fmt.Errorf("status.matched still %d", m)
+			}
+			return nil
+		})
 	}
 	elapsed := time.Since(start)
 	after := reconcilesOf(nodes)

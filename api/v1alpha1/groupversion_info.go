@@ -7,17 +7,25 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
-var (
-	// GroupVersion is the group and version of this API.
-	GroupVersion = schema.GroupVersion{Group: "tuning.latencytier.io", Version: "v1alpha1"}
+// GroupVersion is the group and version of this API.
+var GroupVersion = schema.GroupVersion{Group: "tuning.latencytier.io", Version: "v1alpha1"}
 
-	// SchemeBuilder registers the types of this API with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+// AddToScheme adds the types of this API to a scheme. It is built on
+// apimachinery alone, so importing the API does not pull in controller-runtime.
+var AddToScheme = schemeBuilder.AddToScheme
 
-	// AddToScheme adds the types of this API to a scheme.
-	AddToScheme = SchemeBuilder.AddToScheme
-)
+var schemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
+		&LatencyProfile{}, &LatencyProfileList{},
+		&LatencyNode{}, &LatencyNodeList{},
+	)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -25,7 +25,7 @@ const (
 // one node, and which profile generation it came from.
 // +kubebuilder:validation:XValidation:rule="self.action == 'Revert' || (has(self.profile) && size(self.profile) > 0)",message="profile is required when action is Apply or Baseline"
 type LatencyNodeSpec struct {
-	// action is Apply or Revert.
+	// action is Apply, Revert or Baseline (safe rollout: measure only).
 	// +required
 	Action NodeAction `json:"action"`
 
@@ -386,8 +386,4 @@ type LatencyNodeList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []LatencyNode `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&LatencyNode{}, &LatencyNodeList{})
 }

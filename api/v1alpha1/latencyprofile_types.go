@@ -192,7 +192,3 @@ type LatencyProfileList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []LatencyProfile `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&LatencyProfile{}, &LatencyProfileList{})
-}

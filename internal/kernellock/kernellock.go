@@ -11,15 +11,15 @@ import (
 	"time"
 )
 
-// Path is the host-wide lock file.
-const Path = "/run/latencytier-kernel-test.lock"
+// lockPath is the host-wide lock file.
+const lockPath = "/run/latencytier-kernel-test.lock"
 
 // Lock blocks until this test holds the host-wide kernel lock. Call it first
 // in any test that writes /proc/sys, /proc/irq, or shared cgroups, so its
 // own restore cleanups (registered after) run before the unlock.
 func Lock(t testing.TB) {
 	t.Helper()
-	f, err := os.OpenFile(Path, os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatalf("kernellock: %v", err)
 	}
@@ -31,7 +31,7 @@ func Lock(t testing.TB) {
 	if waited := time.Since(start); waited > time.Second {
 		// Visible with -v: a slow test is often one waiting here for
 		// another package, a benchmark or a demo holding the lock.
-		t.Logf("kernellock: waited %s for %s", waited.Round(time.Millisecond), Path)
+		t.Logf("kernellock: waited %s for %s", waited.Round(time.Millisecond), lockPath)
 	}
 	t.Cleanup(func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
