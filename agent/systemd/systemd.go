@@ -13,12 +13,14 @@
 package systemd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 	"k8s.io/utils/cpuset"
@@ -40,6 +42,11 @@ const (
 	manager     = "org.freedesktop.systemd1.Manager"
 	noSuchUnit  = "org.freedesktop.systemd1.NoSuchUnit"
 )
+
+// callTimeout bounds each exchange with systemd: a call systemd never
+// answers (seen on real systemd 252 in the kernel VMs) must fail the setting,
+// not stall the agent's pass forever.
+var callTimeout = 10 * time.Second
 
 // Booted reports whether systemd is the host's init (sd_booted: the
 // directory /run/systemd/system exists) and its private socket is there.
@@ -77,12 +84,15 @@ func Read(root *host.Root, path string) (string, error) {
 		return "", err
 	}
 	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
 	var obj dbus.ObjectPath
-	if err := conn.Object(dest, managerPath).Call(manager+".GetUnit", 0, unit).Store(&obj); err != nil {
+	if err := conn.Object(dest, managerPath).CallWithContext(ctx, manager+".GetUnit", 0, unit).Store(&obj); err != nil {
 		return "", busError("GetUnit "+unit, err)
 	}
-	v, err := conn.Object(dest, obj).GetProperty(unitInterface(unit) + "." + AllowedCPUs)
-	if err != nil {
+	var v dbus.Variant
+	if err := conn.Object(dest, obj).CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0,
+		unitInterface(unit), AllowedCPUs).Store(&v); err != nil {
 		return "", busError("reading "+unit+" "+AllowedCPUs, err)
 	}
 	mask, ok := v.Value().([]byte)
@@ -113,8 +123,10 @@ func Write(root *host.Root, path, value string) error {
 		return err
 	}
 	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
 	props := []property{{Name: AllowedCPUs, Value: dbus.MakeVariant(ToMask(set))}}
-	if err := conn.Object(dest, managerPath).Call(manager+".SetUnitProperties", 0, unit, true, props).Err; err != nil {
+	if err := conn.Object(dest, managerPath).CallWithContext(ctx, manager+".SetUnitProperties", 0, unit, true, props).Err; err != nil {
 		return busError("setting "+unit+" "+AllowedCPUs, err)
 	}
 	return nil
