@@ -1,0 +1,37 @@
+#!/bin/sh
+# guest.sh runs inside the VM as root (from latencytier-vmtest.service) out
+# of the 9p share /mnt/share that test-kernels.sh filled: pkg/<name>/ holds
+# a static test binary (and its testdata), row names the matrix row.
+# Results go back to results/<name>.{out,rc} and results/env. Boot 1 runs
+# every binary; if a test left /var/lib/latencytier-vmtest/reboot (the
+# journal-across-reboot test), the VM reboots once (qemu -snapshot keeps the
+# disk) and boot 2 runs that package's *AfterReboot tests. Then power off.
+S=/mnt/share
+R=$S/results
+mkdir -p "$R"
+export LATENCYTIER_VM=1 LATENCYTIER_VM_ROW="$(cat $S/row)" PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
+marker=/var/lib/latencytier-vmtest/reboot
+run() { # name phase args...
+  n=$1; p=$2; shift 2
+  (cd "$S/pkg/$n" && LATENCYTIER_VM_PHASE=$p timeout 900 ./test -test.v -test.timeout 12m "$@") >"$R/$n$p.out" 2>&1
+  echo $? >"$R/$n$p.rc"
+  echo "latencytier-vmtest: $n (boot $p) exit $(cat "$R/$n$p.rc")" >/dev/console
+}
+if [ -f "$marker" ]; then
+  n="$(cat "$marker")"; rm -f "$marker"
+  run "$n" .boot2 -test.run 'AfterReboot$'
+else
+  {
+    echo "kernel $(uname -r)"
+    echo "cgroup $(stat -fc %T /sys/fs/cgroup)"
+    echo "init $(cat /proc/1/comm) $(systemctl --version | head -1)"
+    echo "cmdline $(cat /proc/cmdline)"
+  } >"$R/env"
+  for d in "$S"/pkg/*/; do run "$(basename "$d")" ""; done
+  if [ -f "$marker" ]; then
+    sync; echo "latencytier-vmtest: rebooting for $(cat "$marker")" >/dev/console
+    exec systemctl reboot
+  fi
+fi
+sync
+exec systemctl poweroff
