@@ -51,6 +51,10 @@ lint: ## gofmt + go vet.
 test: deps envtest ## Unit, real-kernel and envtest tests (as root).
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh --print-dir)" go test -count=1 -timeout 30m ./...
 
+.PHONY: test-kernels
+test-kernels: deps ## The agent's kernel tests in emulated VMs: Debian 6.1 (cgroup v2, v1) and 6.12, real systemd.
+	hack/vm/test-kernels.sh
+
 .PHONY: test-e2e
 test-e2e: build ## End-to-end on a real single-node cluster on this machine.
 	hack/e2e.sh

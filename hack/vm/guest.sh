@@ -13,8 +13,10 @@ export LATENCYTIER_VM=1 LATENCYTIER_VM_ROW="$(cat $S/row)" PATH=/usr/local/sbin:
 marker=/var/lib/latencytier-vmtest/reboot
 run() { # name phase args...
   n=$1; p=$2; shift 2
-  (cd "$S/pkg/$n" && LATENCYTIER_VM_PHASE=$p timeout 900 ./test -test.v -test.timeout 12m "$@") >"$R/$n$p.out" 2>&1
-  echo $? >"$R/$n$p.rc"
+  # -test.v output also goes to the console, so a hang shows where it is
+  (cd "$S/pkg/$n" && LATENCYTIER_VM_PHASE=$p ./test -test.v -test.timeout "$(cat $S/timeout)" "$@" 2>&1) |
+    tee "$R/$n$p.out" >/dev/console
+  tail -1 "$R/$n$p.out" | grep -q '^ok\|^PASS$' && echo 0 >"$R/$n$p.rc" || echo 1 >"$R/$n$p.rc"
   echo "latencytier-vmtest: $n (boot $p) exit $(cat "$R/$n$p.rc")" >/dev/console
 }
 if [ -f "$marker" ]; then
@@ -27,7 +29,7 @@ else
     echo "init $(cat /proc/1/comm) $(systemctl --version | head -1)"
     echo "cmdline $(cat /proc/cmdline)"
   } >"$R/env"
-  for d in "$S"/pkg/*/; do run "$(basename "$d")" ""; done
+  for d in "$S"/pkg/*/; do run "$(basename "$d")" "" -test.run "$(cat $S/filter)"; done
   if [ -f "$marker" ]; then
     sync; echo "latencytier-vmtest: rebooting for $(cat "$marker")" >/dev/console
     exec systemctl reboot

@@ -17,10 +17,10 @@ opts="$(private_apt "$suite" "$tmp/apt")"
 log "apt-get update ($suite, private lists)"
 # shellcheck disable=SC2086
 apt-get $opts update -qq >&2
-re="^linux-image-${series//./\\.}\\.[0-9]+-[0-9]+-amd64\$"    # 6.12.48+deb13-amd64
-[[ "$series" == 6.1 ]] && re='^linux-image-6\.1\.0-[0-9]+-amd64$'
+re="^linux-image-${series//./\\.}\\.[0-9]+\\+deb[0-9]+-amd64\$"   # trixie: 6.12.48+deb13-amd64
+[[ "$series" == 6.1 ]] && re='^linux-image-6\.1\.0-[0-9]+-amd64$'   # bookworm: 6.1.0-50-amd64
 # shellcheck disable=SC2086
-pkg="$(apt-cache $opts search --names-only "$re" | awk '{print $1}' | grep -v -- '-unsigned$' | sort -V | tail -1)"
+pkg="$(apt-cache $opts search --names-only "$re" | awk '{print $1}' | sort -V | tail -1 || true)"
 [[ -n "$pkg" ]] || die "no package matching $re in $suite"
 log "downloading $pkg"
 # shellcheck disable=SC2086

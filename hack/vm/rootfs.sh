@@ -6,7 +6,8 @@
 # only ever booted with qemu -snapshot, so runs never change it.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-stamp="$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-12)"   # rebuilt when this script changes
+here="$(dirname "${BASH_SOURCE[0]}")"   # rebuilt when these change:
+stamp="$(cat "$here/rootfs.sh" "$here/guest-boot.sh" "$here/latencytier-vmtest.service" | sha256sum | cut -c1-12)"
 img="$VM_CACHE/rootfs-bookworm-$stamp.img"
 if [[ -f "$img" ]]; then echo "$img"; exit 0; fi
 

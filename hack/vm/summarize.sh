@@ -18,7 +18,11 @@ init="$(awk '$1=="init"{print $2, $3, $4}' "$R/env")"
 pass=0 fail=0 skip=0 bad=()
 for d in "$share"/pkg/*/; do
   n="$(basename "$d")"
-  [[ -f "$R/$n.rc" ]] || { bad+=("$n:not-run"); echo "--- $row $n: never ran" >>"$F"; continue; }
+  if [[ ! -f "$R/$n.rc" ]]; then
+    bad+=("$n:unfinished")
+    { echo "--- $row $n: did not finish (VM timeout?); end of its output:"; tail -40 "$R/$n.out" 2>/dev/null; } >>"$F"
+    continue
+  fi
   for out in "$R/$n.out" "$R/$n.boot2.out"; do
     [[ -f "$out" ]] || continue
     rc="$(cat "${out%.out}.rc" 2>/dev/null || echo missing)"

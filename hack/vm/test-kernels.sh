@@ -5,7 +5,7 @@
 #
 #   hack/vm/test-kernels.sh                 # every row
 #   VM_ROWS=6.12-cgroup2 hack/vm/test-kernels.sh
-#   VM_PKGS="./agent/vmtest" hack/vm/test-kernels.sh
+#   VM_PKGS="./agent/vmtest" VM_RUN=TestSystemd hack/vm/test-kernels.sh   # packages, -test.run
 #
 # Nothing on the host changes: kernels are unpacked (never installed) into
 # the cache, the VMs have no network (-nic none), the root disk is opened
@@ -24,15 +24,21 @@ start=$SECONDS
 
 rootfs="$("$ROOT/hack/vm/rootfs.sh")"
 
-# Static test binaries for every package with tests, built once for all
-# rows; the privileged tag brings in the tests that need a real kernel.
+# Static test binaries, built once for all rows, of the packages holding
+# tests behind the privileged build tag (the ones that need a real kernel:
+# agent/vmtest and the agent's real-kernel tests); VM_PKGS overrides.
 run="$VM_CACHE/run"; rm -rf "$run"; mkdir -p "$run/bin"
-mapfile -t pkgs < <(cd "$ROOT" && go list -tags privileged -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}|{{.Dir}}{{end}}' ${VM_PKGS:-./agent/...})
+if [[ -z "${VM_PKGS:-}" ]]; then
+  VM_PKGS="$(cd "$ROOT" && grep -rl --include='*_test.go' '^//go:build.*privileged' agent internal |
+    xargs -n1 dirname | sort -u | sed 's|^|./|' | tr '\n' ' ')"
+fi
+# shellcheck disable=SC2086
+mapfile -t pkgs < <(cd "$ROOT" && go list -tags privileged -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}|{{.Dir}}{{end}}' $VM_PKGS)
 log "building ${#pkgs[@]} test binaries"
 for p in "${pkgs[@]}"; do
   ip="${p%%|*}" dir="${p#*|}" name="${ip#*/latencytier/}"; name="${name//\//_}"
   mkdir -p "$run/bin/$name"
-  (cd "$ROOT" && CGO_ENABLED=0 go test -c -tags privileged -trimpath -o "$run/bin/$name/test" "$ip")
+  (cd "$ROOT" && CGO_ENABLED=0 go test -c -tags privileged -o "$run/bin/$name/test" "$ip")
   [[ -d "$dir/testdata" ]] && cp -r "$dir/testdata" "$run/bin/$name/"
 done
 
@@ -46,6 +52,7 @@ for row in "${ROWS[@]}"; do
   share="$run/$name"; mkdir -p "$share/results"
   cp -al "$run/bin" "$share/pkg"
   cp "$ROOT/hack/vm/guest.sh" "$share/guest.sh"; echo "$name" >"$share/row"
+  echo "${VM_RUN:-.}" >"$share/filter"; echo "${VM_TEST_TIMEOUT:-10m}" >"$share/timeout"
   log "$name: booting $(cat "$kdir/release")"
   t0=$SECONDS
   timeout "$VM_TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -machine q35 -smp 2 -m 1G \
