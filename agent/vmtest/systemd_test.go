@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/utils/cpuset"
 
@@ -30,7 +31,7 @@ func TestSystemdConfinesSlicesAndRevertsExactly(t *testing.T) {
 	before := map[string]orig{}
 	var knobs []knob.Knob
 	for _, u := range systemd.Slices {
-		p, err := systemd.Read(root, systemd.Path(u))
+		p, err := within(t, func() (string, error) { return systemd.Read(root, systemd.Path(u)) })
 		if err != nil {
 			t.Fatalf("read %s AllowedCPUs over %s: %v", u, root.Path("run", "systemd", "private"), err)
 		}
@@ -73,6 +74,30 @@ func TestSystemdConfinesSlicesAndRevertsExactly(t *testing.T) {
 		if got := cpusetFile(u); got != before[u].file {
 			t.Errorf("%s cpuset.cpus after revert = %q, want the original %q", u, got, before[u].file)
 		}
+	}
+}
+
+// within runs a call to systemd with a deadline: a D-Bus call systemd
+// never answers fails the test with what systemctl (same socket) says,
+// instead of hanging the VM until its timeout.
+func within(t *testing.T, f func() (string, error)) (string, error) {
+	t.Helper()
+	type res struct {
+		v   string
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { v, err := f(); ch <- res{v, err} }()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-time.After(30 * time.Second):
+		ctl, _ := exec.Command("timeout", "20", "systemctl", "show", "-p", "AllowedCPUs", "system.slice").CombinedOutput()
+		bus, _ := exec.Command("timeout", "20", "busctl", "--address=unix:path=/run/systemd/private", "call",
+			"org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "GetUnit", "s", "system.slice").CombinedOutput()
+		t.Fatalf("systemd did not answer within 30s over /run/systemd/private; systemctl show: %q; busctl on the same socket: %q",
+			strings.TrimSpace(string(ctl)), strings.TrimSpace(string(bus)))
+		return "", nil
 	}
 }
 

@@ -29,7 +29,17 @@ else
     echo "init $(cat /proc/1/comm) $(systemctl --version | head -1)"
     echo "cmdline $(cat /proc/cmdline)"
   } >"$R/env"
-  for d in "$S"/pkg/*/; do run "$(basename "$d")" "" -test.run "$(cat $S/filter)"; done
+  # The real-systemd tests first and in their own process with a short
+  # timeout: a D-Bus call systemd never answers (seen with agent/systemd on
+  # systemd 252) then fails them without holding the engine's lock for the
+  # rest; their journal is dropped so the other tests start clean.
+  for d in "$S"/pkg/*/; do
+    n="$(basename "$d")"
+    "$d/test" -test.list '^TestSystemd' 2>/dev/null | grep -q . || continue
+    run "$n" .systemd -test.run "^TestSystemd.*($(cat $S/filter))" -test.timeout 3m
+    [ "$(cat "$R/$n.systemd.rc")" = 0 ] || rm -f /var/lib/latencytier/journal.json
+  done
+  for d in "$S"/pkg/*/; do run "$(basename "$d")" "" -test.run "$(cat $S/filter)" -test.skip '^TestSystemd'; done
   if [ -f "$marker" ]; then
     sync; echo "latencytier-vmtest: rebooting for $(cat "$marker")" >/dev/console
     exec systemctl reboot

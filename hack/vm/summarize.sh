@@ -23,7 +23,7 @@ for d in "$share"/pkg/*/; do
     { echo "--- $row $n: did not finish (VM timeout?); end of its output:"; tail -40 "$R/$n.out" 2>/dev/null; } >>"$F"
     continue
   fi
-  for out in "$R/$n.out" "$R/$n.boot2.out"; do
+  for out in "$R/$n.systemd.out" "$R/$n.out" "$R/$n.boot2.out"; do
     [[ -f "$out" ]] || continue
     rc="$(cat "${out%.out}.rc" 2>/dev/null || echo missing)"
     pass=$((pass + $(grep -c '^--- PASS' "$out"))); skip=$((skip + $(grep -c '^--- SKIP' "$out")))
