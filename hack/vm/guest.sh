@@ -36,7 +36,7 @@ else
   for d in "$S"/pkg/*/; do
     n="$(basename "$d")"
     "$d/test" -test.list '^TestSystemd' 2>/dev/null | grep -q . || continue
-    run "$n" .systemd -test.run "^TestSystemd.*($(cat $S/filter))" -test.timeout 3m
+    run "$n" .systemd -test.run "^TestSystemd.*($(cat $S/filter))" -test.timeout 2m
     if [ "$(cat "$R/$n.systemd.rc")" != 0 ]; then
       journalctl -b --no-pager -n 80 _PID=1 >"$R/$n.systemd.pid1-journal" 2>&1
       rm -f /var/lib/latencytier/journal.json
