@@ -37,12 +37,15 @@ for d in "$share"/pkg/*/; do
         awk -v t="$t" '$0 == "=== RUN   " t {on=1} on {print} on && $0 ~ "^--- FAIL: " t " " {exit}' "$out" >>"$F"
       done
     else
-      { echo "--- $row $n: exit $rc without a failing test (panic, timeout?); end of $out:"; tail -40 "$out"; } >>"$F"
+      # a panic or timeout: its message, and the project's frames of the stacks
+      { echo "--- $row $n: exit $rc without a failing test (panic, timeout?); from $out:"
+        grep -m1 -A3 '^panic:' "$out" || tail -20 "$out"
+        grep -A1 '^latencytier.io/' "$out" | grep -v '^--$' | head -24; } >>"$F"
     fi
   done
 done
-verdict=PASS; [[ ${#bad[@]} -eq 0 && "$qrc" == 0 ]] || verdict=FAIL
-[[ "$qrc" == 0 || ${#bad[@]} -gt 0 ]] || echo "--- $row: tests passed but qemu exited $qrc (timeout 124?)" >>"$F"
+[[ "$qrc" == 0 ]] || bad+=("qemu-exit-$qrc$([[ $qrc == 124 ]] && echo '(VM_TIMEOUT)')")
+verdict=PASS; [[ ${#bad[@]} -eq 0 ]] || verdict=FAIL
 printf '%-13s %s  %-16s %-9s %-20s %3d passed %3d skipped %2d failed  %3d s%s\n' "$row" "$verdict" "$kernel" "$cg" "$init" \
   "$pass" "$skip" "$fail" "$secs" "${bad:+  failing: ${bad[*]}}"
 [[ $verdict == PASS ]]

@@ -19,7 +19,7 @@ ROWS=(
   "6.1-cgroup1|bookworm 6.1|systemd.unified_cgroup_hierarchy=0"
   "6.12-cgroup2|trixie 6.12|"
 )
-VM_TIMEOUT="${VM_TIMEOUT:-900}"
+VM_TIMEOUT="${VM_TIMEOUT:-1200}"   # per VM, both boots; emulation on a loaded host is slow
 start=$SECONDS
 
 rootfs="$("$ROOT/hack/vm/rootfs.sh")"
