@@ -53,6 +53,11 @@ lint: ## gofmt + go vet + staticcheck (a Go tool pinned in go.mod).
 test: deps envtest ## Unit, real-kernel and envtest tests (as root).
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh --print-dir)" LATENCYTIER_REQUIRE_PROMTOOL=1 go test -count=1 -timeout 30m ./...
 
+.PHONY: test-kernels
+test-kernels: deps ## The agent's kernel tests in emulated VMs: Debian 6.1 (cgroup v2, v1) and 6.12, real systemd.
+	hack/install-deps.sh hack/vm/apt-packages.txt
+	hack/vm/test-kernels.sh
+
 .PHONY: test-e2e
 test-e2e: build ## End-to-end on a real single-node cluster on this machine.
 	hack/e2e.sh

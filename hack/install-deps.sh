@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # install-deps.sh installs the Debian packages listed in hack/apt-packages.txt
-# that are missing, so a fresh machine can run the tests and the demo.
+# (or the list given as $1) that are missing, so a fresh machine can run the tests and the demo.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-mapfile -t pkgs < <(grep -v '^\s*#' "$ROOT/hack/apt-packages.txt" | awk 'NF{print $1}' | sort -u)
+LIST="${1:-$ROOT/hack/apt-packages.txt}"
+mapfile -t pkgs < <(grep -v '^\s*#' "$LIST" | awk 'NF{print $1}' | sort -u)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,52 @@
+#!/bin/sh
+# guest.sh runs inside the VM as root (from latencytier-vmtest.service) out
+# of the 9p share /mnt/share that test-kernels.sh filled: pkg/<name>/ holds
+# a static test binary (and its testdata), row names the matrix row.
+# Results go back to results/<name>.{out,rc} and results/env. Boot 1 runs
+# every binary; if a test left /var/lib/latencytier-vmtest/reboot (the
+# journal-across-reboot test), the VM reboots once (qemu -snapshot keeps the
+# disk) and boot 2 runs that package's *AfterReboot tests. Then power off.
+S=/mnt/share
+R=$S/results
+mkdir -p "$R"
+export LATENCYTIER_VM=1 LATENCYTIER_VM_ROW="$(cat $S/row)" PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
+marker=/var/lib/latencytier-vmtest/reboot
+run() { # name phase args...
+  n=$1; p=$2; shift 2
+  # -test.v output also goes to the console, so a hang shows where it is
+  (cd "$S/pkg/$n" && LATENCYTIER_VM_PHASE=$p ./test -test.v -test.timeout "$(cat $S/timeout)" "$@" 2>&1) |
+    tee "$R/$n$p.out" >/dev/console
+  tail -1 "$R/$n$p.out" | grep -q '^ok\|^PASS$' && echo 0 >"$R/$n$p.rc" || echo 1 >"$R/$n$p.rc"
+  echo "latencytier-vmtest: $n (boot $p) exit $(cat "$R/$n$p.rc")" >/dev/console
+}
+if [ -f "$marker" ]; then
+  n="$(cat "$marker")"; rm -f "$marker"
+  run "$n" .boot2 -test.run 'AfterReboot$'
+else
+  {
+    echo "kernel $(uname -r)"
+    echo "cgroup $(stat -fc %T /sys/fs/cgroup)"
+    echo "init $(cat /proc/1/comm) $(systemctl --version | head -1)"
+    echo "cmdline $(cat /proc/cmdline)"
+  } >"$R/env"
+  # The real-systemd tests first and in their own process with a short
+  # timeout: a D-Bus call systemd never answers (seen with agent/systemd on
+  # systemd 252) then fails them without holding the engine's lock for the
+  # rest; their journal is dropped so the other tests start clean.
+  for d in "$S"/pkg/*/; do
+    n="$(basename "$d")"
+    "$d/test" -test.list '^TestSystemd' 2>/dev/null | grep -q . || continue
+    run "$n" .systemd -test.run "^TestSystemd.*($(cat $S/filter))" -test.timeout 2m
+    if [ "$(cat "$R/$n.systemd.rc")" != 0 ]; then
+      journalctl -b --no-pager -n 80 _PID=1 >"$R/$n.systemd.pid1-journal" 2>&1
+      rm -f /var/lib/latencytier/journal.json
+    fi
+  done
+  for d in "$S"/pkg/*/; do run "$(basename "$d")" "" -test.run "$(cat $S/filter)" -test.skip '^TestSystemd'; done
+  if [ -f "$marker" ]; then
+    sync; echo "latencytier-vmtest: rebooting for $(cat "$marker")" >/dev/console
+    exec systemctl reboot
+  fi
+fi
+sync
+exec systemctl poweroff

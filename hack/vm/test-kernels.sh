@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# test-kernels.sh: runs the agent's kernel-dependent tests on real Debian
+# kernels with real systemd, one emulated VM per matrix row, and prints one
+# summary line per row (with the failing tests' output on failure).
+#
+#   hack/vm/test-kernels.sh                 # every row
+#   VM_ROWS=6.12-cgroup2 hack/vm/test-kernels.sh
+#   VM_PKGS="./agent/vmtest" VM_RUN=TestSystemd hack/vm/test-kernels.sh   # packages, -test.run
+#
+# Nothing on the host changes: kernels are unpacked (never installed) into
+# the cache, the VMs have no network (-nic none), the root disk is opened
+# with -snapshot, and the only host path the guest sees is the run's share.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# name | suite series | extra kernel arguments
+ROWS=(
+  "6.1-cgroup2|bookworm 6.1|"
+  "6.1-cgroup1|bookworm 6.1|systemd.unified_cgroup_hierarchy=0"
+  "6.12-cgroup2|trixie 6.12|"
+)
+VM_TIMEOUT="${VM_TIMEOUT:-1200}"   # per VM, both boots; emulation on a loaded host is slow
+start=$SECONDS
+
+rootfs="$("$ROOT/hack/vm/rootfs.sh")"
+
+# Static test binaries, built once for all rows, of the packages holding
+# tests behind the privileged build tag (the ones that need a real kernel:
+# agent/vmtest and the agent's real-kernel tests); VM_PKGS overrides.
+run="$VM_CACHE/run"; rm -rf "$run"; mkdir -p "$run/bin"
+if [[ -z "${VM_PKGS:-}" ]]; then
+  VM_PKGS="$(cd "$ROOT" && grep -rl --include='*_test.go' '^//go:build.*privileged' agent internal |
+    xargs -n1 dirname | sort -u | sed 's|^|./|' | tr '\n' ' ')"
+fi
+# shellcheck disable=SC2086
+mapfile -t pkgs < <(cd "$ROOT" && go list -tags privileged -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}|{{.Dir}}{{end}}' $VM_PKGS)
+log "building ${#pkgs[@]} test binaries"
+for p in "${pkgs[@]}"; do
+  ip="${p%%|*}" dir="${p#*|}" name="${ip#*/latencytier/}"; name="${name//\//_}"
+  mkdir -p "$run/bin/$name"
+  (cd "$ROOT" && CGO_ENABLED=0 go test -c -tags privileged -o "$run/bin/$name/test" "$ip")
+  [[ -d "$dir/testdata" ]] && cp -r "$dir/testdata" "$run/bin/$name/"
+done
+
+summary=() failed=0
+for row in "${ROWS[@]}"; do
+  IFS='|' read -r name kernel extra <<<"$row"
+  [[ -z "${VM_ROWS:-}" || " $VM_ROWS " == *" $name "* ]] || continue
+  # shellcheck disable=SC2086
+  kdir="$("$ROOT/hack/vm/kernel.sh" $kernel)"
+  initrd="$("$ROOT/hack/vm/initramfs.sh" "$kdir")"
+  share="$run/$name"; mkdir -p "$share/results"
+  cp -al "$run/bin" "$share/pkg"
+  cp "$ROOT/hack/vm/guest.sh" "$share/guest.sh"; echo "$name" >"$share/row"
+  echo "${VM_RUN:-.}" >"$share/filter"; echo "${VM_TEST_TIMEOUT:-10m}" >"$share/timeout"
+  log "$name: booting $(cat "$kdir/release")"
+  t0=$SECONDS
+  timeout "$VM_TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -machine q35 -smp 2 -m 1G \
+    -nographic -nic none -kernel "$kdir/vmlinuz" -initrd "$initrd" \
+    -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 $extra" \
+    -drive "file=$rootfs,if=virtio,format=raw,snapshot=on" \
+    -virtfs "local,path=$share,mount_tag=share,security_model=none,id=share" \
+    </dev/null >"$share/console.log" 2>&1 && qrc=0 || qrc=$?
+  line="$("$ROOT/hack/vm/summarize.sh" "$share" "$name" "$qrc" $((SECONDS - t0)))" && ok=1 || ok=0
+  summary+=("$line"); [[ $ok == 1 ]] || failed=1
+done
+
+echo "== test-kernels ($((SECONDS - start)) s; logs under $run)"
+printf '%s\n' "${summary[@]}"
+for f in "$run"/*/failures; do [[ -s "$f" ]] && cat "$f"; done
+exit $failed
