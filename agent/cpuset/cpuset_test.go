@@ -134,25 +134,7 @@ func TestKnobsV2(t *testing.T) {
 	})
 }
 
-func TestEqual(t *testing.T) {
-	tests := []struct {
-		a, b string
-		want bool
-	}{
-		{"0-1", "0,1", true},
-		{"0-1\n", "0-1", true},
-		{"0-3,5", "0,1,2,3,5", true},
-		{"0", "0-1", false},
-		{"", "", true},
-		{"", "0", false},
-		{"junk", "junk", true},
-		{"junk", "0", false},
-	}
-	for _, tt := range tests {
-		if got := Equal(tt.a, tt.b); got != tt.want {
-			t.Errorf("Equal(%q,%q) = %v", tt.a, tt.b, got)
-		}
-	}
+func TestSubtreeEqual(t *testing.T) {
 	sub := []struct {
 		a, b string
 		want bool

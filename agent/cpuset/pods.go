@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
@@ -99,10 +100,10 @@ func podKnobs(root *host.Root, p podcgroup.Pod, isolated cpuset.CPUSet, opts []p
 // v2PodKnobs sets the pod and then each container that has cpuset.cpus;
 // v2 clamps children to their parent, so order only matters for clarity.
 func v2PodKnobs(id string, dirs *podcgroup.Dirs, isolated cpuset.CPUSet) []knob.Knob {
-	k := []knob.Knob{{ID: id, Path: filepath.Join(dirs.Pod, CPUsFile), Desired: isolated.String(), Equal: Equal}}
+	k := []knob.Knob{{ID: id, Path: filepath.Join(dirs.Pod, CPUsFile), Desired: isolated.String(), Equal: cpulist.Equal}}
 	for _, c := range dirs.Containers {
 		k = append(k, knob.Knob{ID: id + "/" + podcgroup.Key(c),
-			Path: filepath.Join(c, CPUsFile), Desired: isolated.String(), Equal: Equal})
+			Path: filepath.Join(c, CPUsFile), Desired: isolated.String(), Equal: cpulist.Equal})
 	}
 	return k
 }

@@ -121,7 +121,7 @@ func MissingIsolation(isolated cpuset.CPUSet, flags []string) []string {
 	}
 	var missing []string
 	for _, name := range IsolationFlags {
-		have := flagCPUs(name, flags)
+		have := FlagCPUs(flags, name)
 		if !isolated.IsSubsetOf(have) {
 			missing = append(missing, fmt.Sprintf("%s=%s", name, isolated.String()))
 		}
@@ -129,20 +129,22 @@ func MissingIsolation(isolated cpuset.CPUSet, flags []string) []string {
 	return missing
 }
 
-// flagCPUs parses a flag's CPU list, skipping isolcpus's leading
-// non-numeric options (managed_irq,domain,...).
-func flagCPUs(name string, flags []string) cpuset.CPUSet {
+// FlagCPUs is the union of the CPU lists of the named isolation flags in
+// flags (as Isolation returns them), skipping isolcpus's non-numeric
+// options (managed_irq,domain,...).
+func FlagCPUs(flags []string, names ...string) cpuset.CPUSet {
+	out := cpuset.New()
 	for _, f := range flags {
-		v, ok := strings.CutPrefix(f, name+"=")
-		if !ok {
+		name, v, _ := strings.Cut(f, "=")
+		if !slices.Contains(names, name) {
 			continue
 		}
 		parts := slices.DeleteFunc(strings.Split(v, ","), func(p string) bool {
 			return p == "" || strings.Trim(p, "0123456789-") != ""
 		})
 		if set, err := cpulist.Parse(strings.Join(parts, ",")); err == nil {
-			return set
+			out = out.Union(set)
 		}
 	}
-	return cpuset.New()
+	return out
 }

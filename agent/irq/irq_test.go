@@ -16,26 +16,7 @@ import (
 	"latencytier.io/latencytier/internal/kernellock"
 )
 
-func TestMasks(t *testing.T) {
-	cases := []struct {
-		cpus string
-		mask string
-	}{
-		{"0", "1"}, {"0-1", "3"}, {"1", "2"}, {"0-7", "ff"}, {"32", "1,00000000"}, {"0,33", "2,00000001"},
-	}
-	for _, tc := range cases {
-		set, _ := cpuset.Parse(tc.cpus)
-		if got := FormatMask(set); got != tc.mask {
-			t.Errorf("FormatMask(%s) = %s, want %s", tc.cpus, got, tc.mask)
-		}
-		back, err := ParseMask(tc.mask)
-		if err != nil || !back.Equals(set) {
-			t.Errorf("ParseMask(%s) = %v, %v", tc.mask, back, err)
-		}
-	}
-	if !masksEqual("00000000,00000003", "3") {
-		t.Error("padded mask must equal the short one")
-	}
+func TestEffectiveWithin(t *testing.T) {
 	if !effectiveWithin("1", "0-1") || effectiveWithin("1", "0") || effectiveWithin("", "0") {
 		t.Error("effectiveWithin")
 	}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"os"
 	"slices"
 	"strconv"
@@ -213,7 +212,7 @@ func (c *checker) irqbalance() *v1alpha1.Finding {
 		return nil
 	}
 	cmdline, _ := c.root.ReadString(c.root.Proc("cmdline"))
-	kernelBanned := cmdlineCPUs(facts.Isolation(cmdline), "isolcpus", "nohz_full")
+	kernelBanned := facts.FlagCPUs(facts.Isolation(cmdline), "isolcpus", "nohz_full")
 	for _, dir := range processDirs(c.root) {
 		comm, err := c.root.ReadString(dir + "/comm")
 		if err != nil || comm != "irqbalance" {
@@ -241,43 +240,9 @@ func bannedCPUs(environ string) cpuset.CPUSet {
 				out = out.Union(s)
 			}
 		case "IRQBALANCE_BANNED_CPUS":
-			out = out.Union(hexMask(v))
-		}
-	}
-	return out
-}
-
-// hexMask parses a kernel CPU mask ("0000000c" or "ff,00000000").
-func hexMask(s string) cpuset.CPUSet {
-	n, ok := new(big.Int).SetString(strings.ReplaceAll(strings.TrimSpace(s), ",", ""), 16)
-	if !ok {
-		return cpuset.New()
-	}
-	var cpus []int
-	for i := 0; i < n.BitLen(); i++ {
-		if n.Bit(i) == 1 {
-			cpus = append(cpus, i)
-		}
-	}
-	return cpuset.New(cpus...)
-}
-
-// cmdlineCPUs is the union of the named isolation flags' CPU lists.
-func cmdlineCPUs(flags []string, names ...string) cpuset.CPUSet {
-	out := cpuset.New()
-	for _, f := range flags {
-		name, v, _ := strings.Cut(f, "=")
-		if !slices.Contains(names, name) {
-			continue
-		}
-		var parts []string
-		for _, p := range strings.Split(v, ",") {
-			if p != "" && strings.Trim(p, "0123456789-") == "" {
-				parts = append(parts, p)
+			if s, err := cpulist.ParseMask(v); err == nil {
+				out = out.Union(s)
 			}
-		}
-		if s, err := cpulist.Parse(strings.Join(parts, ",")); err == nil {
-			out = out.Union(s)
 		}
 	}
 	return out
@@ -341,7 +306,7 @@ func (c *checker) rtThrottlingOff() *v1alpha1.Finding {
 		return nil
 	}
 	cmdline, _ := c.root.ReadString(c.root.Proc("cmdline"))
-	isolatedByKernel := cmdlineCPUs(facts.Isolation(cmdline), "isolcpus")
+	isolatedByKernel := facts.FlagCPUs(facts.Isolation(cmdline), "isolcpus")
 	if !c.cls.isolated.IsEmpty() && c.cls.isolated.IsSubsetOf(isolatedByKernel) {
 		return nil
 	}
