@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/cpulist"
+	"latencytier.io/latencytier/agent/cpumanager"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
@@ -29,7 +30,7 @@ func PodID(p podcgroup.Pod) string {
 // placement (static policy) it returns a result per pod saying where kubelet
 // put it and writes nothing: the agent does not fight kubelet. An empty
 // isolated set yields nothing.
-func PodKnobs(root *host.Root, pods []podcgroup.Pod, isolated cpuset.CPUSet, state *CPUManagerState, opts ...podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, error) {
+func PodKnobs(root *host.Root, pods []podcgroup.Pod, isolated cpuset.CPUSet, state *cpumanager.State, opts ...podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, error) {
 	if isolated.IsEmpty() {
 		return nil, nil, nil
 	}
@@ -54,7 +55,7 @@ func PodKnobs(root *host.Root, pods []podcgroup.Pod, isolated cpuset.CPUSet, sta
 }
 
 // KubeletPlacement reports a pod whose CPUs kubelet's CPU manager places.
-func KubeletPlacement(p podcgroup.Pod, isolated cpuset.CPUSet, s *CPUManagerState) v1alpha1.SettingResult {
+func KubeletPlacement(p podcgroup.Pod, isolated cpuset.CPUSet, s *cpumanager.State) v1alpha1.SettingResult {
 	r := v1alpha1.SettingResult{Setting: PodID(p), Desired: isolated.String()}
 	cpus, exclusive := s.PodCPUs(p.UID)
 	what := "exclusive CPUs"

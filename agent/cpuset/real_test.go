@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"latencytier.io/latencytier/agent/cpumanager"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/cgtest"
 	"latencytier.io/latencytier/agent/internal/testroot"
@@ -167,7 +168,7 @@ func TestRealV1PodCpuset(t *testing.T) {
 	})
 	pid := cgtest.StartIn(t, tree.CtrDir, "sleep", "300")
 
-	none, err := ParseCPUManagerState([]byte(`{"policyName":"none","defaultCpuSet":"","checksum":1}`))
+	none, err := cpumanager.Parse([]byte(`{"policyName":"none","defaultCpuSet":"","checksum":1}`))
 	if err != nil {
 		t.Fatal(err)
 	}

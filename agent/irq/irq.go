@@ -121,26 +121,6 @@ func Names(root *host.Root) map[int]string {
 	return out
 }
 
-// IRQBalance returns the pid of a running irqbalance, or 0. irqbalance
-// rewrites affinity every 10s and undoes the steering unless it is banned
-// from the isolated CPUs (IRQBALANCE_BANNED_CPULIST) or stopped.
-func IRQBalance(root *host.Root) int {
-	fs, err := procfs.NewFS(root.Proc())
-	if err != nil {
-		return 0
-	}
-	procs, err := fs.AllProcs()
-	if err != nil {
-		return 0
-	}
-	for _, p := range procs {
-		if comm, err := p.Comm(); err == nil && comm == "irqbalance" {
-			return p.PID
-		}
-	}
-	return 0
-}
-
 // effectiveWithin accepts an effective affinity that is a non-empty subset of
 // the requested list: the kernel delivers to one CPU of the set.
 func effectiveWithin(effective, want string) bool {

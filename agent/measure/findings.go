@@ -2,16 +2,14 @@ package measure
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 
-	"k8s.io/utils/cpuset"
-
 	"latencytier.io/latencytier/agent/cpulist"
+	"latencytier.io/latencytier/agent/cpumanager"
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/bound"
@@ -213,39 +211,15 @@ func (c *checker) irqbalance() *v1alpha1.Finding {
 	}
 	cmdline, _ := c.root.ReadString(c.root.Proc("cmdline"))
 	kernelBanned := facts.FlagCPUs(facts.Isolation(cmdline), "isolcpus", "nohz_full")
-	for _, dir := range processDirs(c.root) {
-		comm, err := c.root.ReadString(dir + "/comm")
-		if err != nil || comm != "irqbalance" {
-			continue
-		}
-		env, _ := os.ReadFile(dir + "/environ")
-		banned := bannedCPUs(string(env)).Union(kernelBanned)
+	for _, ib := range facts.IRQBalances(c.root) {
+		banned := ib.Banned.Union(kernelBanned)
 		if missing := c.cls.isolated.Difference(banned); !missing.IsEmpty() {
 			return finding(FindingIRQBalance, SeverityWarning,
-				"irqbalance (pid %s) runs without isolated CPUs %s banned (banned: %q); it moves IRQs back onto them every 10s: set IRQBALANCE_BANNED_CPULIST=%s or stop it",
-				dir[strings.LastIndexByte(dir, '/')+1:], missing, banned.String(), c.cls.isolated)
+				"irqbalance (pid %d) runs without isolated CPUs %s banned (banned: %q); it moves IRQs back onto them every 10s: set IRQBALANCE_BANNED_CPULIST=%s or stop it",
+				ib.PID, missing, banned.String(), c.cls.isolated)
 		}
 	}
 	return nil
-}
-
-// bannedCPUs reads irqbalance's ban list from a NUL-separated environment.
-func bannedCPUs(environ string) cpuset.CPUSet {
-	out := cpuset.New()
-	for _, kv := range strings.Split(environ, "\x00") {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "IRQBALANCE_BANNED_CPULIST":
-			if s, err := cpulist.Parse(strings.TrimSpace(v)); err == nil {
-				out = out.Union(s)
-			}
-		case "IRQBALANCE_BANNED_CPUS":
-			if s, err := cpulist.ParseMask(v); err == nil {
-				out = out.Union(s)
-			}
-		}
-	}
-	return out
 }
 
 // rtTasksOnIsolated finds user-space SCHED_FIFO/SCHED_RR tasks allowed on
@@ -392,14 +366,8 @@ func (c *checker) cpuManagerNone() *v1alpha1.Finding {
 	if c.cls.isolated.IsEmpty() {
 		return nil
 	}
-	b, err := os.ReadFile(c.root.KubeletDir("cpu_manager_state"))
-	if err != nil {
-		return nil
-	}
-	var st struct {
-		PolicyName string `json:"policyName"`
-	}
-	if json.Unmarshal(b, &st) != nil || st.PolicyName != "none" {
+	st, err := cpumanager.Read(c.root)
+	if err != nil || st == nil || st.PolicyName != cpumanager.PolicyNone {
 		return nil
 	}
 	var pods []string

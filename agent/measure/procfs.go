@@ -204,18 +204,6 @@ func taskDirs(root *host.Root) []string {
 	return out
 }
 
-// processDirs lists /proc/<pid> directories.
-func processDirs(root *host.Root) []string {
-	pids, _ := os.ReadDir(root.Proc())
-	var out []string
-	for _, p := range pids {
-		if isNumber(p.Name()) {
-			out = append(out, root.Proc(p.Name()))
-		}
-	}
-	return out
-}
-
 func isNumber(s string) bool {
 	if s == "" {
 		return false
