@@ -11,11 +11,11 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/podcgroup"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -41,19 +41,15 @@ func Read(root *host.Root, eevdf, debugfsMounted bool) v1alpha1.KernelFacts {
 }
 
 // CgroupMode is v2 (unified), hybrid (v1 controllers plus a unified
-// mount) or v1.
+// mount) or v1, as podcgroup.Mode probes it; empty without a cgroup
+// filesystem.
 func CgroupMode(root *host.Root) string {
-	var st unix.Statfs_t
-	if err := unix.Statfs(root.Cgroup(), &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+	switch v, hybrid := podcgroup.Mode(root); {
+	case v == 2:
 		return "v2"
-	}
-	if root.Exists(root.Cgroup("cgroup.controllers")) {
-		return "v2" // temp-dir roots: the v2 root marker file
-	}
-	if root.Exists(root.Cgroup("unified", "cgroup.controllers")) {
+	case v == 1 && hybrid:
 		return "hybrid"
-	}
-	if root.Exists(root.Cgroup("cpu")) || root.Exists(root.Cgroup("cpuset")) {
+	case v == 1:
 		return "v1"
 	}
 	return ""
