@@ -36,4 +36,3 @@ func TestRead(t *testing.T) {
 		}
 	}
 }
-

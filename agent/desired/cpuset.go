@@ -7,8 +7,8 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/cpulist"
-	lcpuset "latencytier.io/latencytier/agent/cpuset"
 	"latencytier.io/latencytier/agent/cpumanager"
+	lcpuset "latencytier.io/latencytier/agent/cpuset"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
