@@ -48,8 +48,9 @@ lint: ## gofmt + go vet.
 	go vet ./...
 
 .PHONY: test
-test: deps envtest ## Unit, real-kernel and envtest tests (as root).
-	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh --print-dir)" go test -count=1 -timeout 30m ./...
+test: deps envtest ## Unit, real-kernel (-tags privileged) and envtest tests (as root).
+	@test "$$(id -u)" = 0 || { echo "make test runs the privileged real-kernel tests: run it as root" >&2; exit 1; }
+	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh --print-dir)" go test -tags privileged -count=1 -timeout 30m ./...
 
 .PHONY: test-e2e
 test-e2e: build ## End-to-end on a real single-node cluster on this machine.
