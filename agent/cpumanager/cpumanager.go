@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 
 	"k8s.io/utils/cpuset"
@@ -66,7 +65,7 @@ type stateFile struct {
 // manager) gives nil state and nil error: nothing owns placement.
 func Read(root *host.Root) (*State, error) {
 	path := root.KubeletDir("cpu_manager_state")
-	b, err := os.ReadFile(path)
+	b, err := root.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -6,7 +6,6 @@ package facts
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -72,7 +71,7 @@ func CgroupDriver(root *host.Root) string {
 // SMTSiblings lists the thread groups that share a core, e.g. "0,4"; cores
 // with a single thread are left out.
 func SMTSiblings(root *host.Root) []string {
-	dirs, _ := os.ReadDir(root.Sys("devices", "system", "cpu"))
+	dirs, _ := root.ReadDir(root.Sys("devices", "system", "cpu"))
 	seen := map[string]bool{}
 	var out []string
 	for _, d := range dirs {

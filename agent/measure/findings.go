@@ -3,7 +3,6 @@ package measure
 import (
 	"cmp"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -230,11 +229,11 @@ func (c *checker) rtTasksOnIsolated() *v1alpha1.Finding {
 	}
 	var hits []string
 	for _, dir := range taskDirs(c.root) {
-		st, err := readStat(dir)
+		st, err := readStat(c.root, dir)
 		if err != nil || st.flags&pfKthread != 0 || (st.policy != schedFIFO && st.policy != schedRR) {
 			continue
 		}
-		status, _ := os.ReadFile(dir + "/status")
+		status, _ := c.root.ReadFile(dir + "/status")
 		allowed, err := cpulist.Parse(statusField(string(status), "Cpus_allowed_list"))
 		if err != nil || allowed.Intersection(c.cls.isolated).IsEmpty() {
 			continue
@@ -250,8 +249,8 @@ func (c *checker) rtTasksOnIsolated() *v1alpha1.Finding {
 		len(hits), c.cls.isolated, strings.Join(firstN(hits, 5), "; "))
 }
 
-func readStat(dir string) (taskStat, error) {
-	b, err := os.ReadFile(dir + "/stat")
+func readStat(root *host.Root, dir string) (taskStat, error) {
+	b, err := root.ReadFile(dir + "/stat")
 	if err != nil {
 		return taskStat{}, err
 	}
