@@ -50,8 +50,9 @@ lint: ## gofmt + go vet + staticcheck (a Go tool pinned in go.mod).
 	go tool staticcheck ./...
 
 .PHONY: test
-test: deps envtest ## Unit, real-kernel and envtest tests (as root).
-	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh --print-dir)" LATENCYTIER_REQUIRE_PROMTOOL=1 go test -count=1 -timeout 30m ./...
+test: deps envtest ## Unit, real-kernel (-tags privileged) and envtest tests (as root).
+	@test "$$(id -u)" = 0 || { echo "make test runs the privileged real-kernel tests: run it as root" >&2; exit 1; }
+	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh --print-dir)" LATENCYTIER_REQUIRE_PROMTOOL=1 go test -tags privileged -count=1 -timeout 30m ./...
 
 .PHONY: test-kernels
 test-kernels: deps ## The agent's kernel tests in emulated VMs: Debian 6.1 (cgroup v2, v1) and 6.12, real systemd.

@@ -2,7 +2,7 @@
 // cgroup v1 cpu.cfs_quota_us = -1, cgroup v2 cpu.max = "max <period>", at pod
 // AND container level (removing only the container's limit still throttles
 // at the pod). It turns opted-in pods into knobs; the plan/journal machinery
-// applies, re-asserts and reverts them. It also reads cpu.stat throttling.
+// applies, re-asserts and reverts them.
 package cpuquota
 
 import (
@@ -13,19 +13,12 @@ import (
 	"strconv"
 	"strings"
 
+	"latencytier.io/latencytier/agent/cgstat"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
-)
-
-// Files holding the limit.
-const (
-	QuotaFileV1 = "cpu.cfs_quota_us"
-	MaxFileV2   = "cpu.max"
-	// Unlimited is the v1 "no limit" quota.
-	Unlimited = "-1"
 )
 
 // Knobs returns, for every opted-in pod, one knob for the pod cgroup followed
@@ -111,18 +104,21 @@ func failure(id string, err error) v1alpha1.SettingResult {
 // dirKnob builds the knob removing the limit of one cgroup directory.
 func dirKnob(root *host.Root, version int, id, dir string) (knob.Knob, error) {
 	if version == 1 {
-		path := filepath.Join(dir, QuotaFileV1)
+		path := filepath.Join(dir, cgstat.QuotaFileV1)
 		if !root.Exists(path) {
 			return knob.Knob{}, kerr.Classify("read", path, fmt.Errorf("cpu controller has no CFS bandwidth file: %w", fs.ErrNotExist))
 		}
-		return knob.Knob{ID: id, Path: path, Desired: Unlimited, Equal: EqualV1}, nil
+		return knob.Knob{ID: id, Path: path, Desired: cgstat.UnlimitedV1, Equal: EqualV1}, nil
 	}
-	path := filepath.Join(dir, MaxFileV2)
+	path := filepath.Join(dir, cgstat.MaxFileV2)
 	cur, err := root.ReadString(path)
 	if err != nil {
 		return knob.Knob{}, kerr.Classify("read", path, fmt.Errorf("cpu controller not enabled for this cgroup: %w", err))
 	}
-	_, period, err := ParseMax(cur)
+	_, period, err := cgstat.ParseMax(cur)
+	if err == nil && period == 0 {
+		err = fmt.Errorf("cpu.max %q has no period", cur)
+	}
 	if err != nil {
 		return knob.Knob{}, kerr.Classify("read", path, err)
 	}
@@ -148,8 +144,8 @@ func EqualV1(actual, want string) bool {
 // change alone is not drift); limited values must match in quota and period.
 // A value without a period ("max") matches on quota alone.
 func EqualV2(actual, want string) bool {
-	qa, pa, errA := parseMax(actual)
-	qw, pw, errW := parseMax(want)
+	qa, pa, errA := cgstat.ParseMax(actual)
+	qw, pw, errW := cgstat.ParseMax(want)
 	if errA != nil || errW != nil {
 		return strings.TrimSpace(actual) == strings.TrimSpace(want)
 	}
@@ -157,33 +153,4 @@ func EqualV2(actual, want string) bool {
 		return false
 	}
 	return qa < 0 || pa == 0 || pw == 0 || pa == pw
-}
-
-// ParseMax parses a cgroup v2 cpu.max value "<quota|max> <period>". quota is
-// -1 for max. The period is required.
-func ParseMax(s string) (quota, period int64, err error) {
-	q, p, err := parseMax(s)
-	if err == nil && p == 0 {
-		err = fmt.Errorf("cpu.max %q has no period", s)
-	}
-	return q, p, err
-}
-
-func parseMax(s string) (quota, period int64, err error) {
-	f := strings.Fields(s)
-	if len(f) < 1 || len(f) > 2 {
-		return 0, 0, fmt.Errorf("malformed cpu.max %q", s)
-	}
-	quota = -1
-	if f[0] != "max" {
-		if quota, err = strconv.ParseInt(f[0], 10, 64); err != nil || quota < 0 {
-			return 0, 0, fmt.Errorf("malformed cpu.max quota %q", s)
-		}
-	}
-	if len(f) == 2 {
-		if period, err = strconv.ParseInt(f[1], 10, 64); err != nil || period <= 0 {
-			return 0, 0, fmt.Errorf("malformed cpu.max period %q", s)
-		}
-	}
-	return quota, period, nil
 }

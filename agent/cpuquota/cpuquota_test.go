@@ -3,8 +3,8 @@ package cpuquota
 import (
 	"strings"
 	"testing"
-	"time"
 
+	"latencytier.io/latencytier/agent/cgstat"
 	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -64,7 +64,7 @@ func TestKnobsV1Systemd(t *testing.T) {
 	if err != nil || len(results) != 0 || len(knobs) != 2 {
 		t.Fatalf("Knobs: %+v %v %v", knobs, results, err)
 	}
-	if knobs[0].Path != root.Path(podRel, QuotaFileV1) || knobs[0].Desired != "-1" || knobs[1].ID != "cpuquota/shop/checkout/"+uid+"/"+cid[:12] {
+	if knobs[0].Path != root.Path(podRel, cgstat.QuotaFileV1) || knobs[0].Desired != "-1" || knobs[1].ID != "cpuquota/shop/checkout/"+uid+"/"+cid[:12] {
 		t.Fatalf("knobs = %+v", knobs)
 	}
 }
@@ -147,41 +147,5 @@ func TestEqual(t *testing.T) {
 		if got := EqualV2(tt.a, tt.b); got != tt.want {
 			t.Errorf("EqualV2(%q,%q) = %v", tt.a, tt.b, got)
 		}
-	}
-}
-
-func TestParseMax(t *testing.T) {
-	for _, bad := range []string{"", "max", "x 100", "-5 100", "1 2 3", "100 0"} {
-		if _, _, err := ParseMax(bad); err == nil {
-			t.Errorf("ParseMax(%q) accepted", bad)
-		}
-	}
-	q, p, err := ParseMax("max 100000")
-	if err != nil || q != -1 || p != 100000 {
-		t.Errorf("ParseMax(max 100000) = %d %d %v", q, p, err)
-	}
-}
-
-func TestStat(t *testing.T) {
-	root := testroot.Lines(t, map[string]string{
-		"v1/cpu.stat":     "nr_periods 40\nnr_throttled 12\nthrottled_time 2500000\nnr_bursts 0\nburst_time 0",
-		"v2/cpu.stat":     "usage_usec 100\nuser_usec 50\nsystem_usec 50\nnr_periods 40\nnr_throttled 12\nthrottled_usec 2500\nnr_bursts 0\nburst_usec 0",
-		"v2none/cpu.stat": "usage_usec 100\nuser_usec 50\nsystem_usec 50",
-		"bad/cpu.stat":    "nr_periods many",
-	})
-	for _, d := range []string{"v1", "v2"} {
-		p, n, tt, err := Stat(root.Path(d))
-		if err != nil || p != 40 || n != 12 || tt != 2500*time.Microsecond {
-			t.Errorf("Stat(%s) = %d %d %v %v", d, p, n, tt, err)
-		}
-	}
-	if p, n, tt, err := Stat(root.Path("v2none")); err != nil || p != 0 || n != 0 || tt != 0 {
-		t.Errorf("Stat(v2 without bandwidth) = %d %d %v %v", p, n, tt, err)
-	}
-	if _, _, _, err := Stat(root.Path("bad")); err == nil {
-		t.Error("Stat accepted a malformed cpu.stat")
-	}
-	if _, _, _, err := Stat(root.Path("missing")); err == nil {
-		t.Error("Stat of a missing cgroup succeeded")
 	}
 }

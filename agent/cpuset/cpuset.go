@@ -40,17 +40,6 @@ func WithSlices(names ...string) Option {
 	return func(o *options) { o.slices = names }
 }
 
-// Equal compares two cpulists by their CPUs: "0-1" equals "0,1". Unparsable
-// values compare as trimmed strings.
-func Equal(actual, want string) bool {
-	a, errA := cpulist.Parse(strings.TrimSpace(actual))
-	w, errW := cpulist.Parse(strings.TrimSpace(want))
-	if errA != nil || errW != nil {
-		return strings.TrimSpace(actual) == strings.TrimSpace(want)
-	}
-	return a.Equals(w)
-}
-
 // Knobs confines the system slices to reserved.
 //
 // cgroup v1: every child's cpuset must stay a subset of its parent's, so a
@@ -126,7 +115,7 @@ func confineV1(base, rel string, id func(rel string) string, want cpuset.CPUSet)
 				return err
 			}
 		}
-		knobs = append(knobs, knob.Knob{ID: id(rel), Path: filepath.Join(dir, CPUsFile), Desired: want.String(), Equal: Equal})
+		knobs = append(knobs, knob.Knob{ID: id(rel), Path: filepath.Join(dir, CPUsFile), Desired: want.String(), Equal: cpulist.Equal})
 		return nil
 	}
 	return knobs, walk(rel, want)
@@ -148,7 +137,7 @@ func v2Knobs(root *host.Root, base string, slices []string, reserved cpuset.CPUS
 			results = append(results, v1alpha1.SettingResult{Setting: id, Desired: reserved.String(), State: v1alpha1.SettingUnsupported,
 				Message: fmt.Sprintf("%s does not exist under %s; not created", s, base)})
 		case root.Exists(filepath.Join(dir, CPUsFile)):
-			knobs = append(knobs, knob.Knob{ID: id, Path: filepath.Join(dir, CPUsFile), Desired: reserved.String(), Equal: Equal})
+			knobs = append(knobs, knob.Knob{ID: id, Path: filepath.Join(dir, CPUsFile), Desired: reserved.String(), Equal: cpulist.Equal})
 		default:
 			waiting = append(waiting, s)
 		}

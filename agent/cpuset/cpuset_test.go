@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"latencytier.io/latencytier/agent/cpumanager"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/knob"
@@ -134,25 +135,7 @@ func TestKnobsV2(t *testing.T) {
 	})
 }
 
-func TestEqual(t *testing.T) {
-	tests := []struct {
-		a, b string
-		want bool
-	}{
-		{"0-1", "0,1", true},
-		{"0-1\n", "0-1", true},
-		{"0-3,5", "0,1,2,3,5", true},
-		{"0", "0-1", false},
-		{"", "", true},
-		{"", "0", false},
-		{"junk", "junk", true},
-		{"junk", "0", false},
-	}
-	for _, tt := range tests {
-		if got := Equal(tt.a, tt.b); got != tt.want {
-			t.Errorf("Equal(%q,%q) = %v", tt.a, tt.b, got)
-		}
-	}
+func TestSubtreeEqual(t *testing.T) {
 	sub := []struct {
 		a, b string
 		want bool
@@ -167,37 +150,6 @@ func TestEqual(t *testing.T) {
 	for _, tt := range sub {
 		if got := SubtreeEqual(tt.a, tt.b); got != tt.want {
 			t.Errorf("SubtreeEqual(%q,%q) = %v", tt.a, tt.b, got)
-		}
-	}
-}
-
-func TestReadCPUManagerState(t *testing.T) {
-	s, err := ReadCPUManagerState(host.New("testdata/static"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.PolicyName != PolicyStatic || !s.OwnsPlacement() || s.DefaultCPUSet.String() != "0,3-7" {
-		t.Fatalf("static state = %+v", s)
-	}
-	if c, ok := s.PodCPUs("2c5a1d6f-0e8b-4c2f-9a11-1234567890bc"); !ok || c.String() != "4-5" {
-		t.Errorf("PodCPUs = %s %v; want 4-5", c, ok)
-	}
-	if _, ok := s.PodCPUs("other"); ok {
-		t.Error("a pod without entries has exclusive CPUs")
-	}
-
-	none, err := ReadCPUManagerState(host.New("testdata/none"))
-	if err != nil || none.PolicyName != PolicyNone || none.OwnsPlacement() {
-		t.Fatalf("none state = %+v %v", none, err)
-	}
-	missing, err := ReadCPUManagerState(host.New(t.TempDir()))
-	if err != nil || missing != nil || missing.OwnsPlacement() {
-		t.Fatalf("missing file = %+v %v; want nil, nil", missing, err)
-	}
-	for _, bad := range []string{`{`, `{"defaultCpuSet":""}`, `{"policyName":"static","defaultCpuSet":"x"}`,
-		`{"policyName":"static","defaultCpuSet":"0","entries":{"u":{"c":"1-"}}}`} {
-		if _, err := ParseCPUManagerState([]byte(bad)); err == nil {
-			t.Errorf("ParseCPUManagerState(%s) accepted", bad)
 		}
 	}
 }
@@ -219,7 +171,7 @@ func TestPodKnobsNonePolicy(t *testing.T) {
 		podRel + "/cpuset.cpus":                               "0-3",
 		podRel + "/" + cid + "/cpuset.cpus":                   "0-3",
 	})
-	none, _ := ReadCPUManagerState(host.New("testdata/none"))
+	none, _ := cpumanager.Read(host.New("../cpumanager/testdata/none"))
 	pods := []podcgroup.Pod{optedIn(uid), {UID: "x", Namespace: "shop", Name: "batch"}}
 	knobs, results, err := PodKnobs(root, pods, cpuset.New(2, 3), none)
 	if err != nil || len(results) != 0 {
@@ -258,7 +210,7 @@ func TestPodKnobsV2Systemd(t *testing.T) {
 
 func TestPodKnobsStaticPolicy(t *testing.T) {
 	root := testroot.Lines(t, map[string]string{"sys/fs/cgroup/cpuset/kubepods/pod" + uid + "/cpuset.cpus": "1-2"})
-	static, err := ReadCPUManagerState(host.New("testdata/static"))
+	static, err := cpumanager.Read(host.New("../cpumanager/testdata/static"))
 	if err != nil {
 		t.Fatal(err)
 	}

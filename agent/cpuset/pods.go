@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"latencytier.io/latencytier/agent/cpulist"
+	"latencytier.io/latencytier/agent/cpumanager"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
@@ -28,7 +30,7 @@ func PodID(p podcgroup.Pod) string {
 // placement (static policy) it returns a result per pod saying where kubelet
 // put it and writes nothing: the agent does not fight kubelet. An empty
 // isolated set yields nothing.
-func PodKnobs(root *host.Root, pods []podcgroup.Pod, isolated cpuset.CPUSet, state *CPUManagerState, opts ...podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, error) {
+func PodKnobs(root *host.Root, pods []podcgroup.Pod, isolated cpuset.CPUSet, state *cpumanager.State, opts ...podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, error) {
 	if isolated.IsEmpty() {
 		return nil, nil, nil
 	}
@@ -53,7 +55,7 @@ func PodKnobs(root *host.Root, pods []podcgroup.Pod, isolated cpuset.CPUSet, sta
 }
 
 // KubeletPlacement reports a pod whose CPUs kubelet's CPU manager places.
-func KubeletPlacement(p podcgroup.Pod, isolated cpuset.CPUSet, s *CPUManagerState) v1alpha1.SettingResult {
+func KubeletPlacement(p podcgroup.Pod, isolated cpuset.CPUSet, s *cpumanager.State) v1alpha1.SettingResult {
 	r := v1alpha1.SettingResult{Setting: PodID(p), Desired: isolated.String()}
 	cpus, exclusive := s.PodCPUs(p.UID)
 	what := "exclusive CPUs"
@@ -99,10 +101,10 @@ func podKnobs(root *host.Root, p podcgroup.Pod, isolated cpuset.CPUSet, opts []p
 // v2PodKnobs sets the pod and then each container that has cpuset.cpus;
 // v2 clamps children to their parent, so order only matters for clarity.
 func v2PodKnobs(id string, dirs *podcgroup.Dirs, isolated cpuset.CPUSet) []knob.Knob {
-	k := []knob.Knob{{ID: id, Path: filepath.Join(dirs.Pod, CPUsFile), Desired: isolated.String(), Equal: Equal}}
+	k := []knob.Knob{{ID: id, Path: filepath.Join(dirs.Pod, CPUsFile), Desired: isolated.String(), Equal: cpulist.Equal}}
 	for _, c := range dirs.Containers {
 		k = append(k, knob.Knob{ID: id + "/" + podcgroup.Key(c),
-			Path: filepath.Join(c, CPUsFile), Desired: isolated.String(), Equal: Equal})
+			Path: filepath.Join(c, CPUsFile), Desired: isolated.String(), Equal: cpulist.Equal})
 	}
 	return k
 }

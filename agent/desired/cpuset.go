@@ -7,6 +7,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/cpulist"
+	"latencytier.io/latencytier/agent/cpumanager"
 	lcpuset "latencytier.io/latencytier/agent/cpuset"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/knob"
@@ -40,7 +41,7 @@ func (s *State) cpusets(root *host.Root, t v1alpha1.TuningSpec, reserved cpuset.
 	if err != nil || !s.online(root, "cpus/isolated", isolated) {
 		return // nothing to keep pods on
 	}
-	state, err := lcpuset.ReadCPUManagerState(root)
+	state, err := cpumanager.Read(root)
 	if err != nil {
 		s.Undetermined = append(s.Undetermined, podScope)
 		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuset/pods", State: v1alpha1.SettingFailed,

@@ -7,12 +7,12 @@ package desired
 
 import (
 	"fmt"
-	"strconv"
 
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/cpuquota"
+	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/irq"
 	"latencytier.io/latencytier/agent/knob"
@@ -101,11 +101,10 @@ func (s *State) irqs(root *host.Root, reserved cpuset.CPUSet) {
 		return
 	}
 	s.Knobs = append(s.Knobs, k...)
-	if pid := irq.IRQBalance(root); pid != 0 {
-		s.IRQBalancePID = pid
-		s.Findings = append(s.Findings, v1alpha1.Finding{Type: "IRQBalanceRunning", Severity: "Warning",
-			Message: "irqbalance (pid " + strconv.Itoa(pid) + ") rewrites IRQ affinity every 10s and undoes the steering; " +
-				"ban the isolated CPUs (IRQBALANCE_BANNED_CPULIST) or stop it. The agent re-asserts on every pass."})
+	// The finding (irqbalance not banned from the isolated CPUs) is
+	// measure's; the pid only names the culprit of IRQ drift.
+	if ib := facts.IRQBalances(root); len(ib) > 0 {
+		s.IRQBalancePID = ib[0].PID
 	}
 }
 

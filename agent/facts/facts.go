@@ -6,16 +6,15 @@ package facts
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/podcgroup"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -41,19 +40,15 @@ func Read(root *host.Root, eevdf, debugfsMounted bool) v1alpha1.KernelFacts {
 }
 
 // CgroupMode is v2 (unified), hybrid (v1 controllers plus a unified
-// mount) or v1.
+// mount) or v1, as podcgroup.Mode probes it; empty without a cgroup
+// filesystem.
 func CgroupMode(root *host.Root) string {
-	var st unix.Statfs_t
-	if err := unix.Statfs(root.Cgroup(), &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+	switch v, hybrid := podcgroup.Mode(root); {
+	case v == 2:
 		return "v2"
-	}
-	if root.Exists(root.Cgroup("cgroup.controllers")) {
-		return "v2" // temp-dir roots: the v2 root marker file
-	}
-	if root.Exists(root.Cgroup("unified", "cgroup.controllers")) {
+	case v == 1 && hybrid:
 		return "hybrid"
-	}
-	if root.Exists(root.Cgroup("cpu")) || root.Exists(root.Cgroup("cpuset")) {
+	case v == 1:
 		return "v1"
 	}
 	return ""
@@ -76,7 +71,7 @@ func CgroupDriver(root *host.Root) string {
 // SMTSiblings lists the thread groups that share a core, e.g. "0,4"; cores
 // with a single thread are left out.
 func SMTSiblings(root *host.Root) []string {
-	dirs, _ := os.ReadDir(root.Sys("devices", "system", "cpu"))
+	dirs, _ := root.ReadDir(root.Sys("devices", "system", "cpu"))
 	seen := map[string]bool{}
 	var out []string
 	for _, d := range dirs {
@@ -121,7 +116,7 @@ func MissingIsolation(isolated cpuset.CPUSet, flags []string) []string {
 	}
 	var missing []string
 	for _, name := range IsolationFlags {
-		have := flagCPUs(name, flags)
+		have := FlagCPUs(flags, name)
 		if !isolated.IsSubsetOf(have) {
 			missing = append(missing, fmt.Sprintf("%s=%s", name, isolated.String()))
 		}
@@ -129,20 +124,22 @@ func MissingIsolation(isolated cpuset.CPUSet, flags []string) []string {
 	return missing
 }
 
-// flagCPUs parses a flag's CPU list, skipping isolcpus's leading
-// non-numeric options (managed_irq,domain,...).
-func flagCPUs(name string, flags []string) cpuset.CPUSet {
+// FlagCPUs is the union of the CPU lists of the named isolation flags in
+// flags (as Isolation returns them), skipping isolcpus's non-numeric
+// options (managed_irq,domain,...).
+func FlagCPUs(flags []string, names ...string) cpuset.CPUSet {
+	out := cpuset.New()
 	for _, f := range flags {
-		v, ok := strings.CutPrefix(f, name+"=")
-		if !ok {
+		name, v, _ := strings.Cut(f, "=")
+		if !slices.Contains(names, name) {
 			continue
 		}
 		parts := slices.DeleteFunc(strings.Split(v, ","), func(p string) bool {
 			return p == "" || strings.Trim(p, "0123456789-") != ""
 		})
 		if set, err := cpulist.Parse(strings.Join(parts, ",")); err == nil {
-			return set
+			out = out.Union(set)
 		}
 	}
-	return cpuset.New()
+	return out
 }

@@ -144,3 +144,9 @@ func (r *Root) Exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// ReadFile reads a file under the root.
+func (r *Root) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+
+// ReadDir lists a directory under the root.
+func (r *Root) ReadDir(path string) ([]os.DirEntry, error) { return os.ReadDir(path) }

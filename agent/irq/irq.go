@@ -9,7 +9,6 @@ package irq
 
 import (
 	"fmt"
-	"math/big"
 	"os"
 	"sort"
 	"strconv"
@@ -38,8 +37,8 @@ func Knobs(root *host.Root, reserved cpuset.CPUSet) ([]knob.Knob, error) {
 	var knobs []knob.Knob
 	def := root.Proc("irq", "default_smp_affinity")
 	if root.Exists(def) {
-		knobs = append(knobs, knob.Knob{ID: DefaultID, Path: def, Desired: FormatMask(reserved),
-			Equal: masksEqual, Label: "default_smp_affinity"})
+		knobs = append(knobs, knob.Knob{ID: DefaultID, Path: def, Desired: cpulist.FormatMask(reserved),
+			Equal: cpulist.MasksEqual, Label: "default_smp_affinity"})
 	}
 	irqs, err := List(root)
 	if err != nil {
@@ -52,7 +51,7 @@ func Knobs(root *host.Root, reserved cpuset.CPUSet) ([]knob.Knob, error) {
 			ID:                 ID(n),
 			Path:               dir + "/smp_affinity_list",
 			Desired:            reserved.String(),
-			Equal:              listsEqual,
+			Equal:              cpulist.Equal,
 			Label:              label(n, names[n]),
 			RefusalIsImmovable: true,
 		}
@@ -122,74 +121,10 @@ func Names(root *host.Root) map[int]string {
 	return out
 }
 
-// IRQBalance returns the pid of a running irqbalance, or 0. irqbalance
-// rewrites affinity every 10s and undoes the steering unless it is banned
-// from the isolated CPUs (IRQBALANCE_BANNED_CPULIST) or stopped.
-func IRQBalance(root *host.Root) int {
-	fs, err := procfs.NewFS(root.Proc())
-	if err != nil {
-		return 0
-	}
-	procs, err := fs.AllProcs()
-	if err != nil {
-		return 0
-	}
-	for _, p := range procs {
-		if comm, err := p.Comm(); err == nil && comm == "irqbalance" {
-			return p.PID
-		}
-	}
-	return 0
-}
-
-func listsEqual(actual, want string) bool {
-	a, err1 := cpulist.Parse(strings.TrimSpace(actual))
-	w, err2 := cpulist.Parse(strings.TrimSpace(want))
-	return err1 == nil && err2 == nil && a.Equals(w)
-}
-
 // effectiveWithin accepts an effective affinity that is a non-empty subset of
 // the requested list: the kernel delivers to one CPU of the set.
 func effectiveWithin(effective, want string) bool {
 	e, err1 := cpulist.Parse(strings.TrimSpace(effective))
 	w, err2 := cpulist.Parse(strings.TrimSpace(want))
 	return err1 == nil && err2 == nil && !e.IsEmpty() && e.IsSubsetOf(w)
-}
-
-func masksEqual(actual, want string) bool {
-	a, err1 := ParseMask(actual)
-	w, err2 := ParseMask(want)
-	return err1 == nil && err2 == nil && a.Equals(w)
-}
-
-// ParseMask parses a kernel CPU mask ("3", "00000000,000000ff").
-func ParseMask(s string) (cpuset.CPUSet, error) {
-	hex := strings.ReplaceAll(strings.TrimSpace(s), ",", "")
-	v, ok := new(big.Int).SetString(hex, 16)
-	if !ok {
-		return cpuset.New(), fmt.Errorf("irq: bad cpu mask %q", s)
-	}
-	var cpus []int
-	for i := 0; i < v.BitLen(); i++ {
-		if v.Bit(i) == 1 {
-			cpus = append(cpus, i)
-		}
-	}
-	return cpuset.New(cpus...), nil
-}
-
-// FormatMask renders a CPU set as a kernel mask, 32-bit groups separated by
-// commas the way the kernel prints it.
-func FormatMask(s cpuset.CPUSet) string {
-	v := new(big.Int)
-	for _, c := range s.List() {
-		v.SetBit(v, c, 1)
-	}
-	hex := v.Text(16)
-	var groups []string
-	for len(hex) > 8 {
-		groups = append([]string{hex[len(hex)-8:]}, groups...)
-		hex = hex[:len(hex)-8]
-	}
-	return strings.Join(append([]string{hex}, groups...), ",")
 }

@@ -2,17 +2,13 @@ package measure
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
-	"math/big"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
-	"k8s.io/utils/cpuset"
-
 	"latencytier.io/latencytier/agent/cpulist"
+	"latencytier.io/latencytier/agent/cpumanager"
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/bound"
@@ -213,74 +209,16 @@ func (c *checker) irqbalance() *v1alpha1.Finding {
 		return nil
 	}
 	cmdline, _ := c.root.ReadString(c.root.Proc("cmdline"))
-	kernelBanned := cmdlineCPUs(facts.Isolation(cmdline), "isolcpus", "nohz_full")
-	for _, dir := range processDirs(c.root) {
-		comm, err := c.root.ReadString(dir + "/comm")
-		if err != nil || comm != "irqbalance" {
-			continue
-		}
-		env, _ := os.ReadFile(dir + "/environ")
-		banned := bannedCPUs(string(env)).Union(kernelBanned)
+	kernelBanned := facts.FlagCPUs(facts.Isolation(cmdline), "isolcpus", "nohz_full")
+	for _, ib := range facts.IRQBalances(c.root) {
+		banned := ib.Banned.Union(kernelBanned)
 		if missing := c.cls.isolated.Difference(banned); !missing.IsEmpty() {
 			return finding(FindingIRQBalance, SeverityWarning,
-				"irqbalance (pid %s) runs without isolated CPUs %s banned (banned: %q); it moves IRQs back onto them every 10s: set IRQBALANCE_BANNED_CPULIST=%s or stop it",
-				dir[strings.LastIndexByte(dir, '/')+1:], missing, banned.String(), c.cls.isolated)
+				"irqbalance (pid %d) runs without isolated CPUs %s banned (banned: %q); it moves IRQs back onto them every 10s: set IRQBALANCE_BANNED_CPULIST=%s or stop it",
+				ib.PID, missing, banned.String(), c.cls.isolated)
 		}
 	}
 	return nil
-}
-
-// bannedCPUs reads irqbalance's ban list from a NUL-separated environment.
-func bannedCPUs(environ string) cpuset.CPUSet {
-	out := cpuset.New()
-	for _, kv := range strings.Split(environ, "\x00") {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "IRQBALANCE_BANNED_CPULIST":
-			if s, err := cpulist.Parse(strings.TrimSpace(v)); err == nil {
-				out = out.Union(s)
-			}
-		case "IRQBALANCE_BANNED_CPUS":
-			out = out.Union(hexMask(v))
-		}
-	}
-	return out
-}
-
-// hexMask parses a kernel CPU mask ("0000000c" or "ff,00000000").
-func hexMask(s string) cpuset.CPUSet {
-	n, ok := new(big.Int).SetString(strings.ReplaceAll(strings.TrimSpace(s), ",", ""), 16)
-	if !ok {
-		return cpuset.New()
-	}
-	var cpus []int
-	for i := 0; i < n.BitLen(); i++ {
-		if n.Bit(i) == 1 {
-			cpus = append(cpus, i)
-		}
-	}
-	return cpuset.New(cpus...)
-}
-
-// cmdlineCPUs is the union of the named isolation flags' CPU lists.
-func cmdlineCPUs(flags []string, names ...string) cpuset.CPUSet {
-	out := cpuset.New()
-	for _, f := range flags {
-		name, v, _ := strings.Cut(f, "=")
-		if !slices.Contains(names, name) {
-			continue
-		}
-		var parts []string
-		for _, p := range strings.Split(v, ",") {
-			if p != "" && strings.Trim(p, "0123456789-") == "" {
-				parts = append(parts, p)
-			}
-		}
-		if s, err := cpulist.Parse(strings.Join(parts, ",")); err == nil {
-			out = out.Union(s)
-		}
-	}
-	return out
 }
 
 // rtTasksOnIsolated finds user-space SCHED_FIFO/SCHED_RR tasks allowed on
@@ -291,11 +229,11 @@ func (c *checker) rtTasksOnIsolated() *v1alpha1.Finding {
 	}
 	var hits []string
 	for _, dir := range taskDirs(c.root) {
-		st, err := readStat(dir)
+		st, err := readStat(c.root, dir)
 		if err != nil || st.flags&pfKthread != 0 || (st.policy != schedFIFO && st.policy != schedRR) {
 			continue
 		}
-		status, _ := os.ReadFile(dir + "/status")
+		status, _ := c.root.ReadFile(dir + "/status")
 		allowed, err := cpulist.Parse(statusField(string(status), "Cpus_allowed_list"))
 		if err != nil || allowed.Intersection(c.cls.isolated).IsEmpty() {
 			continue
@@ -311,8 +249,8 @@ func (c *checker) rtTasksOnIsolated() *v1alpha1.Finding {
 		len(hits), c.cls.isolated, strings.Join(firstN(hits, 5), "; "))
 }
 
-func readStat(dir string) (taskStat, error) {
-	b, err := os.ReadFile(dir + "/stat")
+func readStat(root *host.Root, dir string) (taskStat, error) {
+	b, err := root.ReadFile(dir + "/stat")
 	if err != nil {
 		return taskStat{}, err
 	}
@@ -341,7 +279,7 @@ func (c *checker) rtThrottlingOff() *v1alpha1.Finding {
 		return nil
 	}
 	cmdline, _ := c.root.ReadString(c.root.Proc("cmdline"))
-	isolatedByKernel := cmdlineCPUs(facts.Isolation(cmdline), "isolcpus")
+	isolatedByKernel := facts.FlagCPUs(facts.Isolation(cmdline), "isolcpus")
 	if !c.cls.isolated.IsEmpty() && c.cls.isolated.IsSubsetOf(isolatedByKernel) {
 		return nil
 	}
@@ -427,14 +365,8 @@ func (c *checker) cpuManagerNone() *v1alpha1.Finding {
 	if c.cls.isolated.IsEmpty() {
 		return nil
 	}
-	b, err := os.ReadFile(c.root.KubeletDir("cpu_manager_state"))
-	if err != nil {
-		return nil
-	}
-	var st struct {
-		PolicyName string `json:"policyName"`
-	}
-	if json.Unmarshal(b, &st) != nil || st.PolicyName != "none" {
+	st, err := cpumanager.Read(c.root)
+	if err != nil || st == nil || st.PolicyName != cpumanager.PolicyNone {
 		return nil
 	}
 	var pods []string

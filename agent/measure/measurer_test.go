@@ -3,97 +3,15 @@ package measure
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
-
-// TestBPFAttachModes loads the program with each attach type the kernel
-// offers and checks the per-class histograms add up to the node's.
-func TestBPFAttachModes(t *testing.T) {
-	needRoot(t)
-	for _, attach := range []string{AttachTPBTF, AttachRawTP} {
-		t.Run(attach, func(t *testing.T) {
-			m := New(host.New("/"), testr.New(t), WithAttach(attach))
-			if err := m.Start(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			if m.Tracer() == nil {
-				if attach == AttachTPBTF {
-					t.Skipf("tp_btf not available on this kernel: %s", m.Source())
-				}
-				t.Fatalf("raw_tp did not load: %s", m.Source())
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			pingPong(ctx) // some wakeups of our own
-			time.Sleep(300 * time.Millisecond)
-			cancel()
-			res, err := m.Collect(context.Background(), Input{Tuning: tuning("1", "0")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Latency == nil || res.Latency.Source != SourceEBPF || len(res.Latency.Classes) != 3 {
-				t.Fatalf("latency %+v", res.Latency)
-			}
-			node, iso, res0 := res.Latency.Classes[0], res.Latency.Classes[1], res.Latency.Classes[2]
-			if node.Class != ClassNode || iso.Class != ClassIsolated || res0.Class != ClassReserved {
-				t.Fatalf("class order %s %s %s", node.Class, iso.Class, res0.Class)
-			}
-			if node.Samples == 0 || node.Samples != iso.Samples+res0.Samples {
-				t.Errorf("samples node %d != isolated %d + reserved %d", node.Samples, iso.Samples, res0.Samples)
-			}
-			if node.P50 == nil || node.P99 == nil || node.P999 == nil || node.Max == nil ||
-				node.P50.Duration > node.P99.Duration || node.P99.Duration > node.Max.Duration || len(node.Buckets) > MaxBuckets {
-				t.Errorf("node summary %+v", node)
-			}
-			if res.RunQueueP99 == nil || res.RunQueueP99.Duration != node.P99.Duration {
-				t.Errorf("runQueueP99 %v, node p99 %v", res.RunQueueP99, node.P99)
-			}
-		})
-	}
-}
-
-// TestSchedstatFallback measures with BPF switched off: numbers come from
-// per-task run_delay, and PSI is read.
-func TestSchedstatFallback(t *testing.T) {
-	m := New(host.New("/"), testr.New(t), WithAttach(AttachNone))
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(m.Source(), SourceSchedstat) || !strings.Contains(m.Source(), "disabled") {
-		t.Errorf("source %q", m.Source())
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	pingPong(ctx)
-	time.Sleep(300 * time.Millisecond)
-	cancel()
-	res, err := m.Collect(context.Background(), Input{Tuning: v1alpha1.TuningSpec{
-		LatencyBudget: &v1alpha1.LatencyBudget{RunQueueP99: &metav1.Duration{Duration: 10 * time.Second}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Latency == nil || res.Latency.Source != SourceSchedstat {
-		t.Fatalf("latency %+v", res.Latency)
-	}
-	if node := res.Latency.Classes[0]; node.Samples == 0 || node.P99 == nil {
-		t.Errorf("no schedstat samples: %+v", node)
-	}
-	if _, err := host.New("/").ReadString(host.New("/").Proc("pressure", "cpu")); err == nil && res.Latency.PSICPUSomeAvg10 == "" {
-		t.Error("PSI not read although /proc/pressure/cpu exists")
-	}
-	if res.Budget.Reason != v1alpha1.ReasonWithinBudget && res.Budget.Reason != v1alpha1.ReasonOutsideBudget {
-		t.Errorf("budget %+v", res.Budget)
-	}
-}
 
 func TestMeasurementDisabled(t *testing.T) {
 	root := testroot.Files(t, map[string]string{})
@@ -116,35 +34,6 @@ func TestMeasurementDisabled(t *testing.T) {
 	}
 	if _, err := New(root, testr.New(t)).Collect(context.Background(), Input{}); err == nil {
 		t.Error("Collect before Start succeeded")
-	}
-}
-
-func TestCommandPrintsRunqlatShape(t *testing.T) {
-	needRoot(t)
-	var out bytes.Buffer
-	if err := Command(context.Background(), []string{"--duration", "300ms", "--isolated", "1", "--reserved", "0"}, &out); err != nil {
-		t.Fatal(err)
-	}
-	s := out.String()
-	for _, want := range []string{"Tracing run queue latency with EBPF", "class Node:", "class Isolated:", "usecs               : count    distribution", " -> ", "p50 ", "p99 ", "p99.9 ", "max ", "WithinBudget="} {
-		if !strings.Contains(s, want) {
-			t.Errorf("output lacks %q:\n%s", want, s)
-		}
-	}
-
-	out.Reset()
-	if err := Command(context.Background(), []string{"--duration", "200ms", "--json", "--attach", "none"}, &out); err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Latency *v1alpha1.LatencyStatus
-		Budget  metav1.Condition
-	}
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		t.Fatalf("--json output does not parse: %v\n%s", err, out.String())
-	}
-	if res.Budget.Type != v1alpha1.NodeWithinBudget {
-		t.Errorf("json budget %+v", res.Budget)
 	}
 }
 

@@ -188,29 +188,17 @@ func parseTaskStat(line string) (taskStat, error) {
 
 // taskDirs lists /proc/<pid>/task/<tid> directories of every task.
 func taskDirs(root *host.Root) []string {
-	pids, _ := os.ReadDir(root.Proc())
+	pids, _ := root.ReadDir(root.Proc())
 	var out []string
 	for _, p := range pids {
 		if !isNumber(p.Name()) {
 			continue
 		}
-		tids, _ := os.ReadDir(root.Proc(p.Name(), "task"))
+		tids, _ := root.ReadDir(root.Proc(p.Name(), "task"))
 		for _, t := range tids {
 			if isNumber(t.Name()) {
 				out = append(out, root.Proc(p.Name(), "task", t.Name()))
 			}
-		}
-	}
-	return out
-}
-
-// processDirs lists /proc/<pid> directories.
-func processDirs(root *host.Root) []string {
-	pids, _ := os.ReadDir(root.Proc())
-	var out []string
-	for _, p := range pids {
-		if isNumber(p.Name()) {
-			out = append(out, root.Proc(p.Name()))
 		}
 	}
 	return out
@@ -240,7 +228,7 @@ func statusField(text, key string) string {
 
 // procsRunning reads procs_running from /proc/stat.
 func procsRunning(root *host.Root) (int, error) {
-	b, err := os.ReadFile(root.Proc("stat"))
+	b, err := root.ReadFile(root.Proc("stat"))
 	if err != nil {
 		return 0, err
 	}
@@ -279,11 +267,4 @@ func psiSomeAvg10(path string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no some avg10 in %s", path)
-}
-
-// readTrim reads a file that is already a full path under the host root
-// (a cgroup directory found by podcgroup).
-func readTrim(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	return strings.TrimSpace(string(b)), err
 }

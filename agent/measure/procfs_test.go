@@ -59,19 +59,3 @@ func TestParseTaskStat(t *testing.T) {
 		t.Error("garbage parsed")
 	}
 }
-
-func TestBannedCPUs(t *testing.T) {
-	for _, tc := range []struct {
-		env  string
-		want string
-	}{
-		{"PATH=/bin\x00IRQBALANCE_BANNED_CPULIST=2-3\x00", "2-3"},
-		{"IRQBALANCE_BANNED_CPUS=0000000c\x00", "2-3"},
-		{"IRQBALANCE_BANNED_CPUS=00000001,00000000\x00", "32"},
-		{"HOME=/root\x00", ""},
-	} {
-		if got := bannedCPUs(tc.env).String(); got != tc.want {
-			t.Errorf("bannedCPUs(%q) = %q, want %q", tc.env, got, tc.want)
-		}
-	}
-}

@@ -10,7 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"latencytier.io/latencytier/agent/cpuquota"
+	"latencytier.io/latencytier/agent/cgstat"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -71,7 +71,7 @@ func (t *throttler) collect(pods []podcgroup.Pod) ([]podThrottle, error) {
 			errs = append(errs, err)
 			continue
 		}
-		if !p.OptedIn && !hasLimit(dirs) {
+		if !p.OptedIn && !t.hasLimit(dirs) {
 			continue
 		}
 		pt, seen := t.podDelta(p, dirs, cur)
@@ -96,11 +96,11 @@ func (t *throttler) podDelta(p podcgroup.Pod, dirs *podcgroup.Dirs, cur map[stri
 	best := podThrottle{pod: p}
 	seen := false
 	for _, dir := range append([]string{dirs.Pod}, dirs.Containers...) {
-		periods, throttled, tt, err := cpuquota.Stat(dir)
+		ct, err := cgstat.Read(t.root, dir)
 		if err != nil {
 			continue
 		}
-		st := cpuStat{periods: periods, throttled: throttled, time: tt}
+		st := cpuStat{periods: ct.Periods, throttled: ct.Throttled, time: ct.Time}
 		cur[dir] = st
 		old, ok := t.prev[dir]
 		if !ok {
@@ -128,26 +128,13 @@ func sortThrottles(ps []podThrottle) {
 }
 
 // hasLimit reports whether the pod or one of its containers has a CFS quota.
-func hasLimit(d *podcgroup.Dirs) bool {
+func (t *throttler) hasLimit(d *podcgroup.Dirs) bool {
 	for _, dir := range append([]string{d.Pod}, d.Containers...) {
-		if dirHasLimit(d.Version, dir) {
+		if cgstat.HasLimit(t.root, d.Version, dir) {
 			return true
 		}
 	}
 	return false
-}
-
-func dirHasLimit(version int, dir string) bool {
-	if version == 2 {
-		s, err := readTrim(filepath.Join(dir, cpuquota.MaxFileV2))
-		if err != nil {
-			return false
-		}
-		q, _, err := cpuquota.ParseMax(s)
-		return err == nil && q >= 0
-	}
-	s, err := readTrim(filepath.Join(dir, cpuquota.QuotaFileV1))
-	return err == nil && s != cpuquota.Unlimited
 }
 
 // podThrottlings renders the status list (most throttled first, bounded) and

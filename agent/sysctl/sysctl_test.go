@@ -1,9 +1,7 @@
 package sysctl
 
 import (
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -12,7 +10,6 @@ import (
 	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/knob"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
-	"latencytier.io/latencytier/internal/kernellock"
 	"latencytier.io/latencytier/internal/knobs"
 )
 
@@ -176,49 +173,6 @@ func TestRawSysctls(t *testing.T) {
 	}
 	if rs["sysctl/net.ipv4"].State != v1alpha1.SettingInvalid {
 		t.Errorf("directory = %+v", rs["sysctl/net.ipv4"])
-	}
-}
-
-// Real kernel (6.18, EEVDF): debugfs is mounted if needed, the sched knobs
-// exist there but the kernel denies reading them (EPERM): they must come back
-// Unsupported with the reason, and the /proc/sys knobs resolve normally.
-func TestRealKernel(t *testing.T) {
-	kernellock.Lock(t)
-	root := testroot.RealKernel(t)
-	wasMounted := root.Exists(root.DebugSched())
-	l, err := Probe(root, true)
-	if err != nil {
-		t.Fatalf("Probe: %v", err)
-	}
-	if l.DebugfsMounted {
-		t.Cleanup(func() {
-			if err := syscall.Unmount(root.Sys("kernel", "debug"), 0); err != nil {
-				t.Errorf("unmount debugfs: %v", err)
-			}
-		})
-	}
-	if l.DebugfsMounted == wasMounted {
-		t.Errorf("DebugfsMounted = %v with debugfs mounted before = %v", l.DebugfsMounted, wasMounted)
-	}
-	if !l.EEVDF {
-		t.Fatal("this 6.18 kernel must probe as EEVDF")
-	}
-	knobs, results := Knobs(root, l, fullSpec(), nil)
-	ks, rs := byID(knobs), resultsByID(results)
-	if ks[ID("autogroup")].Path != root.Proc("sys", "kernel", "sched_autogroup_enabled") {
-		t.Errorf("autogroup knob = %+v", ks[ID("autogroup")])
-	}
-	if _, err := os.ReadFile(root.DebugSched("base_slice_ns")); err == nil {
-		t.Skip("debugfs sched knobs are readable on this machine; the EPERM case does not apply")
-	}
-	for _, f := range []string{"baseSlice", "migrationCost"} {
-		r := rs[ID(f)]
-		if r.State != v1alpha1.SettingUnsupported || !strings.Contains(r.Message, "operation not permitted") {
-			t.Errorf("%s = %+v, want Unsupported naming EPERM", f, r)
-		}
-	}
-	if r := rs[ID("latency")]; r.State != v1alpha1.SettingUnsupported || !strings.Contains(r.Message, "EEVDF") {
-		t.Errorf("latency = %+v", r)
 	}
 }
 

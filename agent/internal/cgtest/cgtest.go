@@ -18,6 +18,7 @@ import (
 
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/internal/privtest"
 )
 
 // RandHex is n random bytes in hex.
@@ -40,16 +41,15 @@ func Set(t testing.TB, path, val string) {
 	}
 }
 
-// V1Controller is the real v1 hierarchy of controller; it skips the test
-// when not root or when the controller is not mounted as cgroup v1.
+// V1Controller is the real v1 hierarchy of controller; it fails the test
+// (privtest) when not root or when the controller is not mounted as cgroup
+// v1.
 func V1Controller(t testing.TB, controller string) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	privtest.Root(t)
 	base, version, err := podcgroup.ControllerDir(host.New("/"), controller)
 	if err != nil || version != 1 {
-		t.Skipf("no cgroup v1 %s controller here (version %d, %v)", controller, version, err)
+		privtest.Missing(t, "no cgroup v1 %s controller here (version %d, %v)", controller, version, err)
 	}
 	return base
 }

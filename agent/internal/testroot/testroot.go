@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/internal/privtest"
 )
 
 // New is a temp-dir root holding files (relative path → content) plus a
@@ -126,9 +127,7 @@ func Diff(before, after map[string]string) []string {
 // (var/lib/latencytier) stays private to the test.
 func RealKernel(t testing.TB) *host.Root {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: writes the real kernel")
-	}
+	privtest.Root(t)
 	dir := t.TempDir()
 	for _, d := range []string{"proc", "sys"} {
 		if err := os.Symlink("/"+d, filepath.Join(dir, d)); err != nil {

@@ -1,3 +1,5 @@
+//go:build privileged
+
 package cpuquota
 
 import (
@@ -11,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"latencytier.io/latencytier/agent/apply"
+	"latencytier.io/latencytier/agent/cgstat"
 	"latencytier.io/latencytier/agent/internal/cgtest"
 	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/journal"
@@ -26,7 +29,7 @@ type realPod struct {
 }
 
 func (p realPod) quotas(t *testing.T) (pod, ctr string) {
-	return testroot.Read(t, filepath.Join(p.dir, QuotaFileV1)), testroot.Read(t, filepath.Join(p.ctr, QuotaFileV1))
+	return testroot.Read(t, filepath.Join(p.dir, cgstat.QuotaFileV1)), testroot.Read(t, filepath.Join(p.ctr, cgstat.QuotaFileV1))
 }
 
 func (p realPod) remove(t *testing.T) {
@@ -52,8 +55,8 @@ func newRealPod(t *testing.T, burstable, name, podQuota, ctrQuota string) realPo
 		}
 	}
 	t.Cleanup(func() { p.remove(t) })
-	cgtest.Set(t, filepath.Join(p.dir, QuotaFileV1), podQuota)
-	cgtest.Set(t, filepath.Join(p.ctr, QuotaFileV1), ctrQuota)
+	cgtest.Set(t, filepath.Join(p.dir, cgstat.QuotaFileV1), podQuota)
+	cgtest.Set(t, filepath.Join(p.ctr, cgstat.QuotaFileV1), ctrQuota)
 	return p
 }
 
@@ -93,14 +96,14 @@ func TestRealRecreatedPodRevert(t *testing.T) {
 
 	a := newRealPod(t, burstable, "web-0", "20000", "10000")
 	pass(t, e, kp, a.pod)
-	if p, c := a.quotas(t); p != Unlimited || c != Unlimited {
+	if p, c := a.quotas(t); p != cgstat.UnlimitedV1 || c != cgstat.UnlimitedV1 {
 		t.Fatalf("uid1 after apply: pod %s, container %s; want -1", p, c)
 	}
 	a.remove(t)
 
 	b := newRealPod(t, burstable, "web-0", "30000", "15000")
 	pass(t, e, kp, b.pod)
-	if p, c := b.quotas(t); p != Unlimited || c != Unlimited {
+	if p, c := b.quotas(t); p != cgstat.UnlimitedV1 || c != cgstat.UnlimitedV1 {
 		t.Fatalf("uid2 after apply: pod %s, container %s; want -1", p, c)
 	}
 	if _, err := e.Revert(); err != nil {
@@ -135,7 +138,7 @@ func TestRealUpgradeFromNameKeyedJournal(t *testing.T) {
 	}
 
 	pass(t, e, kp, p.pod)
-	if pq, cq := p.quotas(t); pq != Unlimited || cq != Unlimited {
+	if pq, cq := p.quotas(t); pq != cgstat.UnlimitedV1 || cq != cgstat.UnlimitedV1 {
 		t.Fatalf("after the upgraded pass: pod %s, container %s; want -1", pq, cq)
 	}
 	j, err := journal.Load(root)

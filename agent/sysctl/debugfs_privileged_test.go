@@ -1,3 +1,5 @@
+//go:build privileged
+
 package sysctl
 
 import (
@@ -10,6 +12,7 @@ import (
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/internal/kernellock"
+	"latencytier.io/latencytier/internal/privtest"
 )
 
 // debugfsMounts counts the debugfs mounts at mountpoint.
@@ -95,9 +98,7 @@ func TestProbeMountsDebugfsOnceAndReleaseUnmountsOnlyItsOwn(t *testing.T) {
 // where it does not, as here.
 func TestProbeDoesNotStackDebugfsWithoutSchedDir(t *testing.T) {
 	kernellock.Lock(t)
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounts debugfs")
-	}
+	privtest.Root(t)
 	src := t.TempDir()
 	if err := syscall.Mount("debugfs", src, "debugfs", 0, ""); err != nil {
 		t.Fatalf("mount debugfs: %v", err)
@@ -112,7 +113,7 @@ func TestProbeDoesNotStackDebugfsWithoutSchedDir(t *testing.T) {
 		}
 	}
 	if sub == "" {
-		t.Skip("debugfs has no directory besides sched to stand for a 5.12 debugfs")
+		privtest.Missing(t, "debugfs has no directory besides sched to stand for a 5.12 debugfs")
 	}
 	root := testroot.New(t, map[string]string{"sys/kernel/debug": "/", "proc/sys/kernel/osrelease": "5.10.0\n"})
 	dir := root.Sys("kernel", "debug")

@@ -1,11 +1,14 @@
-package cpuset
+// Package cpumanager reads kubelet's CPU manager state
+// (/var/lib/kubelet/cpu_manager_state): the policy and which CPUs kubelet
+// gave each container. The cpuset writer and the measurement findings both
+// read it here.
+package cpumanager
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 
 	"k8s.io/utils/cpuset"
@@ -20,8 +23,8 @@ const (
 	PolicyStatic = "static"
 )
 
-// CPUManagerState is kubelet's /var/lib/kubelet/cpu_manager_state.
-type CPUManagerState struct {
+// State is kubelet's /var/lib/kubelet/cpu_manager_state.
+type State struct {
 	// PolicyName is "none" or "static".
 	PolicyName string
 	// DefaultCPUSet is the shared pool (static policy).
@@ -34,12 +37,12 @@ type CPUManagerState struct {
 // cpusets itself. The static policy does, for every container: exclusive
 // CPUs for Guaranteed integer-CPU containers, the shared pool for the rest,
 // re-written on each reconcile. Any policy but "none" is treated as owning.
-func (s *CPUManagerState) OwnsPlacement() bool {
+func (s *State) OwnsPlacement() bool {
 	return s != nil && s.PolicyName != "" && s.PolicyName != PolicyNone
 }
 
 // PodCPUs returns the union of a pod's exclusive CPUs and whether it has any.
-func (s *CPUManagerState) PodCPUs(uid string) (cpuset.CPUSet, bool) {
+func (s *State) PodCPUs(uid string) (cpuset.CPUSet, bool) {
 	if s == nil {
 		return cpuset.New(), false
 	}
@@ -57,23 +60,23 @@ type stateFile struct {
 	Checksum      uint64                       `json:"checksum"`
 }
 
-// ReadCPUManagerState parses kubelet's cpu_manager_state under the host
+// Read parses kubelet's cpu_manager_state under the host
 // root. A missing file (no kubelet, or a kubelet that never started its CPU
 // manager) gives nil state and nil error: nothing owns placement.
-func ReadCPUManagerState(root *host.Root) (*CPUManagerState, error) {
+func Read(root *host.Root) (*State, error) {
 	path := root.KubeletDir("cpu_manager_state")
-	b, err := os.ReadFile(path)
+	b, err := root.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return ParseCPUManagerState(b)
+	return Parse(b)
 }
 
-// ParseCPUManagerState parses the file's JSON.
-func ParseCPUManagerState(b []byte) (*CPUManagerState, error) {
+// Parse parses the file's JSON.
+func Parse(b []byte) (*State, error) {
 	var f stateFile
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("parsing kubelet cpu_manager_state: %w", err)
@@ -85,7 +88,7 @@ func ParseCPUManagerState(b []byte) (*CPUManagerState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubelet cpu_manager_state defaultCpuSet: %w", err)
 	}
-	s := &CPUManagerState{PolicyName: f.PolicyName, DefaultCPUSet: def, Entries: map[string]map[string]cpuset.CPUSet{}}
+	s := &State{PolicyName: f.PolicyName, DefaultCPUSet: def, Entries: map[string]map[string]cpuset.CPUSet{}}
 	for uid, containers := range f.Entries {
 		s.Entries[uid] = map[string]cpuset.CPUSet{}
 		for name, list := range containers {

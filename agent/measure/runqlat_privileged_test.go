@@ -1,3 +1,5 @@
+//go:build privileged
+
 package measure
 
 import (
@@ -21,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/internal/privtest"
 )
 
 // runqlatRow is one line of runqlat's histogram ("   2 -> 3   : 745  |**|").
@@ -59,9 +62,7 @@ func log2QuantileSlot(slots []uint64, q float64) int {
 
 func needRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (BPF, cgroups)")
-	}
+	privtest.Root(t)
 }
 
 // startRunqlat starts "runqlat <interval> 1" and returns once it has attached.
@@ -69,7 +70,7 @@ func startRunqlat(t testing.TB, interval int) (*exec.Cmd, *bufio.Reader) {
 	t.Helper()
 	path, err := exec.LookPath("runqlat")
 	if err != nil {
-		t.Skip("runqlat is not installed (apt-get install libbpf-tools, see hack/apt-packages.txt): cannot compare with it")
+		privtest.Missing(t, "runqlat is not installed (apt-get install libbpf-tools, see hack/apt-packages.txt): cannot compare with it")
 	}
 	// runqlat's stdout is a pipe, so C stdio would hold "Tracing..." back
 	// until exit; stdbuf makes it line-buffered so the windows line up.
@@ -168,7 +169,7 @@ func pingPong(ctx context.Context) {
 func TestAgainstRunqlat(t *testing.T) {
 	needRoot(t)
 	if _, err := exec.LookPath("runqlat"); err != nil {
-		t.Skip("runqlat is not installed (apt-get install libbpf-tools, see hack/apt-packages.txt): cannot compare with it")
+		privtest.Missing(t, "runqlat is not installed (apt-get install libbpf-tools, see hack/apt-packages.txt): cannot compare with it")
 	}
 	for _, attach := range []string{AttachTPBTF, AttachRawTP} {
 		t.Run(attach, func(t *testing.T) { compareWithRunqlat(t, attach) })
@@ -185,7 +186,7 @@ func compareWithRunqlat(t *testing.T, attach string) {
 	t.Cleanup(func() { _ = m.Close() })
 	if m.Tracer() == nil {
 		if attach == AttachTPBTF {
-			t.Skipf("tp_btf not available here: %s", m.Source())
+			privtest.Missing(t, "tp_btf not available here: %s", m.Source())
 		}
 		t.Fatalf("BPF did not load: %s", m.Source())
 	}

@@ -1,3 +1,5 @@
+//go:build privileged
+
 package cpuquota
 
 import (
@@ -7,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"latencytier.io/latencytier/agent/cgstat"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/cgtest"
 	"latencytier.io/latencytier/agent/internal/testroot"
@@ -15,11 +18,11 @@ import (
 
 func throttled(t *testing.T, dir string) int64 {
 	t.Helper()
-	_, n, _, err := Stat(dir)
+	st, err := cgstat.Read(host.New("/"), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return st.Throttled
 }
 
 // growth is how much nr_throttled of dir grows over d (5 CFS periods at
@@ -46,8 +49,8 @@ func TestRealV1QuotaRemoval(t *testing.T) {
 func testRealV1QuotaRemoval(t *testing.T, driver string) {
 	pod := cgtest.V1Pod(t, "cpu", driver, "lttest-", nil)
 	kubepods, uid, podDir, ctrDir := pod.Kubepods, pod.UID, pod.Dir, pod.CtrDir
-	podQuota := filepath.Join(podDir, QuotaFileV1)
-	ctrQuota := filepath.Join(ctrDir, QuotaFileV1)
+	podQuota := filepath.Join(podDir, cgstat.QuotaFileV1)
+	ctrQuota := filepath.Join(ctrDir, cgstat.QuotaFileV1)
 
 	// What kubelet and the runtime do: the pod limit first, then the
 	// container's within it.
@@ -71,7 +74,7 @@ func testRealV1QuotaRemoval(t *testing.T, driver string) {
 	}
 
 	// Removing only the container's limit still throttles at the pod.
-	cgtest.Set(t, ctrQuota, Unlimited)
+	cgtest.Set(t, ctrQuota, cgstat.UnlimitedV1)
 	podOnly := cgtest.ThrottledGrowth(t, podDir, window)
 	t.Logf("container quota -1, pod 20000: pod nr_throttled +%d over ≥%v", podOnly, window)
 	if podOnly == 0 {

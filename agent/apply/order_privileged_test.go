@@ -1,3 +1,5 @@
+//go:build privileged
+
 package apply
 
 import (
@@ -10,6 +12,7 @@ import (
 	"latencytier.io/latencytier/agent/internal/cgtest"
 	"latencytier.io/latencytier/agent/internal/testroot"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/privtest"
 )
 
 // A spec change that drops the cpusets (profile A confined a v1 slice tree,
@@ -20,7 +23,7 @@ import (
 func TestSpecChangeRestoresOrphansInReverseOrder(t *testing.T) {
 	base := cgtest.V1Controller(t, "cpuset")
 	if all := testroot.Read(t, filepath.Join(base, lcpuset.CPUsFile)); !cpusetHas(all) {
-		t.Skipf("need CPUs 0 and 1, have %s", all)
+		privtest.Missing(t, "need CPUs 0 and 1, have %s", all)
 	}
 	root := testroot.RealKernel(t)
 	slice := "lttest-" + cgtest.RandHex(t, 4) + ".slice"

@@ -1,3 +1,5 @@
+//go:build privileged
+
 package cpuset
 
 import (
@@ -11,11 +13,13 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"latencytier.io/latencytier/agent/cpumanager"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/cgtest"
 	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/privtest"
 )
 
 // realV1 returns the real v1 cpuset hierarchy, skipping where there is none
@@ -25,7 +29,7 @@ func realV1(t *testing.T) string {
 	base := cgtest.V1Controller(t, "cpuset")
 	all, err := readCPUs(filepath.Join(base, CPUsFile))
 	if err != nil || !all.Contains(0) || !all.Contains(1) {
-		t.Skipf("need CPUs 0 and 1 in %s (%v, %v)", base, all, err)
+		privtest.Missing(t, "need CPUs 0 and 1 in %s (%v, %v)", base, all, err)
 	}
 	return base
 }
@@ -167,7 +171,7 @@ func TestRealV1PodCpuset(t *testing.T) {
 	})
 	pid := cgtest.StartIn(t, tree.CtrDir, "sleep", "300")
 
-	none, err := ParseCPUManagerState([]byte(`{"policyName":"none","defaultCpuSet":"","checksum":1}`))
+	none, err := cpumanager.Parse([]byte(`{"policyName":"none","defaultCpuSet":"","checksum":1}`))
 	if err != nil {
 		t.Fatal(err)
 	}
