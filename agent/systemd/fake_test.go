@@ -33,6 +33,14 @@ type fakeSystemd struct {
 func startFake(t *testing.T, root *host.Root, units map[string][]byte) *fakeSystemd {
 	t.Helper()
 	f := &fakeSystemd{root: root, allowed: units}
+	listenPrivate(t, root, f.serve)
+	return f
+}
+
+// listenPrivate serves every connection to <root>/run/systemd/private with
+// serve, on a host root that looks systemd-booted, until the test ends.
+func listenPrivate(t *testing.T, root *host.Root, serve func(net.Conn)) {
+	t.Helper()
 	if err := os.MkdirAll(root.Path("run", "systemd", "system"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -47,10 +55,9 @@ func startFake(t *testing.T, root *host.Root, units map[string][]byte) *fakeSyst
 			if err != nil {
 				return
 			}
-			go f.serve(c)
+			go serve(c)
 		}
 	}()
-	return f
 }
 
 // saslServer is the server side of D-Bus authentication: accept EXTERNAL,

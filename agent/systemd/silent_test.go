@@ -3,7 +3,6 @@ package systemd_test
 import (
 	"io"
 	"net"
-	"os"
 	"testing"
 	"time"
 
@@ -15,28 +14,12 @@ import (
 // real systemd 252 did for some calls in the kernel VMs (make test-kernels).
 func startSilent(t *testing.T, root *host.Root) {
 	t.Helper()
-	if err := os.MkdirAll(root.Path("run", "systemd", "system"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("unix", root.Path("run", "systemd", "private"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if br, err := saslServer(c); err == nil {
-					_, _ = io.Copy(io.Discard, br)
-				}
-			}()
+	listenPrivate(t, root, func(c net.Conn) {
+		defer c.Close()
+		if br, err := saslServer(c); err == nil {
+			_, _ = io.Copy(io.Discard, br)
 		}
-	}()
+	})
 }
 
 // A call systemd never answers fails the setting instead of stalling the
