@@ -17,15 +17,23 @@ const (
 	SourceSchedstat = "Schedstat"
 )
 
-// bpfSource turns the tracer's cumulative per-CPU histograms into per-CPU
-// deltas since the previous read.
+// bpfSource turns the tracer's cumulative per-CPU histograms (of every
+// task, and of the measured pods' tasks) into per-CPU deltas since the
+// previous read.
 type bpfSource struct {
-	t    *bpf.Tracer
-	prev []bpf.CPUHist
+	t        *bpf.Tracer
+	prev     []bpf.CPUHist
+	prevPods []bpf.CPUHist
 }
 
-func (s *bpfSource) perCPU() ([]Hist, error) {
-	cur, err := s.t.Read()
+func (s *bpfSource) perCPU() ([]Hist, error) { return delta(s.t.Read, &s.prev) }
+
+func (s *bpfSource) pods() ([]Hist, error) { return delta(s.t.ReadPods, &s.prevPods) }
+
+// delta reads cumulative histograms and returns their growth since *prev,
+// which it updates.
+func delta(read func() ([]bpf.CPUHist, error), prev *[]bpf.CPUHist) ([]Hist, error) {
+	cur, err := read()
 	if err != nil {
 		return nil, err
 	}
@@ -33,8 +41,8 @@ func (s *bpfSource) perCPU() ([]Hist, error) {
 	for cpu := range cur {
 		for i, c := range cur[cpu].Slots {
 			var p uint64
-			if cpu < len(s.prev) {
-				p = s.prev[cpu].Slots[i]
+			if cpu < len(*prev) {
+				p = (*prev)[cpu].Slots[i]
 			}
 			if c >= p {
 				out[cpu].Slots[i] = c - p
@@ -42,7 +50,7 @@ func (s *bpfSource) perCPU() ([]Hist, error) {
 		}
 		out[cpu].MaxNs = cur[cpu].MaxNs
 	}
-	s.prev = cur
+	*prev = cur
 	return out, nil
 }
 

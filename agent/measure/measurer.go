@@ -45,6 +45,13 @@ type Result struct {
 	Findings []v1alpha1.Finding `json:"findings,omitempty"`
 	// Budget is the WithinBudget condition (the caller sets transition times).
 	Budget metav1.Condition `json:"budget"`
+	// Pods is the measured pods' own run delay (see pods.go): nil when no
+	// such pod ran through the whole window or BPF is unavailable.
+	Pods *v1alpha1.LatencySummary `json:"pods,omitempty"`
+	// PodsThrottledRatio is the highest throttled ratio among the measured
+	// pods ("" when none is listed in Throttling): the rollout's evidence,
+	// which pods outside the tier must not sway.
+	PodsThrottledRatio string `json:"podsThrottledRatio,omitempty"`
 	// Hists are the full-resolution histograms per class, for the CLI.
 	Hists map[string]*Hist `json:"-"`
 }
@@ -86,6 +93,9 @@ type Measurer struct {
 	haveIRQ  bool
 	haveSoft bool
 	last     time.Time
+	// podsTracked says the BPF program measured pods' cgroups in the window
+	// now running.
+	podsTracked bool
 }
 
 // New returns a Measurer reading the host through root.
@@ -194,7 +204,11 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 		}
 	}
 
-	throttles, err := m.thr.collect(in.Pods)
+	if t := in.Tuning; t.Measurement == nil || t.Measurement.Source != v1alpha1.MeasurementDisabled {
+		res.Pods = m.podLatency(t, in.Pods)
+	}
+
+	throttles, err := m.thr.collect(in.Pods, func(p podcgroup.Pod) bool { return measured(in.Tuning, p) })
 	if err != nil {
 		m.log.V(1).Info("Read no pod throttling", "reason", err.Error())
 	}
@@ -202,6 +216,9 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 	res.Throttling = list
 	if len(throttles) > 0 {
 		res.ThrottledRatio = FormatRatio(highest)
+	}
+	if r, ok := highestMeasured(throttles, in.Tuning); ok {
+		res.PodsThrottledRatio = FormatRatio(r)
 	}
 
 	prevIRQ, prevSoft, hadIRQ, hadSoft := m.irqs, m.softirqs, m.haveIRQ, m.haveSoft

@@ -58,10 +58,10 @@ type throttler struct {
 	prev map[string]cpuStat // by cgroup dir
 }
 
-// collect returns, for each pod with a CFS limit or opted in, its throttling
-// since the previous collect. A pod seen for the first time only sets its
-// baseline.
-func (t *throttler) collect(pods []podcgroup.Pod) ([]podThrottle, error) {
+// collect returns, for each pod with a CFS limit or measured (see pods.go),
+// its throttling since the previous collect. A pod seen for the first time
+// only sets its baseline.
+func (t *throttler) collect(pods []podcgroup.Pod, measured func(podcgroup.Pod) bool) ([]podThrottle, error) {
 	cur := map[string]cpuStat{}
 	var out []podThrottle
 	var errs []error
@@ -71,7 +71,7 @@ func (t *throttler) collect(pods []podcgroup.Pod) ([]podThrottle, error) {
 			errs = append(errs, err)
 			continue
 		}
-		if !p.OptedIn && !t.hasLimit(dirs) {
+		if !measured(p) && !t.hasLimit(dirs) {
 			continue
 		}
 		pt, seen := t.podDelta(p, dirs, cur)
@@ -135,6 +135,17 @@ func (t *throttler) hasLimit(d *podcgroup.Dirs) bool {
 		}
 	}
 	return false
+}
+
+// highestMeasured is the highest throttled ratio of a measured pod in ps;
+// ok is false when ps has none.
+func highestMeasured(ps []podThrottle, t v1alpha1.TuningSpec) (highest float64, ok bool) {
+	for _, p := range ps {
+		if measured(t, p.pod) {
+			highest, ok = max(highest, p.delta.ratio()), true
+		}
+	}
+	return highest, ok
 }
 
 // podThrottlings renders the status list (most throttled first, bounded) and

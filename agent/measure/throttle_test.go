@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/api/v1alpha1"
 )
 
 // TestThrottlingCgroupV2Fixture covers the v2 layout (cpu.max, cpu.stat
@@ -46,4 +48,21 @@ func TestThrottlingCgroupV2Fixture(t *testing.T) {
 	}
 	mustFind(t, res.Findings, FindingOptedInThrottled, "50 of 100 periods")
 	mustFind(t, res.Findings, FindingPodCPUPressure, "some avg10=23.50%")
+}
+
+// TestEvidenceThrottlingIsTheMeasuredPods': the rollout's throttled ratio
+// comes from the measured pods only; a throttled pod outside the tier (a
+// CFS limit, not opted in, not selected) does not sway it.
+func TestEvidenceThrottlingIsTheMeasuredPods(t *testing.T) {
+	tuning := v1alpha1.TuningSpec{Measurement: &v1alpha1.MeasurementSpec{
+		PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "latency"}}}}
+	batch := podThrottle{pod: podcgroup.Pod{Name: "batch"}, delta: cpuStat{periods: 10, throttled: 9}}
+	selected := podThrottle{pod: podcgroup.Pod{Name: "api", Labels: map[string]string{"tier": "latency"}}, delta: cpuStat{periods: 10, throttled: 1}}
+	granted := podThrottle{pod: podcgroup.Pod{Name: "gw", Isolated: true}, delta: cpuStat{periods: 10, throttled: 2}}
+	if r, ok := highestMeasured([]podThrottle{batch, selected, granted}, tuning); !ok || FormatRatio(r) != "0.2000" {
+		t.Errorf("highest measured = %v, %v; want 0.2 (the isolated pod), not the batch pod's 0.9", r, ok)
+	}
+	if _, ok := highestMeasured([]podThrottle{batch}, tuning); ok {
+		t.Error("a node with only an unmeasured pod has a measured throttled ratio")
+	}
 }

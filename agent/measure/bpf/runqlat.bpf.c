@@ -15,6 +15,13 @@
 //     atomics are needed and user space splits it by CPU class (isolated,
 //     reserved, node) without any configuration in the kernel.
 //
+// Measured pods: user space puts the cgroup IDs (kernfs node IDs, the
+// directories' inode numbers) of the pods it measures, and of their
+// containers, into pod_cgroups; a task whose cpu-controller cgroup is one of
+// them also lands in pod_hists. The cpu controller's cgroup is the right one
+// on both cgroup versions: on v1 it is the task's cgroup in the cpu
+// hierarchy, on v2 the unified one (kubelet enables cpu on its subtree).
+//
 // Two copies of the programs exist: tp_btf (typed, where the kernel offers
 // BPF tracing programs) and raw_tp (everywhere else). User space loads one set.
 
@@ -57,6 +64,37 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } maxes SEC(".maps");
+
+// Cgroup IDs of the measured pods and their containers (value unused).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u8);
+} pod_cgroups SEC(".maps");
+
+// pods_on[0] is non-zero while pod_cgroups has entries, so an agent that
+// measures no pod pays nothing per switch.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} pods_on SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hist);
+} pod_hists SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} pod_maxes SEC(".maps");
 
 // task_struct.state was renamed __state in 5.14.
 struct task_struct___o {
@@ -126,13 +164,57 @@ static __always_inline int enqueue(__u32 pid)
 	return 0;
 }
 
-// on_switch re-queues a preempted prev (still TASK_RUNNING) and records how
-// long next waited.
-static __always_inline int on_switch(bool prev_runnable, __u32 prev_pid, __u32 pid)
+// cpu_cgroup_id is the kernfs ID of task's cgroup in the cpu controller
+// (probe reads, so it serves raw_tp and tp_btf alike); 0 if unreadable.
+static __always_inline __u64 cpu_cgroup_id(struct task_struct *task)
+{
+	int idx = bpf_core_enum_value(enum cgroup_subsys_id, cpu_cgrp_id);
+	struct cgroup_subsys_state *css = NULL;
+	struct css_set *cset;
+
+	cset = BPF_CORE_READ(task, cgroups);
+	if (!cset || idx < 0 || idx >= bpf_core_enum_value(enum cgroup_subsys_id, CGROUP_SUBSYS_COUNT))
+		return 0;
+	if (bpf_core_read(&css, sizeof(css), &cset->subsys[idx]) || !css)
+		return 0;
+	return BPF_CORE_READ(css, cgroup, kn, id);
+}
+
+// record adds delta to the histogram and max of one class (node or pods).
+static __always_inline void record(void *hists_map, void *maxes_map, __s64 delta)
 {
 	__u32 key = 0, s;
 	struct hist *h;
-	__u64 *tsp, *m;
+	__u64 *m;
+
+	h = bpf_map_lookup_elem(hists_map, &key);
+	if (!h)
+		return;
+	s = slot(delta) & (NR_SLOTS - 1); // a mask the verifier can follow
+	h->slots[s]++;
+	m = bpf_map_lookup_elem(maxes_map, &key);
+	if (m && (__u64)delta > *m)
+		*m = delta;
+}
+
+// in_measured_pod says next runs in a cgroup user space put in pod_cgroups.
+static __always_inline bool in_measured_pod(struct task_struct *next)
+{
+	__u32 key = 0, *on;
+	__u64 id;
+
+	on = bpf_map_lookup_elem(&pods_on, &key);
+	if (!on || !*on)
+		return false;
+	id = cpu_cgroup_id(next);
+	return id && bpf_map_lookup_elem(&pod_cgroups, &id);
+}
+
+// on_switch re-queues a preempted prev (still TASK_RUNNING) and records how
+// long next waited.
+static __always_inline int on_switch(bool prev_runnable, __u32 prev_pid, struct task_struct *next, __u32 pid)
+{
+	__u64 *tsp;
 	__s64 delta;
 
 	if (prev_runnable)
@@ -146,14 +228,9 @@ static __always_inline int on_switch(bool prev_runnable, __u32 prev_pid, __u32 p
 	if (delta < 0)
 		return 0;
 
-	h = bpf_map_lookup_elem(&hists, &key);
-	if (!h)
-		return 0;
-	s = slot(delta) & (NR_SLOTS - 1); // a mask the verifier can follow
-	h->slots[s]++;
-	m = bpf_map_lookup_elem(&maxes, &key);
-	if (m && (__u64)delta > *m)
-		*m = delta;
+	record(&hists, &maxes, delta);
+	if (in_measured_pod(next))
+		record(&pod_hists, &pod_maxes, delta);
 	return 0;
 }
 
@@ -172,7 +249,7 @@ int BPF_PROG(ltb_wakeup_new, struct task_struct *p)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(ltb_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(task_state_btf(prev) == TASK_RUNNING, prev->pid, next->pid);
+	return on_switch(task_state_btf(prev) == TASK_RUNNING, prev->pid, next, next->pid);
 }
 
 SEC("raw_tp/sched_wakeup")
@@ -192,7 +269,7 @@ int BPF_PROG(ltr_switch, bool preempt, struct task_struct *prev, struct task_str
 {
 	bool runnable = task_state(prev) == TASK_RUNNING;
 
-	return on_switch(runnable, runnable ? BPF_CORE_READ(prev, pid) : 0, BPF_CORE_READ(next, pid));
+	return on_switch(runnable, runnable ? BPF_CORE_READ(prev, pid) : 0, next, BPF_CORE_READ(next, pid));
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -24,6 +24,10 @@ type runqlatHist struct {
 const (
 	runqlatMapHists         = "hists"
 	runqlatMapMaxes         = "maxes"
+	runqlatMapPodCgroups    = "pod_cgroups"
+	runqlatMapPodHists      = "pod_hists"
+	runqlatMapPodMaxes      = "pod_maxes"
+	runqlatMapPodsOn        = "pods_on"
 	runqlatMapStart         = "start"
 	runqlatProgLtbSwitch    = "ltb_switch"
 	runqlatProgLtbWakeup    = "ltb_wakeup"
@@ -87,9 +91,13 @@ type runqlatProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type runqlatMapSpecs struct {
-	Hists *ebpf.MapSpec `ebpf:"hists"`
-	Maxes *ebpf.MapSpec `ebpf:"maxes"`
-	Start *ebpf.MapSpec `ebpf:"start"`
+	Hists      *ebpf.MapSpec `ebpf:"hists"`
+	Maxes      *ebpf.MapSpec `ebpf:"maxes"`
+	PodCgroups *ebpf.MapSpec `ebpf:"pod_cgroups"`
+	PodHists   *ebpf.MapSpec `ebpf:"pod_hists"`
+	PodMaxes   *ebpf.MapSpec `ebpf:"pod_maxes"`
+	PodsOn     *ebpf.MapSpec `ebpf:"pods_on"`
+	Start      *ebpf.MapSpec `ebpf:"start"`
 }
 
 // runqlatVariableSpecs contains global variables before they are loaded into the kernel.
@@ -118,15 +126,23 @@ func (o *runqlatObjects) Close() error {
 //
 // It can be passed to loadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type runqlatMaps struct {
-	Hists *ebpf.Map `ebpf:"hists"`
-	Maxes *ebpf.Map `ebpf:"maxes"`
-	Start *ebpf.Map `ebpf:"start"`
+	Hists      *ebpf.Map `ebpf:"hists"`
+	Maxes      *ebpf.Map `ebpf:"maxes"`
+	PodCgroups *ebpf.Map `ebpf:"pod_cgroups"`
+	PodHists   *ebpf.Map `ebpf:"pod_hists"`
+	PodMaxes   *ebpf.Map `ebpf:"pod_maxes"`
+	PodsOn     *ebpf.Map `ebpf:"pods_on"`
+	Start      *ebpf.Map `ebpf:"start"`
 }
 
 func (m *runqlatMaps) Close() error {
 	return _RunqlatClose(
 		m.Hists,
 		m.Maxes,
+		m.PodCgroups,
+		m.PodHists,
+		m.PodMaxes,
+		m.PodsOn,
 		m.Start,
 	)
 }

@@ -40,23 +40,39 @@ type CPUHist struct {
 	MaxNs uint64
 }
 
+// MaxPodCgroups is how many cgroup IDs SetPodCgroups takes (the
+// pod_cgroups map's size).
+const MaxPodCgroups = 4096
+
 // Tracer is the loaded and attached program.
 type Tracer struct {
 	attach string
-	hists  *ebpf.Map
-	maxes  *ebpf.Map
+	node   class
+	pods   class
 	start  *ebpf.Map
+	podIDs *ebpf.Map
+	podsOn *ebpf.Map
 	progs  []*ebpf.Program
 	links  []link.Link
+	// tracked are the IDs now in pod_cgroups.
+	tracked map[uint64]bool
 }
 
+// class is one histogram and its max: every task (node) or the measured
+// pods' tasks.
+type class struct{ hists, maxes *ebpf.Map }
+
 type objects struct {
-	Wakeup    *ebpf.Program `ebpf:"wakeup"`
-	WakeupNew *ebpf.Program `ebpf:"wakeup_new"`
-	Switch    *ebpf.Program `ebpf:"switch"`
-	Hists     *ebpf.Map     `ebpf:"hists"`
-	Maxes     *ebpf.Map     `ebpf:"maxes"`
-	Start     *ebpf.Map     `ebpf:"start"`
+	Wakeup     *ebpf.Program `ebpf:"wakeup"`
+	WakeupNew  *ebpf.Program `ebpf:"wakeup_new"`
+	Switch     *ebpf.Program `ebpf:"switch"`
+	Hists      *ebpf.Map     `ebpf:"hists"`
+	Maxes      *ebpf.Map     `ebpf:"maxes"`
+	Start      *ebpf.Map     `ebpf:"start"`
+	PodCgroups *ebpf.Map     `ebpf:"pod_cgroups"`
+	PodsOn     *ebpf.Map     `ebpf:"pods_on"`
+	PodHists   *ebpf.Map     `ebpf:"pod_hists"`
+	PodMaxes   *ebpf.Map     `ebpf:"pod_maxes"`
 }
 
 var tracepoints = []string{"sched_wakeup", "sched_wakeup_new", "sched_switch"}
@@ -105,7 +121,8 @@ func open(attach, prefix string) (*Tracer, error) {
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		return nil, fmt.Errorf("%s: %w", attach, err)
 	}
-	t := &Tracer{attach: attach, hists: objs.Hists, maxes: objs.Maxes, start: objs.Start,
+	t := &Tracer{attach: attach, node: class{objs.Hists, objs.Maxes}, pods: class{objs.PodHists, objs.PodMaxes},
+		start: objs.Start, podIDs: objs.PodCgroups, podsOn: objs.PodsOn, tracked: map[uint64]bool{},
 		progs: []*ebpf.Program{objs.Wakeup, objs.WakeupNew, objs.Switch}}
 	for i, p := range t.progs {
 		l, err := attachOne(attach, tracepoints[i], p)
@@ -131,18 +148,64 @@ func (t *Tracer) Attach() string { return t.attach }
 // Programs returns the loaded programs (for cost accounting in benchmarks).
 func (t *Tracer) Programs() []*ebpf.Program { return t.progs }
 
-// Read returns every possible CPU's cumulative histogram and the largest
-// latency since the previous Read, which it resets.
-func (t *Tracer) Read() ([]CPUHist, error) {
+// Read returns every possible CPU's cumulative histogram of every task and
+// the largest latency since the previous Read, which it resets.
+func (t *Tracer) Read() ([]CPUHist, error) { return t.node.read() }
+
+// ReadPods is Read for the tasks of the cgroups given to SetPodCgroups.
+func (t *Tracer) ReadPods() ([]CPUHist, error) { return t.pods.read() }
+
+// SetPodCgroups makes ids (cgroup IDs: the inode numbers of the pods' and
+// their containers' cgroup directories in the cpu controller) the measured
+// set, replacing the previous one. At most MaxPodCgroups IDs.
+func (t *Tracer) SetPodCgroups(ids []uint64) error {
+	if len(ids) > MaxPodCgroups {
+		return fmt.Errorf("%d pod cgroups, at most %d", len(ids), MaxPodCgroups)
+	}
+	want := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	var errs []error
+	for id := range t.tracked {
+		if !want[id] {
+			if err := t.podIDs.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, err)
+				continue
+			}
+			delete(t.tracked, id)
+		}
+	}
+	for id := range want {
+		if !t.tracked[id] {
+			if err := t.podIDs.Put(id, uint8(1)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			t.tracked[id] = true
+		}
+	}
+	on := uint32(0)
+	if len(t.tracked) > 0 {
+		on = 1
+	}
+	errs = append(errs, t.podsOn.Put(uint32(0), on))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("set pod cgroups: %w", err)
+	}
+	return nil
+}
+
+func (c class) read() ([]CPUHist, error) {
 	var hs []runqlatHist
-	if err := t.hists.Lookup(uint32(0), &hs); err != nil {
+	if err := c.hists.Lookup(uint32(0), &hs); err != nil {
 		return nil, fmt.Errorf("read histogram map: %w", err)
 	}
 	var maxes []uint64
-	if err := t.maxes.Lookup(uint32(0), &maxes); err != nil {
+	if err := c.maxes.Lookup(uint32(0), &maxes); err != nil {
 		return nil, fmt.Errorf("read max map: %w", err)
 	}
-	if err := t.maxes.Update(uint32(0), make([]uint64, len(maxes)), ebpf.UpdateExist); err != nil {
+	if err := c.maxes.Update(uint32(0), make([]uint64, len(maxes)), ebpf.UpdateExist); err != nil {
 		return nil, fmt.Errorf("reset max map: %w", err)
 	}
 	out := make([]CPUHist, len(hs))
@@ -166,7 +229,7 @@ func (t *Tracer) Close() error {
 			errs = append(errs, p.Close())
 		}
 	}
-	for _, m := range []*ebpf.Map{t.hists, t.maxes, t.start} {
+	for _, m := range []*ebpf.Map{t.node.hists, t.node.maxes, t.pods.hists, t.pods.maxes, t.start, t.podIDs, t.podsOn} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}

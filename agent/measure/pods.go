@@ -1,0 +1,109 @@
+package measure
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"latencytier.io/latencytier/agent/measure/bpf"
+	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// The measured pods are the ones whose own run delay the agent reports
+// beside the node's (status.current.pods, the evidence a rollout verdict
+// may rest on): pods granted a tuning (CFS quota removal or the isolated
+// CPUs) and pods matching measurement.podSelector. Their tasks are found by
+// cgroup, not by pid, so the agent needs no view of the host's pid
+// namespace: the BPF program checks each task it switches in against the
+// cgroup IDs of the pods and their containers. Only tasks directly in a pod
+// or container cgroup count (not those of cgroups nested below a
+// container's). The schedstat fallback reports no pod figure.
+
+// measured says whether pod p is one of the measured pods under t.
+func measured(t v1alpha1.TuningSpec, p podcgroup.Pod) bool {
+	if p.OptedIn || p.Isolated {
+		return true
+	}
+	if t.Measurement == nil || t.Measurement.PodSelector == nil {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(t.Measurement.PodSelector)
+	return err == nil && sel.Matches(labels.Set(p.Labels))
+}
+
+// measuredPods filters pods down to the measured ones.
+func measuredPods(t v1alpha1.TuningSpec, pods []podcgroup.Pod) []podcgroup.Pod {
+	var out []podcgroup.Pod
+	for _, p := range pods {
+		if measured(t, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// podCgroupIDs are the cgroup IDs (directory inode numbers, which are the
+// kernfs node IDs on 64-bit kernels) of the pods' cgroups and their
+// containers' in the cpu controller, at most bpf.MaxPodCgroups. A pod
+// without a cgroup right now is skipped: its tasks are not on this node.
+func (m *Measurer) podCgroupIDs(pods []podcgroup.Pod) ([]uint64, error) {
+	var ids []uint64
+	for _, p := range pods {
+		dirs, err := podcgroup.Find(m.root, p.UID, m.thr.opts...)
+		if err != nil {
+			continue
+		}
+		for _, dir := range append([]string{dirs.Pod}, dirs.Containers...) {
+			fi, err := os.Stat(dir)
+			if err != nil {
+				continue
+			}
+			st, ok := fi.Sys().(*syscall.Stat_t)
+			if !ok {
+				return nil, fmt.Errorf("no inode number for %s", dir)
+			}
+			if len(ids) == bpf.MaxPodCgroups {
+				return ids, fmt.Errorf("more than %d pod and container cgroups; measuring the first", bpf.MaxPodCgroups)
+			}
+			ids = append(ids, st.Ino)
+		}
+	}
+	return ids, nil
+}
+
+// podLatency returns the measured pods' run delay over the window that
+// ends now (nil when no pod was measured through all of it, or on the
+// schedstat fallback) and makes pods the set measured in the next window.
+func (m *Measurer) podLatency(t v1alpha1.TuningSpec, pods []podcgroup.Pod) *v1alpha1.LatencySummary {
+	if m.bpfSrc == nil {
+		return nil
+	}
+	var out *v1alpha1.LatencySummary
+	perCPU, err := m.bpfSrc.pods()
+	switch {
+	case err != nil:
+		m.log.Info("Read no pod run-delay histogram", "reason", err.Error())
+	case m.podsTracked:
+		var h Hist
+		for cpu := range perCPU {
+			h.Add(&perCPU[cpu])
+		}
+		c := classLatency(ClassNode, &h)
+		out = &v1alpha1.LatencySummary{Samples: c.Samples, P50: c.P50, P99: c.P99, P999: c.P999, Max: c.Max}
+	}
+	ids, err := m.podCgroupIDs(measuredPods(t, pods))
+	if err != nil {
+		m.log.Info("Measuring pods' run delay partly", "reason", err.Error())
+	}
+	if err := m.bpfSrc.t.SetPodCgroups(ids); err != nil {
+		m.log.Info("Measuring no pod's run delay next window", "reason", err.Error())
+		ids = nil
+		_ = m.bpfSrc.t.SetPodCgroups(nil)
+	}
+	m.podsTracked = len(ids) > 0
+	return out
+}
