@@ -26,6 +26,8 @@ type rolloutNode struct {
 	// SetAt is when the controller last changed Action or Revision.
 	SetAt             time.Time
 	Baseline, Current *v1alpha1.LatencyEvidence
+	// Verdict is the one on record (status.verdict), nil when none.
+	Verdict *verdict
 }
 
 // rolloutInput is everything a rollout decision is made from.
@@ -128,10 +130,12 @@ func (d *decider) classify() {
 }
 
 // verdictOf judges a node holding a revision once a full window under it
-// ended verificationWindow after the move; nil for Baseline and Revert.
+// ended verificationWindow after the move. Baseline and Revert judge
+// nothing and keep the verdict on record, so a node reverted by a rollback
+// still says why (Regressed, with the figures) and is counted so.
 func (d *decider) verdictOf(n *rolloutNode) *verdict {
 	if n.Action != v1alpha1.ActionApply {
-		return nil
+		return n.Verdict
 	}
 	cur := n.Current
 	if cur == nil || cur.Action != v1alpha1.ActionApply || cur.Revision != n.Revision {

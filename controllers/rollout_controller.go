@@ -93,6 +93,9 @@ func rolloutNodeOf(ln *v1alpha1.LatencyNode, canary bool) rolloutNode {
 		SetAt:    ln.CreationTimestamp.Time,
 		Baseline: ln.Status.Baseline, Current: ln.Status.Current,
 	}
+	if v := ln.Status.Verdict; v != nil {
+		n.Verdict = &verdict{reason: v.Reason, message: v.Message}
+	}
 	if t, err := time.Parse(time.RFC3339, ln.Annotations[v1alpha1.RevisionSetAtAnnotation]); err == nil {
 		n.SetAt = t
 	}
@@ -154,16 +157,13 @@ func setRevisionStamp(ln *v1alpha1.LatencyNode, now time.Time) {
 	ln.Annotations[v1alpha1.RevisionSetAtAnnotation] = now.UTC().Format(time.RFC3339)
 }
 
-// patchVerdicts writes status.verdict where it changed; nodes moved in this
-// step are judged on the next one.
+// patchVerdicts writes status.verdict where it changed, also on nodes this
+// step moves: a rollback's verdict is what the move rests on. lns gets the
+// patched objects, so the moves that follow patch the current version.
 func (r *ProfileReconciler) patchVerdicts(ctx context.Context, plan rolloutPlan, lns map[string]*v1alpha1.LatencyNode, now time.Time) error {
-	moved := map[string]bool{}
-	for _, m := range plan.Moves {
-		moved[m.Node] = true
-	}
 	for name, v := range plan.Verdicts {
 		ln := lns[name]
-		if moved[name] || ln == nil {
+		if ln == nil {
 			continue
 		}
 		var want *metav1.Condition
@@ -178,6 +178,7 @@ func (r *ProfileReconciler) patchVerdicts(ctx context.Context, plan rolloutPlan,
 		if err := r.Status().Patch(ctx, patched, client.MergeFrom(ln)); err != nil {
 			return ignoreStale(ctx, fmt.Errorf("patching LatencyNode %s verdict: %w", name, err))
 		}
+		lns[name] = patched
 	}
 	return nil
 }

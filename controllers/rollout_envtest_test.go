@@ -439,3 +439,35 @@ func TestAdmissionKeepsAgentOffVerdict(t *testing.T) {
 		t.Fatalf("agent refused on its own LatencyNode status: %v", err)
 	}
 }
+
+// The verdict a rollback rests on stays on record: the regressed node's
+// LatencyNode says Regressed, with the figures, after it was reverted, and
+// the profile counts it (found on the real cluster: the move skipped the
+// verdict patch and the Revert then cleared it).
+func TestRolloutFirstRevisionRegressedKeepsVerdictAfterRevert(t *testing.T) {
+	needSuite(t)
+	nodes, p := rolloutFleet(t, "ro-first", 3, rolloutPolicy(1, 1))
+	sim := startSimAgents(t, nodes, 5*time.Second)
+	r1 := currentRevision(p)
+	sim.set(func(s *simAgents) { s.target = r1; s.regress["ro-first-00/"+r1] = true })
+	back := expectRollout(t, "ro-first", v1alpha1.RolloutRolledBack)
+	eventually(t, "ro-first-00 reverted with verdict Regressed", func() error {
+		ln, err := getLN("ro-first-00")
+		if err != nil {
+			return err
+		}
+		if ln.Spec.Action != v1alpha1.ActionRevert {
+			return fmt.Errorf("action %s", ln.Spec.Action)
+		}
+		if v := ln.Status.Verdict; v == nil || v.Reason != v1alpha1.VerdictRegressed || !strings.Contains(v.Message, "400µs → 2ms") {
+			return fmt.Errorf("verdict %+v", v)
+		}
+		if ro := getProfile(t, "ro-first").Status.Rollout; ro == nil || ro.Regressed != 1 {
+			return fmt.Errorf("rollout %+v", ro)
+		}
+		return nil
+	})
+	if !strings.Contains(back.Status.Rollout.Message, "rolled back 1 node(s) to no tuning") {
+		t.Fatalf("message %q", back.Status.Rollout.Message)
+	}
+}
