@@ -24,13 +24,15 @@ func applySpec(p *v1alpha1.LatencyProfile) v1alpha1.LatencyNodeSpec {
 }
 
 // joinSpec is the spec of a node joining p: with spec.rollout it measures
-// a baseline first (Baseline, no tuning) and the rollout moves it on;
+// a baseline first (Baseline, no tuning but p's measurement settings, so
+// the baseline is one interval of p's) and the rollout moves it on;
 // without, it applies p at once.
 func joinSpec(p *v1alpha1.LatencyProfile) v1alpha1.LatencyNodeSpec {
 	if p.Spec.Rollout == nil {
 		return applySpec(p)
 	}
-	return v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionBaseline, Profile: p.Name, ProfileGeneration: p.Generation}
+	return v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionBaseline, Profile: p.Name, ProfileGeneration: p.Generation,
+		Tuning: v1alpha1.TuningSpec{Measurement: p.Spec.Measurement.DeepCopy()}}
 }
 
 // holdsTarget reports whether ln asks for p's current tuning: the current
