@@ -305,6 +305,16 @@ rollout_run() {
   ROLLOUT_S=$((SECONDS - t0))
   echo "  (kubectl apply to $3: ${ROLLOUT_S}s)"
 }
+# record_rollout appends this run's figures to hack/bench/out/e2e-rollout.txt
+# for hack/bench/report.sh (docs/benchmarks.md): node-wide run-queue p99
+# baseline and after, their ratio, seconds from kubectl apply to rollback.
+record_rollout() {
+  local fig
+  fig=$(k get latencynode "$NODE" -o jsonpath='{.status.verdict.message}' |
+    sed -n 's/.*p99 \([^ ]*\) → \([^ ]*\), \([0-9.]*\)×.*/before=\1 after=\2 ratio=\3/p')
+  mkdir -p "$ROOT/hack/bench/out"
+  echo "scenario=rollout_regress date=$(date -u +%FT%TZ) $fig apply_to_rollback_s=$ROLLOUT_S" >>"$ROOT/hack/bench/out/e2e-rollout.txt"
+}
 delete_rollout_profile() {
   check "$1 deleted" k delete latencyprofile "$1" --timeout="${TIMEOUT}s"
   check "LatencyNode removed" wait_until "$TIMEOUT" "LatencyNode removal" ln_gone
@@ -319,6 +329,7 @@ show_evidence e2e-regress
 check "verdict Regressed" verdict_is Regressed
 check "kernel.sched_autogroup_enabled back to 0" sysctl_is sched_autogroup_enabled 0
 check "autogroup Enabled rolled back within 120s of apply (took ${ROLLOUT_S}s)" at_most "$ROLLOUT_S" 120
+record_rollout
 delete_rollout_profile e2e-regress
 check "kernel.sched_autogroup_enabled still 0" sysctl_is sched_autogroup_enabled 0
 
