@@ -8,7 +8,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/hack/demo/lib.sh"
+source "$ROOT/hack/demo/load.sh"
 PROFILE=e2e
+ROLLOUT_PROFILES=(e2e-regress e2e-gateway)
 TIMEOUT="${E2E_TIMEOUT:-120}"
 failures=()
 T0=$SECONDS
@@ -32,11 +34,20 @@ finish() {
   local rc=$?
   trap '' INT TERM
   set +e
+  end_load
   if [[ "${E2E_KEEP:-}" != 1 ]]; then
-    # Revert before teardown if an assertion stopped us with the profile on.
-    if k get latencyprofile "$PROFILE" >/dev/null 2>&1; then
-      k delete latencyprofile "$PROFILE" --timeout=60s >/dev/null 2>&1
-    fi
+    # Revert before teardown if an assertion stopped us with a profile on.
+    local p
+    for p in "$PROFILE" "${ROLLOUT_PROFILES[@]}"; do
+      if k get latencyprofile "$p" >/dev/null 2>&1; then
+        k delete latencyprofile "$p" --timeout=60s >/dev/null 2>&1
+      fi
+    done
+  fi
+  # The rollout section sets autogroup to 0 as a tuned node has it; the
+  # agent's reverts restore that, and this puts back what the machine had.
+  [[ -n "${AUTOGROUP_BEFORE:-}" ]] && echo "$AUTOGROUP_BEFORE" >"$AUTOGROUP"
+  if [[ "${E2E_KEEP:-}" != 1 ]]; then
     "$LC" down >/dev/null 2>&1 || fail "hack/local-cluster down"
     diff <(echo "$HOST_BEFORE") <(host_state) >/dev/null && pass "machine state after down equals before up" ||
       fail "machine state after down differs: $(diff <(echo "$HOST_BEFORE") <(host_state) | tr '\n' ' ')"
@@ -165,6 +176,7 @@ movable_irqs_on() {
 # see a Go test's temporary kernel values.
 lock_kernel
 HOST_BEFORE=$(host_state)
+AUTOGROUP_BEFORE=$(cat "$AUTOGROUP")
 trap finish EXIT
 trap 'exit 130' INT TERM
 
@@ -252,3 +264,81 @@ if [[ "$BEFORE" == "$AFTER" ]]; then pass "snapshot before == after"; else
   fail "snapshot before != after"; diff <(echo "$BEFORE") <(echo "$AFTER") | sed 's/^/    /'
 fi
 check "node profile label removed" node_labelled ""
+
+# --- Safe rollout (issue 12): each node's own before/after run-queue p99 ---
+# rollout_profile NAME AUTOGROUP: a profile with spec.rollout and short
+# windows (5s intervals, judged 20s after the move: the server's backlog
+# from an autogroup-on window drains in that time) so the run stays short.
+rollout_profile() {
+  cat <<YAML
+apiVersion: tuning.latencytier.io/v1alpha1
+kind: LatencyProfile
+metadata:
+  name: $1
+spec:
+  nodeSelector:
+    matchLabels: {$PROFILE_LABEL: ""}
+  scheduler:
+    autogroup: $2
+    numaBalancing: Disabled
+  measurement:
+    interval: 5s
+  rollout:
+    maxInFlight: 1
+    verificationWindow: 20s
+    maxP99Regression: "1.2"
+    inconclusiveTimeout: 2m
+YAML
+}
+apply_rollout() { rollout_profile "$@" | k apply -f -; }
+verdict_is() { [[ "$(k get latencynode "$NODE" -o jsonpath='{.status.verdict.reason}')" == "$1" ]]; }
+# rollout_run NAME AUTOGROUP PHASE: applies the profile under load and waits
+# for PHASE; ROLLOUT_S is the time from kubectl apply to PHASE.
+rollout_run() {
+  stop_load
+  start_load # a fresh server: no backlog left from the section before
+  sleep 5
+  local t0=$SECONDS
+  must "apply $1 (autogroup: $2, with spec.rollout)" apply_rollout "$1" "$2"
+  check "rollout Baselining first (nothing written yet)" wait_until 60 "Baselining" rollout_phase_is "$1" Baselining
+  check "rollout $3" wait_until 240 "rollout $3" rollout_phase_is "$1" "$3"
+  ROLLOUT_S=$((SECONDS - t0))
+  echo "  (kubectl apply to $3: ${ROLLOUT_S}s)"
+}
+# record_rollout appends this run's figures to hack/bench/out/e2e-rollout.txt
+# for hack/bench/report.sh (docs/benchmarks.md): node-wide run-queue p99
+# baseline and after, their ratio, seconds from kubectl apply to rollback.
+record_rollout() {
+  local fig
+  fig=$(k get latencynode "$NODE" -o jsonpath='{.status.verdict.message}' |
+    sed -n 's/.*p99 \([^ ]*\) → \([^ ]*\), \([0-9.]*\)×.*/before=\1 after=\2 ratio=\3/p')
+  mkdir -p "$ROOT/hack/bench/out"
+  echo "scenario=rollout_regress date=$(date -u +%FT%TZ) $fig apply_to_rollback_s=$ROLLOUT_S" >>"$ROOT/hack/bench/out/e2e-rollout.txt"
+}
+delete_rollout_profile() {
+  check "$1 deleted" k delete latencyprofile "$1" --timeout="${TIMEOUT}s"
+  check "LatencyNode removed" wait_until "$TIMEOUT" "LatencyNode removal" ln_gone
+}
+
+say "Rollout (a): autogroup Enabled on a tuned node under field note 004's load: Regressed, rolled back"
+must "label node" k label node "$NODE" "$PROFILE_LABEL=" --overwrite
+echo 0 >"$AUTOGROUP" # as a tuned node has it; finish restores $AUTOGROUP_BEFORE
+echo "  (load: $(( 2 * $(nproc) )) gzip -6 loops in one session, workload -r 1200 -s 1000 -w 16 in another)"
+rollout_run e2e-regress Enabled RolledBack
+show_evidence e2e-regress
+check "verdict Regressed" verdict_is Regressed
+check "kernel.sched_autogroup_enabled back to 0" sysctl_is sched_autogroup_enabled 0
+check "autogroup Enabled rolled back within 120s of apply (took ${ROLLOUT_S}s)" at_most "$ROLLOUT_S" 120
+record_rollout
+delete_rollout_profile e2e-regress
+check "kernel.sched_autogroup_enabled still 0" sysctl_is sched_autogroup_enabled 0
+
+say "Rollout (b): the gateway profile on the untuned node under the same load: Improved, Complete"
+echo 1 >"$AUTOGROUP" # untuned: autogroup on, as several distributions ship it
+rollout_run e2e-gateway Disabled Complete
+show_evidence e2e-gateway
+check "verdict Improved" verdict_is Improved
+check "kernel.sched_autogroup_enabled = 0" sysctl_is sched_autogroup_enabled 0
+stop_load
+delete_rollout_profile e2e-gateway
+check "kernel.sched_autogroup_enabled back to 1" sysctl_is sched_autogroup_enabled 1

@@ -21,6 +21,19 @@ headline() {
 	echo "| $1 | $(ms "$bp") | $(ms "$ap") | $(ratio "$bp" "$ap") | ${goal:+≥${goal}×} | $(met "$bp" "$ap" "$goal") |"
 }
 
+# rollout_row: the safe rollout's figures from the last `make test-e2e`
+# ($OUT/e2e-rollout.txt, written by hack/e2e.sh), else the row already in
+# docs/benchmarks.md: the e2e runs apart from `make bench`.
+rollout_row() {
+	local l; l=$(grep '^scenario=rollout_regress ' "$OUT/e2e-rollout.txt" 2>/dev/null | tail -1 || true)
+	if [ -z "$l" ]; then
+		grep '^| autogroup regression caught and rolled back' "$REPO/docs/benchmarks.md" 2>/dev/null ||
+			echo "| autogroup regression caught and rolled back | \`make test-e2e\` did not run | | | | |"
+		return
+	fi
+	echo "| autogroup regression caught and rolled back (\`make test-e2e\` $(field "$l" date | cut -dT -f1); node-wide run-queue p99, autogroup 0 → 1) | $(field "$l" before) | $(field "$l" after) | $(field "$l" ratio)× worse | rolled back | yes, $(field "$l" apply_to_rollback_s) s from \`kubectl apply\` to rollback |"
+}
+
 # detail SCENARIO EXTRA_KEYS...: the full before/after table.
 detail() {
 	local s=$1; shift
@@ -94,6 +107,7 @@ much. Absolute numbers are noisy; each before/after pair runs back to back under
 $(headline autogroup 10)
 $(headline throttling 2)
 $(headline irq)
+$(rollout_row)
 
 ![before/after latency distributions](benchmarks.png)
 
