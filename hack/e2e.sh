@@ -10,7 +10,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/hack/demo/lib.sh"
 source "$ROOT/hack/demo/load.sh"
 PROFILE=e2e
-ROLLOUT_PROFILES=(e2e-regress e2e-gateway)
+ROLLOUT_PROFILES=(e2e-rollout)
 TIMEOUT="${E2E_TIMEOUT:-120}"
 failures=()
 T0=$SECONDS
@@ -44,9 +44,6 @@ finish() {
       fi
     done
   fi
-  # The rollout section sets autogroup to 0 as a tuned node has it; the
-  # agent's reverts restore that, and this puts back what the machine had.
-  [[ -n "${AUTOGROUP_BEFORE:-}" ]] && echo "$AUTOGROUP_BEFORE" >"$AUTOGROUP"
   if [[ "${E2E_KEEP:-}" != 1 ]]; then
     "$LC" down >/dev/null 2>&1 || fail "hack/local-cluster down"
     diff <(echo "$HOST_BEFORE") <(host_state) >/dev/null && pass "machine state after down equals before up" ||
@@ -176,7 +173,6 @@ movable_irqs_on() {
 # see a Go test's temporary kernel values.
 lock_kernel
 HOST_BEFORE=$(host_state)
-AUTOGROUP_BEFORE=$(cat "$AUTOGROUP")
 trap finish EXIT
 trap 'exit 130' INT TERM
 
@@ -265,80 +261,100 @@ if [[ "$BEFORE" == "$AFTER" ]]; then pass "snapshot before == after"; else
 fi
 check "node profile label removed" node_labelled ""
 
-# --- Safe rollout (issue 12): each node's own before/after run-queue p99 ---
-# rollout_profile NAME AUTOGROUP: a profile with spec.rollout and short
-# windows (5s intervals, judged 20s after the move: the server's backlog
-# from an autogroup-on window drains in that time) so the run stays short.
+# --- Safe rollout (issue 12): each node's own before/after latency ---
+# The measured pod is hack/demo/server.yaml (rollout-server): a server that
+# needs 0.7 CPU under a 500m limit, so its CFS quota throttles it. The
+# profile measures it by label; its verdicts rest on its own run delay.
+# rollout_profile POLICY: cpuQuota POLICY (Remove or Keep) for opted-in pods,
+# 5s measurement windows, judged 15s after the move.
 rollout_profile() {
   cat <<YAML
 apiVersion: tuning.latencytier.io/v1alpha1
 kind: LatencyProfile
 metadata:
-  name: $1
+  name: e2e-rollout
 spec:
   nodeSelector:
     matchLabels: {$PROFILE_LABEL: ""}
-  scheduler:
-    autogroup: $2
-    numaBalancing: Disabled
+  cpuQuota:
+    policy: $1
+    namespaceSelector: {}
   measurement:
     interval: 5s
+    podSelector:
+      matchLabels: {app: rollout-server}
   rollout:
     maxInFlight: 1
-    verificationWindow: 20s
+    verificationWindow: 15s
     maxP99Regression: "1.2"
     inconclusiveTimeout: 2m
 YAML
 }
-apply_rollout() { rollout_profile "$@" | k apply -f -; }
 verdict_is() { [[ "$(k get latencynode "$NODE" -o jsonpath='{.status.verdict.reason}')" == "$1" ]]; }
-# rollout_run NAME AUTOGROUP PHASE: applies the profile under load and waits
-# for PHASE; ROLLOUT_S is the time from kubectl apply to PHASE.
-rollout_run() {
-  stop_load
-  start_load # a fresh server: no backlog left from the section before
-  sleep 5
-  local t0=$SECONDS
-  must "apply $1 (autogroup: $2, with spec.rollout)" apply_rollout "$1" "$2"
-  check "rollout Baselining first (nothing written yet)" wait_until 60 "Baselining" rollout_phase_is "$1" Baselining
-  check "rollout $3" wait_until 240 "rollout $3" rollout_phase_is "$1" "$3"
-  ROLLOUT_S=$((SECONDS - t0))
-  echo "  (kubectl apply to $3: ${ROLLOUT_S}s)"
+verdict_passed() { [[ "$(k get latencynode "$NODE" -o jsonpath='{.status.verdict.status}')" == True ]]; }
+server_quota_is() { quota_is "$SERVER_POD" "$1"; }
+# to_ns prints a Go duration ("86.016ms", "1.2s") in nanoseconds;
+# pod_p99_ratio the measured pod's p99 in status.current over the one in
+# status.baseline ("?" when either is missing).
+to_ns() {
+  awk -v s="$1" 'BEGIN { t = 0
+    while (match(s, /^[0-9.]+(ns|us|µs|ms|s|m|h)/)) {
+      tok = substr(s, 1, RLENGTH); s = substr(s, RLENGTH + 1)
+      match(tok, /[0-9.]+/); v = substr(tok, 1, RLENGTH); u = substr(tok, RLENGTH + 1)
+      t += v * (u == "ns" ? 1 : (u == "us" || u == "µs") ? 1e3 : u == "ms" ? 1e6 : u == "s" ? 1e9 : u == "m" ? 6e10 : 3.6e12)
+    }
+    printf "%.0f\n", t }'
 }
-# record_rollout appends this run's figures to hack/bench/out/e2e-rollout.txt
-# for hack/bench/report.sh (docs/benchmarks.md): node-wide run-queue p99
-# baseline and after, their ratio, seconds from kubectl apply to rollback.
+pod_p99_ratio() {
+  local b c
+  b=$(evidence_p99 baseline pods); c=$(evidence_p99 current pods)
+  [[ -n "$b" && -n "$c" ]] || { echo "?"; return; }
+  awk -v b="$(to_ns "$b")" -v c="$(to_ns "$c")" 'BEGIN { printf "%.2f\n", c / (b > 0 ? b : 1) }'
+}
+ratio_below() { [[ "$1" != "?" ]] && awk -v r="$1" -v l="$2" 'BEGIN { exit !(r < l) }'; }
+ratio_above() { [[ "$1" != "?" ]] && awk -v r="$1" -v l="$2" 'BEGIN { exit !(r > l) }'; }
+apply_rollout() { rollout_profile "$1" | k apply -f -; }
+rolled_back_event() { k get events -A --field-selector reason=RolloutRolledBack -o name | grep -q .; }
+# record_rollout NAME appends this run's figures to
+# hack/bench/out/e2e-rollout.txt for hack/bench/report.sh
+# (docs/benchmarks.md): the verdict's message and the pod's p99 ratio.
 record_rollout() {
-  local fig
-  fig=$(k get latencynode "$NODE" -o jsonpath='{.status.verdict.message}' |
-    sed -n 's/.*p99 \([^ ]*\) → \([^ ]*\), \([0-9.]*\)×.*/before=\1 after=\2 ratio=\3/p')
   mkdir -p "$ROOT/hack/bench/out"
-  echo "scenario=rollout_regress date=$(date -u +%FT%TZ) $fig apply_to_rollback_s=$ROLLOUT_S" >>"$ROOT/hack/bench/out/e2e-rollout.txt"
-}
-delete_rollout_profile() {
-  check "$1 deleted" k delete latencyprofile "$1" --timeout="${TIMEOUT}s"
-  check "LatencyNode removed" wait_until "$TIMEOUT" "LatencyNode removal" ln_gone
+  echo "scenario=$1 date=$(date -u +%FT%TZ) verdict=$(k get latencynode "$NODE" -o jsonpath='{.status.verdict.reason}') pod_p99_ratio=$(pod_p99_ratio) apply_to_end_s=$ROLLOUT_S message=\"$(k get latencynode "$NODE" -o jsonpath='{.status.verdict.message}')\"" >>"$ROOT/hack/bench/out/e2e-rollout.txt"
 }
 
-say "Rollout (a): autogroup Enabled on a tuned node under field note 004's load: Regressed, rolled back"
+say "Rollout (a): quota removal for a throttled server, with a safe rollout: baseline, move, Improved, Complete"
 must "label node" k label node "$NODE" "$PROFILE_LABEL=" --overwrite
-echo 0 >"$AUTOGROUP" # as a tuned node has it; finish restores $AUTOGROUP_BEFORE
-echo "  (load: $(( 2 * $(nproc) )) gzip -6 loops in one session, workload -r 1200 -s 1000 -w 16 in another)"
-rollout_run e2e-regress Enabled RolledBack
-show_evidence e2e-regress
-check "verdict Regressed" verdict_is Regressed
-check "kernel.sched_autogroup_enabled back to 0" sysctl_is sched_autogroup_enabled 0
-check "autogroup Enabled rolled back within 120s of apply (took ${ROLLOUT_S}s)" at_most "$ROLLOUT_S" 120
-record_rollout
-delete_rollout_profile e2e-regress
-check "kernel.sched_autogroup_enabled still 0" sysctl_is sched_autogroup_enabled 0
+must "rollout-server Running (700 req/s of 1 ms under a 500m limit)" start_load
+check "rollout-server throttled by its quota" wait_until 30 "server quota" server_quota_is "pod=50000 container=50000"
+t0=$SECONDS
+must "apply e2e-rollout (cpuQuota Remove)" apply_rollout Remove
+check "rollout Baselining first (nothing written yet)" wait_until 60 "Baselining" rollout_phase_is e2e-rollout Baselining
+check "server quota untouched while Baselining" server_quota_is "pod=50000 container=50000"
+check "rollout Complete" wait_until 240 "rollout Complete" rollout_phase_is e2e-rollout Complete
+ROLLOUT_S=$((SECONDS - t0)); echo "  (kubectl apply to Complete: ${ROLLOUT_S}s)"
+show_evidence e2e-rollout
+check "verdict passed (Improved or Unchanged)" verdict_passed
+RATIO=$(pod_p99_ratio)
+check "the measured pod's own p99 fell (after/before = $RATIO < 0.5)" ratio_below "$RATIO" 0.5
+check "server quota removed" server_quota_is "pod=-1 container=-1"
+record_rollout rollout_improve
 
-say "Rollout (b): the gateway profile on the untuned node under the same load: Improved, Complete"
-echo 1 >"$AUTOGROUP" # untuned: autogroup on, as several distributions ship it
-rollout_run e2e-gateway Disabled Complete
-show_evidence e2e-gateway
-check "verdict Improved" verdict_is Improved
-check "kernel.sched_autogroup_enabled = 0" sysctl_is sched_autogroup_enabled 0
+say "Rollout (b): a spec change that brings the quota back (policy Keep): Regressed, rolled back to revision 1"
+t0=$SECONDS
+must "apply e2e-rollout (cpuQuota Keep)" apply_rollout Keep
+check "rollout RolledBack" wait_until 240 "rollout RolledBack" rollout_phase_is e2e-rollout RolledBack
+ROLLOUT_S=$((SECONDS - t0)); echo "  (kubectl apply to RolledBack: ${ROLLOUT_S}s)"
+show_evidence e2e-rollout
+check "verdict Regressed" verdict_is Regressed
+RATIO=$(pod_p99_ratio)
+check "the measured pod's own p99 rose under revision 2 (after/before = $RATIO > 1.2)" ratio_above "$RATIO" 1.2
+check "server quota removed again (revision 1's tuning)" wait_until 30 "quota removal" server_quota_is "pod=-1 container=-1"
+check "RolloutRolledBack event on the profile" rolled_back_event
+record_rollout rollout_regress
+
+say "Rollout profile deleted: the kubelet's quota is back"
+check "e2e-rollout deleted" k delete latencyprofile e2e-rollout --timeout="${TIMEOUT}s"
+check "LatencyNode removed" wait_until "$TIMEOUT" "LatencyNode removal" ln_gone
+check "server quota restored" server_quota_is "pod=50000 container=50000"
 stop_load
-delete_rollout_profile e2e-gateway
-check "kernel.sched_autogroup_enabled back to 1" sysctl_is sched_autogroup_enabled 1

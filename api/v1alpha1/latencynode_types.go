@@ -358,6 +358,8 @@ type LatencyNodeStatus struct {
 // +kubebuilder:printcolumn:name="Applied",type=string,JSONPath=`.status.conditions[?(@.type=="Applied")].status`
 // +kubebuilder:printcolumn:name="Baseline-P99",type=string,JSONPath=`.status.baseline.runQueue.p99`
 // +kubebuilder:printcolumn:name="P99",type=string,JSONPath=`.status.runQueueP99`
+// +kubebuilder:printcolumn:name="Pod-Baseline-P99",type=string,JSONPath=`.status.baseline.pods.p99`,priority=1
+// +kubebuilder:printcolumn:name="Pod-P99",type=string,JSONPath=`.status.current.pods.p99`,priority=1
 // +kubebuilder:printcolumn:name="Verdict",type=string,JSONPath=`.status.verdict.reason`
 // +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.throttledRatio`
 // +kubebuilder:printcolumn:name="Drift",type=string,JSONPath=`.status.conditions[?(@.type=="Drifted")].status`

@@ -1,52 +1,47 @@
-# load.sh: field note 004's load and the rollout's evidence, shared by
-# hack/e2e.sh and hack/demo.sh (sourced after hack/demo/lib.sh, before they
-# set their own traps: hack/bench/lib.sh installs traps of its own).
+# load.sh: the rollout's measured workload and its evidence, shared by
+# hack/e2e.sh and hack/demo.sh (sourced after hack/demo/lib.sh).
 #
-# The load is hack/bench's autogroup scenario (hack/bench/autogroup.sh): the
-# multi-threaded server of hack/bench/workload.c in one session and a gzip
-# hog (hack/bench/lib.sh start_hog) in another, on the host, so the agent's
-# node-wide run-queue histogram sees it. It runs until stop_load.
+# The load is hack/demo/server.yaml: hack/bench's server workload in a pod
+# with a 500m CPU limit it needs 0.7 CPU under, so the CFS quota throttles
+# it every period (field note 002). The rollout profiles measure it by
+# label (measurement.podSelector app=rollout-server), so each verdict can
+# rest on the pod's own run delay, not only on the node-wide histogram that
+# everything else on a shared 2-CPU VM moves.
 
-LOAD_OUT="$(mktemp -d /tmp/latencytier-load.XXXXXX)"
-OUT="$LOAD_OUT"
-source "$ROOT/hack/bench/lib.sh"
-trap - EXIT INT TERM # the caller's traps decide; stop_load undoes the hog
-AUTOGROUP=/proc/sys/kernel/sched_autogroup_enabled
-LOAD_PID=""
+SERVER_POD=rollout-server
 
-# start_load starts the hog (two gzip loops per CPU, one session) and the
-# server (16 workers, 1200 requests/s of 1 ms each: 60 % of a 2-CPU node,
-# the field note's gateway) in a session of its own, for at most 15 min.
+# start_load creates the server pod and waits until it runs.
 start_load() {
-  [[ -x "$LOAD_OUT/workload" ]] ||
-    gcc -O2 -Wall -pthread -o "$LOAD_OUT/workload" "$ROOT/hack/bench/workload.c" -lm
-  start_hog "$((2 * $(nproc)))"
-  setsid "$LOAD_OUT/workload" -n 1080000 -r 1200 -s 1000 -w 16 -T 900 -l rollout \
-    >"$LOAD_OUT/workload.out" 2>&1 &
-  LOAD_PID=$!
+  k apply -f "$ROOT/hack/demo/server.yaml" >/dev/null
+  k wait --for=condition=Ready "pod/$SERVER_POD" --timeout=120s >/dev/null
 }
 
-# stop_load stops both; safe to call when nothing runs.
+# stop_load deletes it; safe to call when it does not exist.
 stop_load() {
-  # wait says 143 (killed by TERM): not an error under the callers' set -e.
-  [[ -n "$LOAD_PID" ]] && { kill "$LOAD_PID" 2>/dev/null; wait "$LOAD_PID" 2>/dev/null || true; LOAD_PID=""; }
-  undo_all # the hog
-  true
+  k delete pod "$SERVER_POD" --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1 || true
 }
-end_load() { stop_load; rm -rf "$LOAD_OUT"; }
+end_load() { stop_load; }
 
 # rollout_phase NAME prints the profile's status.rollout.phase.
 rollout_phase() { k get latencyprofile "$1" -o jsonpath='{.status.rollout.phase}' 2>/dev/null; }
 rollout_phase_is() { [[ "$(rollout_phase "$1")" == "$2" ]]; }
 
+# evidence_p99 WHICH KIND prints status.WHICH (baseline, current).KIND
+# (pods, runQueue).p99 of the node's LatencyNode.
+evidence_p99() { k get latencynode "$NODE" -o jsonpath="{.status.$1.$2.p99}" 2>/dev/null; }
+
 # show_evidence NAME prints what the operator recorded: the node's baseline
-# and current p99 and verdict (kubectl get ln -o wide), the profile's row and
-# its rollout status.
+# and current p99 (node-wide and the measured pod's), the throttled ratio
+# and verdict (kubectl get ln -o wide), the profile's row and its rollout.
 show_evidence() {
   echo "  \$ kubectl get ln -o wide"
   k get latencynodes -o wide | sed 's/^/    /'
   echo "  \$ kubectl get lp $1 -o wide"
   k get latencyprofile "$1" -o wide | sed 's/^/    /'
-  k get latencynode "$NODE" -o jsonpath='{"    baseline: p99 "}{.status.baseline.runQueue.p99}{" over "}{.status.baseline.runQueue.samples}{" wakeups ("}{.status.baseline.action}{" "}{.status.baseline.revision}{")\n    current:  p99 "}{.status.current.runQueue.p99}{" over "}{.status.current.runQueue.samples}{" wakeups ("}{.status.current.action}{" "}{.status.current.revision}{")\n    verdict:  "}{.status.verdict.reason}{": "}{.status.verdict.message}{"\n"}' 2>/dev/null || true
+  local w
+  for w in baseline current; do
+    k get latencynode "$NODE" -o jsonpath="{\"    $w: \"}{.status.$w.action}{\" \"}{.status.$w.revision}{\": run queue p99 \"}{.status.$w.runQueue.p99}{\" (\"}{.status.$w.runQueue.samples}{\" wakeups), pod p99 \"}{.status.$w.pods.p99}{\" (\"}{.status.$w.pods.samples}{\" wakeups), pod throttled ratio \"}{.status.$w.throttledRatio}{\"\n\"}" 2>/dev/null || true
+  done
+  k get latencynode "$NODE" -o jsonpath='{"    verdict:  "}{.status.verdict.reason}{": "}{.status.verdict.message}{"\n"}' 2>/dev/null || true
   k get latencyprofile "$1" -o jsonpath='{"    rollout:  "}{.status.rollout.phase}{" revision "}{.status.rollout.revision}{": "}{.status.rollout.message}{"\n"}'
 }
