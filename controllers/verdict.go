@@ -75,8 +75,8 @@ func (v verdict) passed() bool {
 }
 
 // judge compares current with baseline under g. The p99 ratio is the
-// node-wide run queue's, or the measured pods' own run delay's when both
-// windows have enough pod samples and it is the worse of the two.
+// measured pods' own run delay's when both windows have enough pod samples,
+// else the node-wide run queue's (see judgedP99).
 func judge(g gate, baseline, current *v1alpha1.LatencyEvidence) verdict {
 	inconclusive := func(format string, a ...any) verdict {
 		return verdict{v1alpha1.VerdictInconclusive, fmt.Sprintf(format, a...)}
@@ -87,7 +87,7 @@ func judge(g gate, baseline, current *v1alpha1.LatencyEvidence) verdict {
 	case current == nil:
 		return inconclusive("no full measurement window under the new tuning yet")
 	}
-	what, before, after, ok := worstP99(g.minSamples, baseline, current)
+	what, before, after, ok := judgedP99(g.minSamples, baseline, current)
 	if !ok {
 		return inconclusive("too few samples: baseline %d, current %d, need %d",
 			baseline.RunQueue.Samples, current.RunQueue.Samples, g.minSamples)
@@ -114,23 +114,22 @@ func judge(g gate, baseline, current *v1alpha1.LatencyEvidence) verdict {
 	}
 }
 
-// worstP99 picks the figure the verdict rests on: the run queue's p99, or
-// the pods' run delay p99 when both windows have it with enough samples and
-// its ratio is worse. ok is false when the run queue lacks samples or a p99.
-func worstP99(minSamples int64, b, c *v1alpha1.LatencyEvidence) (what string, before, after time.Duration, ok bool) {
+// judgedP99 picks the figure the verdict rests on. Where the node runs
+// measured pods (granted a tuning or matched by measurement.podSelector)
+// with enough samples in both windows, it is their own run delay: they are
+// what the profile tunes for, and a tuning may rightly lengthen other
+// tasks' waits (quota removal gives the tier CPU time the rest of the node
+// had), which the node-wide histogram would count against it. Otherwise it
+// is the node-wide run queue. ok is false when the chosen figure lacks
+// samples or a p99.
+func judgedP99(minSamples int64, b, c *v1alpha1.LatencyEvidence) (what string, before, after time.Duration, ok bool) {
+	if b.Pods != nil && c.Pods != nil {
+		if pb, pa, pok := p99Pair(minSamples, b.Pods, c.Pods); pok {
+			return "measured pods' run delay", pb, pa, true
+		}
+	}
 	before, after, ok = p99Pair(minSamples, &b.RunQueue, &c.RunQueue)
-	if !ok {
-		return "", 0, 0, false
-	}
-	what = "run-queue"
-	if b.Pods == nil || c.Pods == nil {
-		return what, before, after, true
-	}
-	pb, pa, pok := p99Pair(minSamples, b.Pods, c.Pods)
-	if pok && float64(pa)/float64(pb) > float64(after)/float64(before) {
-		return "pods' run delay", pb, pa, true
-	}
-	return what, before, after, true
+	return "run-queue", before, after, ok
 }
 
 func p99Pair(minSamples int64, b, c *v1alpha1.LatencySummary) (before, after time.Duration, ok bool) {

@@ -46,7 +46,16 @@ func TestJudge(t *testing.T) {
 		{"throttling grew", std, base, evidence(v1alpha1.ActionApply, "r", 400*time.Microsecond, 5000, "0.2"), v1alpha1.VerdictRegressed, "throttled ratio 0.01 → 0.2, +0.19 > +0.05"},
 		{"outside budget", budget, evidence(v1alpha1.ActionBaseline, "", time.Millisecond, 5000, "0.01"), evidence(v1alpha1.ActionApply, "r", 1100*time.Microsecond, 5000, "0.01"), v1alpha1.VerdictRegressed, "over latencyBudget 1ms"},
 		{"pods' run delay worse", std, withPods(base, time.Millisecond), withPods(evidence(v1alpha1.ActionApply, "r", 412*time.Microsecond, 5000, "0.01"), 3*time.Millisecond),
-			v1alpha1.VerdictRegressed, "pods' run delay p99 1ms → 3ms, 3×"},
+			v1alpha1.VerdictRegressed, "measured pods' run delay p99 1ms → 3ms, 3×"},
+		// Quota removal gives the tier CPU time the rest of the node had:
+		// node-wide p99 may rise while the pods the profile is for improve.
+		{"pods improved, node-wide worse", std, withPods(base, 90*time.Millisecond), withPods(evidence(v1alpha1.ActionApply, "r", 2*time.Millisecond, 5000, "0"), 20*time.Millisecond),
+			v1alpha1.VerdictImproved, "measured pods' run delay p99 90ms → 20ms, 0.22×"},
+		{"too few pod samples: node-wide", std, withPods(base, 90*time.Millisecond), func() *v1alpha1.LatencyEvidence {
+			e := withPods(evidence(v1alpha1.ActionApply, "r", 2*time.Millisecond, 5000, "0"), 20*time.Millisecond)
+			e.Pods.Samples = 99
+			return e
+		}(), v1alpha1.VerdictRegressed, "run-queue p99 412µs → 2ms"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -95,9 +95,13 @@ type RolloutSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5s') && duration(self) <= duration('24h')",message="rollout.verificationWindow must be between 5s and 24h"
 	VerificationWindow *metav1.Duration `json:"verificationWindow,omitempty"`
 
-	// maxP99Regression is the largest acceptable ratio of a node's run-queue
-	// p99 after the change to its own baseline, a decimal between 1 and 100
-	// ("1.2": at most 20% worse). Default "1.2".
+	// maxP99Regression is the largest acceptable ratio of a node's p99
+	// after the change to its own baseline, a decimal between 1 and 100
+	// ("1.2": at most 20% worse). Default "1.2". The p99 is the measured
+	// pods' own run delay where the node runs pods granted a tuning or
+	// matched by measurement.podSelector (with minSamples in both windows),
+	// else the node-wide run queue's: a tuning may rightly lengthen other
+	// tasks' waits to shorten the tier's.
 	// +optional
 	// +kubebuilder:default="1.2"
 	// +kubebuilder:validation:MaxLength=8
