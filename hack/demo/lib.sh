@@ -82,11 +82,14 @@ ln_condition() {
 
 # wait_until SECONDS DESCRIPTION COMMAND...: polls; returns 1 on timeout.
 wait_until() {
-  local secs=$1 what=$2 i; shift 2
-  for ((i = 0; i < secs; i++)); do
+  # A deadline, not a count of tries: on a loaded machine one kubectl call
+  # takes seconds, and 240 tries took eight minutes.
+  local secs=$1 what=$2 end=$((SECONDS + $1)); shift 2
+  while ((SECONDS < end)); do
     "$@" >/dev/null 2>&1 && return 0
     sleep 1
   done
+  "$@" >/dev/null 2>&1 && return 0
   echo "timed out after ${secs}s waiting for $what" >&2
   return 1
 }
