@@ -61,8 +61,8 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	in.Rollout = rollout
 	st, counts := computeStatus(p.Status, in)
-	st.Rollout = rollout
 	recordProfileMetrics(p.Name, counts, st)
 	if err := r.patchStatus(ctx, p, st); err != nil {
 		return ctrl.Result{}, err

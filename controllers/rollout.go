@@ -135,9 +135,13 @@ func (d *decider) classify() {
 // verdictOf judges a node holding a revision once a full window under it
 // ended verificationWindow after the move. Baseline and Revert judge
 // nothing and keep the verdict on record, so a node reverted by a rollback
-// still says why (Regressed, with the figures) and is counted so.
+// still says why (Regressed, with the figures) and is counted so; so does
+// a node of a rollout that holds another revision than the target (rolled
+// back to the previous one, or not reached yet) once it has a verdict: its
+// baseline may be the regressed window, against which the old tuning
+// would read "Improved".
 func (d *decider) verdictOf(n *rolloutNode) *verdict {
-	if n.Action != v1alpha1.ActionApply {
+	if n.Action != v1alpha1.ActionApply || (d.in.Policy != nil && n.Revision != d.in.Target && n.Verdict != nil) {
 		return n.Verdict
 	}
 	cur := n.Current

@@ -256,3 +256,31 @@ func TestJoinSpecBaselineCarriesMeasurement(t *testing.T) {
 		t.Fatalf("baseline spec carries scheduler tuning %+v", s.Tuning.Scheduler)
 	}
 }
+
+// TestRolledBackNodeKeepsItsVerdict: a node rolled back from R2 to R1
+// holds R1 again; its baseline is the regressed R2 window and, one window
+// later, its current an R1 window. Judged again, the old tuning read
+// "no full window" and then "Improved" against the regression, and the
+// Regressed verdict the rollback rested on was gone (seen on the local
+// cluster). It keeps the verdict on record while it holds another revision
+// than the target; a node without one is still judged.
+func TestRolledBackNodeKeepsItsVerdict(t *testing.T) {
+	back := rolloutNode{Name: "a", Action: v1alpha1.ActionApply, Revision: "R1", Reported: true, SetAt: rt0,
+		Baseline: evidence(v1alpha1.ActionApply, "R2", 48*time.Millisecond, 1000, "0.7"),
+		Current:  evidence(v1alpha1.ActionApply, "R1", 5*time.Millisecond, 1000, "0"),
+		Verdict:  &verdict{v1alpha1.VerdictRegressed, "measured pods' run delay p99 5ms → 48ms, 9.6× > 1.2×"}}
+	fresh := back
+	fresh.Name, fresh.Verdict = "b", nil
+	in := rolloutInput{Policy: policy(), Gate: gateOf(&v1alpha1.LatencyProfile{}), Generation: 2, Target: "R2",
+		Last: last(v1alpha1.RolloutRolledBack, "R2", "R1", 2), Nodes: []rolloutNode{back, fresh}, Now: rt0.Add(time.Hour)}
+	plan := decideRollout(in)
+	if v := plan.Verdicts["a"]; v == nil || v.reason != v1alpha1.VerdictRegressed || !strings.Contains(v.message, "9.6×") {
+		t.Fatalf("rolled-back node's verdict = %+v, want the Regressed one on record", v)
+	}
+	if v := plan.Verdicts["b"]; v == nil || v.reason != v1alpha1.VerdictImproved {
+		t.Fatalf("a node without a verdict on record = %+v, want it judged (Improved)", v)
+	}
+	if plan.Status.Phase != v1alpha1.RolloutRolledBack || len(plan.Moves) != 0 {
+		t.Fatalf("phase %s, moves %v: a rollback stands", plan.Status.Phase, plan.Moves)
+	}
+}

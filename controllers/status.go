@@ -31,6 +31,8 @@ type statusInput struct {
 	Now          time.Time
 	// UnreachableAfter is how long a NotReady node counts as still coming back.
 	UnreachableAfter time.Duration
+	// Rollout is this pass's rollout status (nil without spec.rollout).
+	Rollout *v1alpha1.RolloutStatus
 }
 
 // nodeLine is one node's state for the profile plus the facts counted from it.
@@ -200,7 +202,7 @@ func computeStatus(old v1alpha1.LatencyProfileStatus, in statusInput) (v1alpha1.
 		counts[l.State]++
 	}
 	sortLines(lines)
-	st := v1alpha1.LatencyProfileStatus{ObservedGeneration: in.Profile.Generation}
+	st := v1alpha1.LatencyProfileStatus{ObservedGeneration: in.Profile.Generation, Rollout: in.Rollout}
 	tally := countLines(&st, lines)
 	for i, l := range lines {
 		if i == maxStatusNodes {
@@ -293,7 +295,7 @@ func profileConditions(p *v1alpha1.LatencyProfile, st *v1alpha1.LatencyProfileSt
 	deleting := !p.DeletionTimestamp.IsZero()
 	return []metav1.Condition{
 		readyCondition(cond, deleting, st, t),
-		progressingCondition(cond, deleting, t),
+		progressingCondition(cond, deleting, st.Rollout, t),
 		degradedCondition(cond, st),
 	}
 }
@@ -311,6 +313,9 @@ func readyCondition(cond condFunc, deleting bool, st *v1alpha1.LatencyProfileSta
 		return cond(r, false, v1alpha1.ReasonNodesDegraded, fmt.Sprintf("%d of %d node(s) degraded", st.Degraded, st.Matched))
 	case st.Conflicted > 0:
 		return cond(r, false, v1alpha1.ReasonNodeConflict, fmt.Sprintf("%d node(s) selected with equal priority by another profile", st.Conflicted))
+	case int(st.Applied) < t.won && stopped(st.Rollout):
+		return cond(r, false, string(st.Rollout.Phase), fmt.Sprintf("%d of %d node(s) hold this revision; the rollout stopped: %s",
+			st.Applied, t.won, st.Rollout.Message))
 	case int(st.Applied) < t.won:
 		return cond(r, false, v1alpha1.ReasonApplying, fmt.Sprintf("%d of %d node(s) applied", st.Applied, t.won))
 	default:
@@ -318,11 +323,19 @@ func readyCondition(cond condFunc, deleting bool, st *v1alpha1.LatencyProfileSta
 	}
 }
 
-func progressingCondition(cond condFunc, deleting bool, t lineTally) metav1.Condition {
+// stopped says a rollout stands still until the spec (or paused) changes:
+// rolled back, or paused. Its nodes wait by decision, not in progress.
+func stopped(r *v1alpha1.RolloutStatus) bool {
+	return r != nil && (r.Phase == v1alpha1.RolloutRolledBack || r.Phase == v1alpha1.RolloutPaused)
+}
+
+func progressingCondition(cond condFunc, deleting bool, rollout *v1alpha1.RolloutStatus, t lineTally) metav1.Condition {
 	r := v1alpha1.ProfileProgressing
 	switch {
 	case deleting || t.reverting > 0:
 		return cond(r, true, v1alpha1.ReasonReverting, fmt.Sprintf("%d node(s) reverting", t.reverting))
+	case stopped(rollout):
+		return cond(r, false, string(rollout.Phase), "the rollout stopped: "+rollout.Message)
 	case t.pending > 0:
 		return cond(r, true, v1alpha1.ReasonApplying, fmt.Sprintf("%d node(s) pending", t.pending))
 	default:

@@ -65,6 +65,7 @@ type statusCase struct {
 	check    func(t *testing.T, st v1alpha1.LatencyProfileStatus)
 	wantCond map[string]string // condition type -> "Status/Reason"
 	now      time.Time         // the controller's clock; t0 when zero
+	rollout  *v1alpha1.RolloutStatus
 }
 
 func runStatus(tc statusCase) v1alpha1.LatencyProfileStatus {
@@ -83,7 +84,7 @@ func runStatus(tc statusCase) v1alpha1.LatencyProfileStatus {
 	}
 	st, _ := computeStatus(p.Status, statusInput{
 		Profile: &p, Nodes: tc.nodes, Candidates: cands, LatencyNodes: byName,
-		Now: now, UnreachableAfter: 5 * time.Minute,
+		Now: now, UnreachableAfter: 5 * time.Minute, Rollout: tc.rollout,
 	})
 	return st
 }

@@ -314,6 +314,7 @@ pod_p99_ratio() {
 ratio_below() { [[ "$1" != "?" ]] && awk -v r="$1" -v l="$2" 'BEGIN { exit !(r < l) }'; }
 ratio_above() { [[ "$1" != "?" ]] && awk -v r="$1" -v l="$2" 'BEGIN { exit !(r > l) }'; }
 apply_rollout() { rollout_profile "$1" | k apply -f -; }
+ready_reason_is() { [[ "$(k get latencyprofile "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].reason}')" == "$2" ]]; }
 rolled_back_event() { k get events -A --field-selector reason=RolloutRolledBack -o name | grep -q .; }
 # record_rollout NAME appends this run's figures to
 # hack/bench/out/e2e-rollout.txt for hack/bench/report.sh
@@ -346,9 +347,13 @@ must "apply e2e-rollout (cpuQuota Keep)" apply_rollout Keep
 check "rollout RolledBack" wait_until 240 "rollout RolledBack" rollout_phase_is e2e-rollout RolledBack
 ROLLOUT_S=$((SECONDS - t0)); echo "  (kubectl apply to RolledBack: ${ROLLOUT_S}s)"
 show_evidence e2e-rollout
-check "verdict Regressed" verdict_is Regressed
-RATIO=$(pod_p99_ratio)
-check "the measured pod's own p99 rose under revision 2 (after/before = $RATIO > 1.2)" ratio_above "$RATIO" 1.2
+check "verdict Regressed (kept after the rollback)" verdict_is Regressed
+# After the rollback status.baseline is the regressed window and current
+# the first one back on revision 1: the figures are in the verdict.
+MSG=$(k get latencynode "$NODE" -o jsonpath='{.status.verdict.message}')
+RATIO=$(sed -n "s/^measured pods' run delay p99 .*, \([0-9.]*\)× > .*/\1/p" <<<"$MSG")
+check "judged on the measured pod's own p99, which rose under revision 2 (${RATIO:-?}× > 1.2)" ratio_above "${RATIO:-?}" 1.2
+check "profile Ready False, reason RolledBack" ready_reason_is e2e-rollout RolledBack
 check "server quota removed again (revision 1's tuning)" wait_until 30 "quota removal" server_quota_is "pod=-1 container=-1"
 check "RolloutRolledBack event on the profile" rolled_back_event
 record_rollout rollout_regress
