@@ -17,6 +17,7 @@ import (
 	"latencytier.io/latencytier/agent/irq"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/power"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -52,6 +53,7 @@ func Render(root *host.Root, layout sysctl.Layout, t v1alpha1.TuningSpec, pods [
 	var s State
 	k, r := sysctl.Knobs(root, layout, t.Scheduler, t.Sysctls)
 	s.add(k, r)
+	s.add(power.Knobs(root, t))
 	in := SortOptIns(t, pods)
 	for _, r := range in.Refused {
 		s.Results = append(s.Results, r.Result)

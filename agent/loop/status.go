@@ -191,6 +191,8 @@ func Culprit(id string, irqbalancePID int) string {
 		return "kubelet or the container runtime"
 	case strings.HasPrefix(id, "cpuset/"):
 		return "systemd (AllowedCPUs) or kubelet"
+	case strings.HasPrefix(id, "power/"):
+		return "tuned, power-profiles-daemon, cpupower or CRI-O's cpu-c-states annotation"
 	default:
 		return "another sysctl writer (systemd-sysctl, tuned, an administrator)"
 	}

@@ -19,6 +19,8 @@ const (
 // copies it, resolved, into each selected node's LatencyNode spec; the agent
 // maps every field to whatever the running kernel offers.
 // +kubebuilder:validation:XValidation:rule="!has(self.irq) || self.irq.affinity != 'Reserved' || (has(self.cpus) && has(self.cpus.reserved))",message="irq.affinity Reserved needs cpus.reserved: IRQs are steered to the reserved (housekeeping) CPUs"
+// +kubebuilder:validation:XValidation:rule="!has(self.power) || !has(self.power.reserved) || (has(self.cpus) && has(self.cpus.reserved))",message="power.reserved needs cpus.reserved: it applies to the reserved (housekeeping) CPUs"
+// +kubebuilder:validation:XValidation:rule="!has(self.power) || !has(self.power.isolated) || (has(self.cpus) && has(self.cpus.isolated))",message="power.isolated needs cpus.isolated: it applies to the isolated CPUs"
 type TuningSpec struct {
 	// scheduler sets the kernel scheduler knobs (autogroup, NUMA balancing,
 	// migration cost, time slices, RT throttling). Each is mapped to the
@@ -59,6 +61,10 @@ type TuningSpec struct {
 	// throttling on the node.
 	// +optional
 	Measurement *MeasurementSpec `json:"measurement,omitempty"`
+
+	// power limits idle states and sets the cpufreq governor per CPU class.
+	// +optional
+	Power *PowerSpec `json:"power,omitempty"`
 
 	// latencyBudget is what the node must deliver; a node outside it is
 	// reported (condition WithinBudget=False), not hidden.

@@ -72,7 +72,9 @@ func markdown() string {
 	b.WriteString("- `" + SysctlID("<name>") + "` — a raw sysctl from `spec.sysctls`, e.g. `" + SysctlID("net.core.busy_poll") + "`\n")
 	b.WriteString("- `irq/<number>`, `irq/default_smp_affinity` — IRQ affinity\n")
 	b.WriteString("- `cpuset/<slice>` (`cpuset/system.slice`, …), `cpuset/cgroup.subtree_control`, `cpuset/pod/<namespace>/<pod>/…` — cpusets\n")
-	b.WriteString("- `cpuquota/<namespace>/<pod>/…` — CFS quota of an opted-in pod and its containers\n\n")
+	b.WriteString("- `cpuquota/<namespace>/<pod>/…` — CFS quota of an opted-in pod and its containers\n")
+	b.WriteString("- `" + PowerID("<N>", ResumeLatencyLeaf) + "`, `" + PowerID("<N>", IdleDisableLeaf("<K>")) + "`, `" + PowerID("<N>", GovernorLeaf) +
+		"` — `spec.power` (section below); `" + PowerClassID("<class>", GovernorLeaf) + "` for a result about a whole class\n\n")
 	b.WriteString("## Typed scheduler knobs\n\n")
 	b.WriteString("The agent probes the places in order and uses the first that exists; the kernel versions say where each is expected.\n\n")
 	b.WriteString("| field | setting ID | places (kernel versions) | EEVDF (6.6+) |\n|---|---|---|---|\n")
@@ -88,6 +90,7 @@ func markdown() string {
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", s.Field, s.ID(), strings.Join(places, "; "), eevdf)
 	}
 	b.WriteString("\nA raw sysctl naming one of these `/proc/sys` files is refused (admission and agent): set the typed field.\n\n")
+	powerMarkdown(&b)
 	b.WriteString("## Refused sysctls\n\n")
 	b.WriteString("Refused by the CRD (CEL) and again by the agent (reported `Invalid`), so neither a LatencyNode written by hand nor `latencytier agent apply --node-spec` gets around it. A name ending in `.` or `*` covers every sysctl under it.\n\n")
 	b.WriteString("| sysctl | reason | why |\n|---|---|---|\n")
