@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/utils/clock"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"latencytier.io/latencytier/agent/apply"
 	"latencytier.io/latencytier/agent/desired"
@@ -24,12 +25,13 @@ import (
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/loop"
 	"latencytier.io/latencytier/agent/measure"
+	"latencytier.io/latencytier/agent/metrics"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 const usage = `Usage:
-  latencytier agent --node-name N [--host-root /] [--kubeconfig FILE] [--resync 30s]
+  latencytier agent --node-name N [--host-root /] [--kubeconfig FILE] [--resync 30s] [--metrics-bind-address :9849]
   latencytier agent plan --node-spec FILE [--host-root /]     print what would change; writes nothing
   latencytier agent apply --node-spec FILE [--host-root /]    apply once (journaled)
   latencytier agent revert [--host-root /]                    restore every journaled original
@@ -66,6 +68,8 @@ func runLoop(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.Resync, "resync", 30*time.Second, "how often to re-check the host for drift")
 	verbosity := fs.Int("v", 0, "log verbosity")
 	noMeasure := fs.Bool("no-measure", false, "do not measure run-queue latency and throttling")
+	metricsAddr := fs.String("metrics-bind-address", "0", "address of the Prometheus metrics endpoint (0 disables it; the DaemonSet sets :9849)")
+	metricsSecure := fs.Bool("metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -87,6 +91,14 @@ func runLoop(ctx context.Context, args []string) error {
 	if !*noMeasure {
 		mlog := o.Log.WithName("measure")
 		o.Meter = loop.NewMeter(measure.New(o.Root, mlog), clock.RealClock{}, mlog)
+	}
+	if *metricsAddr != "0" {
+		c := metrics.New(o.Root)
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			return fmt.Errorf("agent: register metrics: %w", err)
+		}
+		defer ctrlmetrics.Registry.Unregister(c)
+		o.Observer, o.Metrics = c, metrics.ServerOptions(*metricsAddr, *metricsSecure)
 	}
 	return loop.Run(ctx, o)
 }

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,8 +19,11 @@ const (
 	agentDaemonSetName      = "latencytier-agent"
 	agentServiceAccountName = "latencytier-agent"
 	agentContainerName      = "agent"
-	agentAppLabel           = "app.kubernetes.io/name"
-	agentComponentLabel     = "app.kubernetes.io/component"
+	// agentMetricsPortName is the container port the PodMonitor
+	// (config/prometheus) scrapes.
+	agentMetricsPortName = "metrics"
+	agentAppLabel        = "app.kubernetes.io/name"
+	agentComponentLabel  = "app.kubernetes.io/component"
 	// hostRootMountPath is where the node's root filesystem appears in the
 	// agent container; the agent's host.Root is built on it.
 	hostRootMountPath = "/host"
@@ -30,6 +34,8 @@ type agentOptions struct {
 	Namespace string
 	Image     string
 	Args      []string
+	// MetricsPort is the agent's metrics port on the node; 0 serves none.
+	MetricsPort int32
 }
 
 // agentSelectorLabels select the agent's pods.
@@ -102,13 +108,24 @@ func agentPodSpec(o agentOptions) corev1.PodSpec {
 }
 
 func agentContainer(o agentOptions) corev1.Container {
-	args := append([]string{"agent", "--node-name=$(NODE_NAME)", "--host-root=" + hostRootMountPath}, o.Args...)
+	args := []string{"agent", "--node-name=$(NODE_NAME)", "--host-root=" + hostRootMountPath}
+	var ports []corev1.ContainerPort
+	if o.MetricsPort > 0 {
+		// HTTPS metrics, served only to tokens the API server authenticates
+		// and allows get on /metrics (the agent's default --metrics-secure).
+		// The pod is on the host network, so the port is the node's.
+		args = append(args, fmt.Sprintf("--metrics-bind-address=:%d", o.MetricsPort))
+		ports = []corev1.ContainerPort{{Name: agentMetricsPortName, ContainerPort: o.MetricsPort,
+			HostPort: o.MetricsPort, Protocol: corev1.ProtocolTCP}}
+	}
+	args = append(args, o.Args...)
 	return corev1.Container{
 		Name:  agentContainerName,
 		Image: o.Image,
 		// IfNotPresent: images may be imported on the node, without a registry.
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Args:            args,
+		Ports:           ports,
 		Env: []corev1.EnvVar{{
 			// The agent watches and reports only its own LatencyNode, named
 			// after the node it runs on.

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
@@ -154,5 +155,57 @@ func TestDaemonSetDrifted(t *testing.T) {
 				t.Fatalf("repaired DaemonSet still drifted")
 			}
 		})
+	}
+}
+
+// TestAgentDaemonSetServesMetricsToThePodMonitor: with a metrics port the
+// agent is told to serve it and the pod exposes it under the name, and with
+// the labels, that config/prometheus/podmonitor.yaml scrapes.
+func TestAgentDaemonSetServesMetricsToThePodMonitor(t *testing.T) {
+	o := testAgent
+	o.MetricsPort = 9849
+	ds := renderAgentDaemonSet(o)
+	c := ds.Spec.Template.Spec.Containers[0]
+	wantArgs := "agent --node-name=$(NODE_NAME) --host-root=/host --metrics-bind-address=:9849 --resync=10s"
+	if strings.Join(c.Args, " ") != wantArgs {
+		t.Errorf("args = %q, want %q", c.Args, wantArgs)
+	}
+	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 9849 || c.Ports[0].HostPort != 9849 {
+		t.Fatalf("ports = %+v, want 9849 on the node", c.Ports)
+	}
+	b, err := os.ReadFile("../config/prometheus/podmonitor.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pm struct {
+		Spec struct {
+			Selector struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			} `json:"selector"`
+			Endpoints []struct {
+				Port string `json:"port"`
+			} `json:"podMetricsEndpoints"`
+		} `json:"spec"`
+	}
+	for _, doc := range strings.Split(string(b), "\n---") {
+		if strings.Contains(doc, "kind: PodMonitor") {
+			if err := yaml.Unmarshal([]byte(doc), &pm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(pm.Spec.Endpoints) != 1 || pm.Spec.Endpoints[0].Port != c.Ports[0].Name {
+		t.Errorf("the PodMonitor scrapes ports %+v, the agent's is named %q", pm.Spec.Endpoints, c.Ports[0].Name)
+	}
+	for k, v := range pm.Spec.Selector.MatchLabels {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("the PodMonitor selects %s=%s, the agent pod has %q", k, v, ds.Spec.Template.Labels[k])
+		}
+	}
+	if len(pm.Spec.Selector.MatchLabels) == 0 {
+		t.Error("no PodMonitor selector found")
+	}
+	if c := renderAgentDaemonSet(testAgent).Spec.Template.Spec.Containers[0]; len(c.Ports) != 0 {
+		t.Errorf("metrics port 0 still exposes %+v", c.Ports)
 	}
 }

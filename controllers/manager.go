@@ -189,6 +189,7 @@ type managerFlags struct {
 	leaderElect            bool
 	namespace, kubeconfig  string
 	agentImage, agentArgs  string
+	agentMetricsPort       int
 	unreachableAfter       time.Duration
 }
 
@@ -201,6 +202,7 @@ func parseManagerFlags(args []string) (managerFlags, error) {
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so that only one manager replica reconciles")
 	fs.StringVar(&f.namespace, "namespace", "latencytier-system", "operator namespace: agent DaemonSet and leader-election lease")
 	fs.StringVar(&f.agentImage, "agent-image", "latencytier:dev", "image of the agent DaemonSet")
+	fs.IntVar(&f.agentMetricsPort, "agent-metrics-port", 9849, "port of each agent's HTTPS metrics endpoint on its node (the agent runs on the host network; 0 disables it)")
 	fs.StringVar(&f.agentArgs, "agent-args", "", "extra agent arguments, space-separated (after agent --node-name=$(NODE_NAME) --host-root=/host)")
 	fs.DurationVar(&f.unreachableAfter, "node-unreachable-timeout", 10*time.Minute, "how long a NotReady node may hold up a revert before its LatencyNode is removed anyway")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
@@ -249,7 +251,8 @@ func RunManager(ctx context.Context, args []string) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 	opts := options{
-		Agent:            agentOptions{Namespace: f.namespace, Image: f.agentImage, Args: strings.Fields(f.agentArgs)},
+		Agent: agentOptions{Namespace: f.namespace, Image: f.agentImage, Args: strings.Fields(f.agentArgs),
+			MetricsPort: int32(f.agentMetricsPort)},
 		UnreachableAfter: f.unreachableAfter,
 	}
 	if err := setup(mgr, opts); err != nil {

@@ -9,6 +9,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/hack/demo/lib.sh"
 source "$ROOT/hack/demo/load.sh"
+source "$ROOT/hack/e2e-prometheus.sh"
 PROFILE=e2e
 ROLLOUT_PROFILES=(e2e-rollout)
 TIMEOUT="${E2E_TIMEOUT:-120}"
@@ -44,6 +45,7 @@ finish() {
       fi
     done
   fi
+  prom_stop
   if [[ "${E2E_KEEP:-}" != 1 ]]; then
     "$LC" down >/dev/null 2>&1 || fail "hack/local-cluster down"
     diff <(echo "$HOST_BEFORE") <(host_state) >/dev/null && pass "machine state after down equals before up" ||
@@ -243,6 +245,10 @@ say "Drift: autogroup written back to 1"
 echo 1 >/proc/sys/kernel/sched_autogroup_enabled
 check "drift reported (Drifted=True)" wait_until "$TIMEOUT" "Drifted" drifted
 check "drift re-asserted (autogroup 0)" wait_until "$TIMEOUT" "re-assert" sysctl_is sched_autogroup_enabled 0
+
+# A real Prometheus scrapes the agent and answers the run-queue p99 query
+# (hack/e2e-prometheus.sh); the agent has measured and re-asserted by now.
+prometheus_checks
 
 say "Agent pod deleted in the middle of an apply"
 must "change profile (rtRuntime 970ms)" apply_profile 970ms

@@ -69,6 +69,24 @@ type Options struct {
 	// Meter, when set, measures beside the loop (a manager Runnable) and
 	// enqueues a pass after every window.
 	Meter *Meter
+	// Metrics serves the manager's metrics endpoint; off (BindAddress "0")
+	// when BindAddress is empty.
+	Metrics metricsserver.Options
+	// Observer, when set, is told every pass's status, re-asserts and
+	// measurement window (agent/metrics).
+	Observer Observer
+}
+
+// Observer is told what the agent did and measured, for its metrics.
+type Observer interface {
+	// Observed is the status a pass computed for spec (empty when the
+	// node has no LatencyNode).
+	Observed(spec v1alpha1.LatencyNodeSpec, st v1alpha1.LatencyNodeStatus)
+	// Reasserted names the settings a pass wrote back after something
+	// else changed them.
+	Reasserted(settings []string)
+	// Measured is one measurement window.
+	Measured(res *measure.Result)
 }
 
 // Run starts the agent and blocks until ctx ends.
@@ -81,6 +99,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	ctrllog.SetLogger(o.Log)
+	if o.Metrics.BindAddress == "" {
+		o.Metrics.BindAddress = "0"
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -93,7 +114,7 @@ func Run(ctx context.Context, o Options) error {
 		// One agent per process in production; tests start several.
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 		Logger:                 o.Log,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
+		Metrics:                o.Metrics,
 		HealthProbeBindAddress: "0",
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&v1alpha1.LatencyNode{}: {Field: fields.OneTermEqualSelector("metadata.name", o.NodeName)},
@@ -105,11 +126,12 @@ func Run(ctx context.Context, o Options) error {
 	}
 	r := &Reconciler{Client: mgr.GetClient(), NodeName: o.NodeName, Root: o.Root, Resync: o.Resync,
 		Engine: &apply.Engine{Root: o.Root, Log: o.Log}, Meter: o.Meter,
-		Recorder: mgr.GetEventRecorder("latencytier-agent")}
+		Recorder: mgr.GetEventRecorder("latencytier-agent"), Observer: o.Observer}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if o.Meter != nil {
+		o.Meter.observer = o.Observer
 		if err := mgr.Add(o.Meter); err != nil {
 			return err
 		}
@@ -160,6 +182,8 @@ type Reconciler struct {
 	// Recorder emits events: on the LatencyNode when a status patch is
 	// refused, on a pod when its opt-in is refused.
 	Recorder events.EventRecorder
+	// Observer is told each pass's status and re-asserts; may be nil.
+	Observer Observer
 
 	// refused are the opt-in refusals already told (pod UID/field).
 	refused map[string]bool
@@ -228,6 +252,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	err := r.Client.Get(ctx, req.NamespacedName, ln)
 	if apierrors.IsNotFound(err) {
 		r.revertOrphan(ctx)
+		if r.Observer != nil {
+			r.Observer.Observed(v1alpha1.LatencyNodeSpec{}, v1alpha1.LatencyNodeStatus{})
+		}
 		return again, nil
 	}
 	if err != nil {
@@ -247,6 +274,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	st.Baseline, st.Current = baseline, current
+	if r.Observer != nil {
+		r.Observer.Observed(ln.Spec, st)
+	}
 	if equalStatus(st, ln.Status) {
 		return again, nil
 	}
@@ -318,6 +348,13 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	kf := facts.Read(r.Root, layout.EEVDF, layout.DebugfsMounted || wasMounted(ln))
 	now := metav1.Now()
 	reasserted := len(rep.Drifts)
+	if r.Observer != nil && reasserted > 0 {
+		ids := make([]string, 0, reasserted)
+		for _, d := range rep.Drifts {
+			ids = append(ids, d.ID)
+		}
+		r.Observer.Reasserted(ids)
+	}
 	rep.Drifts = r.drifts(rep.Drifts, now.Time)
 	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
 		Findings: ds.Findings, Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Reasserted: reasserted, Now: now})

@@ -28,6 +28,8 @@ type Meter struct {
 	log    logr.Logger
 	events chan event.GenericEvent
 	wake   chan struct{}
+	// observer is told every window (set by Run before the Meter starts).
+	observer Observer
 
 	mu     sync.Mutex
 	held   heldSpec
@@ -187,6 +189,9 @@ func (mt *Meter) collect(ctx context.Context, seq uint64, start time.Time) time.
 	mt.mu.Lock()
 	mt.last = w
 	mt.mu.Unlock()
+	if mt.observer != nil {
+		mt.observer.Measured(res)
+	}
 	select {
 	case mt.events <- event.GenericEvent{Object: &v1alpha1.LatencyNode{}}:
 	default: // a pass is already due

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,6 +40,9 @@ type Result struct {
 	RunQueueP99 *metav1.Duration `json:"runQueueP99,omitempty"`
 	// Throttling lists pods with a CFS limit or opted in, most throttled first.
 	Throttling []v1alpha1.PodThrottling `json:"throttling,omitempty"`
+	// AllThrottling is every pod in Throttling's order, unbounded: the
+	// agent's metrics keep a counter for each pod still on the node.
+	AllThrottling []v1alpha1.PodThrottling `json:"-"`
 	// ThrottledRatio is the highest ratio in Throttling ("" when no pod).
 	ThrottledRatio string `json:"throttledRatio,omitempty"`
 	// Findings are diagnostics with evidence, most severe first.
@@ -213,7 +217,8 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 		m.log.V(1).Info("Read no pod throttling", "reason", err.Error())
 	}
 	list, highest, highestOptedIn := podThrottlings(throttles)
-	res.Throttling = list
+	res.AllThrottling = list
+	res.Throttling = slices.Clip(list[:min(len(list), MaxThrottling)])
 	if len(throttles) > 0 {
 		res.ThrottledRatio = FormatRatio(highest)
 	}

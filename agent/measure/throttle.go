@@ -148,17 +148,14 @@ func highestMeasured(ps []podThrottle, t v1alpha1.TuningSpec) (highest float64, 
 	return highest, ok
 }
 
-// podThrottlings renders the status list (most throttled first, bounded) and
-// the highest ratio of all and of opted-in pods.
+// podThrottlings renders every pod (most throttled first; status keeps the
+// first MaxThrottling) and the highest ratio of all and of opted-in pods.
 func podThrottlings(ps []podThrottle) (list []v1alpha1.PodThrottling, highest, highestOptedIn float64) {
-	for i, p := range ps {
+	for _, p := range ps {
 		r := p.delta.ratio()
 		highest = max(highest, r)
 		if p.pod.OptedIn {
 			highestOptedIn = max(highestOptedIn, r)
-		}
-		if i >= MaxThrottling {
-			continue
 		}
 		list = append(list, v1alpha1.PodThrottling{
 			Namespace:     p.pod.Namespace,

@@ -2,6 +2,7 @@ package measure
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -64,5 +65,34 @@ func TestEvidenceThrottlingIsTheMeasuredPods(t *testing.T) {
 	}
 	if _, ok := highestMeasured([]podThrottle{batch}, tuning); ok {
 		t.Error("a node with only an unmeasured pod has a measured throttled ratio")
+	}
+}
+
+// TestThrottlingPodsPastTheStatusBound: status lists the MaxThrottling most
+// throttled pods; Pods (what the agent's metrics count) keeps every one.
+func TestThrottlingPodsPastTheStatusBound(t *testing.T) {
+	files := map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n"}
+	var pods []podcgroup.Pod
+	for i := range MaxThrottling + 3 {
+		uid := fmt.Sprintf("0b5e6f1c-0000-4000-8000-%012d", i)
+		files["sys/fs/cgroup/kubepods/pod"+uid+"/cpu.max"] = "50000 100000\n"
+		files["sys/fs/cgroup/kubepods/pod"+uid+"/cpu.stat"] = "nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n"
+		pods = append(pods, podcgroup.Pod{UID: uid, Namespace: "shop", Name: fmt.Sprintf("api-%d", i)})
+	}
+	root := testroot.Files(t, files)
+	m := New(root, testr.New(t), WithAttach(AttachNone))
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	in := Input{Pods: pods}
+	if _, err := m.Collect(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Collect(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Throttling) != MaxThrottling || len(res.AllThrottling) != len(pods) {
+		t.Errorf("status lists %d pods (want %d), AllThrottling %d (want %d)", len(res.Throttling), MaxThrottling, len(res.AllThrottling), len(pods))
 	}
 }

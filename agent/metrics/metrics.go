@@ -1,0 +1,219 @@
+// Package metrics is the node agent's Prometheus metrics (docs/metrics.md):
+// run-queue latency histograms per CPU class, CFS throttling counters per
+// measured pod, setting states, drift re-asserts, the latency budget and the
+// journal's size. A Collector is told what the agent did and measured
+// (loop.Observer) and renders it on every scrape; the agent's
+// controller-runtime metrics server serves it, over HTTPS to tokens the API
+// server authenticates and authorizes (ServerOptions). Series carry no node
+// label: the scraper adds it from the pod's node (config/prometheus).
+package metrics
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/journal"
+	"latencytier.io/latencytier/agent/measure"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+var (
+	runQueueDesc = prometheus.NewDesc("latencytier_node_runqueue_latency_seconds",
+		"Run-queue latency (wakeup to on CPU) of every measured wakeup since the agent started, by CPU class (node: every CPU).",
+		[]string{"class"}, nil)
+	budgetDesc = prometheus.NewDesc("latencytier_node_runqueue_p99_budget_seconds",
+		"The profile's latencyBudget.runQueueP99 for this node.", []string{"profile"}, nil)
+	withinDesc = prometheus.NewDesc("latencytier_node_within_budget",
+		"1 while the node's WithinBudget condition is True, 0 while False.", []string{"profile"}, nil)
+	podLabels   = []string{"namespace", "pod", "opted_in"}
+	periodsDesc = prometheus.NewDesc("latencytier_pod_cfs_periods_total",
+		"CFS periods (nr_periods) of a measured or opted-in pod's cgroup.", podLabels, nil)
+	throttledDesc = prometheus.NewDesc("latencytier_pod_throttled_periods_total",
+		"CFS periods in which the pod was throttled (nr_throttled).", podLabels, nil)
+	throttledSecDesc = prometheus.NewDesc("latencytier_pod_throttled_seconds_total",
+		"Time the pod was throttled (throttled_time, throttled_usec).", podLabels, nil)
+	stateDesc = prometheus.NewDesc("latencytier_setting_state",
+		"1 for the state a setting is in, 0 for the states it was in before.", []string{"setting", "state"}, nil)
+	reassertDesc = prometheus.NewDesc("latencytier_drift_reasserts_total",
+		"Times the agent found a setting changed by something else and wrote it back.", []string{"setting"}, nil)
+	journalDesc = prometheus.NewDesc("latencytier_journal_entries",
+		"Originals held in the journal (what a revert restores).", nil, nil)
+)
+
+// podKey names a pod's series.
+type podKey struct {
+	namespace, name string
+	optedIn         bool
+}
+
+// podCounters are a pod's throttling since the agent first measured it.
+type podCounters struct {
+	periods, throttled int64
+	seconds            float64
+}
+
+// Collector holds the agent's metrics between scrapes. Every label set is
+// bounded by what the node holds now: classes by the profile's CPU lists,
+// pods by the pods measured in the latest window, settings by the latest
+// status; series of what is gone are dropped.
+type Collector struct {
+	root *host.Root
+
+	mu        sync.Mutex
+	hists     map[string]*measure.Hist
+	pods      map[podKey]*podCounters
+	profile   string
+	budget    *metav1.Duration
+	within    metav1.ConditionStatus
+	states    map[string]map[v1alpha1.SettingState]bool // setting → state → current
+	reasserts map[string]uint64
+}
+
+// New returns a Collector that reads the journal under root on each scrape.
+func New(root *host.Root) *Collector {
+	return &Collector{root: root, hists: map[string]*measure.Hist{}, pods: map[podKey]*podCounters{},
+		states: map[string]map[v1alpha1.SettingState]bool{}, reasserts: map[string]uint64{}}
+}
+
+// Measured adds one window: its histograms to the running ones, each pod's
+// throttling to its counters. Pods the window no longer measures (gone from
+// the node, or without a quota and not opted in) lose their series.
+func (c *Collector) Measured(res *measure.Result) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for class, h := range res.Hists {
+		if c.hists[class] == nil {
+			c.hists[class] = &measure.Hist{}
+		}
+		c.hists[class].Add(h)
+	}
+	seen := make(map[podKey]bool, len(res.AllThrottling))
+	for _, p := range res.AllThrottling {
+		k := podKey{p.Namespace, p.Name, p.OptedIn}
+		seen[k] = true
+		pc := c.pods[k]
+		if pc == nil {
+			pc = &podCounters{}
+			c.pods[k] = pc
+		}
+		// Deltas are never negative unless a cgroup was recreated under
+		// the same pod: skip those rather than let a counter go down.
+		pc.periods += max(p.Periods, 0)
+		pc.throttled += max(p.Throttled, 0)
+		if p.ThrottledTime != nil && p.ThrottledTime.Duration > 0 {
+			pc.seconds += p.ThrottledTime.Seconds()
+		}
+	}
+	for k := range c.pods {
+		if !seen[k] {
+			delete(c.pods, k)
+		}
+	}
+}
+
+// Observed takes a pass's status: setting states, the budget and the
+// WithinBudget condition. Settings no longer in status lose their series.
+func (c *Collector) Observed(spec v1alpha1.LatencyNodeSpec, st v1alpha1.LatencyNodeStatus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.profile = spec.Profile
+	c.budget = nil
+	if b := spec.Tuning.LatencyBudget; b != nil && b.RunQueueP99 != nil {
+		c.budget = b.RunQueueP99.DeepCopy()
+	}
+	c.within = ""
+	if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.NodeWithinBudget); cond != nil {
+		c.within = cond.Status
+	}
+	now := make(map[string]bool, len(st.Settings))
+	for _, s := range st.Settings {
+		now[s.Setting] = true
+		states := c.states[s.Setting]
+		if states == nil {
+			states = map[v1alpha1.SettingState]bool{}
+			c.states[s.Setting] = states
+		}
+		for k := range states {
+			states[k] = false
+		}
+		states[s.State] = true
+	}
+	for id := range c.states {
+		if !now[id] {
+			delete(c.states, id)
+			delete(c.reasserts, id)
+		}
+	}
+}
+
+// Reasserted counts one re-assert of each setting.
+func (c *Collector) Reasserted(settings []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range settings {
+		c.reasserts[id]++
+	}
+}
+
+// Describe sends every metric's description.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{runQueueDesc, budgetDesc, withinDesc, periodsDesc, throttledDesc,
+		throttledSecDesc, stateDesc, reassertDesc, journalDesc} {
+		ch <- d
+	}
+}
+
+// Collect renders the current values.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for class, h := range c.hists {
+		buckets, count, sum := promBuckets(h)
+		ch <- prometheus.MustNewConstHistogram(runQueueDesc, count, sum, buckets, strings.ToLower(class))
+	}
+	if c.budget != nil {
+		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, c.budget.Seconds(), c.profile)
+	}
+	switch c.within {
+	case metav1.ConditionTrue:
+		ch <- prometheus.MustNewConstMetric(withinDesc, prometheus.GaugeValue, 1, c.profile)
+	case metav1.ConditionFalse:
+		ch <- prometheus.MustNewConstMetric(withinDesc, prometheus.GaugeValue, 0, c.profile)
+	}
+	for k, pc := range c.pods {
+		lv := []string{k.namespace, k.name, strconv.FormatBool(k.optedIn)}
+		ch <- prometheus.MustNewConstMetric(periodsDesc, prometheus.CounterValue, float64(pc.periods), lv...)
+		ch <- prometheus.MustNewConstMetric(throttledDesc, prometheus.CounterValue, float64(pc.throttled), lv...)
+		ch <- prometheus.MustNewConstMetric(throttledSecDesc, prometheus.CounterValue, pc.seconds, lv...)
+	}
+	for id, states := range c.states {
+		for state, current := range states {
+			v := 0.0
+			if current {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, v, id, string(state))
+		}
+	}
+	for id, n := range c.reasserts {
+		ch <- prometheus.MustNewConstMetric(reassertDesc, prometheus.CounterValue, float64(n), id)
+	}
+	// The journal is written atomically (rename), so a scrape reads either
+	// the old file or the new one. No journal holds nothing; one that does
+	// not parse has no size to report (the agent logs and quarantines it).
+	j, err := journal.Load(c.root)
+	if err != nil {
+		return
+	}
+	var entries int
+	if j != nil {
+		entries = len(j.Entries)
+	}
+	ch <- prometheus.MustNewConstMetric(journalDesc, prometheus.GaugeValue, float64(entries))
+}

@@ -1,0 +1,139 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/journal"
+	"latencytier.io/latencytier/agent/measure"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+func throttling(ns, name string, optedIn bool, periods, throttled int64, d time.Duration) v1alpha1.PodThrottling {
+	return v1alpha1.PodThrottling{Namespace: ns, Name: name, OptedIn: optedIn, Periods: periods, Throttled: throttled,
+		ThrottledTime: &metav1.Duration{Duration: d}}
+}
+
+func hist(ns ...uint64) *measure.Hist {
+	var h measure.Hist
+	for _, v := range ns {
+		h.Record(v, 1)
+	}
+	return &h
+}
+
+// TestCollectorCountsPodsWhileMeasured: window deltas add up to counters,
+// and a pod that leaves the window (gone from the node) loses its series.
+func TestCollectorCountsPodsWhileMeasured(t *testing.T) {
+	c := New(host.New(t.TempDir()))
+	c.Measured(&measure.Result{AllThrottling: []v1alpha1.PodThrottling{
+		throttling("shop", "gw-0", true, 100, 2, 30*time.Millisecond),
+		throttling("batch", "tar-0", false, 50, 25, time.Second),
+	}})
+	c.Measured(&measure.Result{AllThrottling: []v1alpha1.PodThrottling{
+		throttling("shop", "gw-0", true, 100, 1, 20*time.Millisecond),
+	}})
+	want := `
+# HELP latencytier_pod_cfs_periods_total CFS periods (nr_periods) of a measured or opted-in pod's cgroup.
+# TYPE latencytier_pod_cfs_periods_total counter
+latencytier_pod_cfs_periods_total{namespace="shop",opted_in="true",pod="gw-0"} 200
+# HELP latencytier_pod_throttled_periods_total CFS periods in which the pod was throttled (nr_throttled).
+# TYPE latencytier_pod_throttled_periods_total counter
+latencytier_pod_throttled_periods_total{namespace="shop",opted_in="true",pod="gw-0"} 3
+# HELP latencytier_pod_throttled_seconds_total Time the pod was throttled (throttled_time, throttled_usec).
+# TYPE latencytier_pod_throttled_seconds_total counter
+latencytier_pod_throttled_seconds_total{namespace="shop",opted_in="true",pod="gw-0"} 0.05
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "latencytier_pod_cfs_periods_total",
+		"latencytier_pod_throttled_periods_total", "latencytier_pod_throttled_seconds_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestCollectorSettingStatesAndReasserts: the current state is 1, earlier
+// ones 0; re-asserts count; a setting gone from status loses both.
+func TestCollectorSettingStatesAndReasserts(t *testing.T) {
+	c := New(host.New(t.TempDir()))
+	set := func(states ...v1alpha1.SettingState) {
+		st := v1alpha1.LatencyNodeStatus{}
+		ids := []string{"scheduler/autogroup", "irq/24"}
+		for i, s := range states {
+			st.Settings = append(st.Settings, v1alpha1.SettingResult{Setting: ids[i], State: s})
+		}
+		c.Observed(v1alpha1.LatencyNodeSpec{Profile: "gateway"}, st)
+	}
+	set(v1alpha1.SettingFailed, v1alpha1.SettingApplied)
+	c.Reasserted([]string{"irq/24"})
+	c.Reasserted([]string{"irq/24"})
+	set(v1alpha1.SettingApplied, v1alpha1.SettingApplied)
+	want := `
+# HELP latencytier_setting_state 1 for the state a setting is in, 0 for the states it was in before.
+# TYPE latencytier_setting_state gauge
+latencytier_setting_state{setting="irq/24",state="Applied"} 1
+latencytier_setting_state{setting="scheduler/autogroup",state="Applied"} 1
+latencytier_setting_state{setting="scheduler/autogroup",state="Failed"} 0
+# HELP latencytier_drift_reasserts_total Times the agent found a setting changed by something else and wrote it back.
+# TYPE latencytier_drift_reasserts_total counter
+latencytier_drift_reasserts_total{setting="irq/24"} 2
+`
+	names := []string{"latencytier_setting_state", "latencytier_drift_reasserts_total"}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	set(v1alpha1.SettingApplied) // irq/24 left the spec
+	want = `
+# HELP latencytier_setting_state 1 for the state a setting is in, 0 for the states it was in before.
+# TYPE latencytier_setting_state gauge
+latencytier_setting_state{setting="scheduler/autogroup",state="Applied"} 1
+latencytier_setting_state{setting="scheduler/autogroup",state="Failed"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestCollectorBudgetJournalAndClasses: the budget and WithinBudget carry
+// the profile; the journal's entries are counted on each scrape; class
+// labels are lower case, as the alert rules select them.
+func TestCollectorBudgetJournalAndClasses(t *testing.T) {
+	root := host.New(t.TempDir())
+	c := New(root)
+	spec := v1alpha1.LatencyNodeSpec{Profile: "gateway", Tuning: v1alpha1.TuningSpec{
+		LatencyBudget: &v1alpha1.LatencyBudget{RunQueueP99: &metav1.Duration{Duration: 100 * time.Microsecond}}}}
+	c.Observed(spec, v1alpha1.LatencyNodeStatus{Conditions: []metav1.Condition{
+		{Type: v1alpha1.NodeWithinBudget, Status: metav1.ConditionFalse}}})
+	c.Measured(&measure.Result{Hists: map[string]*measure.Hist{
+		measure.ClassNode: hist(1500, 3000), measure.ClassIsolated: hist(3000)}})
+	j := journal.New("boot")
+	j.Record("scheduler/autogroup", "/proc/sys/kernel/sched_autogroup_enabled", "1", "1", "0")
+	j.Record("irq/24", "/proc/irq/24/smp_affinity_list", "0-3", "0-3", "0")
+	if err := journal.Save(root, j); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP latencytier_node_runqueue_p99_budget_seconds The profile's latencyBudget.runQueueP99 for this node.
+# TYPE latencytier_node_runqueue_p99_budget_seconds gauge
+latencytier_node_runqueue_p99_budget_seconds{profile="gateway"} 0.0001
+# HELP latencytier_node_within_budget 1 while the node's WithinBudget condition is True, 0 while False.
+# TYPE latencytier_node_within_budget gauge
+latencytier_node_within_budget{profile="gateway"} 0
+# HELP latencytier_journal_entries Originals held in the journal (what a revert restores).
+# TYPE latencytier_journal_entries gauge
+latencytier_journal_entries 2
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "latencytier_node_runqueue_p99_budget_seconds",
+		"latencytier_node_within_budget", "latencytier_journal_entries"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(c, "latencytier_node_runqueue_latency_seconds"); n != 2 {
+		t.Errorf("%d run-queue histograms, want node and isolated", n)
+	}
+	if lint, err := testutil.CollectAndLint(c); err != nil || len(lint) > 0 {
+		t.Errorf("promlint: %v %v", lint, err)
+	}
+}
