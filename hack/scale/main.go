@@ -18,6 +18,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"latencytier.io/latencytier/internal/fleetsim"
 )
 
@@ -31,6 +34,9 @@ func main() {
 }
 
 func run(ctx context.Context) error {
+	// envtest and the agents log through controller-runtime; the progress
+	// lines and the manager's own log (manager.log) are what a run reads.
+	ctrllog.SetLogger(logr.Discard())
 	home, _ := os.UserHomeDir()
 	o := fleetsim.Options{Progress: os.Stderr}
 	sizes := flag.String("nodes", "100,300,1000", "fleet sizes to run, comma-separated")
@@ -65,7 +71,7 @@ func run(ctx context.Context) error {
 		o.Drift, o.Fail, o.Regress, o.Vanish = pct(*drift), pct(*fail), pct(*regress), pct(*vanish)
 		res, err := fleetsim.Run(ctx, o)
 		if err != nil {
-			return fmt.Errorf("N=%d: %w", n, err)
+			return fmt.Errorf("fleet of %d nodes: %w", n, err)
 		}
 		results = append(results, res)
 		if err := write(*out, results, o, os.Args[1:]); err != nil {

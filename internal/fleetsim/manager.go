@@ -24,23 +24,31 @@ type manager struct {
 	stop context.CancelFunc
 }
 
-func managerArgs(kubeconfig string) []string {
-	return []string{"manager", "--kubeconfig=" + kubeconfig, "--namespace=" + Namespace,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0"}
-}
+// managerArgs leave out --kubeconfig: the manager then loads $KUBECONFIG
+// through ctrl.GetConfig, as it loads its in-cluster config in a real
+// deployment, with controller-runtime's defaults (no client-side rate
+// limit). --kubeconfig goes through clientcmd and keeps client-go's 5 QPS,
+// which would measure that limit instead of the manager.
+var managerArgs = []string{"manager", "--namespace=" + Namespace,
+	"--metrics-bind-address=0", "--health-probe-bind-address=0"}
 
 func startManager(ctx context.Context, binary, kubeconfig, tmp string) (*manager, error) {
 	m := &manager{done: make(chan error, 1)}
 	if binary == "" {
+		// In process the environment is the simulator's own.
+		if err := os.Setenv("KUBECONFIG", kubeconfig); err != nil {
+			return nil, err
+		}
 		ctx, m.stop = context.WithCancel(ctx)
-		go func() { m.done <- controllers.RunManager(ctx, managerArgs(kubeconfig)[1:]) }()
+		go func() { m.done <- controllers.RunManager(ctx, managerArgs[1:]) }()
 		return m, nil
 	}
 	logf, err := os.Create(filepath.Join(tmp, "manager.log"))
 	if err != nil {
 		return nil, err
 	}
-	m.cmd = exec.Command(binary, managerArgs(kubeconfig)...)
+	m.cmd = exec.Command(binary, managerArgs...)
+	m.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
 	if err := m.cmd.Start(); err != nil {
 		_ = logf.Close()

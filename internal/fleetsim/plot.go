@@ -42,13 +42,15 @@ func SVG(results []Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", w*len(panels), h)
 	for i, p := range panels {
-		drawPanel(&b, p, rs, float64(i*w), w, h, pad)
+		fmt.Fprintf(&b, `<clipPath id="p%d"><rect x="%d" y="%d" width="%d" height="%d"/></clipPath>`+"\n", i, i*w+pad, pad, w-2*pad, h-2*pad)
+		drawPanel(&b, p, rs, i, w, h, pad)
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
 }
 
-func drawPanel(b *strings.Builder, p panel, rs []Result, x0 float64, w, h, pad int) {
+func drawPanel(b *strings.Builder, p panel, rs []Result, idx, w, h, pad int) {
+	x0 := float64(idx * w)
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range p.series {
 		for _, r := range rs {
@@ -91,8 +93,8 @@ func drawPanel(b *strings.Builder, p panel, rs []Result, x0 float64, w, h, pad i
 			fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), s.color)
 			if v := s.y(rs[0]); v > 0 && len(rs) > 1 {
 				end := v * nhi / nlo
-				fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#bbb" stroke-dasharray="4 3"/>`+"\n",
-					px(nlo), py(v), px(nhi), py(end))
+				fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#bbb" stroke-dasharray="4 3" clip-path="url(#p%d)"/>`+"\n",
+					px(nlo), py(v), px(nhi), py(end), idx)
 			}
 		}
 		fmt.Fprintf(b, `<text x="%.0f" y="%d" fill="%s">%s</text>`+"\n", x0+float64(pad)+6, pad+14+14*i, s.color, s.name)

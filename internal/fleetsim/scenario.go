@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -92,7 +91,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	if res.Steady, err = f.window(ctx, "steady", f.o.Steady); err != nil {
 		return res, err
 	}
-	if res.ManagerMeasured, err = f.vanish(ctx, &res); err != nil {
+	if res.VanishCleanup, err = f.vanish(ctx); err != nil {
 		return res, err
 	}
 	remaining := f.o.Nodes - f.o.Vanish
@@ -144,12 +143,11 @@ func (f *fleet) patchProfile(ctx context.Context, change func(*v1alpha1.LatencyP
 	return nil
 }
 
-// vanish deletes the Vanishes nodes, stops their agents and waits until
-// the manager removed their LatencyNodes.
-func (f *fleet) vanish(ctx context.Context, res *Result) (bool, error) {
-	_, measured := f.mgr.sample()
+// vanish deletes the Vanishes nodes, stops their agents and returns how
+// long the manager took to remove their LatencyNodes.
+func (f *fleet) vanish(ctx context.Context) (time.Duration, error) {
 	if f.o.Vanish == 0 {
-		return measured, nil
+		return 0, nil
 	}
 	start := time.Now()
 	for i, h := range f.hosts {
@@ -159,28 +157,26 @@ func (f *fleet) vanish(ctx context.Context, res *Result) (bool, error) {
 		f.agents[f.names[i]]()
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: f.names[i]}}
 		if err := f.api.admin.Delete(ctx, n); err != nil {
-			return measured, fmt.Errorf("delete node %s: %w", n.Name, err)
+			return 0, fmt.Errorf("delete node %s: %w", n.Name, err)
 		}
 	}
 	want := f.o.Nodes - f.o.Vanish
 	for {
 		n, err := f.obs.countNodes(ctx, profileName)
 		if err != nil {
-			return measured, err
+			return 0, err
 		}
 		if n <= want {
-			res.VanishCleanup = time.Since(start)
-			f.logf("%d vanished nodes cleaned up in %s", f.o.Vanish, res.VanishCleanup.Round(time.Millisecond))
-			return measured, nil
+			d := time.Since(start)
+			f.logf("%d vanished nodes cleaned up in %s", f.o.Vanish, d.Round(time.Millisecond))
+			return d, nil
 		}
 		if time.Since(start) > f.o.Timeout {
-			return measured, fmt.Errorf("%d LatencyNodes left %s after %d nodes vanished", n, f.o.Timeout, f.o.Vanish)
+			return 0, fmt.Errorf("%d LatencyNodes left %s after %d nodes vanished", n, f.o.Timeout, f.o.Vanish)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
-var dumpHook func(*rest.Config, string)
 
 // window settles, then measures for length: the API server's counters and
 // the manager's CPU at both ends, its RSS every second.
@@ -192,9 +188,6 @@ func (f *fleet) window(ctx context.Context, name string, length time.Duration) (
 		return w, err
 	}
 	u0, _ := f.mgr.sample()
-	if dumpHook != nil {
-		dumpHook(f.api.adminCfg, "c0")
-	}
 	start := time.Now()
 	for time.Since(start) < length {
 		select {
@@ -210,9 +203,6 @@ func (f *fleet) window(ctx context.Context, name string, length time.Duration) (
 	c1, err := scrape(ctx, f.api.adminCfg)
 	if err != nil {
 		return w, err
-	}
-	if dumpHook != nil {
-		dumpHook(f.api.adminCfg, "c1")
 	}
 	mins := time.Since(start).Minutes()
 	d := c1.minus(c0)
