@@ -77,6 +77,10 @@ func run(ctx context.Context) error {
 		if err := write(*out, results, o, os.Args[1:]); err != nil {
 			return err
 		}
+		if res.Incomplete != "" {
+			fmt.Fprintf(os.Stderr, "scale: N=%d did not complete; larger fleets skipped\n", n)
+			break
+		}
 	}
 	_, summary := fleetsim.Report(results, "")
 	fmt.Println(summary)

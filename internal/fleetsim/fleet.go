@@ -89,7 +89,16 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
-	defer func() { _ = os.RemoveAll(tmp) }()
+	defer func() {
+		if err != nil || res.Incomplete != "" {
+			// Keep what the manager said for whoever reads the failure.
+			keep := filepath.Join(os.TempDir(), fmt.Sprintf("fleetsim-manager-%d.log", o.Nodes))
+			if os.Rename(filepath.Join(tmp, "manager.log"), keep) == nil {
+				_, _ = fmt.Fprintf(o.Progress, "fleetsim N=%d: manager log kept in %s\n", o.Nodes, keep)
+			}
+		}
+		_ = os.RemoveAll(tmp)
+	}()
 	f := &fleet{o: o, tmp: tmp, agents: map[string]context.CancelFunc{}}
 	if f.api, err = startAPIServer(ctx, o.Assets, o.CRDDir, tmp); err != nil {
 		return res, err

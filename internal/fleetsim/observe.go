@@ -78,8 +78,8 @@ func (o *observer) waitReported(ctx context.Context, profile string, gen int64, 
 			return time.Since(start), applied, nil
 		}
 		if time.Now().After(deadline) {
-			return 0, applied, fmt.Errorf("after %s only %d of %d nodes reported profile %s generation %d (%d LatencyNodes)",
-				timeout, rep, want, profile, gen, total)
+			return timeout, applied, &IncompleteError{Reported: rep, Want: want, After: timeout,
+				What: fmt.Sprintf("profile %s generation %d (%d LatencyNodes)", profile, gen, total)}
 		}
 		select {
 		case <-ctx.Done():
@@ -87,6 +87,18 @@ func (o *observer) waitReported(ctx context.Context, profile string, gen int64, 
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// IncompleteError is a wait for every node that timed out: a result in
+// itself (the goal failed), not a broken simulator.
+type IncompleteError struct {
+	Reported, Want int
+	After          time.Duration
+	What           string
+}
+
+func (e *IncompleteError) Error() string {
+	return fmt.Sprintf("after %s only %d of %d nodes reported %s", e.After, e.Reported, e.Want, e.What)
 }
 
 // countNodes counts the LatencyNodes of profile.

@@ -27,6 +27,10 @@ func Report(results []Result, plot string) (markdown, summary string) {
 	b.WriteString("| nodes | all reported after create (s) | after spec change (s) | manager core (steady) | manager RSS MiB | manager req/min | agents req/min | profile status writes/min | agent status writes/min | manager writes, quiet window |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
+		if r.Incomplete != "" {
+			fmt.Fprintf(&b, "| %d | incomplete: %s |||||||||\n", r.Nodes, r.Incomplete)
+			continue
+		}
 		fmt.Fprintf(&b, "| %d | %.1f | %.1f | %s | %s | %.0f | %.0f | %.1f | %.0f | %.0f in %s |\n", r.Nodes,
 			r.Apply.Seconds(), r.SpecChange.Seconds(), cores(r), rss(r), r.Steady.ManagerRequests, r.Steady.AgentRequests,
 			r.Steady.ProfileStatusWrites, r.Steady.AgentStatusWrites, r.Quiet.ManagerWrites, r.Quiet.Length)
@@ -56,11 +60,20 @@ func rss(r Result) string {
 // run, which the line names; linearity compares the largest fleet with the
 // smallest.
 func Summary(sorted []Result) string {
-	if len(sorted) == 0 {
-		return "bench-scale: no results"
-	}
-	big, small := sorted[len(sorted)-1], sorted[0]
 	var parts []string
+	var done []Result
+	for _, r := range sorted {
+		if r.Incomplete != "" {
+			parts = append(parts, fmt.Sprintf("complete FAIL (N=%d %s)", r.Nodes, r.Incomplete))
+			continue
+		}
+		done = append(done, r)
+	}
+	if len(done) == 0 {
+		return "bench-scale: " + strings.Join(append(parts, "no fleet completed"), "; ")
+	}
+	sorted = done
+	big, small := sorted[len(sorted)-1], sorted[0]
 	flag := func(name string, ok bool, detail string) {
 		verdict := "FAIL"
 		if ok {

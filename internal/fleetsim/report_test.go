@@ -51,6 +51,14 @@ func TestSummaryFlagsEachGoal(t *testing.T) {
 		{"quiet-zero-writes", func(r *Result) { r.Quiet.ManagerWrites = 1 }},
 		{"linear", func(r *Result) { r.Steady.ManagerRequests = 100 * 100 }},
 	}
+	// A fleet that never finished applying is a FAIL of its own; the
+	// goals are judged on the largest that finished.
+	stuck := goodFleet(3000)
+	stuck.Incomplete = "profile created: only 2000 of 3000 nodes reported within 5m0s"
+	if s := Summary([]Result{goodFleet(100), goodFleet(1000), stuck}); !strings.Contains(s, "complete FAIL (N=3000") ||
+		strings.Count(s, "FAIL") != 1 || !strings.Contains(s, "at N=1000") {
+		t.Errorf("incomplete 3000-node fleet: %s", s)
+	}
 	if s := Summary([]Result{goodFleet(100), goodFleet(1000)}); strings.Contains(s, "FAIL") {
 		t.Fatalf("a fleet meeting every goal: %s", s)
 	}

@@ -2,6 +2,7 @@ package fleetsim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,6 +38,9 @@ type Result struct {
 	// ManagerMeasured says CPU and RSS are the manager's own (subprocess).
 	ManagerMeasured bool
 	Interval        time.Duration
+	// Incomplete says which wait timed out (the figures after it are
+	// missing); empty when the run completed.
+	Incomplete string
 }
 
 // Window is one measured window, per minute.
@@ -83,7 +87,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	}
 	var err error
 	if res.Apply, res.Applied, err = f.obs.waitReported(ctx, profileName, 1, f.o.Nodes, start, f.o.Timeout); err != nil {
-		return res, f.withManager(err)
+		return f.incomplete(res, "profile created", err)
 	}
 	res.Reported = f.o.Nodes
 	f.logf("all %d nodes reported in %s (%d Applied)", f.o.Nodes, res.Apply.Round(time.Millisecond), res.Applied)
@@ -105,7 +109,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	if res.SpecChange, _, err = f.obs.waitReported(ctx, profileName, 2, remaining, start, f.o.Timeout); err != nil {
-		return res, f.withManager(err)
+		return f.incomplete(res, "spec changed", err)
 	}
 	f.logf("spec change reached all %d nodes in %s", remaining, res.SpecChange.Round(time.Millisecond))
 
@@ -116,11 +120,28 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	if _, _, err = f.obs.waitReported(ctx, profileName, 3, remaining, start, f.o.Timeout); err != nil {
-		return res, f.withManager(err)
+		return f.incomplete(res, "measurement disabled", err)
 	}
 	res.Quiet, err = f.window(ctx, "quiet (measurement Disabled)", f.o.Quiet)
 	_, res.ManagerMeasured = f.mgr.sample()
 	return res, err
+}
+
+// incomplete ends a run whose nodes did not all report in time: with the
+// manager still up, that is a finding (res.Incomplete, nil error);
+// otherwise the simulator broke.
+func (f *fleet) incomplete(res Result, phase string, err error) (Result, error) {
+	var ie *IncompleteError
+	if merr := f.mgr.exited(); merr != nil || !errors.As(err, &ie) {
+		return res, f.withManager(err)
+	}
+	res.Incomplete = fmt.Sprintf("%s: only %d of %d nodes reported within %s", phase, ie.Reported, ie.Want, ie.After)
+	if res.Reported == 0 {
+		res.Reported = ie.Reported
+	}
+	f.logf("%s", res.Incomplete)
+	_, res.ManagerMeasured = f.mgr.sample()
+	return res, nil
 }
 
 func (f *fleet) withManager(err error) error {
