@@ -77,7 +77,8 @@ func TestSmallFleet(t *testing.T) {
 func BenchmarkFleet50(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		o := smallFleet(b, 50)
-		o.Steady, o.Quiet = 30*time.Second, 15*time.Second
+		// Settle long enough that the quiet window starts quiet.
+		o.Settle, o.Steady, o.Quiet = 5*time.Second, 30*time.Second, 15*time.Second
 		res, err := Run(context.Background(), o)
 		if err != nil {
 			b.Fatal(err)
