@@ -67,6 +67,13 @@ test-e2e: build ## End-to-end on a real single-node cluster on this machine.
 bench: build ## Reproduce the field notes' incidents and write docs/benchmarks.md.
 	hack/bench/run.sh
 
+BENCH_SCALE_NODES ?= 100,300,1000
+BENCH_SCALE_ARGS ?=
+
+.PHONY: bench-scale
+bench-scale: build envtest ## Simulated fleets (real API server, manager, agent loops) at BENCH_SCALE_NODES; writes docs/scale.md.
+	go run ./hack/scale -nodes $(BENCH_SCALE_NODES) -manager $(BIN) -assets "$$(hack/k8s-binaries.sh --print-dir)" $(BENCH_SCALE_ARGS)
+
 ##@ Build and run
 
 .PHONY: build

@@ -1,0 +1,196 @@
+// Package fleetsim simulates a latency tier at scale against the real
+// control plane: it starts etcd and kube-apiserver (the envtest binaries),
+// the real manager (`latencytier manager` as a subprocess, or
+// controllers.RunManager in process), N Nodes and N agents in this process.
+// Each agent is the real agent loop (agent/loop.Run: it watches only its own
+// LatencyNode, applies, reports status and measures with the real Measurer)
+// against its own temp-dir host root, so nothing touches this machine's
+// kernel. What it costs is read from the API server's own metrics and the
+// manager process's /proc entry, never counted in our code.
+package fleetsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"latencytier.io/latencytier/agent/loop"
+	"latencytier.io/latencytier/agent/measure"
+)
+
+// Options shape one simulated fleet.
+type Options struct {
+	// Nodes is the fleet size.
+	Nodes int
+	// Assets holds the envtest etcd and kube-apiserver; CRDDir the CRDs.
+	Assets, CRDDir string
+	// ManagerBinary runs `<binary> manager` as a subprocess; empty runs the
+	// manager in this process (CPU and RSS then go unmeasured).
+	ManagerBinary string
+	// Interval is the profile's measurement interval (agents report
+	// every Interval); Resync the agents' drift re-check.
+	Interval, Resync time.Duration
+	// Settle is waited before each window so the previous phase's tail is
+	// not counted; Steady and Quiet are the two windows measured.
+	Settle, Steady, Quiet time.Duration
+	// Timeout bounds each wait for all nodes to apply.
+	Timeout time.Duration
+	// Drift, Fail, Regress and Vanish are how many nodes behave so.
+	Drift, Fail, Regress, Vanish int
+	// Progress receives one line per phase (nil: discarded).
+	Progress io.Writer
+}
+
+func (o *Options) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.Interval, 30*time.Second)
+	def(&o.Resync, 30*time.Second)
+	def(&o.Settle, 10*time.Second)
+	def(&o.Steady, 2*time.Minute)
+	def(&o.Quiet, time.Minute)
+	def(&o.Timeout, 5*time.Minute)
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+}
+
+// fleet is a running simulation.
+type fleet struct {
+	o      Options
+	api    *apiServer
+	mgr    *manager
+	hosts  []*fakeHost
+	names  []string
+	agents map[string]context.CancelFunc
+	wg     sync.WaitGroup
+	tmp    string
+	obs    *observer
+}
+
+// Run simulates one fleet of o.Nodes and returns what it measured.
+func Run(ctx context.Context, o Options) (res Result, err error) {
+	o.defaults()
+	tmp, err := os.MkdirTemp("", "fleetsim-")
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if err != nil || res.Incomplete != "" {
+			// Keep what the manager said for whoever reads the failure.
+			keep := filepath.Join(os.TempDir(), fmt.Sprintf("fleetsim-manager-%d.log", o.Nodes))
+			if os.Rename(filepath.Join(tmp, "manager.log"), keep) == nil {
+				_, _ = fmt.Fprintf(o.Progress, "fleetsim N=%d: manager log kept in %s\n", o.Nodes, keep)
+			}
+		}
+		_ = os.RemoveAll(tmp)
+	}()
+	f := &fleet{o: o, tmp: tmp, agents: map[string]context.CancelFunc{}}
+	if f.api, err = startAPIServer(ctx, o.Assets, o.CRDDir, tmp); err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, f.api.stop()) }()
+	if f.mgr, err = startManager(ctx, o.ManagerBinary, f.api.mgrKubeconfig, tmp); err != nil {
+		return res, err
+	}
+	defer f.mgr.Stop()
+	actx, stopAgents := context.WithCancel(ctx)
+	defer func() { stopAgents(); f.wg.Wait() }()
+	if f.obs, err = startObserver(actx, f.api.adminCfg); err != nil {
+		return res, err
+	}
+	if err := f.createFleet(actx); err != nil {
+		return res, err
+	}
+	go f.kernel(actx)
+	return f.scenario(ctx)
+}
+
+func (f *fleet) logf(format string, args ...any) {
+	_, _ = fmt.Fprintf(f.o.Progress, "%s fleetsim N=%d: %s\n", time.Now().Format("15:04:05"), f.o.Nodes, fmt.Sprintf(format, args...))
+}
+
+// behaviour assigns the first nodes their behaviours, in the order
+// Drift, Fail, Regress, Vanish; the rest are Normal.
+func (f *fleet) behaviour(i int) Behaviour {
+	for _, b := range []struct {
+		n int
+		b Behaviour
+	}{{f.o.Drift, Drifts}, {f.o.Fail, Fails}, {f.o.Regress, Regresses}, {f.o.Vanish, Vanishes}} {
+		if i < b.n {
+			return b.b
+		}
+		i -= b.n
+	}
+	return Normal
+}
+
+// createFleet creates the Nodes (labelled for the profile) and starts one
+// agent per node. Agents start before the profile exists, as DaemonSet
+// pods already running would.
+func (f *fleet) createFleet(ctx context.Context) error {
+	f.logf("creating %d nodes and agents", f.o.Nodes)
+	for i := 0; i < f.o.Nodes; i++ {
+		name := fmt.Sprintf("sim-%05d", i)
+		h, err := newFakeHost(filepath.Join(f.tmp, "hosts", name), f.behaviour(i), time.Duration(40+rand.IntN(40))*time.Microsecond)
+		if err != nil {
+			return err
+		}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{tierLabel: ""}}}
+		if err := f.api.admin.Create(ctx, n); err != nil {
+			return fmt.Errorf("create node %s: %w", name, err)
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		if err := f.api.admin.Status().Update(ctx, n); err != nil {
+			return fmt.Errorf("mark node %s ready: %w", name, err)
+		}
+		f.hosts, f.names = append(f.hosts, h), append(f.names, name)
+		f.startAgent(ctx, name, h)
+	}
+	return nil
+}
+
+func (f *fleet) startAgent(ctx context.Context, name string, h *fakeHost) {
+	actx, cancel := context.WithCancel(ctx)
+	f.agents[name] = cancel
+	log := logr.Discard()
+	meter := loop.NewMeter(measure.New(h.root, log, measure.WithAttach(measure.AttachNone)), clock.RealClock{}, log)
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		_ = loop.Run(actx, loop.Options{NodeName: name, Root: h.root, Resync: f.o.Resync, Log: log,
+			Config: f.api.agentCfg, Meter: meter})
+	}()
+}
+
+// kernel advances every simulated node's counters every 5 s (the shortest measurement interval).
+func (f *fleet) kernel(ctx context.Context) {
+	const step = 5 * time.Second
+	t := time.NewTicker(step)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, h := range f.hosts {
+			_ = h.tick(step)
+		}
+	}
+}

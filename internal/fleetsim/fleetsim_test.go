@@ -1,0 +1,93 @@
+package fleetsim
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func assets(tb testing.TB) string {
+	tb.Helper()
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		home, _ := os.UserHomeDir()
+		dir = filepath.Join(home, ".cache", "latencytier", "k8s", "v1.37.2")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kube-apiserver")); err != nil {
+		tb.Fatalf("no envtest binaries in %s: run make envtest", dir)
+	}
+	return dir
+}
+
+func smallFleet(tb testing.TB, n int) Options {
+	return Options{Nodes: n, Assets: assets(tb), CRDDir: filepath.Join("..", "..", "config", "crd", "bases"),
+		Interval: 5 * time.Second, Resync: 5 * time.Second, Settle: time.Second,
+		Steady: 6 * time.Second, Quiet: 3 * time.Second, Timeout: time.Minute,
+		Drift: 1, Fail: 1, Regress: 1, Vanish: 1}
+}
+
+// TestSmallFleet runs 20 simulated agents against the real API server and
+// the in-process manager, and checks the simulator itself: every node
+// reports, the failing node reports Applied False, the vanished node's
+// LatencyNode goes, agents' measurement writes show up in the API server's
+// counters under their own FlowSchema, and the report renders.
+func TestSmallFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server and 20 agents")
+	}
+	o := smallFleet(t, 20)
+	var log strings.Builder
+	o.Progress = &log
+	res, err := Run(context.Background(), o)
+	t.Log(log.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reported != 20 || res.Applied != 19 {
+		t.Errorf("reported %d, applied %d; want 20 reported, 19 applied (one node fails a setting)", res.Reported, res.Applied)
+	}
+	if res.Apply <= 0 || res.SpecChange <= 0 || res.VanishCleanup <= 0 {
+		t.Errorf("apply %s, spec change %s, vanish cleanup %s: want all measured", res.Apply, res.SpecChange, res.VanishCleanup)
+	}
+	// 20 agents measuring every 5 s write about 240 statuses a minute,
+	// and nothing else once they watch; the manager writes no agent status.
+	if w := res.Steady.AgentStatusWrites; w < 60 || w > res.Steady.AgentRequests {
+		t.Errorf("agents' status writes %.0f/min of %.0f requests/min in the steady window; want about 240",
+			w, res.Steady.AgentRequests)
+	}
+	if res.Quiet.AgentStatusWrites != 0 {
+		t.Errorf("agents wrote %.0f statuses/min with measurement Disabled and nothing changing", res.Quiet.AgentStatusWrites)
+	}
+	if res.ManagerMeasured {
+		t.Error("in-process manager reported as measured")
+	}
+	md, line := Report([]Result{res}, "")
+	if !strings.Contains(md, "| 20 |") || !strings.Contains(line, "FAIL") && !strings.Contains(line, "PASS") {
+		t.Errorf("report:\n%s\nsummary: %s", md, line)
+	}
+}
+
+// BenchmarkFleet50 runs a 50-node fleet once per iteration and reports its
+// headline figures.
+//
+//	go test ./internal/fleetsim -run '^$' -bench Fleet50 -benchtime 1x
+func BenchmarkFleet50(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		o := smallFleet(b, 50)
+		// Settle long enough that the quiet window starts quiet.
+		o.Settle, o.Steady, o.Quiet = 5*time.Second, 30*time.Second, 15*time.Second
+		res, err := Run(context.Background(), o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(res.Apply.Seconds(), "s-to-all-applied")
+		b.ReportMetric(res.SpecChange.Seconds(), "s-spec-change")
+		b.ReportMetric(res.Steady.ManagerRequests, "mgr-req/min")
+		b.ReportMetric(res.Steady.AgentRequests, "agent-req/min")
+		b.ReportMetric(res.Steady.ProfileStatusWrites, "profile-status-writes/min")
+		b.ReportMetric(res.Quiet.ManagerWrites, "quiet-mgr-writes")
+	}
+}

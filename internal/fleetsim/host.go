@@ -1,0 +1,149 @@
+package fleetsim
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"latencytier.io/latencytier/agent/host"
+)
+
+// Behaviour is what a simulated node does beyond applying its spec.
+type Behaviour int
+
+const (
+	// Normal applies, holds and measures a steady run-queue latency.
+	Normal Behaviour = iota
+	// Drifts has something else rewrite autogroup every few seconds, so
+	// its agent finds drift and re-asserts.
+	Drifts
+	// Fails cannot write numa_balancing (its file is a directory): the node
+	// reports Applied False, PartiallyApplied.
+	Fails
+	// Regresses measures a 5× higher run-queue latency after the first spec
+	// change (what a rollout's verification is there to catch).
+	Regresses
+	// Vanishes has its Node deleted (and its agent stopped) after the steady
+	// window.
+	Vanishes
+)
+
+func (b Behaviour) String() string {
+	return [...]string{"normal", "drifts", "fails", "regresses", "vanishes"}[b]
+}
+
+// fakeHost is one simulated node's host root: a 2-CPU EEVDF kernel layout
+// in a temp dir (what the agent reads and writes instead of /proc and /sys)
+// whose two tasks' schedstat counters the simulator advances, so the real
+// Measurer (schedstat source) measures a run-queue latency we choose.
+type fakeHost struct {
+	root *host.Root
+	b    Behaviour
+
+	mu       sync.Mutex
+	regress  bool
+	slices   uint64
+	delayNS  uint64
+	meanWait time.Duration
+}
+
+// hostFiles is the kernel layout of a simulated node (relative path →
+// content; "/" is an empty directory). sys/kernel/debug/sched exists, so the
+// agent never tries to mount debugfs.
+var hostFiles = map[string]string{
+	"proc/sys/kernel/random/boot_id":           "11111111-2222-3333-4444-555555555555",
+	"proc/sys/kernel/osrelease":                "6.6.8",
+	"proc/sys/kernel/sched_autogroup_enabled":  "1",
+	"proc/sys/kernel/numa_balancing":           "1",
+	"proc/sys/kernel/sched_rt_runtime_us":      "950000",
+	"proc/irq/default_smp_affinity":            "3",
+	"proc/irq/24/smp_affinity_list":            "0-1",
+	"proc/irq/41/smp_affinity_list":            "0-1",
+	"proc/cmdline":                             "ro quiet",
+	"proc/pressure/cpu":                        "some avg10=0.00 avg60=0.00 avg300=0.00 total=0",
+	"proc/stat":                                "cpu  1 0 1 100 0 0 0 0 0 0\nprocs_running 1",
+	"sys/kernel/debug/sched/base_slice_ns":     "3000000",
+	"sys/kernel/debug/sched/migration_cost_ns": "500000",
+	"sys/devices/system/cpu/online":            "0-1",
+	"sys/fs/cgroup/cgroup.controllers":         "cpuset cpu",
+	"sys/fs/cgroup/cgroup.subtree_control":     "cpuset cpu",
+	"sys/fs/cgroup/system.slice/cpuset.cpus":   "",
+	"sys/fs/cgroup/user.slice/cpuset.cpus":     "",
+	"sys/fs/cgroup/init.scope/cpuset.cpus":     "",
+}
+
+// tasks are the simulated node's threads: pid → the CPU it last ran on.
+var tasks = map[int]int{100: 0, 101: 1}
+
+func newFakeHost(dir string, b Behaviour, meanWait time.Duration) (*fakeHost, error) {
+	for rel, content := range hostFiles {
+		if err := writeFile(filepath.Join(dir, rel), content+"\n"); err != nil {
+			return nil, err
+		}
+	}
+	for pid, cpu := range tasks {
+		d := filepath.Join(dir, "proc", fmt.Sprint(pid), "task", fmt.Sprint(pid))
+		// stat: field 39 is the CPU the task last ran on.
+		fields := append([]string{fmt.Sprint(pid), "(worker)", "S"}, strings.Fields(strings.Repeat("0 ", 35))...)
+		fields = append(fields, fmt.Sprint(cpu), "0", "0")
+		if err := writeFile(filepath.Join(d, "stat"), strings.Join(fields, " ")+"\n"); err != nil {
+			return nil, err
+		}
+	}
+	if b == Fails {
+		p := filepath.Join(dir, "proc/sys/kernel/numa_balancing")
+		if err := os.Remove(p); err != nil {
+			return nil, err
+		}
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	h := &fakeHost{root: host.New(dir), b: b, meanWait: meanWait}
+	return h, h.tick(0)
+}
+
+// tick advances the tasks' schedstat by d of running at 1000 timeslices a
+// second, each waiting the node's mean wait, and rewrites drifting knobs.
+func (h *fakeHost) tick(d time.Duration) error {
+	h.mu.Lock()
+	n := uint64(d.Milliseconds())
+	wait := uint64(h.meanWait.Nanoseconds())
+	if h.regress {
+		wait *= 5
+	}
+	h.slices += n
+	h.delayNS += n * wait
+	line := fmt.Sprintf("%d %d %d\n", h.slices*1000, h.delayNS, h.slices)
+	h.mu.Unlock()
+	for pid := range tasks {
+		p := h.root.Proc(fmt.Sprint(pid), "task", fmt.Sprint(pid), "schedstat")
+		if err := writeFile(p, line); err != nil {
+			return err
+		}
+	}
+	if h.b == Drifts && d > 0 {
+		return writeFile(h.root.Proc("sys", "kernel", "sched_autogroup_enabled"), "1\n")
+	}
+	return nil
+}
+
+// startRegression makes a Regresses node measure worse from now on.
+func (h *fakeHost) startRegression() {
+	if h.b != Regresses {
+		return
+	}
+	h.mu.Lock()
+	h.regress = true
+	h.mu.Unlock()
+}
+
+func writeFile(path, content string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(content), 0o644)
+}

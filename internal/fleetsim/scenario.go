@@ -1,0 +1,237 @@
+package fleetsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+const (
+	profileName = "fleet"
+	tierLabel   = "tier.latencytier.io/fleet"
+)
+
+// Result is what one fleet measured.
+type Result struct {
+	Nodes int
+	// Apply is profile create → every node reported on generation 1;
+	// SpecChange is a spec patch → every node reported on generation 2.
+	Apply, SpecChange time.Duration
+	// Applied and Reported count the nodes at the end of Apply (Fail
+	// nodes report Applied False).
+	Applied, Reported int
+	// Steady is the steady-state window: agents measuring every Interval.
+	Steady Window
+	// Quiet is the window with measurement Disabled and nothing changing.
+	Quiet Window
+	// VanishCleanup is how long the manager took to remove the vanished
+	// nodes' LatencyNodes (0 when none vanished).
+	VanishCleanup time.Duration
+	// ManagerMeasured says CPU and RSS are the manager's own (subprocess).
+	ManagerMeasured bool
+	Interval        time.Duration
+	// Incomplete says which wait timed out (the figures after it are
+	// missing); empty when the run completed.
+	Incomplete string
+}
+
+// Window is one measured window, per minute.
+type Window struct {
+	Length time.Duration
+	// ManagerCPU is core-seconds per minute; ManagerRSS the highest VmRSS
+	// sampled in the window (bytes).
+	ManagerCPU float64
+	ManagerRSS uint64
+	// Requests per minute from the API server's counters.
+	ManagerRequests, AgentRequests         float64
+	ProfileStatusWrites, AgentStatusWrites float64
+	// ManagerWrites is the total (not per minute) in the window.
+	ManagerWrites float64
+}
+
+func (f *fleet) profile() *v1alpha1.LatencyProfile {
+	dis := v1alpha1.Disabled
+	return &v1alpha1.LatencyProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: profileName},
+		Spec: v1alpha1.LatencyProfileSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{tierLabel: ""}},
+			TuningSpec: v1alpha1.TuningSpec{
+				Scheduler: &v1alpha1.SchedulerSpec{Autogroup: &dis, NumaBalancing: &dis,
+					MigrationCost: &metav1.Duration{Duration: 5 * time.Millisecond}},
+				CPUs:          &v1alpha1.CPUSpec{Reserved: ptr.To("0")},
+				IRQ:           &v1alpha1.IRQSpec{Affinity: v1alpha1.IRQAffinity("Reserved")},
+				Measurement:   &v1alpha1.MeasurementSpec{Source: v1alpha1.MeasurementAuto, Interval: &metav1.Duration{Duration: f.o.Interval}},
+				LatencyBudget: &v1alpha1.LatencyBudget{RunQueueP99: &metav1.Duration{Duration: 2 * time.Millisecond}},
+			},
+		},
+	}
+}
+
+// scenario: create the profile, wait for every node; measure the steady
+// state; let the vanishing nodes go; change the spec and wait; disable
+// measurement, wait, and measure the quiet state.
+func (f *fleet) scenario(ctx context.Context) (Result, error) {
+	res := Result{Nodes: f.o.Nodes, Interval: f.o.Interval}
+	p := f.profile()
+	start := time.Now()
+	if err := f.api.admin.Create(ctx, p); err != nil {
+		return res, fmt.Errorf("create profile: %w", err)
+	}
+	var err error
+	if res.Apply, res.Applied, err = f.obs.waitReported(ctx, profileName, 1, f.o.Nodes, start, f.o.Timeout); err != nil {
+		return f.incomplete(res, "profile created", err)
+	}
+	res.Reported = f.o.Nodes
+	f.logf("all %d nodes reported in %s (%d Applied)", f.o.Nodes, res.Apply.Round(time.Millisecond), res.Applied)
+
+	if res.Steady, err = f.window(ctx, "steady", f.o.Steady); err != nil {
+		return res, err
+	}
+	if res.VanishCleanup, err = f.vanish(ctx); err != nil {
+		return res, err
+	}
+	remaining := f.o.Nodes - f.o.Vanish
+	for _, h := range f.hosts {
+		h.startRegression()
+	}
+	start = time.Now()
+	if err := f.patchProfile(ctx, func(s *v1alpha1.LatencyProfileSpec) {
+		s.Scheduler.MigrationCost = &metav1.Duration{Duration: 4 * time.Millisecond}
+	}); err != nil {
+		return res, err
+	}
+	if res.SpecChange, _, err = f.obs.waitReported(ctx, profileName, 2, remaining, start, f.o.Timeout); err != nil {
+		return f.incomplete(res, "spec changed", err)
+	}
+	f.logf("spec change reached all %d nodes in %s", remaining, res.SpecChange.Round(time.Millisecond))
+
+	start = time.Now()
+	if err := f.patchProfile(ctx, func(s *v1alpha1.LatencyProfileSpec) {
+		s.Measurement.Source = v1alpha1.MeasurementDisabled
+	}); err != nil {
+		return res, err
+	}
+	if _, _, err = f.obs.waitReported(ctx, profileName, 3, remaining, start, f.o.Timeout); err != nil {
+		return f.incomplete(res, "measurement disabled", err)
+	}
+	res.Quiet, err = f.window(ctx, "quiet (measurement Disabled)", f.o.Quiet)
+	_, res.ManagerMeasured = f.mgr.sample()
+	return res, err
+}
+
+// incomplete ends a run whose nodes did not all report in time: with the
+// manager still up, that is a finding (res.Incomplete, nil error);
+// otherwise the simulator broke.
+func (f *fleet) incomplete(res Result, phase string, err error) (Result, error) {
+	var ie *IncompleteError
+	if merr := f.mgr.exited(); merr != nil || !errors.As(err, &ie) {
+		return res, f.withManager(err)
+	}
+	res.Incomplete = fmt.Sprintf("%s: only %d of %d nodes reported within %s", phase, ie.Reported, ie.Want, ie.After)
+	if res.Reported == 0 {
+		res.Reported = ie.Reported
+	}
+	f.logf("%s", res.Incomplete)
+	_, res.ManagerMeasured = f.mgr.sample()
+	return res, nil
+}
+
+func (f *fleet) withManager(err error) error {
+	if merr := f.mgr.exited(); merr != nil {
+		return fmt.Errorf("%w (%v)", err, merr)
+	}
+	return err
+}
+
+func (f *fleet) patchProfile(ctx context.Context, change func(*v1alpha1.LatencyProfileSpec)) error {
+	var p v1alpha1.LatencyProfile
+	if err := f.api.admin.Get(ctx, client.ObjectKey{Name: profileName}, &p); err != nil {
+		return err
+	}
+	orig := p.DeepCopy()
+	change(&p.Spec)
+	if err := f.api.admin.Patch(ctx, &p, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("patch profile: %w", err)
+	}
+	return nil
+}
+
+// vanish deletes the Vanishes nodes, stops their agents and returns how
+// long the manager took to remove their LatencyNodes.
+func (f *fleet) vanish(ctx context.Context) (time.Duration, error) {
+	if f.o.Vanish == 0 {
+		return 0, nil
+	}
+	start := time.Now()
+	for i, h := range f.hosts {
+		if h.b != Vanishes {
+			continue
+		}
+		f.agents[f.names[i]]()
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: f.names[i]}}
+		if err := f.api.admin.Delete(ctx, n); err != nil {
+			return 0, fmt.Errorf("delete node %s: %w", n.Name, err)
+		}
+	}
+	want := f.o.Nodes - f.o.Vanish
+	for {
+		n, err := f.obs.countNodes(ctx, profileName)
+		if err != nil {
+			return 0, err
+		}
+		if n <= want {
+			d := time.Since(start)
+			f.logf("%d vanished nodes cleaned up in %s", f.o.Vanish, d.Round(time.Millisecond))
+			return d, nil
+		}
+		if time.Since(start) > f.o.Timeout {
+			return 0, fmt.Errorf("%d LatencyNodes left %s after %d nodes vanished", n, f.o.Timeout, f.o.Vanish)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// window settles, then measures for length: the API server's counters and
+// the manager's CPU at both ends, its RSS every second.
+func (f *fleet) window(ctx context.Context, name string, length time.Duration) (Window, error) {
+	w := Window{Length: length}
+	time.Sleep(f.o.Settle)
+	c0, err := scrape(ctx, f.api.adminCfg)
+	if err != nil {
+		return w, err
+	}
+	u0, _ := f.mgr.sample()
+	start := time.Now()
+	for time.Since(start) < length {
+		select {
+		case <-ctx.Done():
+			return w, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		if u, ok := f.mgr.sample(); ok && u.rss > w.ManagerRSS {
+			w.ManagerRSS = u.rss
+		}
+	}
+	u1, _ := f.mgr.sample()
+	c1, err := scrape(ctx, f.api.adminCfg)
+	if err != nil {
+		return w, err
+	}
+	mins := time.Since(start).Minutes()
+	d := c1.minus(c0)
+	w.ManagerCPU = (u1.cpu - u0.cpu).Seconds() / mins
+	w.ManagerRequests, w.AgentRequests = d.ManagerRequests/mins, d.AgentRequests/mins
+	w.ProfileStatusWrites, w.AgentStatusWrites = d.ProfileStatusWrites/mins, d.AgentStatusWrites/mins
+	w.ManagerWrites = d.ManagerWrites
+	f.logf("%s window %s: manager %.1f req/min, %.0f writes, %.3f core, %.0f MiB; agents %.1f req/min; profile status writes %.1f/min",
+		name, length, w.ManagerRequests, w.ManagerWrites, w.ManagerCPU/60, float64(w.ManagerRSS)/(1<<20), w.AgentRequests, w.ProfileStatusWrites)
+	return w, f.withManager(nil)
+}
