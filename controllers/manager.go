@@ -227,6 +227,7 @@ type managerFlags struct {
 	namespace, kubeconfig  string
 	agentImage, agentArgs  string
 	unreachableAfter       time.Duration
+	statusInterval         time.Duration
 }
 
 func parseManagerFlags(args []string) (managerFlags, error) {
@@ -240,6 +241,7 @@ func parseManagerFlags(args []string) (managerFlags, error) {
 	fs.StringVar(&f.agentImage, "agent-image", "latencytier:dev", "image of the agent DaemonSet")
 	fs.StringVar(&f.agentArgs, "agent-args", "", "extra agent arguments, space-separated (after agent --node-name=$(NODE_NAME) --host-root=/host)")
 	fs.DurationVar(&f.unreachableAfter, "node-unreachable-timeout", 10*time.Minute, "how long a NotReady node may hold up a revert before its LatencyNode is removed anyway")
+	fs.DurationVar(&f.statusInterval, "profile-status-interval", defaultStatusInterval, "least time between two writes of a profile's status that only carry its nodes' reports (a spec change or a rollout step is written at once)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -249,6 +251,9 @@ func parseManagerFlags(args []string) (managerFlags, error) {
 	}
 	if f.unreachableAfter <= 0 {
 		return f, errors.New("--node-unreachable-timeout must be positive")
+	}
+	if f.statusInterval <= 0 {
+		return f, errors.New("--profile-status-interval must be positive")
 	}
 	return f, nil
 }
@@ -288,6 +293,7 @@ func RunManager(ctx context.Context, args []string) error {
 	opts := options{
 		Agent:            agentOptions{Namespace: f.namespace, Image: f.agentImage, Args: strings.Fields(f.agentArgs)},
 		UnreachableAfter: f.unreachableAfter,
+		StatusInterval:   f.statusInterval,
 	}
 	if err := setup(mgr, opts); err != nil {
 		return err
