@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -49,6 +50,9 @@ func TestFleetCostFollowsChanges(t *testing.T) {
 
 	t.Run("NodeEventReconcilesOnlyItsProfile", func(t *testing.T) {
 		testNodeEventReachesOnlyItsProfile(t, ctx, nodes, profiles)
+	})
+	t.Run("ProfileEventReconcilesOnlyItsNodes", func(t *testing.T) {
+		testProfileEventReachesOnlyItsNodes(t, ctx, nodes, of, profiles[0])
 	})
 	t.Run("StatusBurstCoalesced", func(t *testing.T) {
 		testStatusBurstCoalesced(t, ctx, nodes, of, profiles)
@@ -111,37 +115,87 @@ func testNodeEventReachesOnlyItsProfile(t *testing.T, ctx context.Context, nodes
 	}
 }
 
+// testProfileEventReachesOnlyItsNodes changes profile's spec ten times,
+// each time waiting until all its nodes carry the new generation; the nodes
+// of the other profiles may reconcile only on their resyncs.
+func testProfileEventReachesOnlyItsNodes(t *testing.T, ctx context.Context, nodes []string, of map[string]string, profile string) {
+	var others []string
+	for _, n := range nodes {
+		if of[n] != profile {
+			others = append(others, n)
+		}
+	}
+	before := reconcilesOf(others)
+	start := time.Now()
+	const changes = 10
+	for i := range changes {
+		p := getProfile(t, profile)
+		patched := p.DeepCopy()
+		patched.Spec.Scheduler.Autogroup = ptr.To([]v1alpha1.Toggle{v1alpha1.Enabled, v1alpha1.Disabled}[i%2])
+		if err := k8s.Patch(ctx, patched, client.MergeFrom(p)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "every node of "+profile+" at the new generation", func() error {
+			var lns v1alpha1.LatencyNodeList
+			if err := k8s.List(ctx, &lns); err != nil {
+				return err
+			}
+			for _, ln := range lns.Items {
+				if of[ln.Name] == profile && ln.Spec.ProfileGeneration != patched.Generation {
+					return fmt.Errorf("%s at generation %d, want %d", ln.Name, ln.Spec.ProfileGeneration, patched.Generation)
+				}
+			}
+			return nil
+		})
+	}
+	elapsed := time.Since(start)
+	after := reconcilesOf(others)
+	// The Node and LatencyNode informers each resync once per period, and
+	// each resync reconciles the node; one more period for the window's ends.
+	allowed := 2 * (int64(elapsed/testSyncPeriod) + 2)
+	var most int64
+	for _, n := range others {
+		if got := after[n] - before[n]; got > most {
+			most = got
+		}
+	}
+	t.Logf("%d spec changes of %s over %s: other profiles' nodes reconciled at most %d times each (allowed %d)",
+		changes, profile, elapsed.Round(time.Millisecond), most, allowed)
+	if most > allowed {
+		t.Errorf("a node of another profile reconciled %d times during %d spec changes of %s (resyncs explain %d)",
+			most, changes, profile, allowed)
+	}
+}
+
 // testStatusBurstCoalesced has every agent of the fleet report a new, ever
-// higher p99 as fast as the test can write, and counts the profile status
+// higher p99 in a quick stream, and counts the profile status
 // writes the API server sees until each profile shows its worst node.
 func testStatusBurstCoalesced(t *testing.T, ctx context.Context, nodes []string, of map[string]string, profiles []string) {
+	for _, p := range profiles { // no write left over from an earlier change
+		eventually(t, p+" status at its generation", func() error {
+			if got := getProfile(t, p); got.Status.ObservedGeneration != got.Generation {
+				return fmt.Errorf("observedGeneration %d, generation %d", got.Status.ObservedGeneration, got.Generation)
+			}
+			return nil
+		})
+	}
 	w := watchProfileWrites(t, ctx)
 	base := time.Duration(time.Now().UnixNano()%1000) * time.Millisecond
 	worst := map[string]time.Duration{}
-	patches := make(chan int)
-	errs := make(chan error, fleetNodes)
-	var wg sync.WaitGroup
-	for range 8 { // eight agents' worth of writes in flight at once
-		wg.Go(func() {
-			for i := range patches {
-				p99 := base + time.Duration(i+1)*time.Microsecond
-				patch := fmt.Sprintf(`{"status":{"runQueueP99":%q}}`, p99.String())
-				ln := &v1alpha1.LatencyNode{}
-				ln.Name = nodes[i]
-				errs <- k8s.Status().Patch(ctx, ln, client.RawPatch(types.MergePatchType, []byte(patch)))
-			}
-		})
-	}
+	// One report every 20 ms at most (an agent every 30 s in a fleet of
+	// 1500), so that the burst outlasts the status interval: all at once,
+	// the queue alone would fold them.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
 	start := time.Now()
 	for i, n := range nodes {
-		worst[of[n]] = base + time.Duration(i+1)*time.Microsecond
-		patches <- i
-	}
-	close(patches)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
+		<-tick.C
+		p99 := base + time.Duration(i+1)*time.Microsecond
+		worst[of[n]] = p99
+		patch := fmt.Sprintf(`{"status":{"runQueueP99":%q}}`, p99.String())
+		ln := &v1alpha1.LatencyNode{}
+		ln.Name = n
+		if err := k8s.Status().Patch(ctx, ln, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			t.Fatal(err)
 		}
 	}
