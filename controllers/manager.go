@@ -88,8 +88,13 @@ type options struct {
 	// UnreachableAfter is how long a NotReady node may hold up a revert.
 	UnreachableAfter time.Duration
 	// Now is the controllers' clock (time.Now when nil): node reachability,
-	// rollout windows and condition times all read it; tests inject one.
+	// rollout windows, condition times and the status gate all read it;
+	// tests inject one.
 	Now func() time.Time
+	// StatusInterval is the least time between two status writes of a
+	// profile that only carry its nodes' reports (defaultStatusInterval
+	// when 0).
+	StatusInterval time.Duration
 }
 
 // newScheme is the runtime scheme of the manager: client-go's types and ours.
@@ -104,13 +109,40 @@ func newScheme() *runtime.Scheme {
 	return s
 }
 
-// cacheOptions limit the DaemonSet informer to the operator namespace.
+// cacheOptions limit the DaemonSet informer to the operator namespace and
+// keep in the cache only what the manager reads: no managedFields on any
+// object, and of a Node only its metadata and Ready condition.
 func cacheOptions(namespace string) cache.Options {
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&appsv1.DaemonSet{}: {Namespaces: map[string]cache.Config{namespace: {}}},
-		// Profile revisions (safe rollout) live in the operator namespace too.
-		&appsv1.ControllerRevision{}: {Namespaces: map[string]cache.Config{namespace: {}}},
-	}}
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Node{}:      {Transform: trimNode},
+			&appsv1.DaemonSet{}: {Namespaces: map[string]cache.Config{namespace: {}}},
+			// Profile revisions (safe rollout) live in the operator namespace too.
+			&appsv1.ControllerRevision{}: {Namespaces: map[string]cache.Config{namespace: {}}},
+		},
+	}
+}
+
+// trimNode reduces a Node to what the manager reads — name, UID, labels,
+// annotations and the Ready condition — before it enters the cache: a
+// kubelet's node carries images, addresses, capacity and managedFields that
+// weigh many times more, on every node of the fleet.
+func trimNode(in any) (any, error) {
+	n, ok := in.(*corev1.Node)
+	if !ok {
+		return in, nil
+	}
+	n.ManagedFields = nil
+	n.Spec = corev1.NodeSpec{}
+	var ready []corev1.NodeCondition
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = []corev1.NodeCondition{c}
+		}
+	}
+	n.Status = corev1.NodeStatus{Conditions: ready}
+	return n, nil
 }
 
 // metricsOptions serve the metrics endpoint at addr. Secure serving is
@@ -129,8 +161,11 @@ func metricsOptions(addr string, secure bool) metricsserver.Options {
 	}
 }
 
-// setup registers the three reconcilers with mgr.
+// setup registers the field indexes and the three reconcilers with mgr.
 func setup(mgr ctrl.Manager, o options) error {
+	if err := addIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	rec := mgr.GetEventRecorder("latencytier-controller")
 	nodes := &nodeReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Now: o.Now}
 	err := ctrl.NewControllerManagedBy(mgr).Named("node").
@@ -138,18 +173,20 @@ func setup(mgr ctrl.Manager, o options) error {
 		// Nodes are independent of each other: reconcile several at once.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Watches(&v1alpha1.LatencyNode{}, &handler.EnqueueRequestForObject{}).
-		Watches(&v1alpha1.LatencyProfile{}, handler.EnqueueRequestsFromMapFunc(allNodes(mgr.GetClient())),
+		Watches(&v1alpha1.LatencyProfile{}, handler.EnqueueRequestsFromMapFunc(nodesOfProfile(mgr.GetCache())),
 			builder.WithPredicates(profileIntentChanged())).
 		Complete(countErrors("node", nodes))
 	if err != nil {
 		return fmt.Errorf("setting up node controller: %w", err)
 	}
+	gate := newStatusGate(o.StatusInterval, o.Now)
 	profiles := &profileReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter,
-		Namespace: o.Agent.Namespace, Now: o.Now}
+		Namespace: o.Agent.Namespace, Now: o.Now, Cache: mgr.GetCache(), Gate: gate}
 	err = ctrl.NewControllerManagedBy(mgr).Named("latencyprofile").
 		For(&v1alpha1.LatencyProfile{}).
-		Watches(&v1alpha1.LatencyNode{}, handler.EnqueueRequestsFromMapFunc(profilesOfLatencyNode)).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(allProfiles(mgr.GetClient())), builder.WithPredicates(nodeChanged())).
+		Watches(&v1alpha1.LatencyNode{}, latencyNodeToProfiles(gate), builder.WithPredicates(notResync())).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(profilesOfNode(mgr.GetCache())),
+			builder.WithPredicates(nodeChanged(), notResync())).
 		Complete(countErrors("latencyprofile", profiles))
 	if err != nil {
 		return fmt.Errorf("setting up profile controller: %w", err)
@@ -191,6 +228,7 @@ type managerFlags struct {
 	agentImage, agentArgs  string
 	agentMetricsPort       int
 	unreachableAfter       time.Duration
+	statusInterval         time.Duration
 }
 
 func parseManagerFlags(args []string) (managerFlags, error) {
@@ -205,6 +243,7 @@ func parseManagerFlags(args []string) (managerFlags, error) {
 	fs.IntVar(&f.agentMetricsPort, "agent-metrics-port", 9849, "port of each agent's HTTPS metrics endpoint on its node (the agent runs on the host network; 0 disables it)")
 	fs.StringVar(&f.agentArgs, "agent-args", "", "extra agent arguments, space-separated (after agent --node-name=$(NODE_NAME) --host-root=/host)")
 	fs.DurationVar(&f.unreachableAfter, "node-unreachable-timeout", 10*time.Minute, "how long a NotReady node may hold up a revert before its LatencyNode is removed anyway")
+	fs.DurationVar(&f.statusInterval, "profile-status-interval", defaultStatusInterval, "least time between two writes of a profile's status that only carry its nodes' reports (a spec change or a rollout step is written at once)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -214,6 +253,9 @@ func parseManagerFlags(args []string) (managerFlags, error) {
 	}
 	if f.unreachableAfter <= 0 {
 		return f, errors.New("--node-unreachable-timeout must be positive")
+	}
+	if f.statusInterval <= 0 {
+		return f, errors.New("--profile-status-interval must be positive")
 	}
 	return f, nil
 }
@@ -254,6 +296,7 @@ func RunManager(ctx context.Context, args []string) error {
 		Agent: agentOptions{Namespace: f.namespace, Image: f.agentImage, Args: strings.Fields(f.agentArgs),
 			MetricsPort: int32(f.agentMetricsPort)},
 		UnreachableAfter: f.unreachableAfter,
+		StatusInterval:   f.statusInterval,
 	}
 	if err := setup(mgr, opts); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +35,19 @@ type profileReconciler struct {
 	Now func() time.Time
 	// Namespace is the manager's namespace, where revisions are kept.
 	Namespace string
+	// Cache reads nodes and LatencyNodes through the cache's indexes
+	// (the client when nil).
+	Cache client.Reader
+	// Gate spaces out the status writes of each profile.
+	Gate *statusGate
+}
+
+// reader is where the reconciler reads nodes and LatencyNodes.
+func (r *profileReconciler) reader() client.Reader {
+	if r.Cache == nil {
+		return r.Client
+	}
+	return r.Cache
 }
 
 // Reconcile updates one profile's finalizer and status.
@@ -42,6 +56,7 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetProfileMetrics(req.Name)
+			r.Gate.forget(req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting profile: %w", err)
@@ -64,10 +79,11 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	in.Rollout = rollout
 	st, counts := computeStatus(p.Status, in)
 	recordProfileMetrics(p.Name, counts, st)
-	if err := r.patchStatus(ctx, p, st); err != nil {
+	gated, err := r.patchStatus(ctx, p, st)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: soonest(unreachableRecheck(in), wait)}, nil
+	return ctrl.Result{RequeueAfter: soonest(soonest(unreachableRecheck(in), wait), gated)}, nil
 }
 
 // soonest is the shorter of two requeue delays, 0 meaning none.
@@ -78,32 +94,82 @@ func soonest(a, b time.Duration) time.Duration {
 	return a
 }
 
-// statusInput gathers what the profile's status is computed from.
+// statusInput gathers what the profile's status is computed from: every
+// profile (few, and any may tie with p on a node), the nodes p selects or
+// whose LatencyNode still names it, and their LatencyNodes — not the fleet.
 func (r *profileReconciler) statusInput(ctx context.Context, p *v1alpha1.LatencyProfile) (statusInput, error) {
 	var profiles v1alpha1.LatencyProfileList
 	if err := r.List(ctx, &profiles); err != nil {
 		return statusInput{}, fmt.Errorf("listing profiles: %w", err)
 	}
-	var nodes corev1.NodeList
-	if err := r.List(ctx, &nodes); err != nil {
-		return statusInput{}, fmt.Errorf("listing nodes: %w", err)
+	nodes, err := selectedNodes(ctx, r.reader(), p)
+	if err != nil {
+		return statusInput{}, err
 	}
-	var lns v1alpha1.LatencyNodeList
-	if err := r.List(ctx, &lns); err != nil {
-		return statusInput{}, fmt.Errorf("listing LatencyNodes: %w", err)
+	byName, err := latencyNodesOf(ctx, r.reader(), p.Name)
+	if err != nil {
+		return statusInput{}, err
 	}
-	byName := make(map[string]*v1alpha1.LatencyNode, len(lns.Items))
-	for i := range lns.Items {
-		byName[lns.Items[i].Name] = &lns.Items[i]
+	if nodes, err = r.addHeldNodes(ctx, nodes, byName); err != nil {
+		return statusInput{}, err
+	}
+	if err := r.addLatencyNodes(ctx, nodes, byName); err != nil {
+		return statusInput{}, err
 	}
 	cands, bad := compileProfiles(profiles.Items)
 	if err := bad[p.Name]; err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Ignored profile with an invalid nodeSelector")
 	}
 	return statusInput{
-		Profile: p, Nodes: nodes.Items, Candidates: cands, LatencyNodes: byName,
+		Profile: p, Nodes: nodes, Candidates: cands, LatencyNodes: byName,
 		Now: readClock(r.Now), UnreachableAfter: r.UnreachableAfter,
 	}, nil
+}
+
+// addHeldNodes adds to nodes the ones the profile no longer selects whose
+// LatencyNode still names it (being reverted), when the node still exists.
+func (r *profileReconciler) addHeldNodes(ctx context.Context, nodes []corev1.Node, lns map[string]*v1alpha1.LatencyNode) ([]corev1.Node, error) {
+	have := make(map[string]bool, len(nodes))
+	for i := range nodes {
+		have[nodes[i].Name] = true
+	}
+	for name := range lns {
+		if have[name] {
+			continue
+		}
+		n := corev1.Node{}
+		err := r.reader().Get(ctx, types.NamespacedName{Name: name}, &n, client.UnsafeDisableDeepCopy)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("getting node: %w", err)
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
+}
+
+// addLatencyNodes adds to lns the LatencyNodes of selected nodes that name
+// another profile (a node being taken over): their measurements still
+// describe the node.
+func (r *profileReconciler) addLatencyNodes(ctx context.Context, nodes []corev1.Node, lns map[string]*v1alpha1.LatencyNode) error {
+	for i := range nodes {
+		name := nodes[i].Name
+		if lns[name] != nil {
+			continue
+		}
+		ln := &v1alpha1.LatencyNode{}
+		err := r.reader().Get(ctx, types.NamespacedName{Name: name}, ln)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("getting LatencyNode: %w", err)
+		}
+		lns[name] = ln
+	}
+	return nil
 }
 
 // holdsNodes reports whether a LatencyNode still carries the profile.
@@ -150,20 +216,26 @@ func (r *profileReconciler) patchFinalizer(ctx context.Context, p *v1alpha1.Late
 }
 
 // patchStatus writes st through the status subresource when it changed, and
-// records an event for each decision the change carries.
-func (r *profileReconciler) patchStatus(ctx context.Context, p *v1alpha1.LatencyProfile, st v1alpha1.LatencyProfileStatus) error {
+// records an event for each decision the change carries. A change that is
+// not urgent waits for the profile's status gate: patchStatus then writes
+// nothing and returns how long until the gate opens.
+func (r *profileReconciler) patchStatus(ctx context.Context, p *v1alpha1.LatencyProfile, st v1alpha1.LatencyProfileStatus) (time.Duration, error) {
 	if equality.Semantic.DeepEqual(p.Status, st) {
-		return nil
+		return 0, nil
+	}
+	if wait := r.Gate.wait(p.Name); wait > 0 && !statusUrgent(p, st) {
+		return wait, nil
 	}
 	patched := p.DeepCopy()
 	patched.Status = st
 	if err := r.Status().Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ignoreStale(ctx, fmt.Errorf("patching status: %w", err))
+		return 0, ignoreStale(ctx, fmt.Errorf("patching status: %w", err))
 	}
+	r.Gate.wrote(p.Name)
 	for _, e := range statusEvents(p.Status, st) {
 		r.Recorder.Eventf(patched, nil, e.typ, e.reason, eventActionAggregate, "%s", e.note)
 	}
-	return nil
+	return 0, nil
 }
 
 // statusEvent is an event a status change warrants.

@@ -81,7 +81,7 @@ func rolloutNodes(in statusInput) ([]rolloutNode, map[string]*v1alpha1.LatencyNo
 		if resolveNode(node.Labels, in.Candidates).Winner != p.Name {
 			continue
 		}
-		isCanary := canary != nil && canary.Matches(selectableLabels(node.Labels))
+		isCanary := canary != nil && canary.Matches(selectable(node.Labels))
 		ln := in.LatencyNodes[node.Name]
 		if ln == nil || ln.Spec.Profile != p.Name || !ln.DeletionTimestamp.IsZero() {
 			out = append(out, rolloutNode{Name: node.Name, Canary: isCanary, Joining: true})

@@ -73,17 +73,24 @@ func compileProfiles(profiles []v1alpha1.LatencyProfile) ([]candidate, map[strin
 	return out, bad
 }
 
-// selectableLabels are the node's labels without the ones latencytier sets,
-// so a profile can never select a node because of a label we put there.
-func selectableLabels(nodeLabels map[string]string) labels.Set {
-	set := make(labels.Set, len(nodeLabels))
-	for k, v := range nodeLabels {
-		if k == v1alpha1.ProfileLabel {
-			continue
-		}
-		set[k] = v
+// selectable is a node's label set as node selection sees it: without the
+// label latencytier sets, so that a profile never selects a node because of
+// a label we put there. It wraps the map without copying it.
+type selectable map[string]string
+
+// Has reports whether the label exists and is not ours.
+func (s selectable) Has(key string) bool { _, ok := s.Lookup(key); return ok }
+
+// Get returns the label's value, "" when absent or ours.
+func (s selectable) Get(key string) string { v, _ := s.Lookup(key); return v }
+
+// Lookup returns the label's value and whether it exists and is not ours.
+func (s selectable) Lookup(key string) (string, bool) {
+	if key == v1alpha1.ProfileLabel {
+		return "", false
 	}
-	return set
+	v, ok := s[key]
+	return v, ok
 }
 
 // resolveNode decides which profile owns a node: the highest priority among
@@ -91,7 +98,7 @@ func selectableLabels(nodeLabels map[string]string) labels.Set {
 // goes to none of them. An empty nodeSelector selects every node, as in the
 // rest of Kubernetes. candidates must come from compileProfiles.
 func resolveNode(nodeLabels map[string]string, candidates []candidate) resolution {
-	set := selectableLabels(nodeLabels)
+	set := selectable(nodeLabels)
 	var top []string
 	var topPriority int32
 	for _, c := range candidates {

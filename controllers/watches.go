@@ -1,21 +1,11 @@
 package controllers
 
 import (
-	"context"
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	"latencytier.io/latencytier/api/v1alpha1"
 )
 
 // What each controller watches beyond its own kind, and which events of it
@@ -33,6 +23,15 @@ func nodeChanged() predicate.Predicate {
 		}
 		return !maps.Equal(oldN.Labels, newN.Labels) || !maps.Equal(oldN.Annotations, newN.Annotations) ||
 			readyStatus(oldN) != readyStatus(newN)
+	}}
+}
+
+// notResync drops the periodic resync of an object (an update to the very
+// version the informer already had). A profile's own resync re-checks it:
+// its nodes' resyncs need not, once per node.
+func notResync() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld == nil || e.ObjectNew == nil || e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
 	}}
 }
 
@@ -69,50 +68,4 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 		}
 	}
 	return ""
-}
-
-// allNodes maps a profile event to every node: any node may change hands.
-func allNodes(c client.Client) handler.MapFunc {
-	return enqueueAll(c, func() client.ObjectList { return &corev1.NodeList{} }, "nodes")
-}
-
-// allProfiles maps a node event to every profile: a node's labels decide
-// matches and conflicts of all of them.
-func allProfiles(c client.Client) handler.MapFunc {
-	return enqueueAll(c, func() client.ObjectList { return &v1alpha1.LatencyProfileList{} }, "profiles")
-}
-
-// enqueueAll maps an event to a request for every object of newList's kind.
-func enqueueAll(c client.Client, newList func() client.ObjectList, what string) handler.MapFunc {
-	return func(ctx context.Context, _ client.Object) []reconcile.Request {
-		list := newList()
-		if err := c.List(ctx, list); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Listing "+what+" for an event failed")
-			return nil
-		}
-		var reqs []reconcile.Request
-		_ = meta.EachListItem(list, func(o runtime.Object) error {
-			if obj, ok := o.(client.Object); ok {
-				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: obj.GetName()}})
-			}
-			return nil
-		})
-		return reqs
-	}
-}
-
-// profilesOfLatencyNode maps a LatencyNode to the profile in its spec and
-// the one its agent last reported.
-func profilesOfLatencyNode(_ context.Context, obj client.Object) []reconcile.Request {
-	ln, ok := obj.(*v1alpha1.LatencyNode)
-	if !ok {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for _, name := range []string{ln.Spec.Profile, ln.Status.Profile} {
-		if name != "" && (len(reqs) == 0 || reqs[0].Name != name) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
-		}
-	}
-	return reqs
 }
