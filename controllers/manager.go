@@ -260,11 +260,23 @@ func parseManagerFlags(args []string) (managerFlags, error) {
 	return f, nil
 }
 
+// restConfig is the manager's client config: the --kubeconfig file when
+// given, else what ctrl.GetConfig finds (in-cluster, $KUBECONFIG).
 func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if kubeconfig == "" {
+		return ctrl.GetConfig()
 	}
-	return ctrl.GetConfig()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.QPS == 0 {
+		// As ctrl.GetConfig does: no client-side limit (client-go's default
+		// is 5 requests/s), the API server's priority and fairness decide.
+		// With the limit, 300 simulated nodes were not all served in 5 min.
+		cfg.QPS, cfg.Burst = -1, -1
+	}
+	return cfg, nil
 }
 
 // RunManager parses the manager's flags and runs it until ctx ends.
