@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/utils/cpuset"
+
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/cpumanager"
 	"latencytier.io/latencytier/agent/facts"
@@ -228,18 +230,21 @@ func (c *checker) rtTasksOnIsolated() *v1alpha1.Finding {
 		return nil
 	}
 	var hits []string
-	for _, dir := range taskDirs(c.root) {
-		st, err := readStat(c.root, dir)
-		if err != nil || st.flags&pfKthread != 0 || (st.policy != schedFIFO && st.policy != schedRR) {
+	for _, t := range tasks(c.root) {
+		st, err := t.proc.Stat()
+		if err != nil || st.Flags&pfKthread != 0 || (st.Policy != schedFIFO && st.Policy != schedRR) {
 			continue
 		}
-		status, _ := c.root.ReadFile(dir + "/status")
-		allowed, err := cpulist.Parse(statusField(string(status), "Cpus_allowed_list"))
-		if err != nil || allowed.Intersection(c.cls.isolated).IsEmpty() {
+		status, err := t.proc.NewStatus()
+		if err != nil {
 			continue
 		}
-		hits = append(hits, fmt.Sprintf("%s (tid %s, %s prio %d, cpus %s)",
-			st.comm, dir[strings.LastIndexByte(dir, '/')+1:], policyName(st.policy), st.rtPrio, allowed))
+		allowed := cpuset.New(toInts(status.CpusAllowedList)...)
+		if allowed.Intersection(c.cls.isolated).IsEmpty() {
+			continue
+		}
+		hits = append(hits, fmt.Sprintf("%s (tid %d, %s prio %d, cpus %s)",
+			st.Comm, t.tid, policyName(st.Policy), st.RTPriority, allowed))
 	}
 	if len(hits) == 0 {
 		return nil
@@ -249,15 +254,15 @@ func (c *checker) rtTasksOnIsolated() *v1alpha1.Finding {
 		len(hits), c.cls.isolated, strings.Join(firstN(hits, 5), "; "))
 }
 
-func readStat(root *host.Root, dir string) (taskStat, error) {
-	b, err := root.ReadFile(dir + "/stat")
-	if err != nil {
-		return taskStat{}, err
+func toInts(u []uint64) []int {
+	out := make([]int, len(u))
+	for i, v := range u {
+		out[i] = int(v)
 	}
-	return parseTaskStat(strings.TrimSpace(string(b)))
+	return out
 }
 
-func policyName(p int) string {
+func policyName(p uint) string {
 	if p == schedFIFO {
 		return "SCHED_FIFO"
 	}

@@ -188,7 +188,7 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 			MeasuredAt: &metav1.Time{Time: now},
 			Classes:    classLatencies(hs.hists),
 		}
-		res.Latency.PSICPUSomeAvg10, _ = psiSomeAvg10(m.root.Proc("pressure", "cpu"))
+		res.Latency.PSICPUSomeAvg10, _ = nodePressure(m.root)
 		if p99 := res.Latency.Classes[0].P99; p99 != nil {
 			res.RunQueueP99 = p99.DeepCopy()
 		}
@@ -258,9 +258,9 @@ func (m *Measurer) latency(t v1alpha1.TuningSpec, cls cpuClasses) *latencyHists 
 
 func (m *Measurer) readCounters() {
 	var err error
-	m.irqs, err = readCounterTable(m.root.Proc("interrupts"))
+	m.irqs, err = readCounterTable(m.root, m.root.Proc("interrupts"))
 	m.haveIRQ = err == nil
-	m.softirqs, err = readCounterTable(m.root.Proc("softirqs"))
+	m.softirqs, err = readCounterTable(m.root, m.root.Proc("softirqs"))
 	m.haveSoft = err == nil
 }
 

@@ -76,7 +76,7 @@ func (t *throttler) collect(pods []podcgroup.Pod) ([]podThrottle, error) {
 		}
 		pt, seen := t.podDelta(p, dirs, cur)
 		if dirs.Version == 2 {
-			pt.pressure, _ = psiSomeAvg10(filepath.Join(dirs.Pod, "cpu.pressure"))
+			pt.pressure, _ = cgroupPressure(t.root, filepath.Join(dirs.Pod, "cpu.pressure"))
 		}
 		if seen {
 			out = append(out, pt)
