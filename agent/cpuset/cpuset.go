@@ -8,7 +8,6 @@ package cpuset
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -75,12 +74,12 @@ func Knobs(root *host.Root, reserved cpuset.CPUSet, opts ...Option) ([]knob.Knob
 	var results []v1alpha1.SettingResult
 	for _, s := range o.slices {
 		id := "cpuset/" + s
-		if !isDir(filepath.Join(base, s)) {
+		if !root.IsDir(filepath.Join(base, s)) {
 			results = append(results, v1alpha1.SettingResult{Setting: id, Desired: reserved.String(), State: v1alpha1.SettingUnsupported,
 				Message: fmt.Sprintf("%s does not exist in the cgroup v1 cpuset hierarchy %s (systemd manages cpusets only on cgroup v2); not created", s, base)})
 			continue
 		}
-		k, err := confineV1(base, s, prefixed("cpuset/"), reserved)
+		k, err := confineV1(root, base, s, prefixed("cpuset/"), reserved)
 		if err != nil {
 			results = append(results, v1alpha1.SettingResult{Setting: id, Desired: reserved.String(), State: v1alpha1.SettingFailed, Message: err.Error()})
 			continue
@@ -93,17 +92,17 @@ func Knobs(root *host.Root, reserved cpuset.CPUSet, opts ...Option) ([]knob.Knob
 // confineV1 returns the knobs confining the v1 cgroup rel (under base) to
 // want, descendants first. id names the knob of each cgroup by its path
 // relative to base.
-func confineV1(base, rel string, id func(rel string) string, want cpuset.CPUSet) ([]knob.Knob, error) {
+func confineV1(root *host.Root, base, rel string, id func(rel string) string, want cpuset.CPUSet) ([]knob.Knob, error) {
 	var knobs []knob.Knob
 	var walk func(rel string, want cpuset.CPUSet) error
 	walk = func(rel string, want cpuset.CPUSet) error {
 		dir := filepath.Join(base, rel)
-		kids, err := subdirs(dir)
+		kids, err := subdirs(root, dir)
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", dir, err)
 		}
 		for _, kid := range kids {
-			cur, err := readCPUs(filepath.Join(dir, kid, CPUsFile))
+			cur, err := readCPUs(root, filepath.Join(dir, kid, CPUsFile))
 			if err != nil {
 				return err
 			}
@@ -133,7 +132,7 @@ func v2Knobs(root *host.Root, base string, slices []string, reserved cpuset.CPUS
 		id := "cpuset/" + s
 		dir := filepath.Join(base, s)
 		switch {
-		case !isDir(dir):
+		case !root.IsDir(dir):
 			results = append(results, v1alpha1.SettingResult{Setting: id, Desired: reserved.String(), State: v1alpha1.SettingUnsupported,
 				Message: fmt.Sprintf("%s does not exist under %s; not created", s, base)})
 		case root.Exists(filepath.Join(dir, CPUsFile)):
@@ -215,8 +214,8 @@ func hasToken(s, tok string) bool {
 	return false
 }
 
-func readCPUs(path string) (cpuset.CPUSet, error) {
-	b, err := os.ReadFile(path)
+func readCPUs(root *host.Root, path string) (cpuset.CPUSet, error) {
+	b, err := root.ReadFile(path)
 	if err != nil {
 		return cpuset.CPUSet{}, err
 	}
@@ -227,8 +226,8 @@ func readCPUs(path string) (cpuset.CPUSet, error) {
 	return s, nil
 }
 
-func subdirs(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
+func subdirs(root *host.Root, dir string) ([]string, error) {
+	entries, err := root.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -239,9 +238,4 @@ func subdirs(dir string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-func isDir(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.IsDir()
 }

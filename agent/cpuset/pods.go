@@ -91,7 +91,7 @@ func podKnobs(root *host.Root, p podcgroup.Pod, isolated cpuset.CPUSet, opts []p
 		return v2PodKnobs(id, dirs, isolated), nil, nil
 	}
 	base, rel := filepath.Dir(dirs.Pod), filepath.Base(dirs.Pod)
-	k, err := confineV1(base, rel, podIDs(id, rel), isolated)
+	k, err := confineV1(root, base, rel, podIDs(id, rel), isolated)
 	if err != nil {
 		return nil, []v1alpha1.SettingResult{{Setting: id, Desired: isolated.String(), State: v1alpha1.SettingFailed, Message: err.Error()}}, nil
 	}

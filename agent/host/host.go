@@ -28,9 +28,6 @@ func New(dir string) *Root {
 // Dir is the root directory itself.
 func (r *Root) Dir() string { return r.dir }
 
-// IsReal reports whether the root is the machine's own "/".
-func (r *Root) IsReal() bool { return r.dir == "/" }
-
 // Path joins elems under the root. The joined elements are cleaned as if
 // the root were "/": ".." stops at the root and an absolute element is
 // taken relative to it, so no path Path returns climbs out of the root.
@@ -143,6 +140,18 @@ func (r *Root) WriteString(path, val string) error {
 func (r *Root) Exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// IsDir reports whether path is a directory.
+func (r *Root) IsDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
+// WriteFile creates or replaces a file of the agent's own (its state
+// directory), unlike WriteString, which writes an existing kernel file.
+func (r *Root) WriteFile(path string, data []byte, perm os.FileMode) error {
+	return os.WriteFile(path, data, perm)
 }
 
 // ReadFile reads a file under the root.

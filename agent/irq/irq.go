@@ -9,7 +9,6 @@ package irq
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,7 +73,7 @@ func label(n int, name string) string {
 // List returns the numbered IRQs under /proc/irq that have an
 // smp_affinity_list, ascending.
 func List(root *host.Root) ([]int, error) {
-	entries, err := os.ReadDir(root.Proc("irq"))
+	entries, err := root.ReadDir(root.Proc("irq"))
 	if err != nil {
 		return nil, fmt.Errorf("irq: list %s: %w", root.Proc("irq"), err)
 	}

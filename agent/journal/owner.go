@@ -71,7 +71,7 @@ func Own(root *host.Root, mode string) (release func(), err error) {
 		return nil, fmt.Errorf("open journal owner file: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(f.Name())
+		b, _ := root.ReadFile(f.Name())
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, &HeldError{Dir: dir, Owner: parseOwner(string(b))}

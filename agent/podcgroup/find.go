@@ -3,7 +3,6 @@ package podcgroup
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -61,7 +60,7 @@ func Mode(root *host.Root) (version int, hybrid bool) {
 	if root.Exists(root.Cgroup("cgroup.controllers")) {
 		return 2, false
 	}
-	if !isDir(root.Cgroup()) {
+	if !root.IsDir(root.Cgroup()) {
 		return 0, false
 	}
 	return 1, root.Exists(root.Cgroup("unified", "cgroup.controllers"))
@@ -77,7 +76,7 @@ func ControllerDir(root *host.Root, controller string) (string, int, error) {
 		return root.Cgroup(), 2, nil
 	case 1:
 		for _, name := range v1Mounts(controller) {
-			if d := root.Cgroup(name); isDir(d) {
+			if d := root.Cgroup(name); root.IsDir(d) {
 				return d, 1, nil
 			}
 		}
@@ -117,10 +116,10 @@ func FindIn(root *host.Root, controller, uid string, opts ...Option) (*Dirs, err
 	}
 	for _, c := range candidates(o.kubepods, uid) {
 		dir := filepath.Join(base, c.rel)
-		if !isDir(dir) {
+		if !root.IsDir(dir) {
 			continue
 		}
-		containers, err := containerDirs(dir)
+		containers, err := containerDirs(root, dir)
 		if err != nil {
 			return nil, fmt.Errorf("listing containers of pod %s: %w", uid, err)
 		}
@@ -156,8 +155,8 @@ func candidates(kubepods, uid string) []candidate {
 
 // containerDirs returns the absolute, sorted subdirectories of dir except
 // CRI-O's conmon cgroups.
-func containerDirs(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
+func containerDirs(root *host.Root, dir string) ([]string, error) {
+	entries, err := root.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -223,9 +222,4 @@ func ShortID(id string) string {
 		return id[:12]
 	}
 	return id
-}
-
-func isDir(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.IsDir()
 }

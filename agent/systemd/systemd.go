@@ -51,8 +51,7 @@ var callTimeout = 10 * time.Second
 // Booted reports whether systemd is the host's init (sd_booted: the
 // directory /run/systemd/system exists) and its private socket is there.
 func Booted(root *host.Root) bool {
-	fi, err := os.Stat(root.Path("run", "systemd", "system"))
-	return err == nil && fi.IsDir() && root.Exists(socket(root))
+	return root.IsDir(root.Path("run", "systemd", "system")) && root.Exists(socket(root))
 }
 
 func socket(root *host.Root) string { return root.Path("run", "systemd", "private") }
