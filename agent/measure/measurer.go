@@ -49,12 +49,10 @@ type Result struct {
 	Hists map[string]*Hist `json:"-"`
 }
 
-// Attach modes for WithAttach.
+// Attach modes for WithAttach besides bpf.AttachTPBTF and bpf.AttachRawTP.
 const (
-	AttachAuto  = ""
-	AttachTPBTF = bpf.AttachTPBTF
-	AttachRawTP = bpf.AttachRawTP
-	AttachNone  = "none"
+	AttachAuto = ""
+	AttachNone = "none"
 )
 
 // Option configures a Measurer.
@@ -201,7 +199,7 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 	list, highest, highestOptedIn := podThrottlings(throttles)
 	res.Throttling = list
 	if len(throttles) > 0 {
-		res.ThrottledRatio = FormatRatio(highest)
+		res.ThrottledRatio = formatRatio(highest)
 	}
 
 	prevIRQ, prevSoft, hadIRQ, hadSoft := m.irqs, m.softirqs, m.haveIRQ, m.haveSoft
