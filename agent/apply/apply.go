@@ -55,7 +55,7 @@ type Meta struct {
 	Profile    string
 	Generation int64
 	// Undetermined are setting scopes the render could not work out this
-	// pass (see Covers); journaled settings under them are neither
+	// pass (see covers); journaled settings under them are neither
 	// restored nor re-applied, only reported in Report.Held. Not journaled.
 	Undetermined []string
 }
@@ -130,21 +130,21 @@ func (e *Engine) load(rep *Report, mayRecover bool) (*journal.Journal, error) {
 	return j, nil
 }
 
-// DryRun is what Apply would do, computed without writing anything.
-type DryRun struct {
+// dryRun is what Apply would do, computed without writing anything.
+type dryRun struct {
 	Plan plan.Plan
 	// Orphans are journaled settings Apply would restore first.
 	Orphans []journal.Entry
 }
 
 // Preview plans knobs against the host without writing (agent plan).
-func (e *Engine) Preview(knobs []knob.Knob) (DryRun, error) {
+func (e *Engine) Preview(knobs []knob.Knob) (dryRun, error) {
 	var rep Report
 	j, err := e.load(&rep, false)
 	if err != nil {
-		return DryRun{}, fmt.Errorf("%w (apply and revert move it aside)", err)
+		return dryRun{}, fmt.Errorf("%w (apply and revert move it aside)", err)
 	}
-	var d DryRun
+	var d dryRun
 	for _, id := range restoreOrder(j, knobs) {
 		d.Orphans = append(d.Orphans, *j.Find(id))
 	}
@@ -403,10 +403,10 @@ func restoreOrder(j *journal.Journal, knobs []knob.Knob) []string {
 // re-applied this pass.
 const HeldMessage = "could not be determined this pass; left as applied"
 
-// Covers reports whether the scope names id: id itself or an ID below it
+// covers reports whether the scope names id: id itself or an ID below it
 // ("irq" covers "irq/24", "cpuquota/ns/pod" covers its containers but not
 // "cpuquota/ns/pod2").
-func Covers(scope, id string) bool {
+func covers(scope, id string) bool {
 	return id == scope || strings.HasPrefix(id, scope+"/")
 }
 
@@ -414,7 +414,7 @@ func Covers(scope, id string) bool {
 // scope, keeping each list's order.
 func split(orphans, undetermined []string) (restore, held []string) {
 	for _, id := range orphans {
-		if slices.ContainsFunc(undetermined, func(s string) bool { return Covers(s, id) }) {
+		if slices.ContainsFunc(undetermined, func(s string) bool { return covers(s, id) }) {
 			held = append(held, id)
 			continue
 		}

@@ -162,23 +162,23 @@ func enableV2(root *host.Root, base string, waiting []string, reserved cpuset.CP
 	}
 	for _, s := range waiting {
 		results = append(results, v1alpha1.SettingResult{Setting: "cpuset/" + s, Desired: reserved.String(), State: v1alpha1.SettingFailed,
-			Message: fmt.Sprintf("%s has no cpuset.cpus yet: the agent enables the cpuset controller in %s/cgroup.subtree_control (setting %s) and confines it on the next pass", s, base, SubtreeID)})
+			Message: fmt.Sprintf("%s has no cpuset.cpus yet: the agent enables the cpuset controller in %s/cgroup.subtree_control (setting %s) and confines it on the next pass", s, base, subtreeID)})
 	}
-	return []knob.Knob{SubtreeKnob(base)}, results
+	return []knob.Knob{subtreeKnob(base)}, results
 }
 
-// SubtreeID is the setting name of the root's cpuset controller enablement.
-const SubtreeID = "cpuset/cgroup.subtree_control"
+// subtreeID is the setting name of the root's cpuset controller enablement.
+const subtreeID = "cpuset/cgroup.subtree_control"
 
-// SubtreeKnob enables the cpuset controller in dir's cgroup.subtree_control.
+// subtreeKnob enables the cpuset controller in dir's cgroup.subtree_control.
 // The file reads "cpu io memory" but takes "+cpuset"/"-cpuset", so the knob
 // compares by token and restores with "-cpuset" when cpuset was off.
-func SubtreeKnob(dir string) knob.Knob {
+func subtreeKnob(dir string) knob.Knob {
 	return knob.Knob{
-		ID:      SubtreeID,
+		ID:      subtreeID,
 		Path:    filepath.Join(dir, "cgroup.subtree_control"),
 		Desired: "+cpuset",
-		Equal:   SubtreeEqual,
+		Equal:   subtreeEqual,
 		Restore: func(read string) string {
 			if hasToken(read, "cpuset") {
 				return "+cpuset"
@@ -188,10 +188,10 @@ func SubtreeKnob(dir string) knob.Knob {
 	}
 }
 
-// SubtreeEqual compares cgroup.subtree_control values by the one thing the
+// subtreeEqual compares cgroup.subtree_control values by the one thing the
 // knob manages: whether the cpuset controller is on. A value is either what
 // the file reads ("cpu cpuset io") or a write form ("+cpuset", "-cpuset").
-func SubtreeEqual(actual, want string) bool {
+func subtreeEqual(actual, want string) bool {
 	return cpusetOn(actual) == cpusetOn(want)
 }
 

@@ -80,10 +80,10 @@ func (r *Root) KubeletDir(elem ...string) string {
 	return r.Path(append([]string{"var", "lib", "kubelet"}, elem...)...)
 }
 
-// ValidSysctlName reports whether name is a dotted lowercase sysctl name. It
+// validSysctlName reports whether name is a dotted lowercase sysctl name. It
 // is the node-side copy of the CRD's rule (defence in depth): a name that
 // passes can only address a file under /proc/sys.
-func ValidSysctlName(name string) bool {
+func validSysctlName(name string) bool {
 	if len(name) < 3 || len(name) > 128 || strings.Contains(name, "..") {
 		return false
 	}
@@ -107,7 +107,7 @@ func ValidSysctlName(name string) bool {
 
 // SysctlPath is the /proc/sys file of a dotted sysctl name.
 func (r *Root) SysctlPath(name string) (string, error) {
-	if !ValidSysctlName(name) {
+	if !validSysctlName(name) {
 		return "", fmt.Errorf("invalid sysctl name %q", name)
 	}
 	return r.Proc(append([]string{"sys"}, strings.Split(name, ".")...)...), nil

@@ -398,7 +398,7 @@ func (c *checker) optedInThrottled() []v1alpha1.Finding {
 		}
 		out = append(out, *finding(FindingOptedInThrottled, SeverityCritical,
 			"pod %s/%s opted into CFS quota removal but was throttled in %d of %d periods (ratio %s, %s throttled): the quota is back or was never removed",
-			t.pod.Namespace, t.pod.Name, t.delta.throttled, t.delta.periods, FormatRatio(t.delta.ratio()), t.delta.time))
+			t.pod.Namespace, t.pod.Name, t.delta.throttled, t.delta.periods, formatRatio(t.delta.ratio()), t.delta.time))
 	}
 	return out
 }

@@ -16,8 +16,8 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// MaxThrottling bounds status.throttling.
-const MaxThrottling = 32
+// maxThrottling bounds status.throttling.
+const maxThrottling = 32
 
 // cpuStat is one cgroup's cumulative cpu.stat throttling counters.
 type cpuStat struct {
@@ -36,8 +36,8 @@ func (c cpuStat) ratio() float64 {
 	return float64(c.throttled) / float64(c.periods)
 }
 
-// FormatRatio renders a ratio the way status carries it ("0.0123").
-func FormatRatio(r float64) string {
+// formatRatio renders a ratio the way status carries it ("0.0123").
+func formatRatio(r float64) string {
 	return strconv.FormatFloat(r, 'f', 4, 64)
 }
 
@@ -146,7 +146,7 @@ func podThrottlings(ps []podThrottle) (list []v1alpha1.PodThrottling, highest, h
 		if p.pod.OptedIn {
 			highestOptedIn = max(highestOptedIn, r)
 		}
-		if i >= MaxThrottling {
+		if i >= maxThrottling {
 			continue
 		}
 		list = append(list, v1alpha1.PodThrottling{
@@ -155,7 +155,7 @@ func podThrottlings(ps []podThrottle) (list []v1alpha1.PodThrottling, highest, h
 			OptedIn:       p.pod.OptedIn,
 			Periods:       p.delta.periods,
 			Throttled:     p.delta.throttled,
-			Ratio:         FormatRatio(r),
+			Ratio:         formatRatio(r),
 			ThrottledTime: &metav1.Duration{Duration: p.delta.time},
 		})
 	}

@@ -33,7 +33,7 @@ type Dirs struct {
 	// Containers are the container-level directories below Pod (absolute,
 	// sorted), including the sandbox (pause) container when it has one.
 	// CRI-O's conmon cgroups (crio-conmon-<id>) are not containers and are
-	// left out: see IsConmon.
+	// left out: see isConmon.
 	Containers []string
 }
 
@@ -162,7 +162,7 @@ func containerDirs(root *host.Root, dir string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if e.IsDir() && !IsConmon(e.Name()) {
+		if e.IsDir() && !isConmon(e.Name()) {
 			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}
@@ -175,11 +175,11 @@ func containerDirs(root *host.Root, dir string) ([]string, error) {
 // "crio-conmon-<id>" (cgroupfs), a sibling of the container's "crio-<id>".
 const conmonPrefix = "crio-conmon-"
 
-// IsConmon reports whether a cgroup directory (path or base name) is CRI-O's
+// isConmon reports whether a cgroup directory (path or base name) is CRI-O's
 // conmon cgroup. conmon is not a container: it carries none of the pod's CPU
 // limits, it is not the workload, and it shares its container's ID, so it
 // must neither be tuned as a container nor named like one.
-func IsConmon(dir string) bool {
+func isConmon(dir string) bool {
 	return strings.HasPrefix(filepath.Base(dir), conmonPrefix)
 }
 
@@ -187,8 +187,8 @@ func IsConmon(dir string) bool {
 // "conmon-<short ID>" for a conmon cgroup, so a container and its conmon
 // never share a journal entry.
 func Key(dir string) string {
-	short := ShortID(ContainerID(dir))
-	if IsConmon(dir) {
+	short := shortID(ContainerID(dir))
+	if isConmon(dir) {
 		return "conmon-" + short
 	}
 	return short
@@ -212,9 +212,9 @@ func ContainerID(dir string) string {
 	return name
 }
 
-// ShortID is the first 12 characters of a container ID, as docker and
+// shortID is the first 12 characters of a container ID, as docker and
 // crictl print it. A "scheme://" prefix is dropped first.
-func ShortID(id string) string {
+func shortID(id string) string {
 	if i := strings.Index(id, "://"); i >= 0 {
 		id = id[i+3:]
 	}

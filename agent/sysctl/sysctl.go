@@ -169,7 +169,7 @@ func intents(s *v1alpha1.SchedulerSpec) []intent {
 		}
 	}
 	if s.RTRuntime != nil {
-		v, err := RTRuntimeValue(*s.RTRuntime)
+		v, err := rtRuntimeValue(*s.RTRuntime)
 		if err != nil {
 			v = "invalid:" + *s.RTRuntime
 		}
@@ -184,8 +184,8 @@ func intents(s *v1alpha1.SchedulerSpec) []intent {
 	return out
 }
 
-// RTRuntimeValue converts "Unlimited" or a duration to sched_rt_runtime_us.
-func RTRuntimeValue(s string) (string, error) {
+// rtRuntimeValue converts "Unlimited" or a duration to sched_rt_runtime_us.
+func rtRuntimeValue(s string) (string, error) {
 	if s == "Unlimited" {
 		return "-1", nil
 	}
