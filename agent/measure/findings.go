@@ -41,7 +41,6 @@ const podPressureWarn = 10.0
 
 // Severities.
 const (
-	SeverityInfo     = "Info"
 	SeverityWarning  = "Warning"
 	SeverityCritical = "Critical"
 )
