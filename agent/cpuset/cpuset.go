@@ -97,7 +97,7 @@ func confineV1(root *host.Root, base, rel string, id func(rel string) string, wa
 	var walk func(rel string, want cpuset.CPUSet) error
 	walk = func(rel string, want cpuset.CPUSet) error {
 		dir := filepath.Join(base, rel)
-		kids, err := subdirs(root, dir)
+		kids, err := root.Subdirs(dir)
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", dir, err)
 		}
@@ -224,18 +224,4 @@ func readCPUs(root *host.Root, path string) (cpuset.CPUSet, error) {
 		return cpuset.CPUSet{}, fmt.Errorf("parsing %s: %w", path, err)
 	}
 	return s, nil
-}
-
-func subdirs(root *host.Root, dir string) ([]string, error) {
-	entries, err := root.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() {
-			out = append(out, e.Name())
-		}
-	}
-	return out, nil
 }

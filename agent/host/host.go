@@ -157,5 +157,20 @@ func (r *Root) WriteFile(path string, data []byte, perm os.FileMode) error {
 // ReadFile reads a file under the root.
 func (r *Root) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
 
+// Subdirs lists the names of dir's subdirectories, sorted.
+func (r *Root) Subdirs(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
 // ReadDir lists a directory under the root.
 func (r *Root) ReadDir(path string) ([]os.DirEntry, error) { return os.ReadDir(path) }

@@ -25,23 +25,23 @@ func (c *checker) scheduler() v1alpha1.SchedulerSpec {
 // autogroup: field note 004, a cron tar in its own session got the CPU share
 // of a 500-thread gateway.
 func (c *checker) autogroup() *v1alpha1.Finding {
-	v, ok := c.sysctl(knobs.Autogroup.Sysctl())
-	if !ok || v == "0" || togglePtr(c.scheduler().Autogroup) == v1alpha1.Enabled {
-		return nil
-	}
-	return finding(FindingAutogroup, SeverityWarning,
-		"%s=%s: each session (a cron job, an ssh login) gets as much CPU as a whole many-threaded server; set scheduler.%s: Disabled",
-		knobs.Autogroup.Sysctl(), v, knobs.Autogroup.Field)
+	return c.toggleOn(knobs.Autogroup, c.scheduler().Autogroup, FindingAutogroup,
+		"each session (a cron job, an ssh login) gets as much CPU as a whole many-threaded server")
 }
 
 func (c *checker) numaBalancing() *v1alpha1.Finding {
-	v, ok := c.sysctl(knobs.NumaBalancing.Sysctl())
-	if !ok || v == "0" || togglePtr(c.scheduler().NumaBalancing) == v1alpha1.Enabled {
+	return c.toggleOn(knobs.NumaBalancing, c.scheduler().NumaBalancing, FindingNumaBalancing,
+		"the kernel migrates pages and tasks between NUMA nodes under load")
+}
+
+// toggleOn finds an on/off scheduler knob switched on although the profile
+// does not ask for it (Enabled); why says what that costs.
+func (c *checker) toggleOn(k knobs.Scheduler, want *v1alpha1.Toggle, typ, why string) *v1alpha1.Finding {
+	v, ok := c.sysctl(k.Sysctl())
+	if !ok || v == "0" || togglePtr(want) == v1alpha1.Enabled {
 		return nil
 	}
-	return finding(FindingNumaBalancing, SeverityWarning,
-		"%s=%s: the kernel migrates pages and tasks between NUMA nodes under load; set scheduler.%s: Disabled",
-		knobs.NumaBalancing.Sysctl(), v, knobs.NumaBalancing.Field)
+	return finding(typ, SeverityWarning, "%s=%s: %s; set scheduler.%s: Disabled", k.Sysctl(), v, why, k.Field)
 }
 
 func togglePtr(t *v1alpha1.Toggle) v1alpha1.Toggle {

@@ -156,14 +156,14 @@ func candidates(kubepods, uid string) []candidate {
 // containerDirs returns the absolute, sorted subdirectories of dir except
 // CRI-O's conmon cgroups.
 func containerDirs(root *host.Root, dir string) ([]string, error) {
-	entries, err := root.ReadDir(dir)
+	names, err := root.Subdirs(dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, e := range entries {
-		if e.IsDir() && !isConmon(e.Name()) {
-			out = append(out, filepath.Join(dir, e.Name()))
+	for _, n := range names {
+		if !isConmon(n) {
+			out = append(out, filepath.Join(dir, n))
 		}
 	}
 	sort.Strings(out)
