@@ -250,7 +250,6 @@ func revertedCondition(err error, rep apply.Report) metav1.Condition {
 	return c
 }
 
-// unsettled keeps the restore results a human must see (not plain success).
 // conflictNote names a setting a revert left in place: changed by someone
 // else (their value), or given up after failed restores (no value read).
 func conflictNote(r v1alpha1.SettingResult) string {
@@ -279,6 +278,7 @@ func withHeld(results, held []v1alpha1.SettingResult) []v1alpha1.SettingResult {
 	return out
 }
 
+// unsettled keeps the restore results a human must see (not plain success).
 func unsettled(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
 	var out []v1alpha1.SettingResult
 	for _, r := range rs {
