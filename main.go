@@ -10,7 +10,6 @@ import (
 	"syscall"
 
 	"latencytier.io/latencytier/agent"
-	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/controllers"
 )
 
@@ -45,9 +44,6 @@ func run(ctx context.Context, args []string) error {
 	case "manager":
 		return controllers.RunManager(ctx, args[1:])
 	case "agent":
-		if len(args) > 1 && args[1] == "measure" {
-			return measure.Command(ctx, args[2:], os.Stdout)
-		}
 		return agent.Main(ctx, args[1:])
 	case "version", "--version":
 		fmt.Println(version)

@@ -1,6 +1,6 @@
 // Package agent is the latencytier node agent's command line: the
 // long-running agent (agent/loop) and the one-shot subcommands an SRE or a
-// benchmark uses on a single host: plan (dry run), apply and revert. The
+// benchmark uses on a single host: plan (dry run), apply, revert and measure. The
 // one-shot apply journals exactly like the loop, so a later revert (by the
 // CLI or by the agent) restores the same originals.
 package agent
@@ -35,13 +35,14 @@ const usage = `Usage:
   latencytier agent plan --node-spec FILE [--host-root /]     print what would change; writes nothing
   latencytier agent apply --node-spec FILE [--host-root /]    apply once (journaled)
   latencytier agent revert [--host-root /]                    restore every journaled original
+  latencytier agent measure [--duration 10s] [--json] ...     measure run-queue latency here, runqlat-style
 The node-spec FILE is a LatencyNode YAML or just its spec.
 `
 
 // crashHook is set by the crash-safety test in its child process only.
 var crashHook func(stage apply.Stage, id string)
 
-// Main runs "latencytier agent [plan|apply|revert] ...".
+// Main runs "latencytier agent [plan|apply|revert|measure] ...".
 func Main(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -51,6 +52,8 @@ func Main(ctx context.Context, args []string) error {
 			return oneShot("apply", args[1:], os.Stdout)
 		case "revert":
 			return oneShot("revert", args[1:], os.Stdout)
+		case "measure":
+			return measureCommand(ctx, args[1:], os.Stdout)
 		case "help", "-h", "--help":
 			fmt.Print(usage)
 			return nil
@@ -130,7 +133,7 @@ func oneShot(cmd string, args []string, out io.Writer) error {
 	if *specFile == "" {
 		return fmt.Errorf("agent %s: --node-spec is required", cmd)
 	}
-	spec, err := loop.LoadSpecFile(*specFile)
+	spec, err := loadSpecFile(*specFile)
 	if err != nil {
 		return err
 	}
@@ -179,9 +182,6 @@ func preview(root *host.Root, eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, 
 	}
 	printResults(out, d.Plan.Settled)
 	printResults(out, st.Results)
-	for _, f := range st.Findings {
-		fmt.Fprintf(out, "FINDING      %s: %s\n", f.Type, f.Message)
-	}
 	fmt.Fprintf(out, "%d change(s), %d restore(s); nothing was written\n", len(d.Plan.Changes), len(d.Orphans))
 	return nil
 }
@@ -205,9 +205,6 @@ func applyOnce(eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, out io.Writer) 
 	printResults(out, rep.Restored)
 	printResults(out, rep.Results)
 	printResults(out, st.Results)
-	for _, f := range st.Findings {
-		fmt.Fprintf(out, "FINDING      %s: %s\n", f.Type, f.Message)
-	}
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/go-logr/logr"
@@ -55,7 +54,7 @@ type Meta struct {
 	Profile    string
 	Generation int64
 	// Undetermined are setting scopes the render could not work out this
-	// pass (see Covers); journaled settings under them are neither
+	// pass (see covers); journaled settings under them are neither
 	// restored nor re-applied, only reported in Report.Held. Not journaled.
 	Undetermined []string
 }
@@ -130,21 +129,21 @@ func (e *Engine) load(rep *Report, mayRecover bool) (*journal.Journal, error) {
 	return j, nil
 }
 
-// DryRun is what Apply would do, computed without writing anything.
-type DryRun struct {
+// dryRun is what Apply would do, computed without writing anything.
+type dryRun struct {
 	Plan plan.Plan
 	// Orphans are journaled settings Apply would restore first.
 	Orphans []journal.Entry
 }
 
 // Preview plans knobs against the host without writing (agent plan).
-func (e *Engine) Preview(knobs []knob.Knob) (DryRun, error) {
+func (e *Engine) Preview(knobs []knob.Knob) (dryRun, error) {
 	var rep Report
 	j, err := e.load(&rep, false)
 	if err != nil {
-		return DryRun{}, fmt.Errorf("%w (apply and revert move it aside)", err)
+		return dryRun{}, fmt.Errorf("%w (apply and revert move it aside)", err)
 	}
-	var d DryRun
+	var d dryRun
 	for _, id := range restoreOrder(j, knobs) {
 		d.Orphans = append(d.Orphans, *j.Find(id))
 	}
@@ -366,109 +365,4 @@ func describe(k knob.Knob) string {
 		return k.Label
 	}
 	return k.ID
-}
-
-// rel is how the journal records a path: relative to the host root, so an
-// agent in the DaemonSet (root /host) and the CLI on the node (root /) read
-// each other's journal.
-func (e *Engine) rel(path string) string {
-	r, err := filepath.Rel(e.Root.Dir(), path)
-	if err != nil || strings.HasPrefix(r, "..") {
-		return path
-	}
-	return r
-}
-
-// abs resolves a journaled path under the host root: relative paths are
-// joined to it, absolute ones (older journals) are kept when they lie under
-// it and re-rooted otherwise, so an edited journal cannot point a restore
-// outside the root. systemd unit properties are not paths and are kept.
-func (e *Engine) abs(path string) string {
-	if isProperty(path) {
-		return path
-	}
-	return e.Root.Confine(path)
-}
-
-// restoreOrder is the journaled settings knobs no longer name, newest
-// first, the order Revert uses: knob order is only legal forwards (cgroup v1
-// cpuset children shrink before their parent, so parents widen first).
-func restoreOrder(j *journal.Journal, knobs []knob.Knob) []string {
-	out := plan.Orphans(ids(j), knobs)
-	slices.Reverse(out)
-	return out
-}
-
-// HeldMessage says why a journaled setting was neither restored nor
-// re-applied this pass.
-const HeldMessage = "could not be determined this pass; left as applied"
-
-// Covers reports whether the scope names id: id itself or an ID below it
-// ("irq" covers "irq/24", "cpuquota/ns/pod" covers its containers but not
-// "cpuquota/ns/pod2").
-func Covers(scope, id string) bool {
-	return id == scope || strings.HasPrefix(id, scope+"/")
-}
-
-// split separates the orphans to restore from those under an undetermined
-// scope, keeping each list's order.
-func split(orphans, undetermined []string) (restore, held []string) {
-	for _, id := range orphans {
-		if slices.ContainsFunc(undetermined, func(s string) bool { return Covers(s, id) }) {
-			held = append(held, id)
-			continue
-		}
-		restore = append(restore, id)
-	}
-	return restore, held
-}
-
-func heldResults(j *journal.Journal, held []string) []v1alpha1.SettingResult {
-	var out []v1alpha1.SettingResult
-	for _, id := range held {
-		en := j.Find(id)
-		out = append(out, v1alpha1.SettingResult{Setting: id, Desired: en.Verified, State: v1alpha1.SettingFailed, Message: HeldMessage})
-	}
-	return out
-}
-
-func ids(j *journal.Journal) []string {
-	out := make([]string, len(j.Entries))
-	for i, e := range j.Entries {
-		out[i] = e.ID
-	}
-	return out
-}
-
-func verified(j *journal.Journal) map[string]string {
-	out := map[string]string{}
-	for _, e := range j.Entries {
-		if e.Verified != "" {
-			out[e.ID] = e.Verified
-		}
-	}
-	return out
-}
-
-// order sorts results into knob order; results for IDs not among knobs
-// keep their relative order at the end.
-func order(results []v1alpha1.SettingResult, knobs []knob.Knob) []v1alpha1.SettingResult {
-	pos := make(map[string]int, len(knobs))
-	for i, k := range knobs {
-		pos[k.ID] = i
-	}
-	slices.SortStableFunc(results, func(a, b v1alpha1.SettingResult) int {
-		pa, oka := pos[a.Setting]
-		pb, okb := pos[b.Setting]
-		switch {
-		case oka && okb:
-			return pa - pb
-		case oka:
-			return -1
-		case okb:
-			return 1
-		}
-		return 0
-	})
-	return results
 }

@@ -1,6 +1,11 @@
 package apply
 
-import "latencytier.io/latencytier/agent/systemd"
+import (
+	"path/filepath"
+	"strings"
+
+	"latencytier.io/latencytier/agent/systemd"
+)
 
 // isProperty reports whether a knob or journal path names a systemd unit
 // property rather than a file.
@@ -21,4 +26,26 @@ func (e *Engine) writePath(path, value string) error {
 		return systemd.Write(e.Root, path, value)
 	}
 	return e.Root.WriteString(path, value)
+}
+
+// rel is how the journal records a path: relative to the host root, so an
+// agent in the DaemonSet (root /host) and the CLI on the node (root /) read
+// each other's journal.
+func (e *Engine) rel(path string) string {
+	r, err := filepath.Rel(e.Root.Dir(), path)
+	if err != nil || strings.HasPrefix(r, "..") {
+		return path
+	}
+	return r
+}
+
+// abs resolves a journaled path under the host root: relative paths are
+// joined to it, absolute ones (older journals) are kept when they lie under
+// it and re-rooted otherwise, so an edited journal cannot point a restore
+// outside the root. systemd unit properties are not paths and are kept.
+func (e *Engine) abs(path string) string {
+	if isProperty(path) {
+		return path
+	}
+	return e.Root.Confine(path)
 }

@@ -108,7 +108,7 @@ func dirKnob(root *host.Root, version int, id, dir string) (knob.Knob, error) {
 		if !root.Exists(path) {
 			return knob.Knob{}, kerr.Classify("read", path, fmt.Errorf("cpu controller has no CFS bandwidth file: %w", fs.ErrNotExist))
 		}
-		return knob.Knob{ID: id, Path: path, Desired: cgstat.UnlimitedV1, Equal: EqualV1}, nil
+		return knob.Knob{ID: id, Path: path, Desired: cgstat.UnlimitedV1, Equal: equalV1}, nil
 	}
 	path := filepath.Join(dir, cgstat.MaxFileV2)
 	cur, err := root.ReadString(path)
@@ -122,12 +122,12 @@ func dirKnob(root *host.Root, version int, id, dir string) (knob.Knob, error) {
 	if err != nil {
 		return knob.Knob{}, kerr.Classify("read", path, err)
 	}
-	return knob.Knob{ID: id, Path: path, Desired: "max " + strconv.FormatInt(period, 10), Equal: EqualV2}, nil
+	return knob.Knob{ID: id, Path: path, Desired: "max " + strconv.FormatInt(period, 10), Equal: equalV2}, nil
 }
 
-// EqualV1 compares cpu.cfs_quota_us values numerically; every negative
+// equalV1 compares cpu.cfs_quota_us values numerically; every negative
 // quota means unlimited.
-func EqualV1(actual, want string) bool {
+func equalV1(actual, want string) bool {
 	a, errA := strconv.ParseInt(strings.TrimSpace(actual), 10, 64)
 	w, errW := strconv.ParseInt(strings.TrimSpace(want), 10, 64)
 	if errA != nil || errW != nil {
@@ -139,11 +139,11 @@ func EqualV1(actual, want string) bool {
 	return a == w
 }
 
-// EqualV2 compares cpu.max values. Two unlimited values are equal whatever
+// equalV2 compares cpu.max values. Two unlimited values are equal whatever
 // their periods (a period without a quota limits nothing, so a period
 // change alone is not drift); limited values must match in quota and period.
 // A value without a period ("max") matches on quota alone.
-func EqualV2(actual, want string) bool {
+func equalV2(actual, want string) bool {
 	qa, pa, errA := cgstat.ParseMax(actual)
 	qw, pw, errW := cgstat.ParseMax(want)
 	if errA != nil || errW != nil {

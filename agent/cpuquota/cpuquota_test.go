@@ -126,8 +126,8 @@ func TestEqual(t *testing.T) {
 		{"junk", "-1", false},
 	}
 	for _, tt := range v1 {
-		if got := EqualV1(tt.a, tt.b); got != tt.want {
-			t.Errorf("EqualV1(%q,%q) = %v", tt.a, tt.b, got)
+		if got := equalV1(tt.a, tt.b); got != tt.want {
+			t.Errorf("equalV1(%q,%q) = %v", tt.a, tt.b, got)
 		}
 	}
 	v2 := []struct {
@@ -144,8 +144,8 @@ func TestEqual(t *testing.T) {
 		{"", "max 100000", false},
 	}
 	for _, tt := range v2 {
-		if got := EqualV2(tt.a, tt.b); got != tt.want {
-			t.Errorf("EqualV2(%q,%q) = %v", tt.a, tt.b, got)
+		if got := equalV2(tt.a, tt.b); got != tt.want {
+			t.Errorf("equalV2(%q,%q) = %v", tt.a, tt.b, got)
 		}
 	}
 }

@@ -55,11 +55,11 @@ func testRevertLayout(t *testing.T, l runtimeLayout, version int) {
 	if l.systemd {
 		podDir = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + esc + ".slice"
 	}
-	file, equal, limited, unlimited := cgstat.QuotaFileV1, EqualV1, func(q int) string { return strconv.Itoa(q) }, "-1"
+	file, equal, limited, unlimited := cgstat.QuotaFileV1, equalV1, func(q int) string { return strconv.Itoa(q) }, "-1"
 	base := "sys/fs/cgroup/cpu,cpuacct/"
 	files := map[string]string{}
 	if version == 2 {
-		file, equal, limited, unlimited = cgstat.MaxFileV2, EqualV2, func(q int) string { return strconv.Itoa(q) + " 100000" }, "max 100000"
+		file, equal, limited, unlimited = cgstat.MaxFileV2, equalV2, func(q int) string { return strconv.Itoa(q) + " 100000" }, "max 100000"
 		base = "sys/fs/cgroup/"
 		files["sys/fs/cgroup/cgroup.controllers"] = "cpuset cpu io memory pids"
 	}

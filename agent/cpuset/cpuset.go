@@ -8,7 +8,6 @@ package cpuset
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -75,12 +74,12 @@ func Knobs(root *host.Root, reserved cpuset.CPUSet, opts ...Option) ([]knob.Knob
 	var results []v1alpha1.SettingResult
 	for _, s := range o.slices {
 		id := "cpuset/" + s
-		if !isDir(filepath.Join(base, s)) {
+		if !root.IsDir(filepath.Join(base, s)) {
 			results = append(results, v1alpha1.SettingResult{Setting: id, Desired: reserved.String(), State: v1alpha1.SettingUnsupported,
 				Message: fmt.Sprintf("%s does not exist in the cgroup v1 cpuset hierarchy %s (systemd manages cpusets only on cgroup v2); not created", s, base)})
 			continue
 		}
-		k, err := confineV1(base, s, prefixed("cpuset/"), reserved)
+		k, err := confineV1(root, base, s, prefixed("cpuset/"), reserved)
 		if err != nil {
 			results = append(results, v1alpha1.SettingResult{Setting: id, Desired: reserved.String(), State: v1alpha1.SettingFailed, Message: err.Error()})
 			continue
@@ -93,17 +92,17 @@ func Knobs(root *host.Root, reserved cpuset.CPUSet, opts ...Option) ([]knob.Knob
 // confineV1 returns the knobs confining the v1 cgroup rel (under base) to
 // want, descendants first. id names the knob of each cgroup by its path
 // relative to base.
-func confineV1(base, rel string, id func(rel string) string, want cpuset.CPUSet) ([]knob.Knob, error) {
+func confineV1(root *host.Root, base, rel string, id func(rel string) string, want cpuset.CPUSet) ([]knob.Knob, error) {
 	var knobs []knob.Knob
 	var walk func(rel string, want cpuset.CPUSet) error
 	walk = func(rel string, want cpuset.CPUSet) error {
 		dir := filepath.Join(base, rel)
-		kids, err := subdirs(dir)
+		kids, err := root.Subdirs(dir)
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", dir, err)
 		}
 		for _, kid := range kids {
-			cur, err := readCPUs(filepath.Join(dir, kid, CPUsFile))
+			cur, err := readCPUs(root, filepath.Join(dir, kid, CPUsFile))
 			if err != nil {
 				return err
 			}
@@ -133,7 +132,7 @@ func v2Knobs(root *host.Root, base string, slices []string, reserved cpuset.CPUS
 		id := "cpuset/" + s
 		dir := filepath.Join(base, s)
 		switch {
-		case !isDir(dir):
+		case !root.IsDir(dir):
 			results = append(results, v1alpha1.SettingResult{Setting: id, Desired: reserved.String(), State: v1alpha1.SettingUnsupported,
 				Message: fmt.Sprintf("%s does not exist under %s; not created", s, base)})
 		case root.Exists(filepath.Join(dir, CPUsFile)):
@@ -163,23 +162,23 @@ func enableV2(root *host.Root, base string, waiting []string, reserved cpuset.CP
 	}
 	for _, s := range waiting {
 		results = append(results, v1alpha1.SettingResult{Setting: "cpuset/" + s, Desired: reserved.String(), State: v1alpha1.SettingFailed,
-			Message: fmt.Sprintf("%s has no cpuset.cpus yet: the agent enables the cpuset controller in %s/cgroup.subtree_control (setting %s) and confines it on the next pass", s, base, SubtreeID)})
+			Message: fmt.Sprintf("%s has no cpuset.cpus yet: the agent enables the cpuset controller in %s/cgroup.subtree_control (setting %s) and confines it on the next pass", s, base, subtreeID)})
 	}
-	return []knob.Knob{SubtreeKnob(base)}, results
+	return []knob.Knob{subtreeKnob(base)}, results
 }
 
-// SubtreeID is the setting name of the root's cpuset controller enablement.
-const SubtreeID = "cpuset/cgroup.subtree_control"
+// subtreeID is the setting name of the root's cpuset controller enablement.
+const subtreeID = "cpuset/cgroup.subtree_control"
 
-// SubtreeKnob enables the cpuset controller in dir's cgroup.subtree_control.
+// subtreeKnob enables the cpuset controller in dir's cgroup.subtree_control.
 // The file reads "cpu io memory" but takes "+cpuset"/"-cpuset", so the knob
 // compares by token and restores with "-cpuset" when cpuset was off.
-func SubtreeKnob(dir string) knob.Knob {
+func subtreeKnob(dir string) knob.Knob {
 	return knob.Knob{
-		ID:      SubtreeID,
+		ID:      subtreeID,
 		Path:    filepath.Join(dir, "cgroup.subtree_control"),
 		Desired: "+cpuset",
-		Equal:   SubtreeEqual,
+		Equal:   subtreeEqual,
 		Restore: func(read string) string {
 			if hasToken(read, "cpuset") {
 				return "+cpuset"
@@ -189,10 +188,10 @@ func SubtreeKnob(dir string) knob.Knob {
 	}
 }
 
-// SubtreeEqual compares cgroup.subtree_control values by the one thing the
+// subtreeEqual compares cgroup.subtree_control values by the one thing the
 // knob manages: whether the cpuset controller is on. A value is either what
 // the file reads ("cpu cpuset io") or a write form ("+cpuset", "-cpuset").
-func SubtreeEqual(actual, want string) bool {
+func subtreeEqual(actual, want string) bool {
 	return cpusetOn(actual) == cpusetOn(want)
 }
 
@@ -215,8 +214,8 @@ func hasToken(s, tok string) bool {
 	return false
 }
 
-func readCPUs(path string) (cpuset.CPUSet, error) {
-	b, err := os.ReadFile(path)
+func readCPUs(root *host.Root, path string) (cpuset.CPUSet, error) {
+	b, err := root.ReadFile(path)
 	if err != nil {
 		return cpuset.CPUSet{}, err
 	}
@@ -225,23 +224,4 @@ func readCPUs(path string) (cpuset.CPUSet, error) {
 		return cpuset.CPUSet{}, fmt.Errorf("parsing %s: %w", path, err)
 	}
 	return s, nil
-}
-
-func subdirs(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() {
-			out = append(out, e.Name())
-		}
-	}
-	return out, nil
-}
-
-func isDir(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.IsDir()
 }

@@ -101,7 +101,7 @@ func TestKnobsV2(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(knobs) != 1 || knobs[0].ID != SubtreeID || knobs[0].Path != root.Cgroup("cgroup.subtree_control") || knobs[0].Desired != "+cpuset" {
+		if len(knobs) != 1 || knobs[0].ID != subtreeID || knobs[0].Path != root.Cgroup("cgroup.subtree_control") || knobs[0].Desired != "+cpuset" {
 			t.Fatalf("knobs = %+v; want only the subtree_control knob", knobs)
 		}
 		k := knobs[0]
@@ -148,8 +148,8 @@ func TestSubtreeEqual(t *testing.T) {
 		{"cpusetx", "+cpuset", false},
 	}
 	for _, tt := range sub {
-		if got := SubtreeEqual(tt.a, tt.b); got != tt.want {
-			t.Errorf("SubtreeEqual(%q,%q) = %v", tt.a, tt.b, got)
+		if got := subtreeEqual(tt.a, tt.b); got != tt.want {
+			t.Errorf("subtreeEqual(%q,%q) = %v", tt.a, tt.b, got)
 		}
 	}
 }

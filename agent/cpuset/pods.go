@@ -41,7 +41,7 @@ func PodKnobs(root *host.Root, pods []podcgroup.Pod, isolated cpuset.CPUSet, sta
 			continue
 		}
 		if state.OwnsPlacement() {
-			results = append(results, KubeletPlacement(p, isolated, state))
+			results = append(results, kubeletPlacement(p, isolated, state))
 			continue
 		}
 		k, res, err := podKnobs(root, p, isolated, opts)
@@ -54,8 +54,8 @@ func PodKnobs(root *host.Root, pods []podcgroup.Pod, isolated cpuset.CPUSet, sta
 	return knobs, results, nil
 }
 
-// KubeletPlacement reports a pod whose CPUs kubelet's CPU manager places.
-func KubeletPlacement(p podcgroup.Pod, isolated cpuset.CPUSet, s *cpumanager.State) v1alpha1.SettingResult {
+// kubeletPlacement reports a pod whose CPUs kubelet's CPU manager places.
+func kubeletPlacement(p podcgroup.Pod, isolated cpuset.CPUSet, s *cpumanager.State) v1alpha1.SettingResult {
 	r := v1alpha1.SettingResult{Setting: PodID(p), Desired: isolated.String()}
 	cpus, exclusive := s.PodCPUs(p.UID)
 	what := "exclusive CPUs"
@@ -91,7 +91,7 @@ func podKnobs(root *host.Root, p podcgroup.Pod, isolated cpuset.CPUSet, opts []p
 		return v2PodKnobs(id, dirs, isolated), nil, nil
 	}
 	base, rel := filepath.Dir(dirs.Pod), filepath.Base(dirs.Pod)
-	k, err := confineV1(base, rel, podIDs(id, rel), isolated)
+	k, err := confineV1(root, base, rel, podIDs(id, rel), isolated)
 	if err != nil {
 		return nil, []v1alpha1.SettingResult{{Setting: id, Desired: isolated.String(), State: v1alpha1.SettingFailed, Message: err.Error()}}, nil
 	}

@@ -27,7 +27,7 @@ import (
 func realV1(t *testing.T) string {
 	t.Helper()
 	base := cgtest.V1Controller(t, "cpuset")
-	all, err := readCPUs(filepath.Join(base, CPUsFile))
+	all, err := readCPUs(host.New("/"), filepath.Join(base, CPUsFile))
 	if err != nil || !all.Contains(0) || !all.Contains(1) {
 		privtest.Missing(t, "need CPUs 0 and 1 in %s (%v, %v)", base, all, err)
 	}
@@ -86,7 +86,7 @@ func TestRealV1Confine(t *testing.T) {
 	if len(results) != 1 || results[0].Setting != "cpuset/"+missing || results[0].State != v1alpha1.SettingUnsupported {
 		t.Fatalf("results = %+v; want the missing slice reported", results)
 	}
-	if isDir(filepath.Join(base, missing)) {
+	if host.New("/").IsDir(filepath.Join(base, missing)) {
 		t.Fatal("Knobs created the missing slice")
 	}
 	wantIDs := []string{"cpuset/" + grand, "cpuset/" + child, "cpuset/" + slice}
@@ -153,7 +153,7 @@ func TestRealHostSlices(t *testing.T) {
 		for _, k := range knobs {
 			confined = confined || k.ID == id
 		}
-		if exists := isDir(filepath.Join(base, s)); exists != confined || exists == reported {
+		if exists := host.New("/").IsDir(filepath.Join(base, s)); exists != confined || exists == reported {
 			t.Errorf("%s: exists=%v confined=%v reported=%v", s, exists, confined, reported)
 		}
 	}

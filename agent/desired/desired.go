@@ -1,8 +1,8 @@
 // Package desired turns a LatencyNode's tuning (plus the pods on the node)
 // into the ordered knob list the engine applies, asking each setting package
 // in turn: scheduler knobs and sysctls, cpusets, IRQs, CPU quota. Settings the
-// node cannot take come back as results (Unsupported, Invalid), and things a
-// human should know (irqbalance running) as findings.
+// node cannot take come back as results (Unsupported, Invalid); findings for
+// a human are measure's.
 package desired
 
 import (
@@ -28,8 +28,6 @@ type State struct {
 	Knobs []knob.Knob
 	// Results are settings that became no knob (Unsupported, Invalid, ...).
 	Results []v1alpha1.SettingResult
-	// Findings are diagnostics for status.
-	Findings []v1alpha1.Finding
 	// IRQBalancePID is a running irqbalance, 0 when none.
 	IRQBalancePID int
 	// Refusals are pods that opted in from a namespace the profile does not

@@ -18,8 +18,8 @@ import (
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
-// IsolationFlags are the boot parameters full CPU isolation needs.
-var IsolationFlags = []string{"isolcpus", "nohz_full", "rcu_nocbs"}
+// isolationFlags are the boot parameters full CPU isolation needs.
+var isolationFlags = []string{"isolcpus", "nohz_full", "rcu_nocbs"}
 
 // Read gathers the kernel facts. eevdf comes from the sysctl probe;
 // debugfsMounted says the agent mounted debugfs.
@@ -95,7 +95,7 @@ func SMTSiblings(root *host.Root) []string {
 // kernel command line ("isolcpus=managed_irq,2-3"), in that order.
 func Isolation(cmdline string) []string {
 	var out []string
-	for _, flag := range IsolationFlags {
+	for _, flag := range isolationFlags {
 		for _, f := range strings.Fields(cmdline) {
 			if f == "--" {
 				break // the rest belongs to init
@@ -115,7 +115,7 @@ func MissingIsolation(isolated cpuset.CPUSet, flags []string) []string {
 		return nil
 	}
 	var missing []string
-	for _, name := range IsolationFlags {
+	for _, name := range isolationFlags {
 		have := FlagCPUs(flags, name)
 		if !isolated.IsSubsetOf(have) {
 			missing = append(missing, fmt.Sprintf("%s=%s", name, isolated.String()))

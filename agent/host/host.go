@@ -28,9 +28,6 @@ func New(dir string) *Root {
 // Dir is the root directory itself.
 func (r *Root) Dir() string { return r.dir }
 
-// IsReal reports whether the root is the machine's own "/".
-func (r *Root) IsReal() bool { return r.dir == "/" }
-
 // Path joins elems under the root. The joined elements are cleaned as if
 // the root were "/": ".." stops at the root and an absolute element is
 // taken relative to it, so no path Path returns climbs out of the root.
@@ -83,10 +80,10 @@ func (r *Root) KubeletDir(elem ...string) string {
 	return r.Path(append([]string{"var", "lib", "kubelet"}, elem...)...)
 }
 
-// ValidSysctlName reports whether name is a dotted lowercase sysctl name. It
+// validSysctlName reports whether name is a dotted lowercase sysctl name. It
 // is the node-side copy of the CRD's rule (defence in depth): a name that
 // passes can only address a file under /proc/sys.
-func ValidSysctlName(name string) bool {
+func validSysctlName(name string) bool {
 	if len(name) < 3 || len(name) > 128 || strings.Contains(name, "..") {
 		return false
 	}
@@ -110,7 +107,7 @@ func ValidSysctlName(name string) bool {
 
 // SysctlPath is the /proc/sys file of a dotted sysctl name.
 func (r *Root) SysctlPath(name string) (string, error) {
-	if !ValidSysctlName(name) {
+	if !validSysctlName(name) {
 		return "", fmt.Errorf("invalid sysctl name %q", name)
 	}
 	return r.Proc(append([]string{"sys"}, strings.Split(name, ".")...)...), nil
@@ -145,8 +142,35 @@ func (r *Root) Exists(path string) bool {
 	return err == nil
 }
 
+// IsDir reports whether path is a directory.
+func (r *Root) IsDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
+// WriteFile creates or replaces a file of the agent's own (its state
+// directory), unlike WriteString, which writes an existing kernel file.
+func (r *Root) WriteFile(path string, data []byte, perm os.FileMode) error {
+	return os.WriteFile(path, data, perm)
+}
+
 // ReadFile reads a file under the root.
 func (r *Root) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+
+// Subdirs lists the names of dir's subdirectories, sorted.
+func (r *Root) Subdirs(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
 
 // ReadDir lists a directory under the root.
 func (r *Root) ReadDir(path string) ([]os.DirEntry, error) { return os.ReadDir(path) }

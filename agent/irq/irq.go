@@ -9,7 +9,6 @@ package irq
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,8 +21,8 @@ import (
 	"latencytier.io/latencytier/agent/knob"
 )
 
-// DefaultID is the setting name of /proc/irq/default_smp_affinity.
-const DefaultID = "irq/default_smp_affinity"
+// defaultID is the setting name of /proc/irq/default_smp_affinity.
+const defaultID = "irq/default_smp_affinity"
 
 // ID is the setting name of one IRQ.
 func ID(n int) string { return "irq/" + strconv.Itoa(n) }
@@ -37,14 +36,14 @@ func Knobs(root *host.Root, reserved cpuset.CPUSet) ([]knob.Knob, error) {
 	var knobs []knob.Knob
 	def := root.Proc("irq", "default_smp_affinity")
 	if root.Exists(def) {
-		knobs = append(knobs, knob.Knob{ID: DefaultID, Path: def, Desired: cpulist.FormatMask(reserved),
+		knobs = append(knobs, knob.Knob{ID: defaultID, Path: def, Desired: cpulist.FormatMask(reserved),
 			Equal: cpulist.MasksEqual, Label: "default_smp_affinity"})
 	}
-	irqs, err := List(root)
+	irqs, err := list(root)
 	if err != nil {
 		return nil, err
 	}
-	names := Names(root)
+	names := names(root)
 	for _, n := range irqs {
 		dir := root.Proc("irq", strconv.Itoa(n))
 		k := knob.Knob{
@@ -71,10 +70,10 @@ func label(n int, name string) string {
 	return fmt.Sprintf("IRQ %d (%s)", n, name)
 }
 
-// List returns the numbered IRQs under /proc/irq that have an
+// list returns the numbered IRQs under /proc/irq that have an
 // smp_affinity_list, ascending.
-func List(root *host.Root) ([]int, error) {
-	entries, err := os.ReadDir(root.Proc("irq"))
+func list(root *host.Root) ([]int, error) {
+	entries, err := root.ReadDir(root.Proc("irq"))
 	if err != nil {
 		return nil, fmt.Errorf("irq: list %s: %w", root.Proc("irq"), err)
 	}
@@ -92,9 +91,9 @@ func List(root *host.Root) ([]int, error) {
 	return out, nil
 }
 
-// Names maps IRQ numbers to their device names from /proc/interrupts. A
+// names maps IRQ numbers to their device names from /proc/interrupts. A
 // missing or unreadable file yields an empty map: names are decoration.
-func Names(root *host.Root) map[int]string {
+func names(root *host.Root) map[int]string {
 	out := map[int]string{}
 	fs, err := procfs.NewFS(root.Proc())
 	if err != nil {

@@ -28,7 +28,7 @@ func TestKnobsFromFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(knobs) != 3 || knobs[0].ID != DefaultID || knobs[0].Desired != "3" || knobs[1].ID != "irq/9" || knobs[2].ID != "irq/24" {
+	if len(knobs) != 3 || knobs[0].ID != defaultID || knobs[0].Desired != "3" || knobs[1].ID != "irq/9" || knobs[2].ID != "irq/24" {
 		t.Fatalf("knobs = %+v", knobs)
 	}
 	if knobs[2].Label != "IRQ 24 (virtio1-req.0)" || knobs[2].VerifyPath == "" || !knobs[2].RefusalIsImmovable {

@@ -38,7 +38,7 @@ func TestRealIRQs(t *testing.T) {
 	}
 	var knobs []knob.Knob
 	for _, k := range all {
-		if k.ID == "irq/24" || k.ID == "irq/36" || k.ID == "irq/41" || k.ID == DefaultID {
+		if k.ID == "irq/24" || k.ID == "irq/36" || k.ID == "irq/41" || k.ID == defaultID {
 			knobs = append(knobs, k)
 			testroot.Restore(t, k.Path)
 		}
@@ -52,7 +52,7 @@ func TestRealIRQs(t *testing.T) {
 	for _, r := range rep.Results {
 		got[r.Setting] = r
 	}
-	for _, id := range []string{"irq/24", "irq/41", DefaultID} {
+	for _, id := range []string{"irq/24", "irq/41", defaultID} {
 		if got[id].State != v1alpha1.SettingApplied {
 			t.Errorf("%s = %+v, want Applied", id, got[id])
 		}

@@ -6,9 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/prometheus/procfs"
 
 	"latencytier.io/latencytier/agent/host"
 )
@@ -46,15 +46,13 @@ func Quarantine(root *host.Root, now time.Time) (aside string, earlierBoot bool,
 
 // bootTime is when this boot began (btime in the host's /proc/stat).
 func bootTime(root *host.Root) (time.Time, bool) {
-	b, err := os.ReadFile(root.Proc("stat"))
+	pfs, err := procfs.NewFS(root.Proc())
 	if err != nil {
 		return time.Time{}, false
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "btime "); ok {
-			sec, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return time.Unix(sec, 0), err == nil
-		}
+	st, err := pfs.Stat()
+	if err != nil || st.BootTime == 0 {
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	return time.Unix(int64(st.BootTime), 0), true
 }

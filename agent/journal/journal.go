@@ -168,7 +168,7 @@ func BootID(root *host.Root) (string, error) {
 // Load reads the journal. It returns (nil, nil) when there is none and an
 // error wrapping ErrCorrupt when the file exists but does not parse.
 func Load(root *host.Root) (*Journal, error) {
-	b, err := os.ReadFile(Path(root))
+	b, err := root.ReadFile(Path(root))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -14,11 +14,11 @@ import (
 	"latencytier.io/latencytier/agent/host"
 )
 
-// OwnerFileName is the owner lock's file name in the state directory. The
+// ownerFileName is the owner lock's file name in the state directory. The
 // process that holds an exclusive flock on it owns the journal; the file
 // says who that is. The kernel drops the lock when the owner dies, so a
 // killed agent never blocks the next one.
-const OwnerFileName = "owner.lock"
+const ownerFileName = "owner.lock"
 
 // Mode names the kind of process that owns the journal.
 const (
@@ -66,12 +66,12 @@ func Own(root *host.Root, mode string) (release func(), err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, OwnerFileName), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(filepath.Join(dir, ownerFileName), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open journal owner file: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(f.Name())
+		b, _ := root.ReadFile(f.Name())
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, &HeldError{Dir: dir, Owner: parseOwner(string(b))}

@@ -74,7 +74,7 @@ type workload struct {
 
 func newWorkload(t *testing.T, root *host.Root) *workload {
 	w := &workload{t: t, dir: root.Proc("4242", "task", "4242")}
-	f := make([]string, 39)
+	f := make([]string, 50) // state and the 49 fields after it, as a 6.x kernel prints them
 	for i := range f {
 		f[i] = "0"
 	}

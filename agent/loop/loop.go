@@ -146,9 +146,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return errors.Join(runErr, err)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), ShutdownCheckTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownCheckTimeout)
 	defer cancel()
-	RevertIfGone(sctx, direct, r.Engine, o.NodeName, o.Log)
+	revertIfGone(sctx, direct, r.Engine, o.NodeName, o.Log)
 	return runErr
 }
 
@@ -308,14 +308,14 @@ func (r *Reconciler) statusRefused(ctx context.Context, ln *v1alpha1.LatencyNode
 	r.patchFailure = err.Error()
 	log.Error(err, "Failed to patch LatencyNode status; tuning and drift re-assertion go on", "retryIn", r.Resync.String())
 	if r.Recorder != nil {
-		r.Recorder.Eventf(ln, nil, corev1.EventTypeWarning, EventStatusRefused, "PatchStatus",
+		r.Recorder.Eventf(ln, nil, corev1.EventTypeWarning, eventStatusRefused, "PatchStatus",
 			"the API server refused this node's status (tuning and drift re-assertion go on; retried every %s): %s",
 			r.Resync, bound.String(err.Error(), 512))
 	}
 }
 
-// EventStatusRefused is the reason of the event a refused status patch emits.
-const EventStatusRefused = "StatusRefused"
+// eventStatusRefused is the reason of the event a refused status patch emits.
+const eventStatusRefused = "StatusRefused"
 
 func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alpha1.LatencyNodeStatus, error) {
 	log := ctrl.LoggerFrom(ctx)
@@ -340,7 +340,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	}
 	for _, d := range rep.Drifts {
 		log.Info("Re-asserted a setting someone else changed", "setting", d.ID, "ours", d.Ours, "theirs", d.Theirs,
-			"likely", Culprit(d.ID, ds.IRQBalancePID))
+			"likely", culprit(d.ID, ds.IRQBalancePID))
 	}
 	if rep.Written > 0 {
 		log.Info("Applied tuning", "profile", ln.Spec.Profile, "writes", rep.Written)
@@ -357,7 +357,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	}
 	rep.Drifts = r.drifts(rep.Drifts, now.Time)
 	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
-		Findings: ds.Findings, Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Reasserted: reasserted, Now: now})
+		Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Reasserted: reasserted, Now: now})
 	r.held(ln, ln.Spec.Tuning, ds.Pods, err == nil)
 	r.measure(ctx, ln, &st)
 	return st, err

@@ -252,7 +252,7 @@ func TestRevertIfGoneOnShutdown(t *testing.T) {
 	if err := c.Create(ctx, ln); err != nil {
 		t.Fatal(err)
 	}
-	if RevertIfGone(ctx, c, e, "node-s", logr.Discard()) || testroot.Read(t, autogroup) != "0" {
+	if revertIfGone(ctx, c, e, "node-s", logr.Discard()) || testroot.Read(t, autogroup) != "0" {
 		t.Fatal("reverted although the LatencyNode exists (an agent restart must not untune the node)")
 	}
 
@@ -265,11 +265,11 @@ func TestRevertIfGoneOnShutdown(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if RevertIfGone(short, unreachable, e, "node-s", logr.Discard()) || testroot.Read(t, autogroup) != "0" {
+	if revertIfGone(short, unreachable, e, "node-s", logr.Discard()) || testroot.Read(t, autogroup) != "0" {
 		t.Fatal("reverted without knowing the LatencyNode is gone")
 	}
 
-	if !RevertIfGone(ctx, c, e, "node-s", logr.Discard()) {
+	if !revertIfGone(ctx, c, e, "node-s", logr.Discard()) {
 		t.Fatal("did not revert although the LatencyNode is gone")
 	}
 	if testroot.Read(t, autogroup) != "1" {

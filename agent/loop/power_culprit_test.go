@@ -8,7 +8,7 @@ import (
 // A lifted idle limit is blamed on the tools that write PM QoS and cpuidle,
 // not on a sysctl writer.
 func TestCulpritOfPowerDrift(t *testing.T) {
-	if got := Culprit("power/cpu3/resume-latency", 0); !strings.Contains(got, "tuned") || strings.Contains(got, "sysctl") {
-		t.Errorf("Culprit = %q", got)
+	if got := culprit("power/cpu3/resume-latency", 0); !strings.Contains(got, "tuned") || strings.Contains(got, "sysctl") {
+		t.Errorf("culprit = %q", got)
 	}
 }

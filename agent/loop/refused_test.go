@@ -83,7 +83,7 @@ func TestRefusedStatusKeepsReasserting(t *testing.T) {
 		}
 		refused = nil
 		for _, e := range list.Items {
-			if e.Reason == EventStatusRefused && e.Regarding.Name == "node-r" && e.Regarding.Kind == "LatencyNode" {
+			if e.Reason == eventStatusRefused && e.Regarding.Name == "node-r" && e.Regarding.Kind == "LatencyNode" {
 				refused = append(refused, e)
 			}
 		}

@@ -17,14 +17,14 @@ import (
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
-// ShutdownCheckTimeout bounds the API call the agent makes on its way out;
+// shutdownCheckTimeout bounds the API call the agent makes on its way out;
 // it stays well inside the pod's termination grace period.
-var ShutdownCheckTimeout = 10 * time.Second
+var shutdownCheckTimeout = 10 * time.Second
 
-// RevertIfGone restores the journal when the node's LatencyNode no longer
+// revertIfGone restores the journal when the node's LatencyNode no longer
 // exists. Any other answer (present, API unreachable, forbidden) keeps the
 // tuning: an agent restart or upgrade must not untune a node.
-func RevertIfGone(ctx context.Context, c client.Reader, e *apply.Engine, nodeName string, log logr.Logger) bool {
+func revertIfGone(ctx context.Context, c client.Reader, e *apply.Engine, nodeName string, log logr.Logger) bool {
 	err := c.Get(ctx, client.ObjectKey{Name: nodeName}, &v1alpha1.LatencyNode{})
 	if !apierrors.IsNotFound(err) {
 		if err != nil {

@@ -21,12 +21,11 @@ import (
 
 // applyInput is everything one Apply pass tells status.
 type applyInput struct {
-	Node     *v1alpha1.LatencyNode
-	Report   apply.Report
-	Err      error
-	Results  []v1alpha1.SettingResult // settings that became no knob
-	Findings []v1alpha1.Finding
-	Kernel   v1alpha1.KernelFacts
+	Node    *v1alpha1.LatencyNode
+	Report  apply.Report
+	Err     error
+	Results []v1alpha1.SettingResult // settings that became no knob
+	Kernel  v1alpha1.KernelFacts
 	// IRQBalancePID names the likely culprit of IRQ drift.
 	IRQBalancePID int
 	// Reasserted counts this pass's writes that only re-asserted drift
@@ -46,7 +45,7 @@ func applyStatus(prev v1alpha1.LatencyNodeStatus, in applyInput) v1alpha1.Latenc
 	all := sortedSettings(append(append(append([]v1alpha1.SettingResult{}, in.Report.Results...), withHeld(in.Results, in.Report.Held)...),
 		unsettled(in.Report.Restored)...))
 	st.Settings, st.SettingsOmitted = capSettings(all)
-	st.Findings = boundFindings(in.Findings)
+	st.Findings = nil // measure's findings of the last window are added after the pass
 	gen := in.Node.Generation
 	setCondition(&st, appliedCondition(in.Err, all, st.SettingsOmitted), gen, in.Now)
 	setCondition(&st, driftCondition(in.Report.Drifts, in.IRQBalancePID), gen, in.Now)
@@ -173,15 +172,15 @@ func driftCondition(drifts []apply.Drift, irqbalancePID int) metav1.Condition {
 	}
 	var parts []string
 	for _, d := range drifts {
-		parts = append(parts, fmt.Sprintf("%s was %q, ours %q (likely %s)", d.ID, d.Theirs, d.Ours, Culprit(d.ID, irqbalancePID)))
+		parts = append(parts, fmt.Sprintf("%s was %q, ours %q (likely %s)", d.ID, d.Theirs, d.Ours, culprit(d.ID, irqbalancePID)))
 	}
 	slices.Sort(parts)
 	return metav1.Condition{Type: v1alpha1.NodeDrifted, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonDriftDetected,
 		Message: "re-asserted after someone else changed: " + strings.Join(first(parts, 8), "; ")}
 }
 
-// Culprit names who most likely changed a setting, by its kind.
-func Culprit(id string, irqbalancePID int) string {
+// culprit names who most likely changed a setting, by its kind.
+func culprit(id string, irqbalancePID int) string {
 	switch {
 	case strings.HasPrefix(id, "irq/") && irqbalancePID != 0:
 		return fmt.Sprintf("irqbalance, pid %d", irqbalancePID)
@@ -253,7 +252,6 @@ func revertedCondition(err error, rep apply.Report) metav1.Condition {
 	return c
 }
 
-// unsettled keeps the restore results a human must see (not plain success).
 // conflictNote names a setting a revert left in place: changed by someone
 // else (their value), or given up after failed restores (no value read).
 func conflictNote(r v1alpha1.SettingResult) string {
@@ -282,6 +280,7 @@ func withHeld(results, held []v1alpha1.SettingResult) []v1alpha1.SettingResult {
 	return out
 }
 
+// unsettled keeps the restore results a human must see (not plain success).
 func unsettled(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
 	var out []v1alpha1.SettingResult
 	for _, r := range rs {

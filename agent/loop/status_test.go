@@ -135,11 +135,11 @@ func TestRevertStatus(t *testing.T) {
 }
 
 func TestCulprit(t *testing.T) {
-	if got := Culprit("irq/24", 77); got != "irqbalance, pid 77" {
-		t.Errorf("Culprit = %q", got)
+	if got := culprit("irq/24", 77); got != "irqbalance, pid 77" {
+		t.Errorf("culprit = %q", got)
 	}
-	if got := Culprit("cpuquota/ns/p", 0); got != "kubelet or the container runtime" {
-		t.Errorf("Culprit = %q", got)
+	if got := culprit("cpuquota/ns/p", 0); got != "kubelet or the container runtime" {
+		t.Errorf("culprit = %q", got)
 	}
 }
 

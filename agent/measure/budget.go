@@ -47,7 +47,7 @@ func budgetCondition(in budgetInput) metav1.Condition {
 	}
 	if b.ThrottledRatio != nil {
 		limit, err := strconv.ParseFloat(*b.ThrottledRatio, 64)
-		s := fmt.Sprintf("throttled ratio %s", FormatRatio(in.throttled))
+		s := fmt.Sprintf("throttled ratio %s", formatRatio(in.throttled))
 		if in.throttledPod != "" {
 			s += " (" + in.throttledPod + ")"
 		}

@@ -13,8 +13,20 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
+// tuning is a TuningSpec with isolated and reserved CPUs ("" leaves one
+// unset).
 func tuning(isolated, reserved string) v1alpha1.TuningSpec {
-	return v1alpha1.TuningSpec{CPUs: cpuSpec(isolated, reserved)}
+	if isolated == "" && reserved == "" {
+		return v1alpha1.TuningSpec{}
+	}
+	c := &v1alpha1.CPUSpec{}
+	if isolated != "" {
+		c.Isolated = &isolated
+	}
+	if reserved != "" {
+		c.Reserved = &reserved
+	}
+	return v1alpha1.TuningSpec{CPUs: c}
 }
 
 func findingsOf(root *host.Root, in Input) []v1alpha1.Finding {

@@ -1,8 +1,11 @@
 package measure
 
 import (
+	"fmt"
+	"io"
 	"math"
 	"math/bits"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,8 +32,8 @@ func unitsToNs(u uint64) uint64 {
 	return (u*bpf.UnitNumer + bpf.UnitDenom - 1) / bpf.UnitDenom
 }
 
-// SlotOf returns the bucket of a latency in ns (the BPF program's slot()).
-func SlotOf(ns uint64) int {
+// slotOf returns the bucket of a latency in ns (the BPF program's slot()).
+func slotOf(ns uint64) int {
 	u := ns * bpf.UnitDenom / bpf.UnitNumer
 	if u < subs {
 		return int(u)
@@ -59,9 +62,9 @@ func SlotRange(i int) (low, high uint64) {
 	return unitsToNs(l), unitsToNs(h)
 }
 
-// Log2Slot is the runqlat (log2 usecs) slot bucket i falls into: slot k
+// log2Slot is the runqlat (log2 usecs) slot bucket i falls into: slot k
 // holds [2^k, 2^(k+1)) us, and slot 0 also holds 0 us.
-func Log2Slot(i int) int {
+func log2Slot(i int) int {
 	l, _ := slotUnits(i)
 	us := l >> 4
 	if us < 2 {
@@ -70,8 +73,8 @@ func Log2Slot(i int) int {
 	return bits.Len64(us) - 1
 }
 
-// Log2SlotOfNs is the runqlat slot of a latency in ns.
-func Log2SlotOfNs(ns uint64) int {
+// log2SlotOfNs is the runqlat slot of a latency in ns.
+func log2SlotOfNs(ns uint64) int {
 	us := ns / 1000
 	if us < 2 {
 		return 0
@@ -89,7 +92,7 @@ func (h *Hist) Add(o *Hist) {
 
 // Record counts n samples of latency ns.
 func (h *Hist) Record(ns uint64, n uint64) {
-	h.Slots[SlotOf(ns)] += n
+	h.Slots[slotOf(ns)] += n
 	h.MaxNs = max(h.MaxNs, ns)
 }
 
@@ -149,7 +152,7 @@ func (h *Hist) Log2() []uint64 {
 		if c == 0 {
 			continue
 		}
-		s := Log2Slot(i)
+		s := log2Slot(i)
 		for len(out) <= s {
 			out = append(out, 0)
 		}
@@ -158,16 +161,16 @@ func (h *Hist) Log2() []uint64 {
 	return out
 }
 
-// MaxBuckets bounds the compact histogram in status.
-const MaxBuckets = 64
+// maxBuckets bounds the compact histogram in status.
+const maxBuckets = 64
 
 // Compact returns the non-empty buckets, merging sub-buckets (8 → 4 → 2 → 1
-// per power of two) until at most MaxBuckets remain. le is each bucket's
+// per power of two) until at most maxBuckets remain. le is each bucket's
 // upper bound.
 func (h *Hist) Compact() []v1alpha1.LatencyBucket {
 	for group := 1; group <= subs; group *= 2 {
 		out := h.grouped(group)
-		if len(out) <= MaxBuckets || group == subs {
+		if len(out) <= maxBuckets || group == subs {
 			return out
 		}
 	}
@@ -207,4 +210,44 @@ func classLatency(class string, h *Hist) v1alpha1.ClassLatency {
 	cl.Max = &metav1.Duration{Duration: h.Max()}
 	cl.Buckets = h.Compact()
 	return cl
+}
+
+// PrintLog2 prints a log2 histogram exactly as libbpf-tools' print_log2_hist.
+func PrintLog2(w io.Writer, vals []uint64, unit string) {
+	idxMax := -1
+	var valMax uint64
+	for i, v := range vals {
+		if v > 0 {
+			idxMax = i
+		}
+		valMax = max(valMax, v)
+	}
+	if idxMax < 0 {
+		return
+	}
+	pad, width, stars := 5, 19, 40
+	if idxMax > 32 {
+		pad, width, stars = 15, 29, 20
+	}
+	fmt.Fprintf(w, "%*s%-*s : count    distribution\n", pad, "", width, unit)
+	colw := 10
+	if idxMax > 32 {
+		colw = 20
+	}
+	for i := 0; i <= idxMax; i++ {
+		low := (uint64(1) << (i + 1)) >> 1
+		high := (uint64(1) << (i + 1)) - 1
+		if low == high {
+			low--
+		}
+		fmt.Fprintf(w, "%*d -> %-*d : %-8d |%s|\n", colw, low, colw, high, vals[i], starBar(vals[i], valMax, stars))
+	}
+}
+
+func starBar(v, vmax uint64, width int) string {
+	if vmax == 0 {
+		return strings.Repeat(" ", width)
+	}
+	n := int(min(v, vmax) * uint64(width) / vmax)
+	return strings.Repeat("*", n) + strings.Repeat(" ", width-n)
 }

@@ -10,12 +10,12 @@ import (
 func TestSlotOfAndRange(t *testing.T) {
 	for _, ns := range []uint64{0, 1, 62, 63, 500, 999, 1000, 1001, 1999, 2000, 2047, 3999, 4000,
 		15_999, 16_000, 123_456, 1_000_000, 1_048_575_999, 60_000_000_000, 500_000_000_000} {
-		i := SlotOf(ns)
+		i := slotOf(ns)
 		low, high := SlotRange(i)
 		if ns < low || ns >= high {
 			t.Errorf("ns %d in slot %d [%d, %d)", ns, i, low, high)
 		}
-		if got, want := Log2Slot(i), Log2SlotOfNs(ns); got != want {
+		if got, want := log2Slot(i), log2SlotOfNs(ns); got != want {
 			t.Errorf("ns %d: bucket %d maps to runqlat slot %d, the value itself to %d", ns, i, got, want)
 		}
 	}
@@ -29,12 +29,12 @@ func TestSlotsTileWithoutGapsAndRespectLog2Boundaries(t *testing.T) {
 			t.Fatalf("slot %d starts at %d, previous ended at %d", i, low, prevHigh)
 		}
 		// Both ends of the bucket belong to the same runqlat slot.
-		if Log2SlotOfNs(low) != Log2SlotOfNs(high-1) {
-			t.Fatalf("slot %d [%d, %d) straddles runqlat slots %d and %d", i, low, high, Log2SlotOfNs(low), Log2SlotOfNs(high-1))
+		if log2SlotOfNs(low) != log2SlotOfNs(high-1) {
+			t.Fatalf("slot %d [%d, %d) straddles runqlat slots %d and %d", i, low, high, log2SlotOfNs(low), log2SlotOfNs(high-1))
 		}
 		prevHigh = high
 	}
-	if SlotOf(1<<62) != bpf.Slots-1 {
+	if slotOf(1<<62) != bpf.Slots-1 {
 		t.Errorf("overflow does not land in the last slot")
 	}
 }
@@ -69,8 +69,8 @@ func TestQuantile(t *testing.T) {
 
 func TestMaxFallsBackToBucketTop(t *testing.T) {
 	var h Hist
-	h.Slots[SlotOf(3_000_000)] = 1 // max unknown (reset race)
-	_, high := SlotRange(SlotOf(3_000_000))
+	h.Slots[slotOf(3_000_000)] = 1 // max unknown (reset race)
+	_, high := SlotRange(slotOf(3_000_000))
 	if h.Max() != time.Duration(high) {
 		t.Errorf("max %s, want bucket top %s", h.Max(), time.Duration(high))
 	}
@@ -101,8 +101,8 @@ func TestCompactBoundsAndKeepsCounts(t *testing.T) {
 	}
 	total := h.Count()
 	b := h.Compact()
-	if len(b) > MaxBuckets {
-		t.Fatalf("%d buckets, want at most %d", len(b), MaxBuckets)
+	if len(b) > maxBuckets {
+		t.Fatalf("%d buckets, want at most %d", len(b), maxBuckets)
 	}
 	var n int64
 	for i, x := range b {

@@ -2,9 +2,6 @@ package measure
 
 import (
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/measure/bpf"
@@ -72,13 +69,13 @@ type taskDelay struct {
 func (s *schedstatSource) perCPU() ([]Hist, error) {
 	cur := map[string]taskDelay{}
 	var out []Hist
-	for _, dir := range taskDirs(s.root) {
-		td, cpu, err := readTaskDelay(dir)
+	for _, t := range tasks(s.root) {
+		td, cpu, err := readTaskDelay(t)
 		if err != nil {
 			continue // the task exited
 		}
-		cur[dir] = td
-		old, ok := s.prev[dir]
+		cur[t.key()] = td
+		old, ok := s.prev[t.key()]
 		if !ok || td.slices <= old.slices || td.delay < old.delay {
 			continue
 		}
@@ -98,28 +95,16 @@ func (s *schedstatSource) perCPU() ([]Hist, error) {
 
 // readTaskDelay reads a task's run_delay and timeslice count and the CPU it
 // last ran on.
-func readTaskDelay(dir string) (taskDelay, int, error) {
-	b, err := os.ReadFile(dir + "/schedstat")
+func readTaskDelay(t task) (taskDelay, int, error) {
+	ss, err := t.proc.Schedstat()
 	if err != nil {
 		return taskDelay{}, 0, err
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return taskDelay{}, 0, fmt.Errorf("malformed schedstat %q", b)
-	}
-	var td taskDelay
-	if td.delay, err = strconv.ParseUint(f[1], 10, 64); err != nil {
-		return td, 0, err
-	}
-	if td.slices, err = strconv.ParseUint(f[2], 10, 64); err != nil {
-		return td, 0, err
-	}
-	st, err := os.ReadFile(dir + "/stat")
+	st, err := t.proc.Stat()
 	if err != nil {
-		return td, 0, err
+		return taskDelay{}, 0, err
 	}
-	ts, err := parseTaskStat(strings.TrimSpace(string(st)))
-	return td, ts.processor, err
+	return taskDelay{delay: ss.WaitingNanoseconds, slices: ss.RunTimeslices}, int(st.Processor), nil
 }
 
 // byClass sums per-CPU histograms into Node, Isolated and Reserved.

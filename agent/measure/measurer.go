@@ -60,12 +60,10 @@ type Result struct {
 	Hists map[string]*Hist `json:"-"`
 }
 
-// Attach modes for WithAttach.
+// Attach modes for WithAttach besides bpf.AttachTPBTF and bpf.AttachRawTP.
 const (
-	AttachAuto  = ""
-	AttachTPBTF = bpf.AttachTPBTF
-	AttachRawTP = bpf.AttachRawTP
-	AttachNone  = "none"
+	AttachAuto = ""
+	AttachNone = "none"
 )
 
 // Option configures a Measurer.
@@ -202,7 +200,7 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 			MeasuredAt: &metav1.Time{Time: now},
 			Classes:    classLatencies(hs.hists),
 		}
-		res.Latency.PSICPUSomeAvg10, _ = psiSomeAvg10(m.root.Proc("pressure", "cpu"))
+		res.Latency.PSICPUSomeAvg10, _ = nodePressure(m.root)
 		if p99 := res.Latency.Classes[0].P99; p99 != nil {
 			res.RunQueueP99 = p99.DeepCopy()
 		}
@@ -218,12 +216,12 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 	}
 	list, highest, highestOptedIn := podThrottlings(throttles)
 	res.AllThrottling = list
-	res.Throttling = slices.Clip(list[:min(len(list), MaxThrottling)])
+	res.Throttling = slices.Clip(list[:min(len(list), maxThrottling)])
 	if len(throttles) > 0 {
-		res.ThrottledRatio = FormatRatio(highest)
+		res.ThrottledRatio = formatRatio(highest)
 	}
 	if r, ok := highestMeasured(throttles, in.Tuning); ok {
-		res.PodsThrottledRatio = FormatRatio(r)
+		res.PodsThrottledRatio = formatRatio(r)
 	}
 
 	prevIRQ, prevSoft, hadIRQ, hadSoft := m.irqs, m.softirqs, m.haveIRQ, m.haveSoft
@@ -280,9 +278,9 @@ func (m *Measurer) latency(t v1alpha1.TuningSpec, cls cpuClasses) *latencyHists 
 
 func (m *Measurer) readCounters() {
 	var err error
-	m.irqs, err = readCounterTable(m.root.Proc("interrupts"))
+	m.irqs, err = readCounterTable(m.root, m.root.Proc("interrupts"))
 	m.haveIRQ = err == nil
-	m.softirqs, err = readCounterTable(m.root.Proc("softirqs"))
+	m.softirqs, err = readCounterTable(m.root, m.root.Proc("softirqs"))
 	m.haveSoft = err == nil
 }
 

@@ -11,10 +11,8 @@ import (
 	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"bytes"
-	"encoding/json"
-
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/measure/bpf"
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/privtest"
 )
@@ -23,7 +21,7 @@ import (
 // offers and checks the per-class histograms add up to the node's.
 func TestBPFAttachModes(t *testing.T) {
 	needRoot(t)
-	for _, attach := range []string{AttachTPBTF, AttachRawTP} {
+	for _, attach := range []string{bpf.AttachTPBTF, bpf.AttachRawTP} {
 		t.Run(attach, func(t *testing.T) {
 			m := New(host.New("/"), testr.New(t), WithAttach(attach))
 			if err := m.Start(context.Background()); err != nil {
@@ -31,7 +29,7 @@ func TestBPFAttachModes(t *testing.T) {
 			}
 			defer m.Close()
 			if m.Tracer() == nil {
-				if attach == AttachTPBTF {
+				if attach == bpf.AttachTPBTF {
 					privtest.Missing(t, "tp_btf not available on this kernel: %s", m.Source())
 				}
 				t.Fatalf("raw_tp did not load: %s", m.Source())
@@ -55,7 +53,7 @@ func TestBPFAttachModes(t *testing.T) {
 				t.Errorf("samples node %d != isolated %d + reserved %d", node.Samples, iso.Samples, res0.Samples)
 			}
 			if node.P50 == nil || node.P99 == nil || node.P999 == nil || node.Max == nil ||
-				node.P50.Duration > node.P99.Duration || node.P99.Duration > node.Max.Duration || len(node.Buckets) > MaxBuckets {
+				node.P50.Duration > node.P99.Duration || node.P99.Duration > node.Max.Duration || len(node.Buckets) > maxBuckets {
 				t.Errorf("node summary %+v", node)
 			}
 			if res.RunQueueP99 == nil || res.RunQueueP99.Duration != node.P99.Duration {
@@ -95,34 +93,5 @@ func TestSchedstatFallback(t *testing.T) {
 	}
 	if res.Budget.Reason != v1alpha1.ReasonWithinBudget && res.Budget.Reason != v1alpha1.ReasonOutsideBudget {
 		t.Errorf("budget %+v", res.Budget)
-	}
-}
-
-func TestCommandPrintsRunqlatShape(t *testing.T) {
-	needRoot(t)
-	var out bytes.Buffer
-	if err := Command(context.Background(), []string{"--duration", "300ms", "--isolated", "1", "--reserved", "0"}, &out); err != nil {
-		t.Fatal(err)
-	}
-	s := out.String()
-	for _, want := range []string{"Tracing run queue latency with EBPF", "class Node:", "class Isolated:", "usecs               : count    distribution", " -> ", "p50 ", "p99 ", "p99.9 ", "max ", "WithinBudget="} {
-		if !strings.Contains(s, want) {
-			t.Errorf("output lacks %q:\n%s", want, s)
-		}
-	}
-
-	out.Reset()
-	if err := Command(context.Background(), []string{"--duration", "200ms", "--json", "--attach", "none"}, &out); err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Latency *v1alpha1.LatencyStatus
-		Budget  metav1.Condition
-	}
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		t.Fatalf("--json output does not parse: %v\n%s", err, out.String())
-	}
-	if res.Budget.Type != v1alpha1.NodeWithinBudget {
-		t.Errorf("json budget %+v", res.Budget)
 	}
 }

@@ -13,8 +13,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
+
+	"latencytier.io/latencytier/agent/host"
 )
 
 // pidnsChild, when set, makes TestProcessReadsNeedNoHostPID the child: it
@@ -103,7 +107,7 @@ func findingMessages(res *Result) (rt, irqbalance string) {
 }
 
 // measureInPidns re-runs this test as a child in new pid and mount
-// namespaces and returns what `agent measure` printed there. dir "/" reads
+// namespaces and returns the Result the child measured there, as JSON. dir "/" reads
 // the namespace's own /proc; any other dir becomes the host root.
 func measureInPidns(t *testing.T, dir string) *Result {
 	t.Helper()
@@ -147,10 +151,19 @@ func runPidnsChild(t *testing.T, dir string) {
 	if err := unix.Mount("proc", "/proc", "proc", 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	args := []string{"--host-root=" + root, "--attach=none", "--duration=1500ms", "--json", "--isolated=1", "--reserved=0"}
-	if err := Command(context.Background(), args, &buf); err != nil {
+	m := New(host.New(root), logr.Discard(), WithAttach(AttachNone))
+	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(1500 * time.Millisecond) // the measurement window: schedstat needs time to pass
+	res, err := m.Collect(context.Background(), Input{Tuning: tuning("1", "0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := bytes.NewBuffer(js)
 	os.Stdout.WriteString("<<<" + buf.String() + ">>>\n")
 }

@@ -4,11 +4,11 @@ import (
 	"bufio"
 	"cmp"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/procfs"
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/cpulist"
@@ -133,22 +133,20 @@ func sortDeltas(d []rowDelta) {
 	})
 }
 
-func readCounterTable(path string) (counterTable, error) {
-	b, err := os.ReadFile(path)
+// readCounterTable reads /proc/interrupts or /proc/softirqs. Both are parsed
+// here: procfs's Interrupts drops which CPU each column belongs to (columns
+// skip offline CPUs) and its Softirqs has no row per softirq name.
+func readCounterTable(root *host.Root, path string) (counterTable, error) {
+	b, err := root.ReadFile(path)
 	if err != nil {
 		return counterTable{}, err
 	}
 	return parseCounterTable(string(b))
 }
 
-// taskStat holds the /proc/<pid>/task/<tid>/stat fields the agent uses.
-type taskStat struct {
-	comm      string
-	flags     uint64
-	processor int
-	rtPrio    int
-	policy    int
-}
+// procFS is the host root's /proc as prometheus/procfs reads it, so a
+// temp-dir root stands in for the host's tasks in tests.
+func procFS(root *host.Root) (procfs.FS, error) { return procfs.NewFS(root.Proc()) }
 
 // pfKthread is PF_KTHREAD in task flags.
 const pfKthread = 0x00200000
@@ -159,51 +157,33 @@ const (
 	schedRR   = 2
 )
 
-// parseTaskStat parses a stat line; comm may hold spaces and parentheses.
-func parseTaskStat(line string) (taskStat, error) {
-	open, end := strings.IndexByte(line, '('), strings.LastIndexByte(line, ')')
-	if open < 0 || end < open {
-		return taskStat{}, fmt.Errorf("malformed stat %q", line)
-	}
-	f := strings.Fields(line[end+1:])
-	// f[0] is field 3 (state); field N is f[N-3].
-	if len(f) < 39 {
-		return taskStat{}, fmt.Errorf("short stat line (%d fields)", len(f)+2)
-	}
-	var s taskStat
-	var err error
-	s.comm = line[open+1 : end]
-	if s.flags, err = strconv.ParseUint(f[6], 10, 64); err != nil {
-		return s, err
-	}
-	if s.processor, err = strconv.Atoi(f[36]); err != nil {
-		return s, err
-	}
-	if s.rtPrio, err = strconv.Atoi(f[37]); err != nil {
-		return s, err
-	}
-	s.policy, err = strconv.Atoi(f[38])
-	return s, err
+// task is one thread of the host, /proc/<pid>/task/<tid>.
+type task struct {
+	pid, tid int
+	proc     procfs.Proc // reads the thread's own stat, schedstat and status
 }
 
-// taskDirs lists /proc/<pid>/task/<tid> directories of every task.
-func taskDirs(root *host.Root) []string {
-	pids, _ := root.ReadDir(root.Proc())
-	var out []string
-	for _, p := range pids {
-		if !isNumber(p.Name()) {
-			continue
-		}
-		tids, _ := root.ReadDir(root.Proc(p.Name(), "task"))
-		for _, t := range tids {
-			if isNumber(t.Name()) {
-				out = append(out, root.Proc(p.Name(), "task", t.Name()))
-			}
+// key names the task across windows.
+func (t task) key() string { return strconv.Itoa(t.pid) + "/" + strconv.Itoa(t.tid) }
+
+// tasks lists every thread of every process under the host root's /proc.
+func tasks(root *host.Root) []task {
+	fs, err := procFS(root)
+	if err != nil {
+		return nil
+	}
+	procs, _ := fs.AllProcs()
+	var out []task
+	for _, p := range procs {
+		threads, _ := fs.AllThreads(p.PID)
+		for _, th := range threads {
+			out = append(out, task{pid: p.PID, tid: th.PID, proc: th})
 		}
 	}
 	return out
 }
 
+// isNumber reports whether s is a decimal number (a numbered IRQ row).
 func isNumber(s string) bool {
 	if s == "" {
 		return false
@@ -216,28 +196,17 @@ func isNumber(s string) bool {
 	return true
 }
 
-// statusField returns one "Key:\tvalue" field of a /proc status file.
-func statusField(text, key string) string {
-	for _, line := range strings.Split(text, "\n") {
-		if v, ok := strings.CutPrefix(line, key+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
 // procsRunning reads procs_running from /proc/stat.
 func procsRunning(root *host.Root) (int, error) {
-	b, err := root.ReadFile(root.Proc("stat"))
+	fs, err := procFS(root)
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "procs_running "); ok {
-			return strconv.Atoi(strings.TrimSpace(v))
-		}
+	st, err := fs.Stat()
+	if err != nil {
+		return 0, err
 	}
-	return 0, fmt.Errorf("no procs_running in %s", root.Proc("stat"))
+	return int(st.ProcessesRunning), nil
 }
 
 // onlineCPUs reads /sys/devices/system/cpu/online.
@@ -249,10 +218,28 @@ func onlineCPUs(root *host.Root) (cpuset.CPUSet, error) {
 	return cpulist.Parse(s)
 }
 
-// psiSomeAvg10 reads "some avg10=" of a PSI file (/proc/pressure/cpu or a
-// cgroup v2 cpu.pressure).
-func psiSomeAvg10(path string) (string, error) {
-	b, err := os.ReadFile(path)
+// nodePressure reads "some avg10" of /proc/pressure/cpu, formatted as the
+// kernel prints it.
+func nodePressure(root *host.Root) (string, error) {
+	fs, err := procFS(root)
+	if err != nil {
+		return "", err
+	}
+	psi, err := fs.PSIStatsForResource("cpu")
+	if err != nil {
+		return "", err
+	}
+	if psi.Some == nil {
+		return "", fmt.Errorf("no some line in %s", root.Proc("pressure", "cpu"))
+	}
+	return strconv.FormatFloat(psi.Some.Avg10, 'f', 2, 64), nil
+}
+
+// cgroupPressure reads "some avg10=" of a cgroup v2 cpu.pressure. The file
+// has /proc/pressure/cpu's format, but procfs only reads the latter, so it
+// is parsed here.
+func cgroupPressure(root *host.Root, path string) (string, error) {
+	b, err := root.ReadFile(path)
 	if err != nil {
 		return "", err
 	}

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/measure/bpf"
 	"latencytier.io/latencytier/internal/privtest"
 )
 
@@ -171,7 +172,7 @@ func TestAgainstRunqlat(t *testing.T) {
 	if _, err := exec.LookPath("runqlat"); err != nil {
 		privtest.Missing(t, "runqlat is not installed (apt-get install libbpf-tools, see hack/apt-packages.txt): cannot compare with it")
 	}
-	for _, attach := range []string{AttachTPBTF, AttachRawTP} {
+	for _, attach := range []string{bpf.AttachTPBTF, bpf.AttachRawTP} {
 		t.Run(attach, func(t *testing.T) { compareWithRunqlat(t, attach) })
 	}
 }
@@ -185,7 +186,7 @@ func compareWithRunqlat(t *testing.T, attach string) {
 	}
 	t.Cleanup(func() { _ = m.Close() })
 	if m.Tracer() == nil {
-		if attach == AttachTPBTF {
+		if attach == bpf.AttachTPBTF {
 			privtest.Missing(t, "tp_btf not available here: %s", m.Source())
 		}
 		t.Fatalf("BPF did not load: %s", m.Source())
@@ -237,7 +238,7 @@ func compareOnce(t *testing.T, m *Measurer, interval int) []string {
 	var failures []string
 	for _, q := range []float64{0.50, 0.99} {
 		d, i := ours.Quantile(q)
-		got, want := Log2Slot(i), log2QuantileSlot(theirs, q)
+		got, want := log2Slot(i), log2QuantileSlot(theirs, q)
 		t.Logf("p%g: agent %s (log2 slot %d = %s usecs), runqlat slot %d = %s usecs",
 			q*100, d, got, slotName(got), want, slotName(want))
 		if got != want {

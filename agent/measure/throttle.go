@@ -16,8 +16,8 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// MaxThrottling bounds status.throttling.
-const MaxThrottling = 32
+// maxThrottling bounds status.throttling.
+const maxThrottling = 32
 
 // cpuStat is one cgroup's cumulative cpu.stat throttling counters.
 type cpuStat struct {
@@ -36,8 +36,8 @@ func (c cpuStat) ratio() float64 {
 	return float64(c.throttled) / float64(c.periods)
 }
 
-// FormatRatio renders a ratio the way status carries it ("0.0123").
-func FormatRatio(r float64) string {
+// formatRatio renders a ratio the way status carries it ("0.0123").
+func formatRatio(r float64) string {
 	return strconv.FormatFloat(r, 'f', 4, 64)
 }
 
@@ -76,7 +76,7 @@ func (t *throttler) collect(pods []podcgroup.Pod, measured func(podcgroup.Pod) b
 		}
 		pt, seen := t.podDelta(p, dirs, cur)
 		if dirs.Version == 2 {
-			pt.pressure, _ = psiSomeAvg10(filepath.Join(dirs.Pod, "cpu.pressure"))
+			pt.pressure, _ = cgroupPressure(t.root, filepath.Join(dirs.Pod, "cpu.pressure"))
 		}
 		if seen {
 			out = append(out, pt)
@@ -149,7 +149,7 @@ func highestMeasured(ps []podThrottle, t v1alpha1.TuningSpec) (highest float64, 
 }
 
 // podThrottlings renders every pod (most throttled first; status keeps the
-// first MaxThrottling) and the highest ratio of all and of opted-in pods.
+// first maxThrottling) and the highest ratio of all and of opted-in pods.
 func podThrottlings(ps []podThrottle) (list []v1alpha1.PodThrottling, highest, highestOptedIn float64) {
 	for _, p := range ps {
 		r := p.delta.ratio()
@@ -163,7 +163,7 @@ func podThrottlings(ps []podThrottle) (list []v1alpha1.PodThrottling, highest, h
 			OptedIn:       p.pod.OptedIn,
 			Periods:       p.delta.periods,
 			Throttled:     p.delta.throttled,
-			Ratio:         FormatRatio(r),
+			Ratio:         formatRatio(r),
 			ThrottledTime: &metav1.Duration{Duration: p.delta.time},
 		})
 	}

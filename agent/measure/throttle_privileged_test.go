@@ -77,7 +77,7 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 	}
 	pt := res.Throttling[0]
 	t.Logf("with quota: %d of %d periods throttled, ratio %s, %s throttled", pt.Throttled, pt.Periods, pt.Ratio, pt.ThrottledTime.Duration)
-	if pt.Throttled <= 0 || pt.Periods <= 0 || pt.Ratio == FormatRatio(0) || pt.ThrottledTime.Duration <= 0 {
+	if pt.Throttled <= 0 || pt.Periods <= 0 || pt.Ratio == formatRatio(0) || pt.ThrottledTime.Duration <= 0 {
 		t.Fatalf("a spinning pod under a 10%% quota is not throttled: %+v", pt)
 	}
 	if res.ThrottledRatio != pt.Ratio || pt.Namespace != "shop" || pt.Name != "api" || !pt.OptedIn {
@@ -97,7 +97,7 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 	}
 	pt = res.Throttling[0]
 	t.Logf("quota removed: %d of %d periods throttled, ratio %s", pt.Throttled, pt.Periods, pt.Ratio)
-	if pt.Throttled != 0 || pt.Ratio != FormatRatio(0) {
+	if pt.Throttled != 0 || pt.Ratio != formatRatio(0) {
 		t.Fatalf("still throttled after quota removal: %+v", pt)
 	}
 	mustNotFind(t, res.Findings, FindingOptedInThrottled)

@@ -60,7 +60,7 @@ func TestEvidenceThrottlingIsTheMeasuredPods(t *testing.T) {
 	batch := podThrottle{pod: podcgroup.Pod{Name: "batch"}, delta: cpuStat{periods: 10, throttled: 9}}
 	selected := podThrottle{pod: podcgroup.Pod{Name: "api", Labels: map[string]string{"tier": "latency"}}, delta: cpuStat{periods: 10, throttled: 1}}
 	granted := podThrottle{pod: podcgroup.Pod{Name: "gw", Isolated: true}, delta: cpuStat{periods: 10, throttled: 2}}
-	if r, ok := highestMeasured([]podThrottle{batch, selected, granted}, tuning); !ok || FormatRatio(r) != "0.2000" {
+	if r, ok := highestMeasured([]podThrottle{batch, selected, granted}, tuning); !ok || formatRatio(r) != "0.2000" {
 		t.Errorf("highest measured = %v, %v; want 0.2 (the isolated pod), not the batch pod's 0.9", r, ok)
 	}
 	if _, ok := highestMeasured([]podThrottle{batch}, tuning); ok {
@@ -68,12 +68,12 @@ func TestEvidenceThrottlingIsTheMeasuredPods(t *testing.T) {
 	}
 }
 
-// TestThrottlingPodsPastTheStatusBound: status lists the MaxThrottling most
+// TestThrottlingPodsPastTheStatusBound: status lists the maxThrottling most
 // throttled pods; Pods (what the agent's metrics count) keeps every one.
 func TestThrottlingPodsPastTheStatusBound(t *testing.T) {
 	files := map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n"}
 	var pods []podcgroup.Pod
-	for i := range MaxThrottling + 3 {
+	for i := range maxThrottling + 3 {
 		uid := fmt.Sprintf("0b5e6f1c-0000-4000-8000-%012d", i)
 		files["sys/fs/cgroup/kubepods/pod"+uid+"/cpu.max"] = "50000 100000\n"
 		files["sys/fs/cgroup/kubepods/pod"+uid+"/cpu.stat"] = "nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n"
@@ -92,7 +92,7 @@ func TestThrottlingPodsPastTheStatusBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Throttling) != MaxThrottling || len(res.AllThrottling) != len(pods) {
-		t.Errorf("status lists %d pods (want %d), AllThrottling %d (want %d)", len(res.Throttling), MaxThrottling, len(res.AllThrottling), len(pods))
+	if len(res.Throttling) != maxThrottling || len(res.AllThrottling) != len(pods) {
+		t.Errorf("status lists %d pods (want %d), AllThrottling %d (want %d)", len(res.Throttling), maxThrottling, len(res.AllThrottling), len(pods))
 	}
 }

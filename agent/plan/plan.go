@@ -85,12 +85,12 @@ func Orphans(journaled []string, knobs []knob.Knob) []string {
 	return out
 }
 
-// RevertAction is what revert does with one journaled setting.
-type RevertAction int
+// revertAction is what revert does with one journaled setting.
+type revertAction int
 
 const (
-	// RevertWrite writes the original back: the kernel holds our value.
-	RevertWrite RevertAction = iota
+	// revertWrite writes the original back: the kernel holds our value.
+	revertWrite revertAction = iota
 	// RevertNothing: the kernel already holds the original.
 	RevertNothing
 	// RevertConflict: the kernel holds a value neither ours nor the
@@ -99,12 +99,12 @@ const (
 )
 
 // Revert decides one journaled setting's revert from its current value.
-func Revert(current, original string, ours func(string) bool, equal func(a, b string) bool) RevertAction {
+func Revert(current, original string, ours func(string) bool, equal func(a, b string) bool) revertAction {
 	switch {
 	case equal(current, original):
 		return RevertNothing
 	case ours(current):
-		return RevertWrite
+		return revertWrite
 	default:
 		return RevertConflict
 	}

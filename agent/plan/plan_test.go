@@ -78,11 +78,11 @@ func TestRevert(t *testing.T) {
 	ours := func(v string) bool { return v == "0" || v == "5" }
 	cases := []struct {
 		current, original string
-		want              RevertAction
+		want              revertAction
 	}{
 		{"1", "1", RevertNothing},
-		{"0", "1", RevertWrite},
-		{"5", "1", RevertWrite}, // an older value of ours (crash between journal and write of a new desired)
+		{"0", "1", revertWrite},
+		{"5", "1", revertWrite}, // an older value of ours (crash between journal and write of a new desired)
 		{"7", "1", RevertConflict},
 	}
 	for _, tc := range cases {

@@ -3,7 +3,6 @@ package podcgroup
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -34,7 +33,7 @@ type Dirs struct {
 	// Containers are the container-level directories below Pod (absolute,
 	// sorted), including the sandbox (pause) container when it has one.
 	// CRI-O's conmon cgroups (crio-conmon-<id>) are not containers and are
-	// left out: see IsConmon.
+	// left out: see isConmon.
 	Containers []string
 }
 
@@ -61,7 +60,7 @@ func Mode(root *host.Root) (version int, hybrid bool) {
 	if root.Exists(root.Cgroup("cgroup.controllers")) {
 		return 2, false
 	}
-	if !isDir(root.Cgroup()) {
+	if !root.IsDir(root.Cgroup()) {
 		return 0, false
 	}
 	return 1, root.Exists(root.Cgroup("unified", "cgroup.controllers"))
@@ -77,7 +76,7 @@ func ControllerDir(root *host.Root, controller string) (string, int, error) {
 		return root.Cgroup(), 2, nil
 	case 1:
 		for _, name := range v1Mounts(controller) {
-			if d := root.Cgroup(name); isDir(d) {
+			if d := root.Cgroup(name); root.IsDir(d) {
 				return d, 1, nil
 			}
 		}
@@ -117,10 +116,10 @@ func FindIn(root *host.Root, controller, uid string, opts ...Option) (*Dirs, err
 	}
 	for _, c := range candidates(o.kubepods, uid) {
 		dir := filepath.Join(base, c.rel)
-		if !isDir(dir) {
+		if !root.IsDir(dir) {
 			continue
 		}
-		containers, err := containerDirs(dir)
+		containers, err := containerDirs(root, dir)
 		if err != nil {
 			return nil, fmt.Errorf("listing containers of pod %s: %w", uid, err)
 		}
@@ -156,15 +155,15 @@ func candidates(kubepods, uid string) []candidate {
 
 // containerDirs returns the absolute, sorted subdirectories of dir except
 // CRI-O's conmon cgroups.
-func containerDirs(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
+func containerDirs(root *host.Root, dir string) ([]string, error) {
+	names, err := root.Subdirs(dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, e := range entries {
-		if e.IsDir() && !IsConmon(e.Name()) {
-			out = append(out, filepath.Join(dir, e.Name()))
+	for _, n := range names {
+		if !isConmon(n) {
+			out = append(out, filepath.Join(dir, n))
 		}
 	}
 	sort.Strings(out)
@@ -176,11 +175,11 @@ func containerDirs(dir string) ([]string, error) {
 // "crio-conmon-<id>" (cgroupfs), a sibling of the container's "crio-<id>".
 const conmonPrefix = "crio-conmon-"
 
-// IsConmon reports whether a cgroup directory (path or base name) is CRI-O's
+// isConmon reports whether a cgroup directory (path or base name) is CRI-O's
 // conmon cgroup. conmon is not a container: it carries none of the pod's CPU
 // limits, it is not the workload, and it shares its container's ID, so it
 // must neither be tuned as a container nor named like one.
-func IsConmon(dir string) bool {
+func isConmon(dir string) bool {
 	return strings.HasPrefix(filepath.Base(dir), conmonPrefix)
 }
 
@@ -188,8 +187,8 @@ func IsConmon(dir string) bool {
 // "conmon-<short ID>" for a conmon cgroup, so a container and its conmon
 // never share a journal entry.
 func Key(dir string) string {
-	short := ShortID(ContainerID(dir))
-	if IsConmon(dir) {
+	short := shortID(ContainerID(dir))
+	if isConmon(dir) {
 		return "conmon-" + short
 	}
 	return short
@@ -213,9 +212,9 @@ func ContainerID(dir string) string {
 	return name
 }
 
-// ShortID is the first 12 characters of a container ID, as docker and
+// shortID is the first 12 characters of a container ID, as docker and
 // crictl print it. A "scheme://" prefix is dropped first.
-func ShortID(id string) string {
+func shortID(id string) string {
 	if i := strings.Index(id, "://"); i >= 0 {
 		id = id[i+3:]
 	}
@@ -223,9 +222,4 @@ func ShortID(id string) string {
 		return id[:12]
 	}
 	return id
-}
-
-func isDir(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.IsDir()
 }

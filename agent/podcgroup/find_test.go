@@ -229,12 +229,12 @@ func TestIDs(t *testing.T) {
 		if got := ContainerID(tt.in); got != tt.id {
 			t.Errorf("ContainerID(%s) = %s; want %s", tt.in, got, tt.id)
 		}
-		if got := ShortID(tt.id); got != tt.short {
-			t.Errorf("ShortID(%s) = %s; want %s", tt.id, got, tt.short)
+		if got := shortID(tt.id); got != tt.short {
+			t.Errorf("shortID(%s) = %s; want %s", tt.id, got, tt.short)
 		}
 	}
-	if got := ShortID("containerd://" + cid); got != cid[:12] {
-		t.Errorf("ShortID with scheme = %s", got)
+	if got := shortID("containerd://" + cid); got != cid[:12] {
+		t.Errorf("shortID with scheme = %s", got)
 	}
 }
 
@@ -372,9 +372,9 @@ func TestFindRuntimeLayouts(t *testing.T) {
 				}
 				if l.conmon(cid) != "" {
 					ctr, mon := filepath.Join(d.Pod, l.container(cid)), filepath.Join(d.Pod, l.conmon(cid))
-					if Key(ctr) == Key(mon) || !IsConmon(mon) || IsConmon(ctr) || ContainerID(mon) != cid {
-						t.Fatalf("Key(container) = %s, Key(conmon) = %s, IsConmon = %v/%v, ContainerID(conmon) = %s",
-							Key(ctr), Key(mon), IsConmon(ctr), IsConmon(mon), ContainerID(mon))
+					if Key(ctr) == Key(mon) || !isConmon(mon) || isConmon(ctr) || ContainerID(mon) != cid {
+						t.Fatalf("Key(container) = %s, Key(conmon) = %s, isConmon = %v/%v, ContainerID(conmon) = %s",
+							Key(ctr), Key(mon), isConmon(ctr), isConmon(mon), ContainerID(mon))
 					}
 				}
 			})

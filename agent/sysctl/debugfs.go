@@ -40,7 +40,7 @@ func recordDebugfsMount(root *host.Root) error {
 	if err := os.MkdirAll(root.StateDir(), 0o700); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(root.StateDir(), debugfsMarker), []byte(mountOwner(root)), 0o600)
+	return root.WriteFile(filepath.Join(root.StateDir(), debugfsMarker), []byte(mountOwner(root)), 0o600)
 }
 
 // ReleaseDebugfs unmounts debugfs if the agent mounted it (this boot, in
@@ -49,7 +49,7 @@ func recordDebugfsMount(root *host.Root) error {
 // is never touched. unmounted says it unmounted one.
 func ReleaseDebugfs(root *host.Root) (unmounted bool, err error) {
 	marker := filepath.Join(root.StateDir(), debugfsMarker)
-	b, err := os.ReadFile(marker)
+	b, err := root.ReadFile(marker)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}

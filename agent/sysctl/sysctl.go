@@ -9,8 +9,6 @@ package sysctl
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -171,7 +169,7 @@ func intents(s *v1alpha1.SchedulerSpec) []intent {
 		}
 	}
 	if s.RTRuntime != nil {
-		v, err := RTRuntimeValue(*s.RTRuntime)
+		v, err := rtRuntimeValue(*s.RTRuntime)
 		if err != nil {
 			v = "invalid:" + *s.RTRuntime
 		}
@@ -186,8 +184,8 @@ func intents(s *v1alpha1.SchedulerSpec) []intent {
 	return out
 }
 
-// RTRuntimeValue converts "Unlimited" or a duration to sched_rt_runtime_us.
-func RTRuntimeValue(s string) (string, error) {
+// rtRuntimeValue converts "Unlimited" or a duration to sched_rt_runtime_us.
+func rtRuntimeValue(s string) (string, error) {
 	if s == "Unlimited" {
 		return "-1", nil
 	}
@@ -267,12 +265,11 @@ func rawKnob(root *host.Root, sc v1alpha1.Sysctl) (knob.Knob, *v1alpha1.SettingR
 	if n := utf8.RuneCountInString(sc.Value); n == 0 || n > knobs.MaxValueChars || strings.ContainsAny(sc.Value, "\n\x00") {
 		return invalid(fmt.Sprintf("value must be 1-%d characters on one line (no newline or NUL)", knobs.MaxValueChars))
 	}
-	st, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if !root.Exists(path) {
 		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: sc.Value,
 			State: v1alpha1.SettingUnsupported, Message: fmt.Sprintf("%s does not exist on this kernel", path)}
 	}
-	if err == nil && st.IsDir() {
+	if root.IsDir(path) {
 		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: sc.Value,
 			State: v1alpha1.SettingInvalid, Message: fmt.Sprintf("%s is a directory, not a sysctl", path)}
 	}

@@ -148,8 +148,8 @@ func TestValues(t *testing.T) {
 			t.Errorf("%s = %q, want %q", f, ks[ID(f)].Desired, v)
 		}
 	}
-	if v, _ := RTRuntimeValue("950ms"); v != "950000" {
-		t.Errorf("RTRuntimeValue(950ms) = %s", v)
+	if v, _ := rtRuntimeValue("950ms"); v != "950000" {
+		t.Errorf("rtRuntimeValue(950ms) = %s", v)
 	}
 }
 

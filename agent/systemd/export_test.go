@@ -8,3 +8,9 @@ func SetCallTimeout(d time.Duration) func() {
 	callTimeout = d
 	return func() { callTimeout = old }
 }
+
+// The AllowedCPUs mask codec, for the tests of the systemd_test package.
+var (
+	ToMask   = toMask
+	FromMask = fromMask
+)

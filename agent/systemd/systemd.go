@@ -51,8 +51,7 @@ var callTimeout = 10 * time.Second
 // Booted reports whether systemd is the host's init (sd_booted: the
 // directory /run/systemd/system exists) and its private socket is there.
 func Booted(root *host.Root) bool {
-	fi, err := os.Stat(root.Path("run", "systemd", "system"))
-	return err == nil && fi.IsDir() && root.Exists(socket(root))
+	return root.IsDir(root.Path("run", "systemd", "system")) && root.Exists(socket(root))
 }
 
 func socket(root *host.Root) string { return root.Path("run", "systemd", "private") }
@@ -99,7 +98,7 @@ func Read(root *host.Root, path string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%s %s has D-Bus type %s, want ay", unit, AllowedCPUs, v.Signature())
 	}
-	set, err := FromMask(mask)
+	set, err := fromMask(mask)
 	if err != nil {
 		return "", err
 	}
@@ -125,7 +124,7 @@ func Write(root *host.Root, path, value string) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	props := []property{{Name: AllowedCPUs, Value: dbus.MakeVariant(ToMask(set))}}
+	props := []property{{Name: AllowedCPUs, Value: dbus.MakeVariant(toMask(set))}}
 	if err := conn.Object(dest, managerPath).CallWithContext(ctx, manager+".SetUnitProperties", 0, unit, true, props).Err; err != nil {
 		return busError("setting "+unit+" "+AllowedCPUs, err)
 	}
@@ -168,9 +167,9 @@ func unitInterface(unit string) string {
 	return "org.freedesktop.systemd1." + strings.ToUpper(kind[:1]) + kind[1:]
 }
 
-// ToMask is systemd's D-Bus form of a CPU set: bit c%8 of byte c/8 for
+// toMask is systemd's D-Bus form of a CPU set: bit c%8 of byte c/8 for
 // every CPU c; the empty set is an empty array.
-func ToMask(set cpuset.CPUSet) []byte {
+func toMask(set cpuset.CPUSet) []byte {
 	cpus := set.List()
 	if len(cpus) == 0 {
 		return []byte{}
@@ -182,9 +181,9 @@ func ToMask(set cpuset.CPUSet) []byte {
 	return mask
 }
 
-// FromMask is the CPU set of a systemd D-Bus mask, refusing masks for more
+// fromMask is the CPU set of a systemd D-Bus mask, refusing masks for more
 // than cpulist.MaxCPUs CPUs.
-func FromMask(mask []byte) (cpuset.CPUSet, error) {
+func fromMask(mask []byte) (cpuset.CPUSet, error) {
 	if len(mask) > cpulist.MaxCPUs/8 {
 		return cpuset.New(), fmt.Errorf("CPU mask of %d bytes names CPUs beyond %d", len(mask), cpulist.MaxCPUs)
 	}
@@ -202,12 +201,12 @@ func FromMask(mask []byte) (cpuset.CPUSet, error) {
 // Slices are the units whose CPUs the agent confines through systemd.
 var Slices = []string{"system.slice", "user.slice"}
 
-// KnobID is the setting name of unit's AllowedCPUs knob.
-func KnobID(unit string) string { return "cpuset/" + unit + "/" + AllowedCPUs }
+// knobID is the setting name of unit's AllowedCPUs knob.
+func knobID(unit string) string { return "cpuset/" + unit + "/" + AllowedCPUs }
 
 // Knob sets unit's AllowedCPUs to cpus for this boot.
 func Knob(unit string, cpus cpuset.CPUSet) knob.Knob {
-	return knob.Knob{ID: KnobID(unit), Path: Path(unit), Desired: cpus.String(), Equal: equal,
+	return knob.Knob{ID: knobID(unit), Path: Path(unit), Desired: cpus.String(), Equal: equal,
 		Label: unit + " " + AllowedCPUs + " (systemd, runtime)"}
 }
 

@@ -28,10 +28,10 @@ func TestMask(t *testing.T) {
 		}
 	}
 	if m := systemd.ToMask(cpuset.New(0, 9)); len(m) != 2 || m[0] != 1 || m[1] != 2 {
-		t.Errorf("ToMask(0,9) = %x; want 0102", m)
+		t.Errorf("toMask(0,9) = %x; want 0102", m)
 	}
 	if _, err := systemd.FromMask(make([]byte, 2048)); err == nil {
-		t.Error("FromMask accepted a mask beyond 8192 CPUs")
+		t.Error("fromMask accepted a mask beyond 8192 CPUs")
 	}
 }
 

@@ -1,4 +1,4 @@
-package loop
+package agent
 
 import (
 	"strings"
@@ -26,7 +26,7 @@ func TestParseSpec(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			spec, err := ParseSpec([]byte(tc.in))
+			spec, err := parseSpec([]byte(tc.in))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)

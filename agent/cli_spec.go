@@ -1,4 +1,4 @@
-package loop
+package agent
 
 import (
 	"bytes"
@@ -10,21 +10,23 @@ import (
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
-// LoadSpecFile reads a node spec for the one-shot commands: a whole
+// loadSpecFile reads a node spec for the one-shot commands: a whole
 // LatencyNode YAML (kind: LatencyNode), just its spec, or a LatencyProfile
 // (its tuning, as the controller would resolve it for a node it alone
 // selects). An empty action means Apply.
-func LoadSpecFile(path string) (v1alpha1.LatencyNodeSpec, error) {
+func loadSpecFile(path string) (v1alpha1.LatencyNodeSpec, error) {
+	// The file is the operator's, named on the command line: a path on the
+	// machine the command runs on, not under the host root.
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return v1alpha1.LatencyNodeSpec{}, fmt.Errorf("read node spec: %w", err)
 	}
-	return ParseSpec(b)
+	return parseSpec(b)
 }
 
-// ParseSpec parses what LoadSpecFile reads. Unknown fields are refused, so a
+// parseSpec parses what loadSpecFile reads. Unknown fields are refused, so a
 // typo does not silently drop a setting.
-func ParseSpec(b []byte) (v1alpha1.LatencyNodeSpec, error) {
+func parseSpec(b []byte) (v1alpha1.LatencyNodeSpec, error) {
 	var probe struct {
 		Kind string          `json:"kind"`
 		Spec *map[string]any `json:"spec"`
