@@ -121,16 +121,22 @@ run_pairs() {
 	local s=$1 i pairs=${BENCH_PAIRS:-3}
 	[ "$pairs" -ge 3 ] || { log "BENCH_PAIRS=$pairs: running 3, a median needs at least 3 pairs"; pairs=3; }
 	log "$s: floor run"
-	bench_run floor "$s-floor"
+	pair_run floor "$s-floor"
 	bench_load
 	for ((i = 1; i <= pairs; i++)); do
 		log "$s: pair $i of $pairs"
-		bench_run before "$s-before-$i"
+		pair_run before "$s-before-$i"
 		bench_fix
-		bench_run after "$s-after-$i"
+		pair_run after "$s-after-$i"
 		bench_unfix
 	done
 	echo "scenario=$s pairs=$pairs" >>"$OUT/results.txt"
+}
+
+# pair_run PHASE LABEL: bench_run, with the load average it started under.
+pair_run() {
+	echo "loadavg=$(cut -d' ' -f1 /proc/loadavg) run=$2" >>"$OUT/results.txt"
+	bench_run "$1" "$2"
 }
 
 # --- runqlat ----------------------------------------------------------------
