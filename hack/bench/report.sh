@@ -56,9 +56,12 @@ closing() {
 		IFS=: read -r n k g <<<"$s"
 		ran "$n" || { echo "- $n: did not run."; continue; }
 		st=($(pairstat "$n" "$k"))
-		echo "- $n: ${k%_us} $(fmt us "${st[0]}") µs → $(fmt us "${st[1]}") µs (medians), **$(x "${st[2]}")** lower, min $(x "${st[3]}"), max $(x "${st[4]}") over ${st[5]} pairs${g:+ (goal ≥${g}×)}; the after is $(x "${st[7]}") the floor."
+		echo "- $n: ${k%_us} $(fmt us "${st[0]}") µs → $(fmt us "${st[1]}") µs (medians); before/after **$(x "${st[2]}")** (median of ${st[5]} pairs, min $(x "${st[3]}"), max $(x "${st[4]}"))${g:+, goal ≥${g}×}; after = $(x "${st[7]}") the floor."
 	done
-	ran throttling && echo "  Throttled periods per run (median): $(fmt - "$(nth 1 $(pairstat throttling nr_throttled))") before, $(fmt - "$(nth 2 $(pairstat throttling nr_throttled))") after."
+	if ran throttling; then
+		st=($(pairstat throttling nr_throttled))
+		echo "  Throttled periods per throttling run (median): ${st[0]} before, ${st[1]} after."
+	fi
 	true
 }
 

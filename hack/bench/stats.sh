@@ -19,6 +19,7 @@ pairstat() {
 	paste -d' ' <(vals "$1" before "$2") <(vals "$1" after "$2") | awk -v fl="$(vals "$1" floor "$2" | head -1)" '
 		function sort(x, n,   i, j, t) { for (i = 1; i < n; i++) for (j = i; j > 0 && x[j - 1] > x[j]; j--) { t = x[j]; x[j] = x[j - 1]; x[j - 1] = t } }
 		function med(x, n) { if (!n) return "n/a"; sort(x, n); return n % 2 ? x[int(n / 2)] : (x[n / 2 - 1] + x[n / 2]) / 2 }
+		BEGIN { n = m = 0 }
 		function num(v) { return v ~ /^[0-9.]+$/ }
 		num($1) && num($2) { b[n] = $1; a[n] = $2; if ($2 > 0) r[m++] = $1 / $2; n++ }
 		END { mb = med(b, n); ma = med(a, n); mr = med(r, m); sort(r, m)
@@ -34,8 +35,6 @@ fmt() {
 # x V: a ratio shown as "3.4×".
 x() { awk -v v="$1" 'BEGIN { if (v !~ /^[0-9.e+-]+$/) print "n/a"; else printf (v < 0.095 ? "%.2f×" : "%.1f×"), v }'; }
 
-# nth N WORDS...: the Nth word (1-based).
-nth() { local n=$1; shift; echo "${!n}"; }
 
 # ratio_cell S KEY: "median× (min–max, N pairs)".
 ratio_cell() {
