@@ -52,11 +52,11 @@ detail() {
 # closing: the ratios in one paragraph, against the goals.
 closing() {
 	local s st
-	for s in autogroup:e2e_p99_us:10 throttling:e2e_p99_us:2 irq:e2e_p99_us: idle:wake_p99_us:; do
-		IFS=: read -r n k g <<<"$s"
+	for s in autogroup:e2e_p99_us:ms:10 throttling:e2e_p99_us:ms:2 irq:e2e_p99_us:ms: idle:wake_p99_us:us:; do
+		IFS=: read -r n k u g <<<"$s"
 		ran "$n" || { echo "- $n: did not run."; continue; }
 		st=($(pairstat "$n" "$k"))
-		echo "- $n: ${k%_us} $(fmt us "${st[0]}") µs → $(fmt us "${st[1]}") µs (medians); before/after **$(x "${st[2]}")** (median of ${st[5]} pairs, min $(x "${st[3]}"), max $(x "${st[4]}"))${g:+, goal ≥${g}×}; after = $(x "${st[7]}") the floor."
+		echo "- $n: ${k%_us} $(fmt "$u" "${st[0]}") ${u/us/µs} → $(fmt "$u" "${st[1]}") ${u/us/µs} (medians); before/after **$(x "${st[2]}")** (median of ${st[5]} pairs, min $(x "${st[3]}"), max $(x "${st[4]}"))${g:+, goal ≥${g}×}; after = $(x "${st[7]}") the floor."
 	done
 	if ran throttling; then
 		st=($(pairstat throttling nr_throttled))
@@ -90,8 +90,9 @@ picked it up − the dispatcher queued it (wakeup + run-queue wait). Run-queue p
 each run by libbpf-tools \`runqlat\` (log2 buckets: the figure is the bucket's upper bound) and by
 \`latencytier agent measure\` side by side.
 
-**How the figures hold still on a shared machine.** Other builds and tests (several sessions of other
-people's work on the same 2 vCPUs) ran while this did; the load averages below say how much. One
+**How the figures hold still on a shared machine.** Other builds and tests (other people's work in
+several sessions on the same $(nproc) vCPUs) ran while this did: the 1-minute load average at the start
+of the runs ranged from $(awk -F'[= ]' '/^loadavg=/ { v = $2 + 0; if (!n++ || v < lo) lo = v; if (v > hi) hi = v } END { if (n) printf "%.1f to %.1f", lo, hi; else print "n/a" }' "$R"), and the per-scenario tables below give it for every run. One
 before/after pair is not enough under such load (the autogroup ratio was 22× in one run and 8.8× in the
 next), so every scenario runs the same protocol (\`run_pairs\` in \`hack/bench/lib.sh\`):
 
