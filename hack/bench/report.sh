@@ -143,7 +143,9 @@ $(field "$ag" hogs) threads among the server's $(field "$ag" workers).
 
 Caveat for this VM: other builds and tests on the shared machine are further sessions (further
 autogroups with autogroup on, further threads with it off), so part of the contention in both runs can be
-theirs; see the load averages.
+theirs; see the load averages. The same holds for the floor (autogroup on, no hog): the server is then
+one session among the other people's, so under their load the floor can be far worse than any "after",
+which takes every session's share away.
 
 Floor: the workload alone, no hog, autogroup as the machine has it. Fix: the gateway profile
 (\`scheduler.autogroup: Disabled\`) applied by $(agent_words "$(field "$ag" agent_path)").
@@ -189,7 +191,7 @@ Effective affinity after apply (irq:cpus): \`$(field "$iq" effective_after | tr 
 **What this VM cannot show.** The only interrupt source a benchmark may drive here is the disk, and this
 VM's virtio-blk queue interrupt is a *managed* IRQ: the kernel refuses new affinity (the agent reports it
 Immovable), so its completions keep landing on CPU 1 after steering (see cpu1_device_irqs): whatever
-difference the two runs show is this shared machine's noise, not the profile. Network interrupts cannot be generated: loopback traffic raises softirqs on the
+difference the pairs show is this shared machine's noise, not the profile. Network interrupts cannot be generated: loopback traffic raises softirqs on the
 sending CPU without a device interrupt, and this machine may send nothing off-host. On real nodes the
 NIC queues' IRQs are movable and that is where the notes saw the effect; here the scenario only shows the
 agent steering what can move, reporting what cannot, and restoring everything.

@@ -33,7 +33,7 @@ fmt() {
 		else if (u == "ms") printf "%.2f", v / 1000; else if (u == "us") printf "%.0f", v; else printf "%g", v }'
 }
 # x V: a ratio shown as "3.4×".
-x() { awk -v v="$1" 'BEGIN { if (v !~ /^[0-9.e+-]+$/) print "n/a"; else printf (v < 0.095 ? "%.2f×" : "%.1f×"), v }'; }
+x() { awk -v v="$1" 'BEGIN { if (v !~ /^[0-9.e+-]+$/) print "n/a"; else printf (v < 0.0095 ? "%.3f×" : v < 0.095 ? "%.2f×" : "%.1f×"), v }'; }
 
 
 # ratio_cell S KEY: "median× (min–max, N pairs)".
