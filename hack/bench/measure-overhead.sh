@@ -6,5 +6,5 @@
 # (libbpf-tools) and stress-ng.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-go test ./agent/measure/ -run '^$' -bench '^BenchmarkOverheadVsRunqlat$' -benchtime 1x -count "${COUNT:-1}" -v 2>&1 |
+go test -tags privileged ./agent/measure/ -run '^$' -bench '^BenchmarkOverheadVsRunqlat$' -benchtime 1x -count "${COUNT:-1}" -v 2>&1 |
   grep -Ev '^\s+[0-9]+ -> |"msg"'

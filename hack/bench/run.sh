@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # run.sh: `make bench`. Builds the workload (C, gcc), the latencytier binary
 # and the quota helper into hack/bench/out/, runs every scenario (each in its
-# own process, so each restores what it touched on exit), then writes
-# docs/benchmarks.md and docs/benchmarks.png. Takes a few minutes; needs root.
+# own process, so each restores what it touched on exit; each runs a floor
+# run and at least 3 interleaved before/after pairs, see run_pairs in
+# lib.sh), then writes docs/benchmarks.md and docs/benchmarks.png. Takes
+# about 15 minutes on a busy 2-vCPU VM; needs root.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || { echo "bench: needs root (sysctls, cgroups, IRQs, BPF)" >&2; exit 1; }
-for tool in gcc runqlat gnuplot flock; do
+for tool in gcc runqlat gnuplot flock cyclictest; do
 	command -v "$tool" >/dev/null || { echo "bench: $tool missing (see hack/apt-packages.txt)" >&2; exit 1; }
 done
 
@@ -17,7 +19,7 @@ gcc -O2 -Wall -pthread -o "$WORKLOAD" "$BENCH_DIR/workload.c" -lm
 (cd "$REPO" && go build -o "$LT" . && go build -o "$OUT/quotafix" ./hack/bench/quotafix)
 
 rm -f "$OUT/results.txt" "$OUT"/samples/* "$OUT"/logs/*
-for s in ${BENCH_SCENARIOS:-autogroup throttling irq}; do
+for s in ${BENCH_SCENARIOS:-autogroup throttling irq idle}; do
 	log "scenario $s"
 	echo "scenario=$s phase=start loadavg=$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/results.txt"
 	"$BENCH_DIR/$s.sh" >"$OUT/logs/$s.log" 2>&1 || log "scenario $s failed (see $OUT/logs/$s.log)"

@@ -5,6 +5,7 @@
 # and container level as kubelet sets it, covers the workload's average CPU
 # but not its bursts; then the same after the agent's cpuquota code removes
 # the quota of the opted-in pod. Reports p99 and nr_throttled for both.
+# Floor: the same pod cgroup before it has a quota.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -34,42 +35,34 @@ make_pod() {
 	for d in "$POD" "$CTR"; do
 		echo "$PERIOD_US" >"$d/cpu.cfs_period_us"
 	done
-	echo "$QUOTA_US" >"$POD/cpu.cfs_quota_us"
-	echo "$QUOTA_US" >"$CTR/cpu.cfs_quota_us"
 }
 
-# throttled DIR: "periods throttled throttled_ms" from cpu.stat.
+# throttled: the container's cumulative cpu.stat counters.
 throttled() {
 	awk '/^nr_periods/ {p=$2} /^nr_throttled/ {t=$2} /^throttled_time/ {ns=$2}
-	     END {printf "%d %d %.0f", p, t, ns/1e6}' "$1/cpu.stat"
+	     END {printf "nr_periods=%d nr_throttled=%d throttled_ms=%.0f", p, t, ns/1e6}' "$CTR/cpu.stat"
 }
 
-# remove_quota removes the pod's quota through the agent's cpuquota code
-# (quotafix: podcgroup.Find + cpuquota.Knobs + apply.Engine, journaled).
-remove_quota() {
-	undo_push "'$OUT/quotafix' revert >>'$OUT/logs/throttling-agent.log' 2>&1"
+args=(-n "$REQS" -r "$RATE" -s "$SERVICE" -b "$BURST" -w "$WORKERS" -T 30)
+bench_run() { WORKLOAD_CGROUP=$CTR COUNTERS=throttled run_workload "$2" "${args[@]}"; }
+# The floor runs in the same pod cgroup before it has a quota; bench_load
+# then sets the quota at pod and container level, as kubelet writes a limit.
+bench_load() {
+	echo "$QUOTA_US" >"$POD/cpu.cfs_quota_us"
+	echo "$QUOTA_US" >"$CTR/cpu.cfs_quota_us"
+	undo_push "bench_unfix || true"
+}
+# bench_fix removes the pod's quota through the agent's cpuquota code
+# (quotafix: podcgroup.Find + cpuquota.Knobs + apply.Engine, journaled);
+# bench_unfix reverts it through the same journal.
+bench_fix() {
 	"$OUT/quotafix" apply -kubepods "$KUBEPODS" -uid "$POD_UID" >>"$OUT/logs/throttling-agent.log" 2>&1
 	log "quota after agent: pod=$(cat "$POD/cpu.cfs_quota_us") container=$(cat "$CTR/cpu.cfs_quota_us")"
 }
-
-# run_phase LABEL: one workload run in the container cgroup, with the
-# container's cpu.stat delta appended to the result line.
-run_phase() {
-	local label=$1 b a line
-	b=($(throttled "$CTR"))
-	line=$(WORKLOAD_CGROUP=$CTR run_workload "$label" "${args[@]}")
-	a=($(throttled "$CTR"))
-	sed -i '$d' "$OUT/results.txt"
-	line+=" nr_periods=$((a[0] - b[0])) nr_throttled=$((a[1] - b[1])) throttled_ms=$((a[2] - b[2]))"
-	echo "$line" >>"$OUT/results.txt"
-	echo "$line"
-}
+bench_unfix() { "$OUT/quotafix" revert >>"$OUT/logs/throttling-agent.log" 2>&1; }
 
 export DURATION_S=$((REQS / RATE + 5))
 kernel_lock
 make_pod
-args=(-n "$REQS" -r "$RATE" -s "$SERVICE" -b "$BURST" -w "$WORKERS" -T 30)
-run_phase throttling-before
-remove_quota
-run_phase throttling-after
+run_pairs throttling
 echo "scenario=throttling agent_path=cpuquota-code cmd=$(IFS=_; echo "${args[*]}") quota_us=$QUOTA_US period_us=$PERIOD_US cgroup=${POD#$CPU_ROOT/}" >>"$OUT/results.txt"
