@@ -19,6 +19,7 @@ const (
 // copies it, resolved, into each selected node's LatencyNode spec; the agent
 // maps every field to whatever the running kernel offers.
 // +kubebuilder:validation:XValidation:rule="!has(self.irq) || self.irq.affinity != 'Reserved' || (has(self.cpus) && has(self.cpus.reserved))",message="irq.affinity Reserved needs cpus.reserved: IRQs are steered to the reserved (housekeeping) CPUs"
+// +kubebuilder:validation:XValidation:rule="!has(self.realtime) || !has(self.scheduler) || !has(self.scheduler.rtRuntime) || self.scheduler.rtRuntime != 'Unlimited' || (has(self.cpus) && has(self.cpus.isolated))",message="realtime with scheduler.rtRuntime Unlimited needs cpus.isolated: without RT throttling a spinning real-time thread starves every other task on its CPU (field note 003)"
 type TuningSpec struct {
 	// scheduler sets the kernel scheduler knobs (autogroup, NUMA balancing,
 	// migration cost, time slices, RT throttling). Each is mapped to the
@@ -54,6 +55,10 @@ type TuningSpec struct {
 	// from pods that opt in.
 	// +optional
 	CPUQuota *CPUQuotaSpec `json:"cpuQuota,omitempty"`
+
+	// realtime grants SCHED_FIFO/SCHED_RR to pods that ask for it.
+	// +optional
+	Realtime *RealtimeSpec `json:"realtime,omitempty"`
 
 	// measurement configures how the agent measures run-queue latency and
 	// throttling on the node.
