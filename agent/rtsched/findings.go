@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -117,21 +116,23 @@ func throttled(root *host.Root) *v1alpha1.Finding {
 }
 
 // kmsgHas reads the kernel log records from the start of the buffer
-// without blocking (one record a read) and reports whether one holds msg.
+// without blocking (one record a read; EAGAIN at the end) and reports
+// whether one holds msg. Raw syscalls: an os.File opened O_NONBLOCK would
+// park in the poller at the end of /dev/kmsg instead of returning.
 func kmsgHas(path, msg string) bool {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
 	}
-	defer f.Close()
+	defer unix.Close(fd)
 	buf := make([]byte, 8192)
 	for i := 0; i < maxKmsgRecs; i++ {
-		n, err := f.Read(buf)
-		if errors.Is(err, unix.EPIPE) {
+		n, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.EINTR) {
 			continue // records overwritten while reading: go on
 		}
-		if err != nil {
-			return false // EAGAIN: the end
+		if err != nil || n <= 0 {
+			return false // EAGAIN: the end (a regular file: EOF)
 		}
 		if bytes.Contains(buf[:n], []byte(msg)) {
 			return true
