@@ -45,8 +45,9 @@ type State struct {
 
 // Render builds the desired state. Order: scheduler and sysctls, cpusets
 // (system slices, then pods granted the isolated CPUs), IRQs, CPU quota (pods
-// granted its removal). Pods that opted in from a namespace the profile does
-// not grant are Refusals, not knobs.
+// granted its removal), real-time threads (pods granted realtime). Pods that
+// opted in from a namespace the profile does not grant are Refusals, not
+// knobs.
 func Render(root *host.Root, layout sysctl.Layout, t v1alpha1.TuningSpec, pods []podcgroup.Pod) State {
 	var s State
 	k, r := sysctl.Knobs(root, layout, t.Scheduler, t.Sysctls)
@@ -67,6 +68,7 @@ func Render(root *host.Root, layout sysctl.Layout, t v1alpha1.TuningSpec, pods [
 	if len(in.Quota) > 0 {
 		s.quota(root, in.Quota)
 	}
+	s.realtime(root, t, pods)
 	return s
 }
 

@@ -8,6 +8,7 @@ import (
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/power"
+	"latencytier.io/latencytier/agent/rtsched"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -60,6 +61,7 @@ func (c *checker) findings() []v1alpha1.Finding {
 	out = append(out, c.optedInThrottled()...)
 	out = append(out, c.podPressure()...)
 	out = append(out, power.Findings(c.root, c.in.Tuning)...)
+	out = append(out, rtsched.Findings(c.root, c.cls.reserved)...)
 	for _, check := range checks {
 		if f := check(); f != nil {
 			out = append(out, *f)

@@ -187,7 +187,7 @@ func isConmon(dir string) bool {
 // "conmon-<short ID>" for a conmon cgroup, so a container and its conmon
 // never share a journal entry.
 func Key(dir string) string {
-	short := shortID(ContainerID(dir))
+	short := ShortID(ContainerID(dir))
 	if isConmon(dir) {
 		return "conmon-" + short
 	}
@@ -212,9 +212,9 @@ func ContainerID(dir string) string {
 	return name
 }
 
-// shortID is the first 12 characters of a container ID, as docker and
+// ShortID is the first 12 characters of a container ID, as docker and
 // crictl print it. A "scheme://" prefix is dropped first.
-func shortID(id string) string {
+func ShortID(id string) string {
 	if i := strings.Index(id, "://"); i >= 0 {
 		id = id[i+3:]
 	}

@@ -229,11 +229,11 @@ func TestIDs(t *testing.T) {
 		if got := ContainerID(tt.in); got != tt.id {
 			t.Errorf("ContainerID(%s) = %s; want %s", tt.in, got, tt.id)
 		}
-		if got := shortID(tt.id); got != tt.short {
-			t.Errorf("shortID(%s) = %s; want %s", tt.id, got, tt.short)
+		if got := ShortID(tt.id); got != tt.short {
+			t.Errorf("ShortID(%s) = %s; want %s", tt.id, got, tt.short)
 		}
 	}
-	if got := shortID("containerd://" + cid); got != cid[:12] {
+	if got := ShortID("containerd://" + cid); got != cid[:12] {
 		t.Errorf("shortID with scheme = %s", got)
 	}
 }

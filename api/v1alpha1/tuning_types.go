@@ -21,6 +21,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.irq) || self.irq.affinity != 'Reserved' || (has(self.cpus) && has(self.cpus.reserved))",message="irq.affinity Reserved needs cpus.reserved: IRQs are steered to the reserved (housekeeping) CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.power) || !has(self.power.reserved) || (has(self.cpus) && has(self.cpus.reserved))",message="power.reserved needs cpus.reserved: it applies to the reserved (housekeeping) CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.power) || !has(self.power.isolated) || (has(self.cpus) && has(self.cpus.isolated))",message="power.isolated needs cpus.isolated: it applies to the isolated CPUs"
+// +kubebuilder:validation:XValidation:rule="!has(self.realtime) || !has(self.scheduler) || !has(self.scheduler.rtRuntime) || self.scheduler.rtRuntime != 'Unlimited' || (has(self.cpus) && has(self.cpus.isolated))",message="realtime with scheduler.rtRuntime Unlimited needs cpus.isolated: without RT throttling a spinning real-time thread starves every other task on its CPU (field note 003)"
 type TuningSpec struct {
 	// scheduler sets the kernel scheduler knobs (autogroup, NUMA balancing,
 	// migration cost, time slices, RT throttling). Each is mapped to the
@@ -56,6 +57,10 @@ type TuningSpec struct {
 	// from pods that opt in.
 	// +optional
 	CPUQuota *CPUQuotaSpec `json:"cpuQuota,omitempty"`
+
+	// realtime grants SCHED_FIFO/SCHED_RR to pods that ask for it.
+	// +optional
+	Realtime *RealtimeSpec `json:"realtime,omitempty"`
 
 	// measurement configures how the agent measures run-queue latency and
 	// throttling on the node.

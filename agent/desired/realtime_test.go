@@ -1,0 +1,90 @@
+package desired_test
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/utils/ptr"
+
+	"latencytier.io/latencytier/agent/desired"
+	"latencytier.io/latencytier/agent/internal/testroot"
+	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/rtsched"
+	"latencytier.io/latencytier/agent/sysctl"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+// A pod asks for real-time scheduling; only the profile grants it: the
+// namespace (realtime.namespaceSelector), the policy, the priority, and
+// never with RT throttling off and no isolated CPUs. Every other asking pod
+// is a Refusal (status and an event), and no knob.
+func TestRealtimeIsGrantedOnlyByTheProfile(t *testing.T) {
+	root := testroot.New(t, map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpu\n"})
+	rt := &v1alpha1.RealtimeSpec{NamespaceSelector: &v1alpha1.NamespaceSelector{MatchLabels: map[string]string{tenantKey: "true"}},
+		Policies: []v1alpha1.RealtimePolicy{v1alpha1.RealtimeFIFO}, MaxPriority: 40}
+	granted := map[string]string{tenantKey: "true"}
+	pod := func(name, ask string, ns map[string]string) podcgroup.Pod {
+		return podcgroup.Pod{UID: name + "-uid", Namespace: "ns", Name: name, NamespaceLabels: ns,
+			Annotations: map[string]string{v1alpha1.SchedPolicyAnnotation: ask}}
+	}
+	pods := []podcgroup.Pod{
+		pod("ok", "fifo:40", granted),
+		pod("other-ns", "fifo:10", nil),
+		pod("too-high", "fifo:41", granted),
+		pod("rr", "rr:10", granted),
+		pod("garbage", "fifo:ten", granted),
+		{UID: "quiet-uid", Namespace: "ns", Name: "quiet", NamespaceLabels: granted},
+	}
+	cases := []struct {
+		name    string
+		t       v1alpha1.TuningSpec
+		refused map[string]string // pod name → refusing field
+		granted bool              // "ok" reaches rtsched.Knobs
+	}{
+		{"grant", v1alpha1.TuningSpec{Realtime: rt}, map[string]string{"other-ns": "realtime.namespaceSelector",
+			"too-high": rtsched.FieldMaxPriority, "rr": rtsched.FieldPolicies, "garbage": v1alpha1.SchedPolicyAnnotation}, true},
+		{"no-realtime", v1alpha1.TuningSpec{}, map[string]string{"ok": "realtime.namespaceSelector", "other-ns": "realtime.namespaceSelector",
+			"too-high": "realtime.namespaceSelector", "rr": "realtime.namespaceSelector", "garbage": "realtime.namespaceSelector"}, false},
+		{"unlimited-no-isolated", v1alpha1.TuningSpec{Realtime: rt, Scheduler: &v1alpha1.SchedulerSpec{RTRuntime: ptr.To("Unlimited")}},
+			map[string]string{"ok": rtsched.FieldRTRuntime, "other-ns": "realtime.namespaceSelector",
+				"too-high": rtsched.FieldMaxPriority, "rr": rtsched.FieldPolicies, "garbage": v1alpha1.SchedPolicyAnnotation}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := desired.Render(root, sysctl.Layout{}, tc.t, pods)
+			got := map[string]string{}
+			for _, r := range s.Refusals {
+				got[r.Pod.Name] = r.Field
+				if !strings.Contains(r.Result.Message, r.Pod.Name) || r.Result.Setting != rtsched.PodID(r.Pod) {
+					t.Errorf("refusal of %s: %+v", r.Pod.Name, r.Result)
+				}
+				if wantInvalid := r.Pod.Name == "garbage" && tc.t.Realtime != nil; wantInvalid != (r.Result.State == v1alpha1.SettingInvalid) {
+					t.Errorf("refusal of %s has state %s", r.Pod.Name, r.Result.State)
+				}
+			}
+			if len(got) != len(tc.refused) {
+				t.Errorf("refused %v, want %v", got, tc.refused)
+			}
+			for name, field := range tc.refused {
+				if got[name] != field {
+					t.Errorf("pod %s refused by %q, want %q", name, got[name], field)
+				}
+			}
+			for _, k := range s.Knobs {
+				if strings.HasPrefix(k.ID, "rtsched/") {
+					t.Errorf("knob for a temp-dir root's threads: %s", k.ID)
+				}
+			}
+			// The granted pod reaches rtsched.Knobs, which refuses a host
+			// root whose /proc is not the agent's pid namespace (here: a
+			// temp dir) and marks rtsched undetermined.
+			reached := false
+			for _, r := range s.Results {
+				reached = reached || (r.Setting == "rtsched" && strings.Contains(r.Message, "pid namespace"))
+			}
+			if reached != tc.granted {
+				t.Errorf("granted pod reached rtsched.Knobs: %v, want %v; results %+v", reached, tc.granted, s.Results)
+			}
+		})
+	}
+}

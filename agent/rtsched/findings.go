@@ -1,0 +1,164 @@
+package rtsched
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/utils/cpuset"
+
+	"latencytier.io/latencytier/agent/cpulist"
+	"latencytier.io/latencytier/agent/host"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+// Finding types of field note 003 this package checks.
+const (
+	// FindingRTOnReserved: user-space real-time tasks may run on the
+	// reserved (housekeeping) CPUs, where they preempt kubelet, system
+	// services, IRQ threads and ksoftirqd.
+	FindingRTOnReserved = "RTTasksOnReservedCPUs"
+	// FindingRTThrottled: the kernel throttled real-time tasks (RT
+	// bandwidth, kernel.sched_rt_runtime_us): their work was cut.
+	FindingRTThrottled = "RTThrottled"
+)
+
+const severityWarning = "Warning"
+
+// Bounds on the host-wide scans.
+const (
+	maxTasks      = 1 << 16
+	maxKmsgRecs   = 1 << 15
+	maxSchedDebug = 4 << 20
+	throttleMsg   = "sched: RT throttling activated"
+)
+
+// Findings are note 003's checks: real-time tasks allowed on the reserved
+// CPUs (only when the profile reserves some), and real-time throttling seen
+// this boot (the kernel log) or now (debugfs sched/debug, when mounted).
+func Findings(root *host.Root, reserved cpuset.CPUSet) []v1alpha1.Finding {
+	var out []v1alpha1.Finding
+	if f := rtOnReserved(root, reserved); f != nil {
+		out = append(out, *f)
+	}
+	if f := throttled(root); f != nil {
+		out = append(out, *f)
+	}
+	return out
+}
+
+func rtOnReserved(root *host.Root, reserved cpuset.CPUSet) *v1alpha1.Finding {
+	if reserved.IsEmpty() {
+		return nil
+	}
+	var hits []string
+	n := 0
+	pids, _ := root.ReadDir(root.Proc())
+	for _, p := range pids {
+		if _, err := strconv.Atoi(p.Name()); err != nil || n > maxTasks {
+			continue
+		}
+		tids, _ := root.ReadDir(root.Proc(p.Name(), "task"))
+		for _, t := range tids {
+			if n++; n > maxTasks {
+				break
+			}
+			dir := root.Proc(p.Name(), "task", t.Name())
+			st, err := readStat(dir + "/stat")
+			if err != nil || st.flags&pfKthread != 0 || (st.policy != unix.SCHED_FIFO && st.policy != unix.SCHED_RR) {
+				continue
+			}
+			status, _ := readBounded(dir+"/status", maxStat*4)
+			allowed, err := cpulist.Parse(statusField(string(status), "Cpus_allowed_list"))
+			if err != nil || allowed.Intersection(reserved).IsEmpty() {
+				continue
+			}
+			hits = append(hits, fmt.Sprintf("%s (tid %s, prio %d, cpus %s)", st.comm, t.Name(), st.rtPrio, allowed))
+		}
+	}
+	if len(hits) == 0 {
+		return nil
+	}
+	shown := hits[:min(len(hits), 5)]
+	return &v1alpha1.Finding{Type: FindingRTOnReserved, Severity: severityWarning, Message: fmt.Sprintf(
+		"%d real-time tasks may run on the reserved CPUs %s, where they preempt kubelet, system services and IRQ threads (field note 003 keeps real-time threads on isolated CPUs): %s",
+		len(hits), reserved, strings.Join(shown, "; "))}
+}
+
+func statusField(status, key string) string {
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func throttled(root *host.Root) *v1alpha1.Finding {
+	logged := kmsgHas(root.Path("dev", "kmsg"), throttleMsg)
+	now := throttledNow(root)
+	if !logged && len(now) == 0 {
+		return nil
+	}
+	var evidence []string
+	if logged {
+		evidence = append(evidence, fmt.Sprintf("the kernel logged %q this boot", throttleMsg))
+	}
+	if len(now) > 0 {
+		evidence = append(evidence, "throttled now: "+strings.Join(now[:min(len(now), 5)], ", "))
+	}
+	return &v1alpha1.Finding{Type: FindingRTThrottled, Severity: severityWarning, Message: fmt.Sprintf(
+		"real-time tasks used up their RT bandwidth (kernel.sched_rt_runtime_us per sched_rt_period_us) and were stopped until the next period: %s. A real-time thread that spins needs isolated CPUs; one that only bursts needs more runtime (field note 003)",
+		strings.Join(evidence, "; "))}
+}
+
+// kmsgHas reads the kernel log records from the start of the buffer
+// without blocking (one record a read; EAGAIN at the end) and reports
+// whether one holds msg. Raw syscalls: an os.File opened O_NONBLOCK would
+// park in the poller at the end of /dev/kmsg instead of returning.
+func kmsgHas(path, msg string) bool {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 8192)
+	for i := 0; i < maxKmsgRecs; i++ {
+		n, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.EINTR) {
+			continue // records overwritten while reading: go on
+		}
+		if err != nil || n <= 0 {
+			return false // EAGAIN: the end (a regular file: EOF)
+		}
+		if bytes.Contains(buf[:n], []byte(msg)) {
+			return true
+		}
+	}
+	return false
+}
+
+// throttledNow lists the run queues debugfs sched/debug shows throttled
+// ("rt_rq[1]:/kubepods/..." with ".rt_throttled : 1").
+func throttledNow(root *host.Root) []string {
+	b, err := readBounded(root.DebugSched("debug"), maxSchedDebug)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	rq := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "rt_rq[") {
+			rq = strings.TrimSuffix(strings.TrimSpace(line), ":")
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if ok && rq != "" && strings.TrimSpace(k) == ".rt_throttled" && strings.TrimSpace(v) != "0" {
+			out = append(out, rq)
+		}
+	}
+	return out
+}

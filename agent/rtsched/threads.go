@@ -1,0 +1,263 @@
+package rtsched
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/kerr"
+	"latencytier.io/latencytier/agent/knob"
+	"latencytier.io/latencytier/agent/podcgroup"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+// Bounds on what a pod's cgroups and /proc may make the agent read: the
+// pod's owner controls how many processes and threads there are.
+const (
+	// MaxThreads is how many threads of one pod get a knob; a pod with
+	// more is tuned up to the bound (lowest tids first) and reported.
+	MaxThreads = 1024
+	// maxIDFile bounds a cgroup.procs read (1024 pids of 7 digits fit).
+	maxIDFile = 64 << 10
+	// maxStat bounds a /proc/<tid>/stat read (comm is at most 64 bytes).
+	maxStat = 4 << 10
+)
+
+// Grant is a pod the profile grants a real-time policy, with the value its
+// threads get ("fifo:50").
+type Grant struct {
+	Pod   podcgroup.Pod
+	Value string
+}
+
+// PodID is the setting name of a pod's threads: "rtsched/<namespace>/<name>/
+// <uid>"; each thread's knob adds "/<tid>@<start time>".
+func PodID(p podcgroup.Pod) string {
+	return "rtsched/" + p.Namespace + "/" + p.Name + "/" + p.UID
+}
+
+// Knobs returns one knob per thread of every process in the granted pods'
+// container cgroups (the sandbox is not among them: only the IDs in the
+// pod's status are), lowest tid first. A pod whose cgroup is missing or
+// cannot be listed, a container whose cgroup the kernel refuses real-time
+// tasks in, and a pod beyond MaxThreads yield a Failed result; a thread
+// that exits while being listed is skipped. The error is for a host where
+// the agent cannot address the threads at all (another pid namespace).
+func Knobs(root *host.Root, grants []Grant, opts ...podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, error) {
+	if len(grants) == 0 {
+		return nil, nil, nil
+	}
+	if err := SameNamespace(root); err != nil {
+		return nil, nil, err
+	}
+	var knobs []knob.Knob
+	var results []v1alpha1.SettingResult
+	for _, g := range grants {
+		k, r := podKnobs(root, g, opts)
+		knobs = append(knobs, k...)
+		results = append(results, r...)
+	}
+	return knobs, results, nil
+}
+
+func podKnobs(root *host.Root, g Grant, opts []podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult) {
+	id := PodID(g.Pod)
+	fail := func(setting, format string, args ...any) []v1alpha1.SettingResult {
+		return []v1alpha1.SettingResult{{Setting: setting, Desired: g.Value, State: v1alpha1.SettingFailed, Message: fmt.Sprintf(format, args...)}}
+	}
+	dirs, err := podcgroup.Find(root, g.Pod.UID, opts...)
+	if err != nil {
+		return nil, fail(id, "finding the pod's cgroup: %v", err)
+	}
+	var tids []thr
+	var results []v1alpha1.SettingResult
+	skipped := 0
+	for _, dir := range containers(dirs, g.Pod.ContainerIDs) {
+		if reason := rtRefused(root, dirs.Version, dir); reason != "" {
+			results = append(results, fail(id+"/"+podcgroup.Key(dir), "%s", reason)...)
+			continue
+		}
+		ts, n, err := cgroupThreads(root, dir)
+		if err != nil {
+			return nil, fail(id, "listing the threads of container %s: %v", podcgroup.Key(dir), err)
+		}
+		tids, skipped = append(tids, ts...), skipped+n
+	}
+	if skipped > 0 {
+		results = append(results, v1alpha1.SettingResult{Setting: id + "/unmanaged", Desired: g.Value, State: v1alpha1.SettingUnsupported,
+			Message: fmt.Sprintf("%d threads use SCHED_DEADLINE or another policy the agent does not manage; left as they are", skipped)})
+	}
+	slices.SortFunc(tids, func(a, b thr) int { return a.tid - b.tid })
+	if len(tids) > MaxThreads {
+		results = append(results, fail(id+"/threads", "the pod has %d threads; only the first %d (lowest tids) get %s", len(tids), MaxThreads, g.Value)...)
+		tids = tids[:MaxThreads]
+	}
+	knobs := make([]knob.Knob, 0, len(tids))
+	for _, t := range tids {
+		p := Path(t.tid, t.start)
+		knobs = append(knobs, knob.Knob{ID: id + "/" + p[len(Prefix):], Path: p, Desired: g.Value,
+			Label: fmt.Sprintf("thread %d (%s) of pod %s/%s", t.tid, t.comm, g.Pod.Namespace, g.Pod.Name)})
+	}
+	return knobs, results
+}
+
+// containers are the container cgroups whose IDs the pod's status names.
+func containers(dirs *podcgroup.Dirs, ids []string) []string {
+	var out []string
+	for _, dir := range dirs.Containers {
+		short := podcgroup.ShortID(podcgroup.ContainerID(dir))
+		if slices.ContainsFunc(ids, func(id string) bool { return podcgroup.ShortID(id) == short }) {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+// rtRefused says why the kernel would refuse real-time tasks in a cgroup v1
+// cpu cgroup: with CONFIG_RT_GROUP_SCHED a task may only become real-time
+// in a group with a real-time budget, and kubelet makes every pod cgroup
+// with cpu.rt_runtime_us 0 (sched_setscheduler fails with EPERM).
+func rtRefused(root *host.Root, version int, dir string) string {
+	if version != 1 {
+		return ""
+	}
+	v, err := root.ReadString(filepath.Join(dir, "cpu.rt_runtime_us"))
+	if err != nil || v != "0" {
+		return ""
+	}
+	return fmt.Sprintf("the kernel refuses real-time tasks in %s: its cpu.rt_runtime_us is 0 (CONFIG_RT_GROUP_SCHED on cgroup v1); give the pod's cgroups a real-time budget (cpu.rt_runtime_us, from kubepods down) or run the node on cgroup v2", dir)
+}
+
+// thr is one thread found in a cgroup.
+type thr struct {
+	tid   int
+	start uint64
+	comm  string
+}
+
+// cgroupThreads lists every thread of every process in cgroup dir. A
+// process or thread that exits meanwhile is skipped.
+// Threads under a policy the agent does not manage (SCHED_DEADLINE,
+// sched_ext) are left as they are and counted in skipped.
+func cgroupThreads(root *host.Root, dir string) (out []thr, skipped int, err error) {
+	pids, err := readIDs(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, pid := range pids {
+		entries, err := root.ReadDir(root.Proc(strconv.Itoa(pid), "task"))
+		if err != nil {
+			continue // exited
+		}
+		for _, e := range entries {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil || tid <= 0 {
+				continue
+			}
+			st, err := readStat(root.Proc(strconv.Itoa(pid), "task", e.Name(), "stat"))
+			if err != nil {
+				continue // exited
+			}
+			if !managed(st.policy) {
+				skipped++
+				continue
+			}
+			if len(out) > 4*MaxThreads {
+				return out, skipped, nil // enough to know the pod is over the bound
+			}
+			out = append(out, thr{tid: tid, start: st.start, comm: st.comm})
+		}
+	}
+	return out, skipped, nil
+}
+
+// managed reports whether stat's policy number is one Read and Write know.
+func managed(policy int) bool {
+	for _, p := range policies {
+		if int(p) == policy {
+			return true
+		}
+	}
+	return false
+}
+
+// readIDs reads a cgroup.procs file: one positive decimal id a line, at
+// most maxIDFile bytes; anything else is an error, not a guess.
+func readIDs(path string) ([]int, error) {
+	b, err := readBounded(path, maxIDFile)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, line := range strings.Fields(string(b)) {
+		id, err := strconv.Atoi(line)
+		if err != nil || id <= 0 || len(line) > 10 {
+			return nil, fmt.Errorf("%s: %q is not a pid", path, line)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, kerr.Classify("read", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, kerr.Classify("read", path, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is longer than %d bytes", path, max)
+	}
+	return b, nil
+}
+
+// stat holds the /proc/<tid>/stat fields rtsched uses.
+type stat struct {
+	comm   string
+	flags  uint64
+	cpu    int
+	rtPrio int
+	policy int
+	start  uint64
+}
+
+// pfKthread is PF_KTHREAD in the task flags (stat field 9).
+const pfKthread = 0x00200000
+
+// readStat reads and parses a stat file; comm may hold spaces and ')'.
+func readStat(path string) (stat, error) {
+	b, err := readBounded(path, maxStat)
+	if err != nil {
+		return stat{}, err
+	}
+	line := strings.TrimSpace(string(b))
+	open, end := strings.IndexByte(line, '('), strings.LastIndexByte(line, ')')
+	if open < 0 || end < open {
+		return stat{}, fmt.Errorf("%s: malformed stat", path)
+	}
+	f := strings.Fields(line[end+1:])
+	if len(f) < 39 { // f[0] is field 3 (state); field N is f[N-3]
+		return stat{}, fmt.Errorf("%s: short stat line", path)
+	}
+	s := stat{comm: line[open+1 : end]}
+	var errs [5]error
+	s.flags, errs[0] = strconv.ParseUint(f[6], 10, 64)
+	s.start, errs[1] = strconv.ParseUint(f[19], 10, 64)
+	s.cpu, errs[2] = strconv.Atoi(f[36])
+	s.rtPrio, errs[3] = strconv.Atoi(f[37])
+	s.policy, errs[4] = strconv.Atoi(f[38])
+	if err := errors.Join(errs[:]...); err != nil {
+		return stat{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
