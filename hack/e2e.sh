@@ -324,10 +324,13 @@ ready_reason_is() { [[ "$(k get latencyprofile "$1" -o jsonpath='{.status.condit
 rolled_back_event() { k get events -A --field-selector reason=RolloutRolledBack -o name | grep -q .; }
 # record_rollout NAME appends this run's figures to
 # hack/bench/out/e2e-rollout.txt for hack/bench/report.sh
-# (docs/benchmarks.md): the verdict's message and the pod's p99 ratio.
+# (docs/benchmarks.md): the verdict, its message and the p99 ratio it
+# rests on (from the message: after a rollback status.current is cleared).
 record_rollout() {
+  local msg
+  msg=$(k get latencynode "$NODE" -o jsonpath='{.status.verdict.message}')
   mkdir -p "$ROOT/hack/bench/out"
-  echo "scenario=$1 date=$(date -u +%FT%TZ) verdict=$(k get latencynode "$NODE" -o jsonpath='{.status.verdict.reason}') pod_p99_ratio=$(pod_p99_ratio) apply_to_end_s=$ROLLOUT_S message=\"$(k get latencynode "$NODE" -o jsonpath='{.status.verdict.message}')\"" >>"$ROOT/hack/bench/out/e2e-rollout.txt"
+  echo "scenario=$1 date=$(date -u +%FT%TZ) verdict=$(k get latencynode "$NODE" -o jsonpath='{.status.verdict.reason}') pod_p99_ratio=$(sed -n 's/.*, \([0-9.]*\)×.*/\1/p' <<<"$msg") apply_to_end_s=$ROLLOUT_S message=\"$msg\"" >>"$ROOT/hack/bench/out/e2e-rollout.txt"
 }
 
 say "Rollout (a): quota removal for a throttled server, with a safe rollout: baseline, move, Improved, Complete"
