@@ -116,6 +116,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := f.createFleet(actx); err != nil {
 		return res, err
 	}
+	if err := f.waitAgentsWatching(actx); err != nil {
+		return res, err
+	}
 	go f.kernel(actx)
 	return f.scenario(ctx)
 }
@@ -163,6 +166,33 @@ func (f *fleet) createFleet(ctx context.Context) error {
 		f.startAgent(ctx, name, h)
 	}
 	return nil
+}
+
+// waitAgentsWatching waits until every agent has its watch open (the API
+// server's own gauge, apiserver_longrunning_requests), so the profile is
+// created on a running fleet as on a cluster whose DaemonSet pods already
+// run: 1000 agents starting together (discovery, informers) are a cost of
+// the simulator's one process, not of applying a profile.
+func (f *fleet) waitAgentsWatching(ctx context.Context) error {
+	start := time.Now()
+	for {
+		c, err := scrape(ctx, f.api.adminCfg)
+		if err != nil {
+			return err
+		}
+		if int(c.LatencyNodeWatches) >= f.o.Nodes {
+			f.logf("%d agents watching after %s", f.o.Nodes, time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		if time.Since(start) > f.o.Timeout {
+			return fmt.Errorf("after %s only %.0f of %d agents watch their LatencyNode", f.o.Timeout, c.LatencyNodeWatches, f.o.Nodes)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func (f *fleet) startAgent(ctx context.Context, name string, h *fakeHost) {

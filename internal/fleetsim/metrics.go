@@ -21,12 +21,15 @@ type counters struct {
 	ProfileStatusWrites, ManagerWrites float64
 	// AgentStatusWrites are the agents' patches of latencynodes/status.
 	AgentStatusWrites float64
+	// LatencyNodeWatches is a gauge, not a counter: the open WATCH
+	// requests on latencynodes (each agent holds one on its own).
+	LatencyNodeWatches float64
 }
 
 func (c counters) minus(o counters) counters {
 	return counters{c.ManagerRequests - o.ManagerRequests, c.AgentRequests - o.AgentRequests,
 		c.ProfileStatusWrites - o.ProfileStatusWrites, c.ManagerWrites - o.ManagerWrites,
-		c.AgentStatusWrites - o.AgentStatusWrites}
+		c.AgentStatusWrites - o.AgentStatusWrites, c.LatencyNodeWatches}
 }
 
 // add counts v requests dispatched under FlowSchema fs.
@@ -80,8 +83,11 @@ func parseCounters(r io.Reader) (counters, error) {
 		if !ok {
 			continue
 		}
-		if name == "apiserver_flowcontrol_dispatched_requests_total" {
+		switch {
+		case name == "apiserver_flowcontrol_dispatched_requests_total":
 			c.add(labels["flow_schema"], v)
+		case name == "apiserver_longrunning_requests" && labels["resource"] == "latencynodes" && labels["verb"] == "WATCH":
+			c.LatencyNodeWatches += v
 		}
 	}
 	return c, sc.Err()

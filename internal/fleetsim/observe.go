@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
@@ -43,7 +44,7 @@ func startObserver(ctx context.Context, admin *rest.Config) (*observer, error) {
 // report Applied True.
 func (o *observer) progress(ctx context.Context, profile string, gen int64) (reported, applied, total int, err error) {
 	var list v1alpha1.LatencyNodeList
-	if err := o.c.List(ctx, &list); err != nil {
+	if err := o.c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, 0, 0, err
 	}
 	for i := range list.Items {
@@ -84,7 +85,7 @@ func (o *observer) waitReported(ctx context.Context, profile string, gen int64, 
 		select {
 		case <-ctx.Done():
 			return 0, 0, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
@@ -104,7 +105,7 @@ func (e *IncompleteError) Error() string {
 // countNodes counts the LatencyNodes of profile.
 func (o *observer) countNodes(ctx context.Context, profile string) (int, error) {
 	var list v1alpha1.LatencyNodeList
-	if err := o.c.List(ctx, &list); err != nil {
+	if err := o.c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	n := 0

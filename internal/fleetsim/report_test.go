@@ -15,12 +15,14 @@ apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-agents-sta
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-agents-other",priority_level="exempt"} 7
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="exempt",priority_level="exempt"} 999
 apiserver_request_total{code="200",resource="latencynodes",subresource="status",verb="PATCH"} 500
+apiserver_longrunning_requests{component="apiserver",group="tuning.latencytier.io",resource="latencynodes",scope="cluster",subresource="",verb="WATCH",version="v1alpha1"} 41
+apiserver_longrunning_requests{component="apiserver",group="",resource="pods",scope="cluster",subresource="",verb="WATCH",version="v1"} 40
 `
 	c, err := parseCounters(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := counters{ManagerRequests: 12, AgentRequests: 107, ProfileStatusWrites: 3, ManagerWrites: 7, AgentStatusWrites: 100}
+	want := counters{ManagerRequests: 12, AgentRequests: 107, ProfileStatusWrites: 3, ManagerWrites: 7, AgentStatusWrites: 100, LatencyNodeWatches: 41}
 	if c != want {
 		t.Errorf("got %+v, want %+v", c, want)
 	}
