@@ -11,13 +11,11 @@ import (
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers"
 )
 
 // The two clients the API server's metrics tell apart.
@@ -68,17 +66,6 @@ type apiServer struct {
 	mgrKubeconfig string
 }
 
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
-
 func startAPIServer(ctx context.Context, assets, crdDir, tmp string) (*apiServer, error) {
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{crdDir},
@@ -102,7 +89,7 @@ func (s *apiServer) setup(ctx context.Context, tmp string) error {
 	cfg := rest.CopyConfig(s.adminCfg)
 	cfg.UserAgent = "fleetsim-driver"
 	cfg.QPS, cfg.Burst = 500, 1000
-	if s.admin, err = client.New(cfg, client.Options{Scheme: newScheme()}); err != nil {
+	if s.admin, err = client.New(cfg, client.Options{Scheme: controllers.NewScheme()}); err != nil {
 		return err
 	}
 	mgr, err := s.env.AddUser(envtest.User{Name: "latencytier-manager", Groups: []string{managerGroup}}, nil)

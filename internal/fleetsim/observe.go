@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers"
 )
 
 // observer watches every LatencyNode through one informer (as the admin
@@ -23,7 +24,7 @@ type observer struct {
 func startObserver(ctx context.Context, admin *rest.Config) (*observer, error) {
 	cfg := rest.CopyConfig(admin)
 	cfg.UserAgent = "fleetsim-observer"
-	c, err := cache.New(cfg, cache.Options{Scheme: newScheme()})
+	c, err := cache.New(cfg, cache.Options{Scheme: controllers.NewScheme()})
 	if err != nil {
 		return nil, err
 	}
