@@ -30,8 +30,8 @@ import (
 const (
 	managerGroup = "fleetsim:manager"
 	agentsGroup  = "fleetsim:agents"
-	// Namespace is the operator namespace (agent DaemonSet).
-	Namespace = "latencytier-system"
+	// operatorNamespace is the operator namespace (agent DaemonSet).
+	operatorNamespace = "latencytier-system"
 )
 
 // flows are the FlowSchemas, most specific first (lowest precedence).
@@ -110,7 +110,7 @@ func (s *apiServer) setup(ctx context.Context, tmp string) error {
 	if err := os.WriteFile(s.mgrKubeconfig, kc, 0o600); err != nil {
 		return err
 	}
-	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}}
+	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}}
 	for _, g := range []string{managerGroup, agentsGroup} {
 		// cluster-admin: RBAC is not what this measures (config/rbac is
 		// tested elsewhere); one binding per group.

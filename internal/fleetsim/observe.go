@@ -79,7 +79,7 @@ func (o *observer) waitReported(ctx context.Context, profile string, gen int64, 
 			return time.Since(start), applied, nil
 		}
 		if time.Now().After(deadline) {
-			return timeout, applied, &IncompleteError{Reported: rep, Want: want, After: timeout,
+			return timeout, applied, &incompleteError{Reported: rep, Want: want, After: timeout,
 				What: fmt.Sprintf("profile %s generation %d (%d LatencyNodes)", profile, gen, total)}
 		}
 		select {
@@ -90,15 +90,15 @@ func (o *observer) waitReported(ctx context.Context, profile string, gen int64, 
 	}
 }
 
-// IncompleteError is a wait for every node that timed out: a result in
+// incompleteError is a wait for every node that timed out: a result in
 // itself (the goal failed), not a broken simulator.
-type IncompleteError struct {
+type incompleteError struct {
 	Reported, Want int
 	After          time.Duration
 	What           string
 }
 
-func (e *IncompleteError) Error() string {
+func (e *incompleteError) Error() string {
 	return fmt.Sprintf("after %s only %d of %d nodes reported %s", e.After, e.Reported, e.Want, e.What)
 }
 
