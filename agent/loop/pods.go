@@ -15,21 +15,6 @@ import (
 	"latencytier.io/latencytier/agent/podcgroup"
 )
 
-// podChanged passes pod events that can change the knobs: create, delete,
-// labels, annotations, and new container IDs (cgroups appear with them).
-func podChanged() predicate.Funcs {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*corev1.Pod)
-		n, ok2 := e.ObjectNew.(*corev1.Pod)
-		if !ok1 || !ok2 {
-			return true
-		}
-		return !equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
-			!equality.Semantic.DeepEqual(o.Annotations, n.Annotations) ||
-			!slices.Equal(containerIDs(o), containerIDs(n))
-	}}
-}
-
 // pods are the pods of this node that have not finished, from the cache,
 // with the labels of their namespaces, in a stable order.
 func (r *Reconciler) pods(ctx context.Context) ([]podcgroup.Pod, error) {
@@ -68,4 +53,19 @@ func containerIDs(p *corev1.Pod) []string {
 		}
 	}
 	return ids
+}
+
+// podChanged passes pod events that can change the knobs: create, delete,
+// labels, annotations, and new container IDs (cgroups appear with them).
+func podChanged() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Pod)
+		n, ok2 := e.ObjectNew.(*corev1.Pod)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return !equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
+			!equality.Semantic.DeepEqual(o.Annotations, n.Annotations) ||
+			!slices.Equal(containerIDs(o), containerIDs(n))
+	}}
 }
