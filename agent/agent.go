@@ -28,6 +28,7 @@ import (
 	"latencytier.io/latencytier/agent/metrics"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/metricsauth"
 )
 
 const usage = `Usage:
@@ -101,7 +102,7 @@ func runLoop(ctx context.Context, args []string) error {
 			return fmt.Errorf("agent: register metrics: %w", err)
 		}
 		defer ctrlmetrics.Registry.Unregister(c)
-		o.Observer, o.Metrics = c, metrics.ServerOptions(*metricsAddr, *metricsSecure)
+		o.Observer, o.Metrics = c, metricsauth.ServerOptions(*metricsAddr, *metricsSecure)
 	}
 	return loop.Run(ctx, o)
 }

@@ -33,7 +33,7 @@ func agentClientIn(t testing.TB, ns, node string) client.Client {
 	if node != "" {
 		cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
 	}
-	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
+	c, err := client.New(cfg, client.Options{Scheme: NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func BenchmarkNodeCacheHeap(b *testing.B) {
 // and waits until it holds them all; it runs until ctx ends.
 func startNodeCache(b *testing.B, ctx context.Context, transform func(any) (any, error)) {
 	b.Helper()
-	c, err := cache.New(testEnv.Config, cache.Options{Scheme: newScheme(), ByObject: map[client.Object]cache.ByObject{
+	c, err := cache.New(testEnv.Config, cache.Options{Scheme: NewScheme(), ByObject: map[client.Object]cache.ByObject{
 		&corev1.Node{}: {Label: labels.SelectorFromSet(labels.Set{"heap": "bench"}), Transform: transform},
 	}})
 	if err != nil {

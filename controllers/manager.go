@@ -31,12 +31,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/metricsauth"
 )
 
 // The manager's permissions (config/rbac/role.yaml, generated from these
@@ -97,8 +96,9 @@ type options struct {
 	StatusInterval time.Duration
 }
 
-// newScheme is the runtime scheme of the manager: client-go's types and ours.
-func newScheme() *runtime.Scheme {
+// NewScheme is the runtime scheme of the manager (and of anything that talks
+// to its API server as it does): client-go's types and ours.
+func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		panic(err)
@@ -143,22 +143,6 @@ func trimNode(in any) (any, error) {
 	}
 	n.Status = corev1.NodeStatus{Conditions: ready}
 	return n, nil
-}
-
-// metricsOptions serve the metrics endpoint at addr. Secure serving is
-// HTTPS (a self-signed certificate, kept in memory) with every request's
-// bearer token checked by a TokenReview and a SubjectAccessReview for get on
-// the non-resource URL /metrics; otherwise plain HTTP, open to anyone who
-// reaches addr.
-func metricsOptions(addr string, secure bool) metricsserver.Options {
-	if !secure {
-		return metricsserver.Options{BindAddress: addr}
-	}
-	return metricsserver.Options{
-		BindAddress:    addr,
-		SecureServing:  true,
-		FilterProvider: filters.WithAuthenticationAndAuthorization,
-	}
 }
 
 // setup registers the field indexes and the three reconcilers with mgr.
@@ -292,9 +276,9 @@ func RunManager(ctx context.Context, args []string) error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  newScheme(),
+		Scheme:                  NewScheme(),
 		Cache:                   cacheOptions(f.namespace),
-		Metrics:                 metricsOptions(f.metricsAddr, f.metricsSecure),
+		Metrics:                 metricsauth.ServerOptions(f.metricsAddr, f.metricsSecure),
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "latencytier-manager.latencytier.io",

@@ -33,7 +33,7 @@ func managerClient(t testing.TB) client.Client {
 		UserName: "system:serviceaccount:" + testNamespace + ":" + managerSA,
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + testNamespace, "system:authenticated"},
 	}
-	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
+	c, err := client.New(cfg, client.Options{Scheme: NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

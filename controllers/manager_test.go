@@ -1,6 +1,10 @@
 package controllers
 
-import "testing"
+import (
+	"testing"
+
+	"latencytier.io/latencytier/internal/metricsauth"
+)
 
 func TestMetricsSecureByDefault(t *testing.T) {
 	tests := []struct {
@@ -15,7 +19,7 @@ func TestMetricsSecureByDefault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o := metricsOptions(f.metricsAddr, f.metricsSecure)
+		o := metricsauth.ServerOptions(f.metricsAddr, f.metricsSecure)
 		if o.SecureServing != tt.wantSecure || (o.FilterProvider != nil) != tt.wantSecure {
 			t.Errorf("%v: secure serving %v with filter %v, want %v", tt.args, o.SecureServing, o.FilterProvider != nil, tt.wantSecure)
 		}

@@ -10,26 +10,25 @@ import (
 // Metrics on the manager's metrics endpoint, registered with
 // controller-runtime's registry next to its own controller metrics.
 var (
-	profileNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "latencytier_profile_nodes",
-		Help: "Nodes of a LatencyProfile by state (Applied, Pending, Degraded, Drifted, Conflicted, Reverting, Reverted, Unreachable).",
-	}, []string{"profile", "state"})
-
-	profileWorstP99 = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "latencytier_profile_worst_runqueue_p99_seconds",
-		Help: "Highest p99 run-queue latency reported by a node of the LatencyProfile.",
-	}, []string{"profile"})
-
-	profileRolloutNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "latencytier_profile_rollout_nodes",
-		Help: "Nodes of a LatencyProfile's rollout by their latest verdict (Improved, Unchanged, Regressed, Inconclusive).",
-	}, []string{"profile", "verdict"})
+	profileNodes = gaugeVec("latencytier_profile_nodes",
+		"Nodes of a LatencyProfile by state (Applied, Pending, Degraded, Drifted, Conflicted, Reverting, Reverted, Unreachable).",
+		"profile", "state")
+	profileWorstP99 = gaugeVec("latencytier_profile_worst_runqueue_p99_seconds",
+		"Highest p99 run-queue latency reported by a node of the LatencyProfile.",
+		"profile")
+	profileRolloutNodes = gaugeVec("latencytier_profile_rollout_nodes",
+		"Nodes of a LatencyProfile's rollout by their latest verdict (Improved, Unchanged, Regressed, Inconclusive).",
+		"profile", "verdict")
 
 	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "latencytier_reconcile_errors_total",
 		Help: "Reconciles that returned an error, by controller.",
 	}, []string{"controller"})
 )
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}
 
 func init() {
 	metrics.Registry.MustRegister(profileNodes, profileWorstP99, profileRolloutNodes, reconcileErrors)

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"latencytier.io/latencytier/internal/metricsauth"
 )
 
 // TestSecureMetricsNeedAnAuthorizedToken serves metrics as the manager does
@@ -90,7 +92,7 @@ func serveMetrics(t *testing.T, secure bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := metricsserver.NewServer(metricsOptions(addr, secure), testEnv.Config, hc)
+	srv, err := metricsserver.NewServer(metricsauth.ServerOptions(addr, secure), testEnv.Config, hc)
 	if err != nil {
 		t.Fatal(err)
 	}

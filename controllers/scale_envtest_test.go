@@ -255,7 +255,7 @@ type profileWrites struct {
 
 func watchProfileWrites(t testing.TB, ctx context.Context) *profileWrites {
 	t.Helper()
-	c, err := client.NewWithWatch(testEnv.Config, client.Options{Scheme: newScheme()})
+	c, err := client.NewWithWatch(testEnv.Config, client.Options{Scheme: NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func ensureAssets() error {
 
 func startSuite(ctx context.Context, cfg *rest.Config) error {
 	var err error
-	k8s, err = client.New(cfg, client.Options{Scheme: newScheme()})
+	k8s, err = client.New(cfg, client.Options{Scheme: NewScheme()})
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func startSuite(ctx context.Context, cfg *rest.Config) error {
 	cacheOpts := cacheOptions(testNamespace)
 	cacheOpts.SyncPeriod = &sync
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  newScheme(),
+		Scheme:  NewScheme(),
 		Cache:   cacheOpts,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Logger:  testLogger(),

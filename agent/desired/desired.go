@@ -112,9 +112,17 @@ func (s *State) irqs(root *host.Root, reserved cpuset.CPUSet) {
 
 func (s *State) quota(root *host.Root, opted []podcgroup.Pod) {
 	k, r, err := cpuquota.Knobs(root, opted)
+	s.addPerPod("cpuquota", v1alpha1.SettingFailed, k, r, err)
+}
+
+// addPerPod adds what a per-pod setting package (cpuquota, rtsched)
+// rendered. When it could not render at all, its whole scope is
+// undetermined and reported once with state; otherwise only the settings it
+// reports Failed are.
+func (s *State) addPerPod(scope string, state v1alpha1.SettingState, k []knob.Knob, r []v1alpha1.SettingResult, err error) {
 	if err != nil {
-		s.Undetermined = append(s.Undetermined, "cpuquota")
-		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuquota", State: v1alpha1.SettingFailed, Message: err.Error()})
+		s.Undetermined = append(s.Undetermined, scope)
+		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: scope, State: state, Message: err.Error()})
 		return
 	}
 	s.add(k, r)

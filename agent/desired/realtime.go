@@ -51,13 +51,7 @@ func (s *State) realtime(root *host.Root, t v1alpha1.TuningSpec, pods []podcgrou
 		grants = append(grants, rtsched.Grant{Pod: p, Value: v.String()})
 	}
 	k, r, err := rtsched.Knobs(root, grants)
-	if err != nil {
-		s.Undetermined = append(s.Undetermined, "rtsched")
-		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "rtsched", State: v1alpha1.SettingUnsupported, Message: err.Error()})
-		return
-	}
-	s.add(k, r)
-	s.Undetermined = append(s.Undetermined, failedIDs(r)...)
+	s.addPerPod("rtsched", v1alpha1.SettingUnsupported, k, r, err)
 }
 
 func (s *State) refuse(r Refusal) {

@@ -11,17 +11,13 @@
 package loop
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -38,7 +34,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -52,7 +47,6 @@ import (
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/measure"
-	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -229,21 +223,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return b.Complete(r)
 }
 
-// podChanged passes pod events that can change the knobs: create, delete,
-// labels, annotations, and new container IDs (cgroups appear with them).
-func podChanged() predicate.Funcs {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*corev1.Pod)
-		n, ok2 := e.ObjectNew.(*corev1.Pod)
-		if !ok1 || !ok2 {
-			return true
-		}
-		return !equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
-			!equality.Semantic.DeepEqual(o.Annotations, n.Annotations) ||
-			!slices.Equal(containerIDs(o), containerIDs(n))
-	}}
-}
-
 // Reconcile applies or reverts, then patches status when it changed.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
@@ -367,41 +346,4 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 // passes find it mounted already.
 func wasMounted(ln *v1alpha1.LatencyNode) bool {
 	return ln.Status.Kernel != nil && ln.Status.Kernel.DebugfsMounted
-}
-
-func (r *Reconciler) pods(ctx context.Context) ([]podcgroup.Pod, error) {
-	var list corev1.PodList
-	if err := r.Client.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("list pods on node %s: %w", r.NodeName, err)
-	}
-	nsLabels, err := r.namespaceLabels(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]podcgroup.Pod, 0, len(list.Items))
-	for i := range list.Items {
-		p := &list.Items[i]
-		if p.Spec.NodeName != r.NodeName || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		out = append(out, podcgroup.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name,
-			QOSClass: string(p.Status.QOSClass), Labels: p.Labels, Annotations: p.Annotations,
-			ContainerIDs: containerIDs(p), NamespaceLabels: nsLabels[p.Namespace]})
-	}
-	// The cache lists in no set order: sort, so knobs, the journal and
-	// status come out the same on every pass.
-	slices.SortFunc(out, func(a, b podcgroup.Pod) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.UID, b.UID))
-	})
-	return out, nil
-}
-
-func containerIDs(p *corev1.Pod) []string {
-	var ids []string
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.ContainerID != "" {
-			ids = append(ids, cs.ContainerID)
-		}
-	}
-	return ids
 }

@@ -4,7 +4,7 @@
 // journal's size. A Collector is told what the agent did and measured
 // (loop.Observer) and renders it on every scrape; the agent's
 // controller-runtime metrics server serves it, over HTTPS to tokens the API
-// server authenticates and authorizes (ServerOptions). Series carry no node
+// server authenticates and authorizes (internal/metricsauth). Series carry no node
 // label: the scraper adds it from the pod's node (config/prometheus).
 package metrics
 

@@ -30,12 +30,13 @@ import (
 
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/measure"
+	"latencytier.io/latencytier/internal/metricsauth"
 )
 
 const namespace = "latencytier-system"
 
 // TestAgentEndpointServesAuthorizedScrapers serves the Collector as the
-// agent does (its controller-runtime metrics server with ServerOptions, on
+// agent does (its controller-runtime metrics server with metricsauth.ServerOptions, on
 // controller-runtime's registry), with the server's own API calls made as
 // the agent's service account bound to exactly config/agent/role.yaml: the
 // TokenReview and SubjectAccessReview behind every scrape are the agent's
@@ -71,7 +72,7 @@ func TestAgentEndpointServesAuthorizedScrapers(t *testing.T) {
 		UserName: "system:serviceaccount:" + namespace + ":latencytier-agent",
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
 	}
-	url := "https://" + serve(t, ServerOptions(freeAddr(t), true), asAgent) + "/metrics"
+	url := "https://" + serve(t, metricsauth.ServerOptions(freeAddr(t), true), asAgent) + "/metrics"
 
 	if code, _ := scrape(t, url, ""); code != http.StatusUnauthorized {
 		t.Errorf("without a token: HTTP %d, want 401", code)

@@ -19,9 +19,9 @@ const (
 	// FindingDeepIdle: isolated CPUs may enter idle states whose exit
 	// latency is a noticeable share of the run-queue budget.
 	FindingDeepIdle = "DeepIdleOnIsolatedCPUs"
-	// FindingIdleLimitNotEnforced: the profile limits idle exit latency on
+	// findingIdleLimitNotEnforced: the profile limits idle exit latency on
 	// the isolated CPUs but the kernel has no cpuidle driver to honour it.
-	FindingIdleLimitNotEnforced = "IdleLimitNotEnforced"
+	findingIdleLimitNotEnforced = "IdleLimitNotEnforced"
 )
 
 // deepIdleShare: an idle state whose exit latency exceeds 1/deepIdleShare of
@@ -94,7 +94,7 @@ func notEnforced(root *host.Root, t v1alpha1.TuningSpec, isolated cpuset.CPUSet)
 	if err != nil || driver != "none" {
 		return nil
 	}
-	return finding(FindingIdleLimitNotEnforced,
+	return finding(findingIdleLimitNotEnforced,
 		"%s.maxIdleExitLatency %s is written to PM QoS on isolated CPUs %s but nothing enforces it: the kernel has no cpuidle driver (current_driver none), so idle CPUs run the default idle routine (HLT; in a VM an exit to the hypervisor) that ignores PM QoS; boot with idle=poll or load a cpuidle driver (cpuidle-haltpoll in a KVM guest)",
 		field, limit, isolated)
 }

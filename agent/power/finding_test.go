@@ -72,7 +72,7 @@ func TestLimitWithoutCpuidleDriverIsNotEnforced(t *testing.T) {
 	root := fakeRoot(t, layout{cpus: 2, qos: true, driver: "none", governor: "menu"})
 	spec := tuning("0", "1", v1alpha1.PowerSpec{Isolated: &v1alpha1.CPUPower{MaxIdleExitLatency: us(0)}})
 	fs := Findings(root, spec)
-	if len(fs) != 1 || fs[0].Type != FindingIdleLimitNotEnforced || !strings.Contains(fs[0].Message, "power.isolated.maxIdleExitLatency 0s") {
+	if len(fs) != 1 || fs[0].Type != findingIdleLimitNotEnforced || !strings.Contains(fs[0].Message, "power.isolated.maxIdleExitLatency 0s") {
 		t.Fatalf("findings %+v", fs)
 	}
 	if fs := Findings(root, tuning("0", "1", v1alpha1.PowerSpec{})); len(fs) != 0 {

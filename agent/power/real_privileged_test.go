@@ -94,7 +94,7 @@ func TestRealLimitWithoutCpuidleDriverIsReported(t *testing.T) {
 		t.Skipf("cpuidle driver %q: this check is for a kernel without one", driver)
 	}
 	fs := Findings(root, tuning("0", "1", v1alpha1.PowerSpec{Isolated: &v1alpha1.CPUPower{MaxIdleExitLatency: us(0)}}))
-	if len(fs) != 1 || fs[0].Type != FindingIdleLimitNotEnforced {
+	if len(fs) != 1 || fs[0].Type != findingIdleLimitNotEnforced {
 		t.Fatalf("findings %+v", fs)
 	}
 }

@@ -17,13 +17,13 @@ import (
 
 // Finding types of field note 003 this package checks.
 const (
-	// FindingRTOnReserved: user-space real-time tasks may run on the
+	// findingRTOnReserved: user-space real-time tasks may run on the
 	// reserved (housekeeping) CPUs, where they preempt kubelet, system
 	// services, IRQ threads and ksoftirqd.
-	FindingRTOnReserved = "RTTasksOnReservedCPUs"
-	// FindingRTThrottled: the kernel throttled real-time tasks (RT
+	findingRTOnReserved = "RTTasksOnReservedCPUs"
+	// findingRTThrottled: the kernel throttled real-time tasks (RT
 	// bandwidth, kernel.sched_rt_runtime_us): their work was cut.
-	FindingRTThrottled = "RTThrottled"
+	findingRTThrottled = "RTThrottled"
 )
 
 const severityWarning = "Warning"
@@ -83,7 +83,7 @@ func rtOnReserved(root *host.Root, reserved cpuset.CPUSet) *v1alpha1.Finding {
 		return nil
 	}
 	shown := hits[:min(len(hits), 5)]
-	return &v1alpha1.Finding{Type: FindingRTOnReserved, Severity: severityWarning, Message: fmt.Sprintf(
+	return &v1alpha1.Finding{Type: findingRTOnReserved, Severity: severityWarning, Message: fmt.Sprintf(
 		"%d real-time tasks may run on the reserved CPUs %s, where they preempt kubelet, system services and IRQ threads (field note 003 keeps real-time threads on isolated CPUs): %s",
 		len(hits), reserved, strings.Join(shown, "; "))}
 }
@@ -110,7 +110,7 @@ func throttled(root *host.Root) *v1alpha1.Finding {
 	if len(now) > 0 {
 		evidence = append(evidence, "throttled now: "+strings.Join(now[:min(len(now), 5)], ", "))
 	}
-	return &v1alpha1.Finding{Type: FindingRTThrottled, Severity: severityWarning, Message: fmt.Sprintf(
+	return &v1alpha1.Finding{Type: findingRTThrottled, Severity: severityWarning, Message: fmt.Sprintf(
 		"real-time tasks used up their RT bandwidth (kernel.sched_rt_runtime_us per sched_rt_period_us) and were stopped until the next period: %s. A real-time thread that spins needs isolated CPUs; one that only bursts needs more runtime (field note 003)",
 		strings.Join(evidence, "; "))}
 }

@@ -41,7 +41,7 @@ func TestFindingsRTOnReservedAndThrottling(t *testing.T) {
 		t.Fatalf("findings %+v, want RT on reserved and RT throttled", fs)
 	}
 	on, thr := fs[0], fs[1]
-	if on.Type != FindingRTOnReserved || !strings.Contains(on.Message, "1 real-time tasks") || !strings.Contains(on.Message, "engine (main) (tid 10, prio 90") {
+	if on.Type != findingRTOnReserved || !strings.Contains(on.Message, "1 real-time tasks") || !strings.Contains(on.Message, "engine (main) (tid 10, prio 90") {
 		t.Errorf("RT on reserved: %+v", on)
 	}
 	for _, not := range []string{"pinned", "migration"} {
@@ -49,7 +49,7 @@ func TestFindingsRTOnReservedAndThrottling(t *testing.T) {
 			t.Errorf("RT on reserved names %s: %s", not, on.Message)
 		}
 	}
-	if thr.Type != FindingRTThrottled || !strings.Contains(thr.Message, throttleMsg) || !strings.Contains(thr.Message, "rt_rq[1]:/kubepods") ||
+	if thr.Type != findingRTThrottled || !strings.Contains(thr.Message, throttleMsg) || !strings.Contains(thr.Message, "rt_rq[1]:/kubepods") ||
 		strings.Contains(thr.Message, "rt_rq[0]") {
 		t.Errorf("RT throttled: %+v", thr)
 	}

@@ -280,7 +280,10 @@ func TestRealFIFOApplyNewThreadsRevert(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGUSR2); err != nil {
 		t.Fatal(err)
 	}
-	alive := waitTids(t, pid, "extra threads did not exit", func(ts []int) bool { return len(ts) < len(now) })
+	waitTids(t, pid, "extra threads did not exit", func(ts []int) bool { return len(ts) < len(now) })
+	// The first exit does not end the others: read the threads still alive
+	// once the list holds still, or one may exit before it is checked below.
+	alive := stable(t, pid)
 	rep, err = eng.Revert()
 	if err != nil {
 		t.Fatal(err)

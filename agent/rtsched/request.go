@@ -11,15 +11,15 @@ import (
 // maxAnnotation bounds the annotation value: "fifo:99" is the longest valid.
 const maxAnnotation = 7
 
-// ParseRequest parses the pod's latencytier.io/sched-policy annotation
+// parseRequest parses the pod's latencytier.io/sched-policy annotation
 // strictly: "fifo:<1-99>" or "rr:<1-99>", lowercase, no spaces, no sign, no
 // leading zero. The value is the pod owner's; nothing in it reaches a path.
-func ParseRequest(s string) (Value, error) {
+func parseRequest(s string) (Value, error) {
 	if len(s) > maxAnnotation {
 		return Value{}, fmt.Errorf("%s %q is longer than %d characters; want fifo:<1-99> or rr:<1-99>", v1alpha1.SchedPolicyAnnotation, s[:maxAnnotation]+"...", maxAnnotation)
 	}
-	v, err := ParseValue(s)
-	if err != nil || !v.IsRealtime() || strings.HasPrefix(s[strings.IndexByte(s, ':')+1:], "0") {
+	v, err := parseValue(s)
+	if err != nil || !v.isRealtime() || strings.HasPrefix(s[strings.IndexByte(s, ':')+1:], "0") {
 		return Value{}, fmt.Errorf("%s %q is not fifo:<1-99> or rr:<1-99>", v1alpha1.SchedPolicyAnnotation, s)
 	}
 	return v, nil
@@ -49,7 +49,7 @@ const (
 // RT thread then starves every other task on its CPU; the CRD rejects such a
 // profile, the agent refuses it again).
 func Check(t v1alpha1.TuningSpec, annotation string) (Value, *Refusal) {
-	v, err := ParseRequest(annotation)
+	v, err := parseRequest(annotation)
 	if err != nil {
 		return Value{}, &Refusal{Field: v1alpha1.SchedPolicyAnnotation, Message: err.Error(), Invalid: true}
 	}

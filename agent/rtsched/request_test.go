@@ -12,13 +12,13 @@ import (
 func TestParseRequestIsStrict(t *testing.T) {
 	good := map[string]Value{"fifo:50": {"fifo", 50}, "rr:1": {"rr", 1}, "fifo:99": {"fifo", 99}}
 	for s, want := range good {
-		if v, err := ParseRequest(s); err != nil || v != want {
+		if v, err := parseRequest(s); err != nil || v != want {
 			t.Errorf("ParseRequest(%q) = %+v, %v; want %+v", s, v, err, want)
 		}
 	}
 	for _, s := range []string{"", "fifo", "fifo:", "fifo:0", "fifo:100", "fifo:050", "fifo:+5", "fifo:-1", "FIFO:50",
 		"fifo :50", "fifo:5 ", "other:0", "batch:1", "idle:0", "deadline:5", "fifo:50:1", "rr:1\n", "fifo:99999999999999999999"} {
-		if v, err := ParseRequest(s); err == nil {
+		if v, err := parseRequest(s); err == nil {
 			t.Errorf("ParseRequest(%q) = %+v, want an error", s, v)
 		}
 	}
@@ -26,13 +26,13 @@ func TestParseRequestIsStrict(t *testing.T) {
 
 func TestParseValueRoundTrips(t *testing.T) {
 	for _, s := range []string{"other:0", "other:-20", "batch:19", "idle:0", "fifo:1", "rr:99"} {
-		v, err := ParseValue(s)
+		v, err := parseValue(s)
 		if err != nil || v.String() != s {
 			t.Errorf("ParseValue(%q) = %v, %v", s, v, err)
 		}
 	}
 	for _, s := range []string{"other:20", "other:-21", "fifo:0", "policy6:0", "other:05", "other:"} {
-		if _, err := ParseValue(s); err == nil {
+		if _, err := parseValue(s); err == nil {
 			t.Errorf("ParseValue(%q) accepted", s)
 		}
 	}

@@ -48,20 +48,20 @@ import (
 	"latencytier.io/latencytier/agent/host"
 )
 
-// Prefix starts the path of a thread's scheduling policy knob.
-const Prefix = "sched:"
+// pathPrefix starts the path of a thread's scheduling policy knob.
+const pathPrefix = "sched:"
 
 // IsPath reports whether a knob or journal path names a thread's policy.
-func IsPath(p string) bool { return strings.HasPrefix(p, Prefix) }
+func IsPath(p string) bool { return strings.HasPrefix(p, pathPrefix) }
 
-// Path is the knob path of thread tid, started at start (clock ticks after
+// threadPath is the knob path of thread tid, started at start (clock ticks after
 // boot, /proc/<tid>/stat field 22).
-func Path(tid int, start uint64) string {
-	return Prefix + strconv.Itoa(tid) + "@" + strconv.FormatUint(start, 10)
+func threadPath(tid int, start uint64) string {
+	return pathPrefix + strconv.Itoa(tid) + "@" + strconv.FormatUint(start, 10)
 }
 
 func parsePath(p string) (tid int, start uint64, err error) {
-	rest, ok := strings.CutPrefix(p, Prefix)
+	rest, ok := strings.CutPrefix(p, pathPrefix)
 	t, s, found := strings.Cut(rest, "@")
 	if ok && found && len(t) <= 10 && len(s) <= 20 {
 		tid, err = strconv.Atoi(t)
@@ -88,14 +88,14 @@ var policies = map[string]uint32{
 	"fifo": unix.SCHED_FIFO, "rr": unix.SCHED_RR,
 }
 
-// IsRealtime reports whether the policy is SCHED_FIFO or SCHED_RR.
-func (v Value) IsRealtime() bool { return v.Policy == "fifo" || v.Policy == "rr" }
+// isRealtime reports whether the policy is SCHED_FIFO or SCHED_RR.
+func (v Value) isRealtime() bool { return v.Policy == "fifo" || v.Policy == "rr" }
 
 func (v Value) String() string { return v.Policy + ":" + strconv.Itoa(v.N) }
 
-// ParseValue parses a knob value strictly: a known policy, a colon, and a
+// parseValue parses a knob value strictly: a known policy, a colon, and a
 // priority 1-99 (fifo, rr) or a nice value -20..19 (other, batch, idle).
-func ParseValue(s string) (Value, error) {
+func parseValue(s string) (Value, error) {
 	name, n, ok := strings.Cut(s, ":")
 	if _, known := policies[name]; !ok || !known || len(n) == 0 || len(n) > 3 {
 		return Value{}, fmt.Errorf("not a scheduling value %q (want fifo:1-99, rr:1-99, other:nice, batch:nice, idle:nice)", s)
@@ -106,7 +106,7 @@ func ParseValue(s string) (Value, error) {
 		return Value{}, fmt.Errorf("not a scheduling value %q: %q is not a plain number", s, n)
 	}
 	lo, hi := -20, 19
-	if v.IsRealtime() {
+	if v.isRealtime() {
 		lo, hi = 1, 99
 	}
 	if v.N < lo || v.N > hi {
@@ -132,7 +132,7 @@ func fromAttr(a *unix.SchedAttr) (Value, bool) {
 
 func (v Value) attr() *unix.SchedAttr {
 	a := &unix.SchedAttr{Policy: policies[v.Policy]}
-	if v.IsRealtime() {
+	if v.isRealtime() {
 		a.Priority, a.Flags = uint32(v.N), unix.SCHED_FLAG_RESET_ON_FORK
 	} else {
 		a.Nice = int32(v.N)
@@ -140,22 +140,22 @@ func (v Value) attr() *unix.SchedAttr {
 	return a
 }
 
-// ErrOtherNamespace refuses a thread path when the agent's pid namespace is
+// errOtherNamespace refuses a thread path when the agent's pid namespace is
 // not the host root's.
-var ErrOtherNamespace = errors.New("the agent's pid namespace is not the host's: sched_setattr would name other tasks than the host root's /proc lists")
+var errOtherNamespace = errors.New("the agent's pid namespace is not the host's: sched_setattr would name other tasks than the host root's /proc lists")
 
-// SameNamespace reports nil when the agent's pid namespace is the one the
+// sameNamespace reports nil when the agent's pid namespace is the one the
 // host root's /proc belongs to: there the agent's own status (self) lists a
 // single NSpid, its own pid. A /proc of an ancestor namespace lists the
 // agent's pid at each level, from that namespace down to its own.
-func SameNamespace(root *host.Root) error {
+func sameNamespace(root *host.Root) error {
 	b, err := readBounded(root.Proc("self", "status"), maxStat*4)
 	if err != nil {
-		return fmt.Errorf("%w (%v)", ErrOtherNamespace, err)
+		return fmt.Errorf("%w (%v)", errOtherNamespace, err)
 	}
 	ns := strings.Fields(statusField(string(b), "NSpid"))
 	if len(ns) != 1 || ns[0] != strconv.Itoa(os.Getpid()) {
-		return fmt.Errorf("%w (NSpid %v under %s, own pid %d)", ErrOtherNamespace, ns, root.Proc(), os.Getpid())
+		return fmt.Errorf("%w (NSpid %v under %s, own pid %d)", errOtherNamespace, ns, root.Proc(), os.Getpid())
 	}
 	return nil
 }
@@ -167,7 +167,7 @@ func thread(root *host.Root, path string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := SameNamespace(root); err != nil {
+	if err := sameNamespace(root); err != nil {
 		return 0, err
 	}
 	st, err := readStat(root.Proc(strconv.Itoa(tid), "stat"))
@@ -206,7 +206,7 @@ func Read(root *host.Root, path string) (string, error) {
 
 // Write sets a thread's policy and priority or nice value.
 func Write(root *host.Root, path, value string) error {
-	v, err := ParseValue(value)
+	v, err := parseValue(value)
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, unix.EINVAL)
 	}

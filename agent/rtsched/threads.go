@@ -20,9 +20,9 @@ import (
 // Bounds on what a pod's cgroups and /proc may make the agent read: the
 // pod's owner controls how many processes and threads there are.
 const (
-	// MaxThreads is how many threads of one pod get a knob; a pod with
+	// maxThreads is how many threads of one pod get a knob; a pod with
 	// more is tuned up to the bound (lowest tids first) and reported.
-	MaxThreads = 1024
+	maxThreads = 1024
 	// maxIDFile bounds a cgroup.procs read (1024 pids of 7 digits fit).
 	maxIDFile = 64 << 10
 	// maxStat bounds a /proc/<tid>/stat read (comm is at most 64 bytes).
@@ -46,14 +46,14 @@ func PodID(p podcgroup.Pod) string {
 // container cgroups (the sandbox is not among them: only the IDs in the
 // pod's status are), lowest tid first. A pod whose cgroup is missing or
 // cannot be listed, a container whose cgroup the kernel refuses real-time
-// tasks in, and a pod beyond MaxThreads yield a Failed result; a thread
+// tasks in, and a pod beyond maxThreads yield a Failed result; a thread
 // that exits while being listed is skipped. The error is for a host where
 // the agent cannot address the threads at all (another pid namespace).
 func Knobs(root *host.Root, grants []Grant, opts ...podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, error) {
 	if len(grants) == 0 {
 		return nil, nil, nil
 	}
-	if err := SameNamespace(root); err != nil {
+	if err := sameNamespace(root); err != nil {
 		return nil, nil, err
 	}
 	var knobs []knob.Knob
@@ -94,14 +94,14 @@ func podKnobs(root *host.Root, g Grant, opts []podcgroup.Option) ([]knob.Knob, [
 			Message: fmt.Sprintf("%d threads use SCHED_DEADLINE or another policy the agent does not manage; left as they are", skipped)})
 	}
 	slices.SortFunc(tids, func(a, b thr) int { return a.tid - b.tid })
-	if len(tids) > MaxThreads {
-		results = append(results, fail(id+"/threads", "the pod has %d threads; only the first %d (lowest tids) get %s", len(tids), MaxThreads, g.Value)...)
-		tids = tids[:MaxThreads]
+	if len(tids) > maxThreads {
+		results = append(results, fail(id+"/threads", "the pod has %d threads; only the first %d (lowest tids) get %s", len(tids), maxThreads, g.Value)...)
+		tids = tids[:maxThreads]
 	}
 	knobs := make([]knob.Knob, 0, len(tids))
 	for _, t := range tids {
-		p := Path(t.tid, t.start)
-		knobs = append(knobs, knob.Knob{ID: id + "/" + p[len(Prefix):], Path: p, Desired: g.Value,
+		p := threadPath(t.tid, t.start)
+		knobs = append(knobs, knob.Knob{ID: id + "/" + p[len(pathPrefix):], Path: p, Desired: g.Value,
 			Label: fmt.Sprintf("thread %d (%s) of pod %s/%s", t.tid, t.comm, g.Pod.Namespace, g.Pod.Name)})
 	}
 	return knobs, results
@@ -168,7 +168,7 @@ func cgroupThreads(root *host.Root, dir string) (out []thr, skipped int, err err
 				skipped++
 				continue
 			}
-			if len(out) > 4*MaxThreads {
+			if len(out) > 4*maxThreads {
 				return out, skipped, nil // enough to know the pod is over the bound
 			}
 			out = append(out, thr{tid: tid, start: st.start, comm: st.comm})

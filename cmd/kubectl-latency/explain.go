@@ -6,26 +6,22 @@ import (
 	"io"
 	"strings"
 
-	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-func newExplainCommand(out io.Writer, connect connectFunc) *cobra.Command {
-	return command("explain NODE", "One node: findings, budget, what the profile changed and what the kernel reports",
-		cobra.ExactArgs(1), out, connect,
-		func(cmd *cobra.Command, c client.Client, out io.Writer, args []string) error {
-			var n v1alpha1.LatencyNode
-			if err := c.Get(cmd.Context(), client.ObjectKey{Name: args[0]}, &n); err != nil {
-				return err
-			}
-			return explain(cmd.Context(), out, &n)
-		})
+// explainNode prints the LatencyNode named by args[0].
+func explainNode(ctx context.Context, c client.Client, out io.Writer, args []string) error {
+	var n v1alpha1.LatencyNode
+	if err := c.Get(ctx, client.ObjectKey{Name: args[0]}, &n); err != nil {
+		return err
+	}
+	return explain(out, &n)
 }
 
 // explain prints one LatencyNode section by section, most useful first.
-func explain(_ context.Context, out io.Writer, n *v1alpha1.LatencyNode) error {
+func explain(out io.Writer, n *v1alpha1.LatencyNode) error {
 	st := &n.Status
 	fmt.Fprintf(out, "Node:     %s (%s)\n", n.Name, nodeState(n))
 	fmt.Fprintf(out, "Profile:  %s generation %d, action %s, revision %s\n",

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -47,8 +48,10 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags.AddFlags(root.PersistentFlags())
 	connect := func() (client.Client, error) { return newClient(flags) }
 	root.AddCommand(
-		newStatusCommand(streams.Out, connect),
-		newExplainCommand(streams.Out, connect),
+		command("status [PROFILE]", "Profiles, their nodes (worst first, before/after p99) and the settings that do not hold",
+			cobra.MaximumNArgs(1), streams.Out, connect, status),
+		command("explain NODE", "One node: findings, budget, what the profile changed and what the kernel reports",
+			cobra.ExactArgs(1), streams.Out, connect, explainNode),
 		newTopCommand(streams.Out, connect),
 	)
 	return root
@@ -73,7 +76,7 @@ type connectFunc func() (client.Client, error)
 
 // command is what every subcommand shares: connect, then print to out.
 func command(use, short string, args cobra.PositionalArgs, out io.Writer, connect connectFunc,
-	run func(cmd *cobra.Command, c client.Client, out io.Writer, args []string) error) *cobra.Command {
+	run func(ctx context.Context, c client.Client, out io.Writer, args []string) error) *cobra.Command {
 	return &cobra.Command{
 		Use: use, Short: short, Args: args,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -81,7 +84,7 @@ func command(use, short string, args cobra.PositionalArgs, out io.Writer, connec
 			if err != nil {
 				return err
 			}
-			return run(cmd, c, out, args)
+			return run(cmd.Context(), c, out, args)
 		},
 	}
 }

@@ -6,19 +6,10 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
-
-func newStatusCommand(out io.Writer, connect connectFunc) *cobra.Command {
-	return command("status [PROFILE]", "Profiles, their nodes (worst first, before/after p99) and the settings that do not hold",
-		cobra.MaximumNArgs(1), out, connect,
-		func(cmd *cobra.Command, c client.Client, out io.Writer, args []string) error {
-			return status(cmd.Context(), c, out, args)
-		})
-}
 
 // status prints each profile (or the one named), then its nodes worst
 // first, then under each node the settings that are not Applied.

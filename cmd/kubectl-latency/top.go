@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -14,9 +15,9 @@ import (
 func newTopCommand(out io.Writer, connect connectFunc) *cobra.Command {
 	var class string
 	cmd := command("top", "Nodes by run-queue p99, highest first", cobra.NoArgs, out, connect,
-		func(cmd *cobra.Command, c client.Client, out io.Writer, _ []string) error {
+		func(ctx context.Context, c client.Client, out io.Writer, _ []string) error {
 			var list v1alpha1.LatencyNodeList
-			if err := c.List(cmd.Context(), &list); err != nil {
+			if err := c.List(ctx, &list); err != nil {
 				return err
 			}
 			return top(out, list.Items, class)

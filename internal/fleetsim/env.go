@@ -11,13 +11,11 @@ import (
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers"
 )
 
 // The two clients the API server's metrics tell apart.
@@ -32,8 +30,8 @@ import (
 const (
 	managerGroup = "fleetsim:manager"
 	agentsGroup  = "fleetsim:agents"
-	// Namespace is the operator namespace (agent DaemonSet).
-	Namespace = "latencytier-system"
+	// operatorNamespace is the operator namespace (agent DaemonSet).
+	operatorNamespace = "latencytier-system"
 )
 
 // flows are the FlowSchemas, most specific first (lowest precedence).
@@ -68,17 +66,6 @@ type apiServer struct {
 	mgrKubeconfig string
 }
 
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
-
 func startAPIServer(ctx context.Context, assets, crdDir, tmp string) (*apiServer, error) {
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{crdDir},
@@ -102,7 +89,7 @@ func (s *apiServer) setup(ctx context.Context, tmp string) error {
 	cfg := rest.CopyConfig(s.adminCfg)
 	cfg.UserAgent = "fleetsim-driver"
 	cfg.QPS, cfg.Burst = 500, 1000
-	if s.admin, err = client.New(cfg, client.Options{Scheme: newScheme()}); err != nil {
+	if s.admin, err = client.New(cfg, client.Options{Scheme: controllers.NewScheme()}); err != nil {
 		return err
 	}
 	mgr, err := s.env.AddUser(envtest.User{Name: "latencytier-manager", Groups: []string{managerGroup}}, nil)
@@ -123,7 +110,7 @@ func (s *apiServer) setup(ctx context.Context, tmp string) error {
 	if err := os.WriteFile(s.mgrKubeconfig, kc, 0o600); err != nil {
 		return err
 	}
-	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}}
+	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}}
 	for _, g := range []string{managerGroup, agentsGroup} {
 		// cluster-admin: RBAC is not what this measures (config/rbac is
 		// tested elsewhere); one binding per group.

@@ -128,18 +128,18 @@ func (f *fleet) logf(format string, args ...any) {
 }
 
 // behaviour assigns the first nodes their behaviours, in the order
-// Drift, Fail, Regress, Vanish; the rest are Normal.
-func (f *fleet) behaviour(i int) Behaviour {
+// Drift, Fail, Regress, Vanish; the rest are nodeNormal.
+func (f *fleet) behaviour(i int) nodeBehaviour {
 	for _, b := range []struct {
 		n int
-		b Behaviour
-	}{{f.o.Drift, Drifts}, {f.o.Fail, Fails}, {f.o.Regress, Regresses}, {f.o.Vanish, Vanishes}} {
+		b nodeBehaviour
+	}{{f.o.Drift, nodeDrifts}, {f.o.Fail, nodeFails}, {f.o.Regress, nodeRegresses}, {f.o.Vanish, nodeVanishes}} {
 		if i < b.n {
 			return b.b
 		}
 		i -= b.n
 	}
-	return Normal
+	return nodeNormal
 }
 
 // createFleet creates the Nodes (labelled for the profile) and starts one

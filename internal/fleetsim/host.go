@@ -11,27 +11,27 @@ import (
 	"latencytier.io/latencytier/agent/host"
 )
 
-// Behaviour is what a simulated node does beyond applying its spec.
-type Behaviour int
+// nodeBehaviour is what a simulated node does beyond applying its spec.
+type nodeBehaviour int
 
 const (
-	// Normal applies, holds and measures a steady run-queue latency.
-	Normal Behaviour = iota
-	// Drifts has something else rewrite autogroup every few seconds, so
+	// nodeNormal applies, holds and measures a steady run-queue latency.
+	nodeNormal nodeBehaviour = iota
+	// nodeDrifts has something else rewrite autogroup every few seconds, so
 	// its agent finds drift and re-asserts.
-	Drifts
-	// Fails cannot write numa_balancing (its file is a directory): the node
+	nodeDrifts
+	// nodeFails cannot write numa_balancing (its file is a directory): the node
 	// reports Applied False, PartiallyApplied.
-	Fails
-	// Regresses measures a 5× higher run-queue latency after the first spec
+	nodeFails
+	// nodeRegresses measures a 5× higher run-queue latency after the first spec
 	// change (what a rollout's verification is there to catch).
-	Regresses
-	// Vanishes has its Node deleted (and its agent stopped) after the steady
+	nodeRegresses
+	// nodeVanishes has its Node deleted (and its agent stopped) after the steady
 	// window.
-	Vanishes
+	nodeVanishes
 )
 
-func (b Behaviour) String() string {
+func (b nodeBehaviour) String() string {
 	return [...]string{"normal", "drifts", "fails", "regresses", "vanishes"}[b]
 }
 
@@ -41,7 +41,7 @@ func (b Behaviour) String() string {
 // Measurer (schedstat source) measures a run-queue latency we choose.
 type fakeHost struct {
 	root *host.Root
-	b    Behaviour
+	b    nodeBehaviour
 
 	mu       sync.Mutex
 	regress  bool
@@ -78,7 +78,7 @@ var hostFiles = map[string]string{
 // tasks are the simulated node's threads: pid → the CPU it last ran on.
 var tasks = map[int]int{100: 0, 101: 1}
 
-func newFakeHost(dir string, b Behaviour, meanWait time.Duration) (*fakeHost, error) {
+func newFakeHost(dir string, b nodeBehaviour, meanWait time.Duration) (*fakeHost, error) {
 	for rel, content := range hostFiles {
 		if err := writeFile(filepath.Join(dir, rel), content+"\n"); err != nil {
 			return nil, err
@@ -93,7 +93,7 @@ func newFakeHost(dir string, b Behaviour, meanWait time.Duration) (*fakeHost, er
 			return nil, err
 		}
 	}
-	if b == Fails {
+	if b == nodeFails {
 		p := filepath.Join(dir, "proc/sys/kernel/numa_balancing")
 		if err := os.Remove(p); err != nil {
 			return nil, err
@@ -125,15 +125,15 @@ func (h *fakeHost) tick(d time.Duration) error {
 			return err
 		}
 	}
-	if h.b == Drifts && d > 0 {
+	if h.b == nodeDrifts && d > 0 {
 		return writeFile(h.root.Proc("sys", "kernel", "sched_autogroup_enabled"), "1\n")
 	}
 	return nil
 }
 
-// startRegression makes a Regresses node measure worse from now on.
+// startRegression makes a nodeRegresses node measure worse from now on.
 func (h *fakeHost) startRegression() {
-	if h.b != Regresses {
+	if h.b != nodeRegresses {
 		return
 	}
 	h.mu.Lock()

@@ -29,7 +29,7 @@ type manager struct {
 // deployment, with controller-runtime's defaults (no client-side rate
 // limit). --kubeconfig goes through clientcmd and keeps client-go's 5 QPS,
 // which would measure that limit instead of the manager.
-var managerArgs = []string{"manager", "--namespace=" + Namespace,
+var managerArgs = []string{"manager", "--namespace=" + operatorNamespace,
 	"--metrics-bind-address=0", "--health-probe-bind-address=0"}
 
 func startManager(ctx context.Context, binary, kubeconfig, tmp string) (*manager, error) {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers"
 )
 
 // observer watches every LatencyNode through one informer (as the admin
@@ -24,7 +25,7 @@ type observer struct {
 func startObserver(ctx context.Context, admin *rest.Config) (*observer, error) {
 	cfg := rest.CopyConfig(admin)
 	cfg.UserAgent = "fleetsim-observer"
-	c, err := cache.New(cfg, cache.Options{Scheme: newScheme()})
+	c, err := cache.New(cfg, cache.Options{Scheme: controllers.NewScheme()})
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func (o *observer) waitReported(ctx context.Context, profile string, gen int64, 
 			return time.Since(start), applied, nil
 		}
 		if time.Now().After(deadline) {
-			return timeout, applied, &IncompleteError{Reported: rep, Want: want, After: timeout,
+			return timeout, applied, &incompleteError{Reported: rep, Want: want, After: timeout,
 				What: fmt.Sprintf("profile %s generation %d (%d LatencyNodes)", profile, gen, total)}
 		}
 		select {
@@ -90,15 +91,15 @@ func (o *observer) waitReported(ctx context.Context, profile string, gen int64, 
 	}
 }
 
-// IncompleteError is a wait for every node that timed out: a result in
+// incompleteError is a wait for every node that timed out: a result in
 // itself (the goal failed), not a broken simulator.
-type IncompleteError struct {
+type incompleteError struct {
 	Reported, Want int
 	After          time.Duration
 	What           string
 }
 
-func (e *IncompleteError) Error() string {
+func (e *incompleteError) Error() string {
 	return fmt.Sprintf("after %s only %d of %d nodes reported %s", e.After, e.Reported, e.Want, e.What)
 }
 

@@ -38,7 +38,7 @@ func Report(results []Result, plot string) (markdown, summary string) {
 	if plot != "" {
 		fmt.Fprintf(&b, "\n![scale plot](%s)\n", plot)
 	}
-	return b.String(), Summary(rs)
+	return b.String(), goalSummary(rs)
 }
 
 func cores(r Result) string {
@@ -55,11 +55,11 @@ func rss(r Result) string {
 	return fmt.Sprintf("%.0f", float64(r.Steady.ManagerRSS)/(1<<20))
 }
 
-// Summary is one line flagging each goal PASS or FAIL (n/a when the runs
+// goalSummary is one line flagging each goal PASS or FAIL (n/a when the runs
 // cannot say). Goals stated for 1000 nodes are judged at the largest fleet
 // run, which the line names; linearity compares the largest fleet with the
 // smallest.
-func Summary(sorted []Result) string {
+func goalSummary(sorted []Result) string {
 	var parts []string
 	var done []Result
 	for _, r := range sorted {

@@ -57,17 +57,17 @@ func TestSummaryFlagsEachGoal(t *testing.T) {
 	// goals are judged on the largest that finished.
 	stuck := goodFleet(3000)
 	stuck.Incomplete = "profile created: only 2000 of 3000 nodes reported within 5m0s"
-	if s := Summary([]Result{goodFleet(100), goodFleet(1000), stuck}); !strings.Contains(s, "complete FAIL (N=3000") ||
+	if s := goalSummary([]Result{goodFleet(100), goodFleet(1000), stuck}); !strings.Contains(s, "complete FAIL (N=3000") ||
 		strings.Count(s, "FAIL") != 1 || !strings.Contains(s, "at N=1000") {
 		t.Errorf("incomplete 3000-node fleet: %s", s)
 	}
-	if s := Summary([]Result{goodFleet(100), goodFleet(1000)}); strings.Contains(s, "FAIL") {
+	if s := goalSummary([]Result{goodFleet(100), goodFleet(1000)}); strings.Contains(s, "FAIL") {
 		t.Fatalf("a fleet meeting every goal: %s", s)
 	}
 	for _, c := range cases {
 		big := goodFleet(1000)
 		c.breaks(&big)
-		s := Summary([]Result{goodFleet(100), big})
+		s := goalSummary([]Result{goodFleet(100), big})
 		if !strings.Contains(s, c.goal+" FAIL") || strings.Count(s, "FAIL") != 1 {
 			t.Errorf("%s broken: %s", c.goal, s)
 		}

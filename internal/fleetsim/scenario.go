@@ -131,7 +131,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 // manager still up, that is a finding (res.Incomplete, nil error);
 // otherwise the simulator broke.
 func (f *fleet) incomplete(res Result, phase string, err error) (Result, error) {
-	var ie *IncompleteError
+	var ie *incompleteError
 	if merr := f.mgr.exited(); merr != nil || !errors.As(err, &ie) {
 		return res, f.withManager(err)
 	}
@@ -164,7 +164,7 @@ func (f *fleet) patchProfile(ctx context.Context, change func(*v1alpha1.LatencyP
 	return nil
 }
 
-// vanish deletes the Vanishes nodes, stops their agents and returns how
+// vanish deletes the nodeVanishes nodes, stops their agents and returns how
 // long the manager took to remove their LatencyNodes.
 func (f *fleet) vanish(ctx context.Context) (time.Duration, error) {
 	if f.o.Vanish == 0 {
@@ -172,7 +172,7 @@ func (f *fleet) vanish(ctx context.Context) (time.Duration, error) {
 	}
 	start := time.Now()
 	for i, h := range f.hosts {
-		if h.b != Vanishes {
+		if h.b != nodeVanishes {
 			continue
 		}
 		f.agents[f.names[i]]()
