@@ -196,11 +196,13 @@ func setup(mgr ctrl.Manager, o options) error {
 		For(&appsv1.DaemonSet{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
 			return obj.GetNamespace() == o.Agent.Namespace && obj.GetName() == agentDaemonSetName
 		}))).
-		// Only a new profile can call for the DaemonSet (its own watch
-		// repairs it); a profile's status patches are none of its business.
+		// A new profile calls for the DaemonSet (its own watch repairs it),
+		// and a profile created, deleted or with a new spec may grant or
+		// withdraw realtime (hostPID); a profile's status patches are none
+		// of its business.
 		Watches(&v1alpha1.LatencyProfile{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: ds.key()}}
-		}), builder.WithPredicates(onlyCreate())).
+		}), builder.WithPredicates(profileIntentChanged())).
 		Complete(countErrors("agent-daemonset", ds))
 	if err != nil {
 		return fmt.Errorf("setting up agent DaemonSet controller: %w", err)

@@ -37,14 +37,3 @@ func TestProfileIntentChanged(t *testing.T) {
 		t.Error("creation and deletion must pass")
 	}
 }
-
-func TestOnlyCreate(t *testing.T) {
-	p := &v1alpha1.LatencyProfile{}
-	pred := onlyCreate()
-	if !pred.Create(event.CreateEvent{Object: p}) {
-		t.Error("Create dropped")
-	}
-	if pred.Update(event.UpdateEvent{ObjectOld: p, ObjectNew: p}) || pred.Delete(event.DeleteEvent{Object: p}) || pred.Generic(event.GenericEvent{Object: p}) {
-		t.Error("a non-create event passed")
-	}
-}

@@ -52,15 +52,6 @@ func profileIntentChanged() predicate.Predicate {
 	}}
 }
 
-// onlyCreate passes creation events (including the initial list) only.
-func onlyCreate() predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc:  func(event.UpdateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
 func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
