@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"maps"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -57,6 +58,36 @@ func realtimeGranted(profiles []v1alpha1.LatencyProfile) []string {
 	return names
 }
 
+// threadSettingPrefix starts the setting of a pod thread's scheduling
+// policy in a LatencyNode's status (agent/rtsched.PodID, then
+// "/<tid>@<start time>" per thread).
+const threadSettingPrefix = "rtsched/"
+
+// threadsHeld lists the LatencyNodes whose agent still reports thread
+// policies it set (Applied) or could not restore or determine (Failed):
+// restoring them calls sched_setattr too, so hostPID must outlast a realtime
+// grant until every agent reported them restored. Without this, removing
+// spec.realtime would withdraw hostPID while the agent restores.
+func threadsHeld(nodes []v1alpha1.LatencyNode) []string {
+	var names []string
+	for i := range nodes {
+		if holdsThreads(&nodes[i]) {
+			names = append(names, nodes[i].Name)
+		}
+	}
+	return names
+}
+
+func holdsThreads(ln *v1alpha1.LatencyNode) bool {
+	for _, s := range ln.Status.Settings {
+		if strings.HasPrefix(s.Setting, threadSettingPrefix) && strings.Contains(s.Setting, "@") &&
+			(s.State == v1alpha1.SettingApplied || s.State == v1alpha1.SettingFailed) {
+			return true
+		}
+	}
+	return false
+}
+
 // renderAgentDaemonSet is the agent DaemonSet the controller keeps in place.
 // It is a pure function of the options and of whether a profile grants
 // realtime (hostPID, see agentPodSpec); every privilege it grants is
@@ -90,7 +121,8 @@ func agentPodSpec(o agentOptions, realtime bool) corev1.PodSpec {
 		// not be the pod evicted first under pressure.
 		PriorityClassName: "system-node-critical",
 		// hostPID only while a LatencyProfile grants realtime (spec.realtime,
-		// also while such a profile is being deleted and reverted).
+		// also while such a profile is being deleted and reverted) or an
+		// agent still reports thread policies to restore (threadsHeld).
 		// Everything else the agent knows about processes (schedstat of
 		// every task for the measurement fallback, RT tasks on isolated
 		// CPUs, irqbalance's pid and environment) it reads under the host

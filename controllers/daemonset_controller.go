@@ -27,7 +27,7 @@ const (
 // daemonSetReconciler keeps the agent DaemonSet as renderAgentDaemonSet
 // renders it: it creates it once a LatencyProfile exists, puts it back when
 // someone edits or deletes it, and grants or withdraws hostPID as profiles
-// grant realtime or stop doing so.
+// grant realtime and agents report real-time threads to restore.
 type daemonSetReconciler struct {
 	client.Client
 	Recorder events.EventRecorder
@@ -45,7 +45,12 @@ func (r *daemonSetReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ct
 	if err := r.List(ctx, &profiles); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing profiles: %w", err)
 	}
-	granting := realtimeGranted(profiles.Items)
+	// Read only: no copy of every node's status out of the cache.
+	var nodes v1alpha1.LatencyNodeList
+	if err := r.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing LatencyNodes: %w", err)
+	}
+	granting := hostPIDReasons(realtimeGranted(profiles.Items), threadsHeld(nodes.Items))
 	desired := renderAgentDaemonSet(r.Agent, len(granting) > 0)
 	actual := &appsv1.DaemonSet{}
 	err := r.Get(ctx, r.key(), actual)
@@ -82,15 +87,27 @@ func (r *daemonSetReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ct
 // namespace, or no longer does, and which profiles decided it.
 func (r *daemonSetReconciler) hostPIDChanged(ctx context.Context, ds *appsv1.DaemonSet, granting []string) {
 	if len(granting) == 0 {
-		ctrl.LoggerFrom(ctx).Info("Withdrew hostPID from the agent DaemonSet: no profile grants realtime")
+		ctrl.LoggerFrom(ctx).Info("Withdrew hostPID from the agent DaemonSet: no profile grants realtime, no thread to restore")
 		r.Recorder.Eventf(ds, nil, corev1.EventTypeNormal, eventAgentHostPID, eventActionWithdraw,
-			"Withdrew hostPID from the agent: no LatencyProfile grants realtime any more")
+			"Withdrew hostPID from the agent: no LatencyProfile grants realtime and no agent holds real-time threads")
 		return
 	}
-	ctrl.LoggerFrom(ctx).Info("Granted hostPID to the agent DaemonSet: profiles grant realtime", "profiles", granting)
+	ctrl.LoggerFrom(ctx).Info("Granted hostPID to the agent DaemonSet: realtime granted or real-time threads to restore", "by", granting)
 	r.Recorder.Eventf(ds, nil, corev1.EventTypeNormal, eventAgentHostPID, eventActionGrant,
-		"Granted hostPID to the agent: LatencyProfile %s grants realtime (sched_setattr names threads in the caller's pid namespace)",
-		boundedNames(granting))
+		"Granted hostPID to the agent (sched_setattr names threads in the caller's pid namespace): %s", boundedNames(granting))
+}
+
+// hostPIDReasons names what calls for hostPID: profiles granting realtime
+// and nodes whose agent still holds thread policies.
+func hostPIDReasons(profiles, nodes []string) []string {
+	out := make([]string, 0, len(profiles)+len(nodes))
+	for _, p := range profiles {
+		out = append(out, "LatencyProfile "+p+" grants realtime")
+	}
+	for _, n := range nodes {
+		out = append(out, "node "+n+" has real-time threads to restore")
+	}
+	return out
 }
 
 func (r *daemonSetReconciler) create(ctx context.Context, ds *appsv1.DaemonSet, granting []string) error {
@@ -98,7 +115,7 @@ func (r *daemonSetReconciler) create(ctx context.Context, ds *appsv1.DaemonSet, 
 		return ignoreStale(ctx, fmt.Errorf("creating agent DaemonSet: %w", err))
 	}
 	ctrl.LoggerFrom(ctx).Info("Created agent DaemonSet", "image", r.Agent.Image,
-		"hostPID", ds.Spec.Template.Spec.HostPID, "realtimeProfiles", granting)
+		"hostPID", ds.Spec.Template.Spec.HostPID, "hostPIDBy", granting)
 	return nil
 }
 

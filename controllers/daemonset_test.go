@@ -111,6 +111,33 @@ func TestRealtimeGranted(t *testing.T) {
 	}
 }
 
+func TestThreadsHeld(t *testing.T) {
+	node := func(name string, rs ...v1alpha1.SettingResult) v1alpha1.LatencyNode {
+		ln := v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		ln.Status.Settings = rs
+		return ln
+	}
+	thread := func(state v1alpha1.SettingState) v1alpha1.SettingResult {
+		return v1alpha1.SettingResult{Setting: "rtsched/ns/pod/uid/42@7", State: state}
+	}
+	nodes := []v1alpha1.LatencyNode{
+		node("applied", thread(v1alpha1.SettingApplied)),
+		node("restore-failed", thread(v1alpha1.SettingFailed)),
+		node("conflict", thread(v1alpha1.SettingConflict)),
+		// Pod-level results: a refusal, a namespace the agent cannot address.
+		node("refused", v1alpha1.SettingResult{Setting: "rtsched/ns/pod/uid", State: v1alpha1.SettingRefused}),
+		node("unsupported", v1alpha1.SettingResult{Setting: "rtsched", State: v1alpha1.SettingUnsupported}),
+		node("other", v1alpha1.SettingResult{Setting: "sysctl/kernel.sched_rt_runtime_us", State: v1alpha1.SettingApplied}),
+		node("none"),
+	}
+	if got, want := threadsHeld(nodes), []string{"applied", "restore-failed"}; !slices.Equal(got, want) {
+		t.Errorf("threadsHeld = %v, want %v", got, want)
+	}
+	if got := hostPIDReasons([]string{"p"}, []string{"n"}); len(got) != 2 || !strings.Contains(got[1], "node n") {
+		t.Errorf("hostPIDReasons = %q", got)
+	}
+}
+
 // TestDaemonSetPrivilegesAreExplained reads the renderer's source: every
 // privilege it grants sits under a comment saying why.
 func TestDaemonSetPrivilegesAreExplained(t *testing.T) {

@@ -116,3 +116,48 @@ func editFinalizers(ctx context.Context, name string, edit func([]string) []stri
 		return k8s.Patch(ctx, p, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	})
 }
+
+// reportThreads patches node's LatencyNode status as its agent would: the
+// thread policies it holds (applied, or failed to restore), or none.
+func reportThreads(t *testing.T, node string, settings ...v1alpha1.SettingResult) {
+	t.Helper()
+	eventually(t, "agent reports threads on "+node, func() error {
+		ln, err := getLN(node)
+		if err != nil {
+			return err
+		}
+		patched := ln.DeepCopy()
+		patched.Status.Settings = settings
+		return k8s.Status().Patch(context.Background(), patched, client.MergeFromWithOptions(ln, client.MergeFromWithOptimisticLock{}))
+	})
+}
+
+// TestAgentHostPIDOutlastsHeldThreads: removing spec.realtime must not
+// withdraw hostPID while an agent still holds thread policies: restoring
+// them needs the host's pid namespace, and withdrawing it restarts the
+// agent pods, racing the restore. hostPID goes once the agent reports them
+// restored (no thread setting left).
+func TestAgentHostPIDOutlastsHeldThreads(t *testing.T) {
+	needSuite(t)
+	createNode(t, "hpt-1", map[string]string{"tier": "hpt"})
+	createProfile(t, "hpt", 0, map[string]string{"tier": "hpt"})
+	cleanup(t, []string{"hpt-1"}, []string{"hpt"})
+	setRealtime(t, "hpt", true)
+	expectHostPID(t, "realtime granted: hostPID", true)
+	expectApplying(t, "hpt-1", "hpt")
+	thread := v1alpha1.SettingResult{Setting: "rtsched/app/rt-pod/uid-1/4242@1234", Desired: "fifo:50", Actual: "fifo:50",
+		State: v1alpha1.SettingApplied}
+	// A pod asking from a namespace not granted holds nothing.
+	refused := v1alpha1.SettingResult{Setting: "rtsched/other/pod/uid-2", Desired: "fifo:10", State: v1alpha1.SettingRefused}
+	reportThreads(t, "hpt-1", thread, refused)
+
+	setRealtime(t, "hpt", false)
+	expectApplying(t, "hpt-1", "hpt")
+	for end := time.Now().Add(2 * testSyncPeriod); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if err := hostPIDIs(true); err != nil {
+			t.Fatalf("realtime removed while the agent still holds a thread policy: %v", err)
+		}
+	}
+	reportThreads(t, "hpt-1", refused)
+	expectHostPID(t, "threads restored: hostPID withdrawn", false)
+}
