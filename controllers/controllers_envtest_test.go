@@ -143,7 +143,7 @@ func TestAgentDaemonSetCreatedAndRepaired(t *testing.T) {
 	createProfile(t, "ds", 0, map[string]string{"tier": "ds-none"})
 	cleanup(t, nil, []string{"ds"})
 	key := types.NamespacedName{Namespace: testNamespace, Name: agentDaemonSetName}
-	desired := renderAgentDaemonSet(agentOptions{Namespace: testNamespace, Image: "latencytier:test"})
+	desired := renderAgentDaemonSet(agentOptions{Namespace: testNamespace, Image: "latencytier:test"}, false)
 	current := func() error {
 		ds := &appsv1.DaemonSet{}
 		if err := k8s.Get(ctx, key, ds); err != nil {

@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"maps"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -43,10 +44,55 @@ func agentSelectorLabels() map[string]string {
 	return map[string]string{agentAppLabel: "latencytier", agentComponentLabel: "agent"}
 }
 
+// realtimeGranted lists the profiles that grant realtime (spec.realtime
+// set), the ones being deleted included: a deleted profile's revert restores
+// its pods' thread policies with sched_setattr too, and the finalizer keeps
+// it until every node has reverted.
+func realtimeGranted(profiles []v1alpha1.LatencyProfile) []string {
+	var names []string
+	for i := range profiles {
+		if profiles[i].Spec.Realtime != nil {
+			names = append(names, profiles[i].Name)
+		}
+	}
+	return names
+}
+
+// threadSettingPrefix starts the setting of a pod thread's scheduling
+// policy in a LatencyNode's status (agent/rtsched.PodID, then
+// "/<tid>@<start time>" per thread).
+const threadSettingPrefix = "rtsched/"
+
+// threadsHeld lists the LatencyNodes whose agent still reports thread
+// policies it set (Applied) or could not restore or determine (Failed):
+// restoring them calls sched_setattr too, so hostPID must outlast a realtime
+// grant until every agent reported them restored. Without this, removing
+// spec.realtime would withdraw hostPID while the agent restores.
+func threadsHeld(nodes []v1alpha1.LatencyNode) []string {
+	var names []string
+	for i := range nodes {
+		if holdsThreads(&nodes[i]) {
+			names = append(names, nodes[i].Name)
+		}
+	}
+	return names
+}
+
+func holdsThreads(ln *v1alpha1.LatencyNode) bool {
+	for _, s := range ln.Status.Settings {
+		if strings.HasPrefix(s.Setting, threadSettingPrefix) && strings.Contains(s.Setting, "@") &&
+			(s.State == v1alpha1.SettingApplied || s.State == v1alpha1.SettingFailed) {
+			return true
+		}
+	}
+	return false
+}
+
 // renderAgentDaemonSet is the agent DaemonSet the controller keeps in place.
-// It is a pure function of the options; every privilege it grants is
+// It is a pure function of the options and of whether a profile grants
+// realtime (hostPID, see agentPodSpec); every privilege it grants is
 // commented with the reason the agent needs it.
-func renderAgentDaemonSet(o agentOptions) *appsv1.DaemonSet {
+func renderAgentDaemonSet(o agentOptions, realtime bool) *appsv1.DaemonSet {
 	lbls := agentSelectorLabels()
 	return &appsv1.DaemonSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
@@ -62,30 +108,36 @@ func renderAgentDaemonSet(o agentOptions) *appsv1.DaemonSet {
 			},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: lbls},
-				Spec:       agentPodSpec(o),
+				Spec:       agentPodSpec(o, realtime),
 			},
 		},
 	}
 }
 
-func agentPodSpec(o agentOptions) corev1.PodSpec {
+func agentPodSpec(o agentOptions, realtime bool) corev1.PodSpec {
 	return corev1.PodSpec{
 		ServiceAccountName: agentServiceAccountName,
 		// The agent is what keeps a latency node tuned and measured; it must
 		// not be the pod evicted first under pressure.
 		PriorityClassName: "system-node-critical",
-		// No hostPID. Everything the agent knows about processes (schedstat
-		// of every task for the measurement fallback, RT tasks on isolated
+		// hostPID only while a LatencyProfile grants realtime (spec.realtime,
+		// also while such a profile is being deleted and reverted) or an
+		// agent still reports thread policies to restore (threadsHeld).
+		// Everything else the agent knows about processes (schedstat of
+		// every task for the measurement fallback, RT tasks on isolated
 		// CPUs, irqbalance's pid and environment) it reads under the host
 		// root's /proc: the host's own procfs, bind-mounted with "/", which
 		// lists the host's pid namespace whatever namespace the reader is
-		// in. The eBPF programs see kernel pids, and those pids are only map
-		// keys; the agent never signals a process, writes a pid into a
-		// cgroup or enters another namespace. So sharing the host's pid
-		// namespace would only let every other process on the node see and
-		// signal the agent, and the agent see theirs through its own /proc.
-		// (agent/measure/pidns_test.go runs the findings and the schedstat
-		// fallback in a pid namespace of their own.)
+		// in (agent/measure/pidns_privileged_test.go). The eBPF programs see
+		// kernel pids, and those are only map keys. But sched_setattr, which
+		// sets SCHED_FIFO/RR on a granted pod's threads and restores them on
+		// revert, names a thread by its tid in the caller's pid namespace,
+		// and no process can enter the host's pid namespace from a child
+		// one (setns: EINVAL), so agent/rtsched needs the host's namespace
+		// itself and reports Unsupported without it. Sharing it lets every
+		// process on the node see and signal the agent, and the agent see
+		// theirs through its own /proc: granted only while realtime is.
+		HostPID: realtime,
 		// hostNetwork: the clusters this runs on schedule only host-network
 		// pods, and the agent needs no pod network of its own.
 		HostNetwork: true,

@@ -2,11 +2,14 @@ package controllers
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -15,13 +18,13 @@ import (
 var testAgent = agentOptions{Namespace: "latencytier-system", Image: "latencytier:test", Args: []string{"--resync=10s"}}
 
 func TestRenderAgentDaemonSet(t *testing.T) {
-	ds := renderAgentDaemonSet(testAgent)
+	ds := renderAgentDaemonSet(testAgent, false)
 	pod := ds.Spec.Template.Spec
 	if ds.Namespace != testAgent.Namespace || ds.Name != agentDaemonSetName {
 		t.Fatalf("object key = %s/%s", ds.Namespace, ds.Name)
 	}
-	// The agent reads processes through the host root's /proc, so it needs
-	// no share in the host's pid namespace.
+	// The agent reads processes through the host root's /proc, so without
+	// a realtime grant it needs no share in the host's pid namespace.
 	if pod.HostPID || !pod.HostNetwork || pod.HostIPC {
 		t.Errorf("hostPID=%v hostIPC=%v hostNetwork=%v, want only hostNetwork", pod.HostPID, pod.HostIPC, pod.HostNetwork)
 	}
@@ -61,6 +64,80 @@ func TestRenderAgentDaemonSet(t *testing.T) {
 	}
 }
 
+// TestAgentHostPIDOnlyForRealtime: hostPID is the one difference a realtime
+// grant makes to the agent DaemonSet, and the drift check sees it both ways.
+func TestAgentHostPIDOnlyForRealtime(t *testing.T) {
+	without, with := renderAgentDaemonSet(testAgent, false), renderAgentDaemonSet(testAgent, true)
+	if without.Spec.Template.Spec.HostPID || !with.Spec.Template.Spec.HostPID {
+		t.Fatalf("hostPID = %v without realtime, %v with", without.Spec.Template.Spec.HostPID, with.Spec.Template.Spec.HostPID)
+	}
+	if !daemonSetDrifted(with, without) || !daemonSetDrifted(without, with) {
+		t.Error("a hostPID flip is not seen as drift")
+	}
+	with.Spec.Template.Spec.HostPID = false
+	if !equality.Semantic.DeepEqual(with, without) {
+		t.Error("a realtime grant changes more than hostPID")
+	}
+}
+
+func TestRealtimeGranted(t *testing.T) {
+	rt := &v1alpha1.RealtimeSpec{NamespaceSelector: &v1alpha1.NamespaceSelector{}}
+	profile := func(name string, r *v1alpha1.RealtimeSpec, deleting bool) v1alpha1.LatencyProfile {
+		p := v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		p.Spec.Realtime = r
+		if deleting {
+			p.DeletionTimestamp = &metav1.Time{}
+		}
+		return p
+	}
+	cases := []struct {
+		name     string
+		profiles []v1alpha1.LatencyProfile
+		want     []string
+	}{
+		{"no profiles", nil, nil},
+		{"none grants", []v1alpha1.LatencyProfile{profile("a", nil, false), profile("b", nil, true)}, nil},
+		{"one grants", []v1alpha1.LatencyProfile{profile("a", nil, false), profile("b", rt, false)}, []string{"b"}},
+		// Its revert restores thread policies: hostPID until it is gone.
+		{"granting one being deleted", []v1alpha1.LatencyProfile{profile("c", rt, true)}, []string{"c"}},
+	}
+	for _, tc := range cases {
+		if got := realtimeGranted(tc.profiles); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: realtimeGranted = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := boundedNames([]string{"a", "b", "c", "d", "e"}); got != "a, b, c and 2 more" {
+		t.Errorf("boundedNames = %q", got)
+	}
+}
+
+func TestThreadsHeld(t *testing.T) {
+	node := func(name string, rs ...v1alpha1.SettingResult) v1alpha1.LatencyNode {
+		ln := v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		ln.Status.Settings = rs
+		return ln
+	}
+	thread := func(state v1alpha1.SettingState) v1alpha1.SettingResult {
+		return v1alpha1.SettingResult{Setting: "rtsched/ns/pod/uid/42@7", State: state}
+	}
+	nodes := []v1alpha1.LatencyNode{
+		node("applied", thread(v1alpha1.SettingApplied)),
+		node("restore-failed", thread(v1alpha1.SettingFailed)),
+		node("conflict", thread(v1alpha1.SettingConflict)),
+		// Pod-level results: a refusal, a namespace the agent cannot address.
+		node("refused", v1alpha1.SettingResult{Setting: "rtsched/ns/pod/uid", State: v1alpha1.SettingRefused}),
+		node("unsupported", v1alpha1.SettingResult{Setting: "rtsched", State: v1alpha1.SettingUnsupported}),
+		node("other", v1alpha1.SettingResult{Setting: "sysctl/kernel.sched_rt_runtime_us", State: v1alpha1.SettingApplied}),
+		node("none"),
+	}
+	if got, want := threadsHeld(nodes), []string{"applied", "restore-failed"}; !slices.Equal(got, want) {
+		t.Errorf("threadsHeld = %v, want %v", got, want)
+	}
+	if got := hostPIDReasons([]string{"p"}, []string{"n"}); len(got) != 2 || !strings.Contains(got[1], "node n") {
+		t.Errorf("hostPIDReasons = %q", got)
+	}
+}
+
 // TestDaemonSetPrivilegesAreExplained reads the renderer's source: every
 // privilege it grants sits under a comment saying why.
 func TestDaemonSetPrivilegesAreExplained(t *testing.T) {
@@ -69,7 +146,7 @@ func TestDaemonSetPrivilegesAreExplained(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(src), "\n")
-	for _, field := range []string{"Privileged:", "HostNetwork:", "RunAsUser:", "PriorityClassName:", "HostPath:", "Resources:"} {
+	for _, field := range []string{"Privileged:", "HostPID:", "HostNetwork:", "RunAsUser:", "PriorityClassName:", "HostPath:", "Resources:"} {
 		found := false
 		for i, l := range lines {
 			if !strings.Contains(l, field) {
@@ -98,9 +175,9 @@ func precededByComment(lines []string, i int) bool {
 }
 
 func TestDaemonSetDrifted(t *testing.T) {
-	desired := renderAgentDaemonSet(testAgent)
+	desired := renderAgentDaemonSet(testAgent, false)
 	defaulted := func() *appsv1.DaemonSet {
-		ds := renderAgentDaemonSet(testAgent)
+		ds := renderAgentDaemonSet(testAgent, false)
 		// What the API server adds must not count as drift.
 		ds.ResourceVersion = "7"
 		ds.Annotations = map[string]string{"deprecated.daemonset.template.generation": "1"}
@@ -122,7 +199,7 @@ func TestDaemonSetDrifted(t *testing.T) {
 			f := false
 			ds.Spec.Template.Spec.Containers[0].SecurityContext.Privileged = &f
 		}, true},
-		// An agent DaemonSet from before hostPID was dropped is repaired.
+		// hostPID without a realtime grant is taken away again.
 		{"hostPID added", func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.HostPID = true }, true},
 		{"memory limit removed", func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Resources.Limits = nil }, true},
 		{"volume added", func(ds *appsv1.DaemonSet) {
@@ -164,7 +241,7 @@ func TestDaemonSetDrifted(t *testing.T) {
 func TestAgentDaemonSetServesMetricsToThePodMonitor(t *testing.T) {
 	o := testAgent
 	o.MetricsPort = 9849
-	ds := renderAgentDaemonSet(o)
+	ds := renderAgentDaemonSet(o, false)
 	c := ds.Spec.Template.Spec.Containers[0]
 	wantArgs := "agent --node-name=$(NODE_NAME) --host-root=/host --metrics-bind-address=:9849 --resync=10s"
 	if strings.Join(c.Args, " ") != wantArgs {
@@ -205,7 +282,7 @@ func TestAgentDaemonSetServesMetricsToThePodMonitor(t *testing.T) {
 	if len(pm.Spec.Selector.MatchLabels) == 0 {
 		t.Error("no PodMonitor selector found")
 	}
-	if c := renderAgentDaemonSet(testAgent).Spec.Template.Spec.Containers[0]; len(c.Ports) != 0 {
+	if c := renderAgentDaemonSet(testAgent, false).Spec.Template.Spec.Containers[0]; len(c.Ports) != 0 {
 		t.Errorf("metrics port 0 still exposes %+v", c.Ports)
 	}
 }

@@ -176,15 +176,21 @@ func setup(mgr ctrl.Manager, o options) error {
 		return fmt.Errorf("setting up profile controller: %w", err)
 	}
 	ds := &daemonSetReconciler{Client: mgr.GetClient(), Recorder: rec, Agent: o.Agent}
+	toDaemonSet := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: ds.key()}}
+	})
 	err = ctrl.NewControllerManagedBy(mgr).Named("agent-daemonset").
 		For(&appsv1.DaemonSet{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
 			return obj.GetNamespace() == o.Agent.Namespace && obj.GetName() == agentDaemonSetName
 		}))).
-		// Only a new profile can call for the DaemonSet (its own watch
-		// repairs it); a profile's status patches are none of its business.
-		Watches(&v1alpha1.LatencyProfile{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-			return []reconcile.Request{{NamespacedName: ds.key()}}
-		}), builder.WithPredicates(onlyCreate())).
+		// A new profile calls for the DaemonSet (its own watch repairs it),
+		// and a profile created, deleted or with a new spec may grant or
+		// withdraw realtime (hostPID); a profile's status patches are none
+		// of its business.
+		Watches(&v1alpha1.LatencyProfile{}, toDaemonSet, builder.WithPredicates(profileIntentChanged())).
+		// An agent still holding real-time threads keeps hostPID until it
+		// reports them restored.
+		Watches(&v1alpha1.LatencyNode{}, toDaemonSet, builder.WithPredicates(threadsHeldChanged())).
 		Complete(countErrors("agent-daemonset", ds))
 	if err != nil {
 		return fmt.Errorf("setting up agent DaemonSet controller: %w", err)

@@ -4,8 +4,11 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"latencytier.io/latencytier/api/v1alpha1"
 )
 
 // What each controller watches beyond its own kind, and which events of it
@@ -52,12 +55,18 @@ func profileIntentChanged() predicate.Predicate {
 	}}
 }
 
-// onlyCreate passes creation events (including the initial list) only.
-func onlyCreate() predicate.Predicate {
+// threadsHeldChanged passes LatencyNode events that change whether its agent
+// holds real-time thread policies (holdsThreads), which keeps the agent's
+// hostPID; the agent's other status reports are dropped.
+func threadsHeldChanged() predicate.Predicate {
+	held := func(o client.Object) bool {
+		ln, ok := o.(*v1alpha1.LatencyNode)
+		return ok && holdsThreads(ln)
+	}
 	return predicate.Funcs{
-		UpdateFunc:  func(event.UpdateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
+		CreateFunc: func(e event.CreateEvent) bool { return held(e.Object) },
+		DeleteFunc: func(e event.DeleteEvent) bool { return held(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool { return held(e.ObjectOld) != held(e.ObjectNew) },
 	}
 }
 

@@ -32,7 +32,9 @@
 // sched_setattr takes a tid in the caller's pid namespace, while the
 // threads are found under the host root's /proc (the host's namespace).
 // Read and Write refuse unless the two are the same namespace, so a tid is
-// never applied to an unrelated task of the agent's own namespace.
+// never applied to an unrelated task of the agent's own namespace. The
+// agent DaemonSet shares the host's pid namespace (hostPID) only while a
+// profile grants realtime; the check is made on every pass.
 package rtsched
 
 import (
@@ -141,8 +143,12 @@ func (v Value) attr() *unix.SchedAttr {
 }
 
 // errOtherNamespace refuses a thread path when the agent's pid namespace is
-// not the host root's.
-var errOtherNamespace = errors.New("the agent's pid namespace is not the host's: sched_setattr would name other tasks than the host root's /proc lists")
+// not the host root's. It names the remedy: the manager renders the agent
+// DaemonSet with hostPID only while a profile grants realtime
+// (controllers/daemonset.go), so an agent without it is one whose pod has
+// not been restarted with it yet, or one run outside that DaemonSet.
+var errOtherNamespace = errors.New("the agent's pid namespace is not the host's: sched_setattr would name other tasks than the host root's /proc lists; " +
+	"grant realtime in a LatencyProfile (spec.realtime): the agent DaemonSet then gets hostPID and its pods restart with it")
 
 // sameNamespace reports nil when the agent's pid namespace is the one the
 // host root's /proc belongs to: there the agent's own status (self) lists a
