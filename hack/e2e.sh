@@ -196,6 +196,10 @@ check "irq Reserved without cpus"    rejected "needs cpus.reserved" '  irq: {aff
 check "quota removal for any namespace" rejected "cpuQuota.namespaceSelector is required" '  cpuQuota: {policy: Remove}'
 check "measurement.interval: 1s"     rejected "spec.measurement.interval" '  measurement: {interval: 1s}'
 
+explain_has() { k explain "latencyprofile.spec.$1" | grep -q "$2"; }
+check "kubectl explain latencyprofile.spec.power" explain_has power.isolated.maxIdleExitLatency "polling"
+check "kubectl explain latencyprofile.spec.realtime" explain_has realtime "SCHED_FIFO"
+
 say "Apply"
 BEFORE=$(kernel_snapshot; pod_quotas latency-workload; pod_quotas plain-workload)
 must "label node" k label node "$NODE" "$PROFILE_LABEL=" --overwrite
