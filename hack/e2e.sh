@@ -196,7 +196,10 @@ check "irq Reserved without cpus"    rejected "needs cpus.reserved" '  irq: {aff
 check "quota removal for any namespace" rejected "cpuQuota.namespaceSelector is required" '  cpuQuota: {policy: Remove}'
 check "measurement.interval: 1s"     rejected "spec.measurement.interval" '  measurement: {interval: 1s}'
 
-explain_has() { k explain "latencyprofile.spec.$1" | grep -q "$2"; }
+# explain_has FIELD TEXT: kubectl explain documents FIELD with TEXT (the
+# output is captured first: grep -q closing the pipe early would fail the
+# check under pipefail with kubectl's SIGPIPE).
+explain_has() { local out; out=$(k explain "latencyprofile.spec.$1") && grep -q "$2" <<<"$out"; }
 check "kubectl explain latencyprofile.spec.power" explain_has power.isolated.maxIdleExitLatency "polling"
 check "kubectl explain latencyprofile.spec.realtime" explain_has realtime "SCHED_FIFO"
 
