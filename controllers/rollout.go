@@ -29,8 +29,11 @@ type rolloutNode struct {
 	// SetAt is when the controller last changed Action or Revision.
 	SetAt             time.Time
 	Baseline, Current *v1alpha1.LatencyEvidence
-	// Verdict is the one on record (status.verdict), nil when none.
-	Verdict *verdict
+	// Verdict is the one on record (status.verdict), nil when none;
+	// VerdictCurrent says it was written for the spec the node holds (its
+	// observedGeneration is the LatencyNode's generation).
+	Verdict        *verdict
+	VerdictCurrent bool
 }
 
 // rolloutInput is everything a rollout decision is made from.
@@ -154,6 +157,12 @@ func (d *decider) verdictOf(n *rolloutNode) *verdict {
 		return &v
 	}
 	v := judge(d.in.Gate, n.Baseline, cur)
+	if d.in.Policy == nil && n.Verdict != nil && n.VerdictCurrent && sameFinding(*n.Verdict, v) {
+		// Evidence only: the figures of the first window that found it
+		// stand; a later window's are not worth a status write per node
+		// per interval.
+		return n.Verdict
+	}
 	return &v
 }
 

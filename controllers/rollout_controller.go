@@ -103,6 +103,7 @@ func rolloutNodeOf(ln *v1alpha1.LatencyNode, canary bool) rolloutNode {
 	}
 	if v := ln.Status.Verdict; v != nil {
 		n.Verdict = &verdict{reason: v.Reason, message: v.Message}
+		n.VerdictCurrent = v.ObservedGeneration == ln.Generation
 	}
 	if t, err := time.Parse(time.RFC3339, ln.Annotations[v1alpha1.RevisionSetAtAnnotation]); err == nil {
 		n.SetAt = t

@@ -284,3 +284,41 @@ func TestRolledBackNodeKeepsItsVerdict(t *testing.T) {
 		t.Fatalf("phase %s, moves %v: a rollback stands", plan.Status.Phase, plan.Moves)
 	}
 }
+
+// TestEvidenceOnlyVerdictKeepsItsFinding: without spec.rollout a node's
+// verdict is evidence only, and every later window of a node with a
+// baseline has new figures. Rewriting status.verdict for each was 1000
+// status patches per interval at 1000 nodes (the spec change of
+// `make bench-scale` timed out at the API server). The verdict on record
+// for the spec the node holds stays while its finding does; a new reason,
+// another kind of inconclusive, or a verdict of an earlier spec is written.
+func TestEvidenceOnlyVerdictKeepsItsFinding(t *testing.T) {
+	onRecord := func(n rolloutNode, reason, msg string, current bool) rolloutNode {
+		n.Verdict, n.VerdictCurrent = &verdict{reason, msg}, current
+		return n
+	}
+	first := "run-queue p99 400µs → 200µs, 0.5×"
+	nodes := []rolloutNode{
+		onRecord(judged("later-window", "R2", 300*time.Microsecond), v1alpha1.VerdictImproved, first, true),
+		onRecord(judged("regressed-now", "R2", 5*time.Millisecond), v1alpha1.VerdictImproved, first, true),
+		onRecord(judged("earlier-spec", "R2", 300*time.Microsecond), v1alpha1.VerdictImproved, first, false),
+		onRecord(judged("was-inconclusive", "R2", 300*time.Microsecond), v1alpha1.VerdictInconclusive,
+			"no full measurement window under the new tuning yet", true),
+		onRecord(sparse("still-sparse", "R2"), v1alpha1.VerdictInconclusive, "too few samples: baseline 1000, current 12, need 100", true),
+		onRecord(moved("moved-on", "R2"), v1alpha1.VerdictInconclusive, "too few samples: baseline 1000, current 12, need 100", true),
+	}
+	plan := decideRollout(rolloutInput{Gate: gateOf(&v1alpha1.LatencyProfile{}), Generation: 2, Target: "R2", Nodes: nodes, Now: rt0.Add(time.Hour)})
+	for name, want := range map[string]string{
+		"later-window":     v1alpha1.VerdictImproved + ": " + first,
+		"regressed-now":    v1alpha1.VerdictRegressed + ": run-queue p99 400µs → 5ms, 12.5× > 1.2×",
+		"earlier-spec":     v1alpha1.VerdictImproved + ": run-queue p99 400µs → 300µs, 0.75×",
+		"was-inconclusive": v1alpha1.VerdictImproved + ": run-queue p99 400µs → 300µs, 0.75×",
+		"still-sparse":     v1alpha1.VerdictInconclusive + ": too few samples: baseline 1000, current 12, need 100",
+		"moved-on":         v1alpha1.VerdictInconclusive + ": no full measurement window under the new tuning yet",
+	} {
+		v := plan.Verdicts[name]
+		if v == nil || v.reason+": "+v.message != want {
+			t.Errorf("%s: verdict %+v, want %q", name, v, want)
+		}
+	}
+}

@@ -74,6 +74,17 @@ func (v verdict) passed() bool {
 	return v.reason == v1alpha1.VerdictImproved || v.reason == v1alpha1.VerdictUnchanged
 }
 
+// sameFinding: b says what a says, maybe with other figures: the same
+// reason and, when inconclusive, for the same cause (the message up to its
+// first colon: "too few samples", "no baseline measured", ...).
+func sameFinding(a, b verdict) bool {
+	if a.reason != b.reason {
+		return false
+	}
+	cause := func(msg string) string { c, _, _ := strings.Cut(msg, ":"); return c }
+	return a.reason != v1alpha1.VerdictInconclusive || cause(a.message) == cause(b.message)
+}
+
 // judge compares current with baseline under g. The p99 ratio is the
 // measured pods' own run delay's when both windows have enough pod samples,
 // else the node-wide run queue's (see judgedP99).

@@ -37,6 +37,7 @@ const (
 // flows are the FlowSchemas, most specific first (lowest precedence).
 var flows = []flow{
 	{"fleetsim-manager-profile-status", managerGroup, []string{"patch", "update"}, "latencyprofiles/status"},
+	{"fleetsim-manager-node-status", managerGroup, []string{"patch", "update"}, "latencynodes/status"},
 	{"fleetsim-manager-writes", managerGroup, writeVerbs, "*"},
 	{"fleetsim-manager-other", managerGroup, []string{"*"}, "*"},
 	{"fleetsim-agents-status", agentsGroup, []string{"patch", "update"}, "latencynodes/status"},

@@ -86,9 +86,11 @@ func newFakeHost(dir string, b nodeBehaviour, meanWait time.Duration) (*fakeHost
 	}
 	for pid, cpu := range tasks {
 		d := filepath.Join(dir, "proc", fmt.Sprint(pid), "task", fmt.Sprint(pid))
-		// stat: field 39 is the CPU the task last ran on.
+		// stat: field 39 is the CPU the task last ran on; all 52 fields,
+		// as procfs reads them (a shorter line is EOF: the task "exited").
 		fields := append([]string{fmt.Sprint(pid), "(worker)", "S"}, strings.Fields(strings.Repeat("0 ", 35))...)
-		fields = append(fields, fmt.Sprint(cpu), "0", "0")
+		fields = append(fields, fmt.Sprint(cpu))
+		fields = append(fields, strings.Fields(strings.Repeat("0 ", 13))...)
 		if err := writeFile(filepath.Join(d, "stat"), strings.Join(fields, " ")+"\n"); err != nil {
 			return nil, err
 		}

@@ -19,6 +19,9 @@ type counters struct {
 	// ProfileStatusWrites are the manager's patches and updates of
 	// latencyprofiles/status; ManagerWrites all its writes, those included.
 	ProfileStatusWrites, ManagerWrites float64
+	// VerdictWrites are the manager's patches of latencynodes/status (the
+	// rollout's status.verdict), counted in ManagerWrites too.
+	VerdictWrites float64
 	// AgentStatusWrites are the agents' patches of latencynodes/status.
 	AgentStatusWrites float64
 	// LatencyNodeWatches is a gauge, not a counter: the open WATCH
@@ -27,9 +30,10 @@ type counters struct {
 }
 
 func (c counters) minus(o counters) counters {
-	return counters{c.ManagerRequests - o.ManagerRequests, c.AgentRequests - o.AgentRequests,
-		c.ProfileStatusWrites - o.ProfileStatusWrites, c.ManagerWrites - o.ManagerWrites,
-		c.AgentStatusWrites - o.AgentStatusWrites, c.LatencyNodeWatches}
+	return counters{ManagerRequests: c.ManagerRequests - o.ManagerRequests, AgentRequests: c.AgentRequests - o.AgentRequests,
+		ProfileStatusWrites: c.ProfileStatusWrites - o.ProfileStatusWrites, ManagerWrites: c.ManagerWrites - o.ManagerWrites,
+		VerdictWrites: c.VerdictWrites - o.VerdictWrites, AgentStatusWrites: c.AgentStatusWrites - o.AgentStatusWrites,
+		LatencyNodeWatches: c.LatencyNodeWatches}
 }
 
 // add counts v requests dispatched under FlowSchema fs.
@@ -37,6 +41,10 @@ func (c *counters) add(fs string, v float64) {
 	switch fs {
 	case "fleetsim-manager-profile-status":
 		c.ProfileStatusWrites += v
+		c.ManagerWrites += v
+		c.ManagerRequests += v
+	case "fleetsim-manager-node-status":
+		c.VerdictWrites += v
 		c.ManagerWrites += v
 		c.ManagerRequests += v
 	case "fleetsim-manager-writes":

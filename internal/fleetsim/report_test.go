@@ -10,6 +10,7 @@ func TestParseCounters(t *testing.T) {
 	text := `# HELP apiserver_flowcontrol_dispatched_requests_total x
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-profile-status",priority_level="exempt"} 3
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-writes",priority_level="exempt"} 4
+apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-node-status",priority_level="exempt"} 2
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-other",priority_level="exempt"} 5
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-agents-status",priority_level="exempt"} 100
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-agents-other",priority_level="exempt"} 7
@@ -22,7 +23,7 @@ apiserver_longrunning_requests{component="apiserver",group="",resource="pods",sc
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := counters{ManagerRequests: 12, AgentRequests: 107, ProfileStatusWrites: 3, ManagerWrites: 7, AgentStatusWrites: 100, LatencyNodeWatches: 41}
+	want := counters{ManagerRequests: 14, AgentRequests: 107, ProfileStatusWrites: 3, ManagerWrites: 9, VerdictWrites: 2, AgentStatusWrites: 100, LatencyNodeWatches: 41}
 	if c != want {
 		t.Errorf("got %+v, want %+v", c, want)
 	}

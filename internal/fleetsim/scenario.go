@@ -53,8 +53,9 @@ type Window struct {
 	// Requests per minute from the API server's counters.
 	ManagerRequests, AgentRequests         float64
 	ProfileStatusWrites, AgentStatusWrites float64
-	// ManagerWrites is the total (not per minute) in the window.
-	ManagerWrites float64
+	// ManagerWrites is the total (not per minute) in the window, and
+	// VerdictWrites those of them to LatencyNode status.
+	ManagerWrites, VerdictWrites float64
 }
 
 func (f *fleet) profile() *v1alpha1.LatencyProfile {
@@ -81,12 +82,15 @@ func (f *fleet) profile() *v1alpha1.LatencyProfile {
 func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	res := Result{Nodes: f.o.Nodes, Interval: f.o.Interval}
 	p := f.profile()
+	c0, _ := scrape(ctx, f.api.adminCfg)
 	start := time.Now()
 	if err := f.api.admin.Create(ctx, p); err != nil {
 		return res, fmt.Errorf("create profile: %w", err)
 	}
 	var err error
-	if res.Apply, res.Applied, err = f.obs.waitReported(ctx, profileName, 1, f.o.Nodes, start, f.o.Timeout); err != nil {
+	res.Apply, res.Applied, err = f.obs.waitReported(ctx, profileName, 1, f.o.Nodes, start, f.o.Timeout)
+	f.logWrites("create", c0, start)
+	if err != nil {
 		return f.incomplete(res, "profile created", err)
 	}
 	res.Reported = f.o.Nodes
@@ -102,13 +106,16 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	for _, h := range f.hosts {
 		h.startRegression()
 	}
+	c0, _ = scrape(ctx, f.api.adminCfg)
 	start = time.Now()
 	if err := f.patchProfile(ctx, func(s *v1alpha1.LatencyProfileSpec) {
 		s.Scheduler.MigrationCost = &metav1.Duration{Duration: 4 * time.Millisecond}
 	}); err != nil {
 		return res, err
 	}
-	if res.SpecChange, _, err = f.obs.waitReported(ctx, profileName, 2, remaining, start, f.o.Timeout); err != nil {
+	res.SpecChange, _, err = f.obs.waitReported(ctx, profileName, 2, remaining, start, f.o.Timeout)
+	f.logWrites("spec change", c0, start)
+	if err != nil {
 		return f.incomplete(res, "spec changed", err)
 	}
 	f.logf("spec change reached all %d nodes in %s", remaining, res.SpecChange.Round(time.Millisecond))
@@ -230,8 +237,20 @@ func (f *fleet) window(ctx context.Context, name string, length time.Duration) (
 	w.ManagerCPU = (u1.cpu - u0.cpu).Seconds() / mins
 	w.ManagerRequests, w.AgentRequests = d.ManagerRequests/mins, d.AgentRequests/mins
 	w.ProfileStatusWrites, w.AgentStatusWrites = d.ProfileStatusWrites/mins, d.AgentStatusWrites/mins
-	w.ManagerWrites = d.ManagerWrites
-	f.logf("%s window %s: manager %.1f req/min, %.0f writes, %.3f core, %.0f MiB; agents %.1f req/min; profile status writes %.1f/min",
-		name, length, w.ManagerRequests, w.ManagerWrites, w.ManagerCPU/60, float64(w.ManagerRSS)/(1<<20), w.AgentRequests, w.ProfileStatusWrites)
+	w.ManagerWrites, w.VerdictWrites = d.ManagerWrites, d.VerdictWrites
+	f.logf("%s window %s: manager %.1f req/min, %.0f writes (%.0f verdicts), %.3f core, %.0f MiB; agents %.1f req/min; profile status writes %.1f/min",
+		name, length, w.ManagerRequests, w.ManagerWrites, w.VerdictWrites, w.ManagerCPU/60, float64(w.ManagerRSS)/(1<<20), w.AgentRequests, w.ProfileStatusWrites)
 	return w, f.withManager(nil)
+}
+
+// logWrites logs what the manager and the agents wrote since c0 (start).
+func (f *fleet) logWrites(phase string, c0 counters, start time.Time) {
+	c1, err := scrape(context.Background(), f.api.adminCfg)
+	if err != nil {
+		return
+	}
+	d := c1.minus(c0)
+	f.logf("%s, %s: manager %.0f requests, %.0f writes (%.0f verdicts, %.0f profile status); agents %.0f requests, %.0f status writes",
+		phase, time.Since(start).Round(time.Second), d.ManagerRequests, d.ManagerWrites, d.VerdictWrites,
+		d.ProfileStatusWrites, d.AgentRequests, d.AgentStatusWrites)
 }
