@@ -202,6 +202,9 @@ func setup(mgr ctrl.Manager, o options) error {
 func countErrors(name string, r reconcile.Reconciler) reconcile.Reconciler {
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		res, err := r.Reconcile(ctx, req)
+		if errors.As(err, new(staleError)) {
+			return reconcile.Result{RequeueAfter: staleRetry}, nil
+		}
 		if err != nil {
 			reconcileErrors.WithLabelValues(name).Inc()
 		}
