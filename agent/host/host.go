@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Root is the host filesystem root.
@@ -140,6 +141,20 @@ func (r *Root) WriteString(path, val string) error {
 func (r *Root) Exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// Inode is path's inode number: for a cgroup directory, the cgroup's
+// kernfs ID on 64-bit kernels (what BPF sees as kn->id).
+func (r *Root) Inode(path string) (uint64, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, fmt.Errorf("no inode number for %s", path)
+	}
+	return st.Ino, nil
 }
 
 // IsDir reports whether path is a directory.

@@ -2,8 +2,6 @@ package measure
 
 import (
 	"fmt"
-	"os"
-	"syscall"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -58,18 +56,14 @@ func (m *Measurer) podCgroupIDs(pods []podcgroup.Pod) ([]uint64, error) {
 			continue
 		}
 		for _, dir := range append([]string{dirs.Pod}, dirs.Containers...) {
-			fi, err := os.Stat(dir)
+			ino, err := m.root.Inode(dir)
 			if err != nil {
 				continue
-			}
-			st, ok := fi.Sys().(*syscall.Stat_t)
-			if !ok {
-				return nil, fmt.Errorf("no inode number for %s", dir)
 			}
 			if len(ids) == bpf.MaxPodCgroups {
 				return ids, fmt.Errorf("more than %d pod and container cgroups; measuring the first", bpf.MaxPodCgroups)
 			}
-			ids = append(ids, st.Ino)
+			ids = append(ids, ino)
 		}
 	}
 	return ids, nil
