@@ -14,7 +14,7 @@ import (
 // The agent's handshake must not let the two travel together: every call
 // is answered, not left until the call timeout closes the connection.
 func TestCallsAnsweredBySlowAuthenticatingSystemd(t *testing.T) {
-	root := testroot.New(t, map[string]string{"sys/fs/cgroup/system.slice/cpuset.cpus": ""})
+	root := testroot.New(t, map[string]string{"sys/devices/system/cpu/online": "0-1", "sys/fs/cgroup/system.slice/cpuset.cpus": ""})
 	f := startFake(t, root, map[string][]byte{"system.slice": {}})
 	f.slowAuth(50 * time.Millisecond)
 	t.Cleanup(systemd.SetCallTimeout(5 * time.Second))

@@ -34,6 +34,10 @@ type fakeSystemd struct {
 	// authenticates a client (slow under emulation): whatever the client
 	// sends meanwhile arrives in one read.
 	authPause time.Duration
+	// populated are the units whose cgroup holds processes: the kernel
+	// refuses to empty their cpuset.cpus once set (ENOSPC), which systemd
+	// logs and goes on.
+	populated map[string]bool
 }
 
 func startFake(t *testing.T, root *host.Root, units map[string][]byte) *fakeSystemd {
@@ -230,10 +234,15 @@ func (p props) Get(iface, prop string) (dbus.Variant, *dbus.Error) {
 }
 
 // realize writes a unit's AllowedCPUs into its cpuset.cpus, as systemd
-// does (an empty set writes "": inherit the parent's CPUs).
+// does (an empty set writes "": inherit the parent's CPUs), where the
+// kernel takes it.
 func (f *fakeSystemd) realize(unit string) {
 	set, _ := systemd.FromMask(f.allowed[unit])
-	_ = os.WriteFile(filepath.Join(f.root.Cgroup(unit), "cpuset.cpus"), []byte(set.String()+"\n"), 0o644)
+	file := filepath.Join(f.root.Cgroup(unit), "cpuset.cpus")
+	if cur, err := os.ReadFile(file); err == nil && set.IsEmpty() && f.populated[unit] && strings.TrimSpace(string(cur)) != "" {
+		return
+	}
+	_ = os.WriteFile(file, []byte(set.String()+"\n"), 0o644)
 }
 
 // reload is a daemon-reload: every unit's cgroup is realized again from
@@ -251,6 +260,16 @@ func (f *fakeSystemd) slowAuth(pause time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.authPause = pause
+}
+
+// populate marks units whose cgroup holds processes.
+func (f *fakeSystemd) populate(units ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.populated = map[string]bool{}
+	for _, u := range units {
+		f.populated[u] = true
+	}
 }
 
 func (f *fakeSystemd) recorded() []string {
