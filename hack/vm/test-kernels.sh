@@ -21,12 +21,6 @@ ROWS=(
   "6.1-cgroup1|bookworm 6.1|systemd.unified_cgroup_hierarchy=0|0"
   "6.12-cgroup2|trixie 6.12||0"
 )
-# Units the tests do not use, masked for the boot (kernel command line, not
-# the disk): under emulation containerd alone holds the test unit back
-# ~10 s per boot. user.slice, which logind would pull in, is wanted
-# directly: the agent confines it.
-MASK="containerd.service dbus.service dbus.socket systemd-logind.service getty@tty1.service serial-getty@ttyS0.service e2scrub_reap.service"
-BOOT="systemd.mask=${MASK// / systemd.mask=} systemd.wants=user.slice"
 VM_TIMEOUT="${VM_TIMEOUT:-1200}"   # per VM, both boots; emulation on a loaded host is slow
 start=$SECONDS
 
@@ -64,7 +58,7 @@ for row in "${ROWS[@]}"; do
   t0=$SECONDS
   timeout "$VM_TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -machine q35 -smp 2 -m 1G \
     -nographic -nic none -kernel "$kdir/vmlinuz" -initrd "$initrd" \
-    -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 $BOOT $extra" \
+    -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 $extra" \
     -drive "file=$rootfs,if=virtio,format=raw,snapshot=on" \
     -virtfs "local,path=$share,mount_tag=share,security_model=none,id=share" \
     </dev/null >"$share/console.log" 2>&1 && qrc=0 || qrc=$?
