@@ -38,9 +38,9 @@ else
     echo "cmdline $(cat /proc/cmdline)"
   } >"$R/env"
   # The real-systemd tests first and in their own process with a short
-  # timeout: a D-Bus call systemd never answers (seen with agent/systemd on
-  # systemd 252) then fails them without holding the engine's lock for the
-  # rest; their journal is dropped so the other tests start clean.
+  # timeout: should systemd stop answering (as it did before agent/systemd
+  # authenticated like sd-bus), they fail without holding the engine's lock
+  # for the rest; their journal is dropped so the other tests start clean.
   for d in "$S"/pkg/*/; do
     n="$(basename "$d")"
     # the systemd tests the filter selects, as one anchored -test.run
