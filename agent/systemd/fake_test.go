@@ -2,6 +2,7 @@ package systemd_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
@@ -28,6 +30,14 @@ type fakeSystemd struct {
 	mu      sync.Mutex
 	allowed map[string][]byte // unit → AllowedCPUs mask
 	calls   []string
+	// authPause is how long PID 1 takes to get to each read while it
+	// authenticates a client (slow under emulation): whatever the client
+	// sends meanwhile arrives in one read.
+	authPause time.Duration
+	// populated are the units whose cgroup holds processes: the kernel
+	// refuses to empty their cpuset.cpus once set (ENOSPC), which systemd
+	// logs and goes on.
+	populated map[string]bool
 }
 
 func startFake(t *testing.T, root *host.Root, units map[string][]byte) *fakeSystemd {
@@ -60,8 +70,54 @@ func listenPrivate(t *testing.T, root *host.Root, serve func(net.Conn)) {
 	}()
 }
 
-// saslServer is the server side of D-Bus authentication: accept EXTERNAL,
-// agree to fd passing, and return the reader positioned after BEGIN.
+// sdbusAuth is the server side of D-Bus authentication as sd-bus (PID 1's
+// private socket) does it: it reads what the client sent in chunks of up
+// to 256 bytes, answers each complete line, and leaves the authentication
+// at BEGIN, returning what it read past BEGIN.
+func sdbusAuth(c net.Conn, pause time.Duration) (pastBegin []byte, err error) {
+	var buf []byte
+	for at := 1; ; {
+		time.Sleep(pause)
+		chunk := make([]byte, 256)
+		n, err := c.Read(chunk)
+		if n == 0 {
+			return nil, err
+		}
+		if buf = append(buf, chunk[:n]...); buf[0] != 0 {
+			return nil, fmt.Errorf("no leading NUL")
+		}
+		for {
+			end := bytes.Index(buf[at:], []byte("\r\n"))
+			if end < 0 {
+				break
+			}
+			line := string(buf[at : at+end])
+			if at += end + 2; line == "BEGIN" {
+				return buf[at:], nil
+			}
+			if _, err := io.WriteString(c, saslAnswer(line)); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// saslAnswer is a server's answer to a client's authentication line:
+// accept EXTERNAL and agree to fd passing.
+func saslAnswer(line string) string {
+	switch {
+	case line == "AUTH":
+		return "REJECTED EXTERNAL\r\n"
+	case strings.HasPrefix(line, "AUTH EXTERNAL"):
+		return "OK 0123456789abcdef0123456789abcdef\r\n"
+	case line == "NEGOTIATE_UNIX_FD":
+		return "AGREE_UNIX_FD\r\n"
+	}
+	return "ERROR\r\n"
+}
+
+// saslServer is the server side of D-Bus authentication over a stream that
+// hides nothing (a bufio.Reader): it returns the reader after BEGIN.
 func saslServer(rw io.ReadWriter) (*bufio.Reader, error) {
 	br := bufio.NewReader(rw)
 	if b, err := br.ReadByte(); err != nil || b != 0 {
@@ -72,30 +128,27 @@ func saslServer(rw io.ReadWriter) (*bufio.Reader, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch line = strings.TrimSpace(line); {
-		case line == "AUTH":
-			_, err = io.WriteString(rw, "REJECTED EXTERNAL\r\n")
-		case strings.HasPrefix(line, "AUTH EXTERNAL"):
-			_, err = io.WriteString(rw, "OK 0123456789abcdef0123456789abcdef\r\n")
-		case line == "NEGOTIATE_UNIX_FD":
-			_, err = io.WriteString(rw, "AGREE_UNIX_FD\r\n")
-		case line == "BEGIN":
+		if line = strings.TrimSpace(line); line == "BEGIN" {
 			return br, nil
-		default:
-			_, err = io.WriteString(rw, "ERROR\r\n")
 		}
-		if err != nil {
+		if _, err := io.WriteString(rw, saslAnswer(line)); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// serve authenticates the client, then splices it to a godbus connection
-// on which the fake's objects are exported (godbus has no server side; a
-// second hand-made handshake over a pipe gives it one).
+// serve authenticates the client as sd-bus does, then splices it to a
+// godbus connection on which the fake's objects are exported (godbus has
+// no server side; a second hand-made handshake over a pipe gives it one).
+// Like sd-bus, whose event loop wakes only for a readable socket, it does
+// not look at bytes it read past BEGIN until the client sends more or
+// closes.
 func (f *fakeSystemd) serve(c net.Conn) {
 	defer c.Close()
-	fromClient, err := saslServer(c)
+	f.mu.Lock()
+	pause := f.authPause
+	f.mu.Unlock()
+	pastBegin, err := sdbusAuth(c, pause)
 	if err != nil {
 		return
 	}
@@ -120,7 +173,14 @@ func (f *fakeSystemd) serve(c net.Conn) {
 		_ = srv.Export(props{f, unit}, unitPath(unit), "org.freedesktop.DBus.Properties")
 	}
 	go func() { _, _ = io.Copy(c, fromSrv) }()
-	_, _ = io.Copy(p1, fromClient)
+	if len(pastBegin) > 0 {
+		more := make([]byte, 4096)
+		n, rerr := c.Read(more)
+		if _, err := p1.Write(append(pastBegin, more[:n]...)); err != nil || rerr != nil {
+			return
+		}
+	}
+	_, _ = io.Copy(p1, c)
 }
 
 func unitPath(unit string) dbus.ObjectPath {
@@ -174,10 +234,15 @@ func (p props) Get(iface, prop string) (dbus.Variant, *dbus.Error) {
 }
 
 // realize writes a unit's AllowedCPUs into its cpuset.cpus, as systemd
-// does (an empty set writes "": inherit the parent's CPUs).
+// does (an empty set writes "": inherit the parent's CPUs), where the
+// kernel takes it.
 func (f *fakeSystemd) realize(unit string) {
 	set, _ := systemd.FromMask(f.allowed[unit])
-	_ = os.WriteFile(filepath.Join(f.root.Cgroup(unit), "cpuset.cpus"), []byte(set.String()+"\n"), 0o644)
+	file := filepath.Join(f.root.Cgroup(unit), "cpuset.cpus")
+	if cur, err := os.ReadFile(file); err == nil && set.IsEmpty() && f.populated[unit] && strings.TrimSpace(string(cur)) != "" {
+		return
+	}
+	_ = os.WriteFile(file, []byte(set.String()+"\n"), 0o644)
 }
 
 // reload is a daemon-reload: every unit's cgroup is realized again from
@@ -187,6 +252,23 @@ func (f *fakeSystemd) reload() {
 	defer f.mu.Unlock()
 	for unit := range f.allowed {
 		f.realize(unit)
+	}
+}
+
+// slowAuth makes PID 1 pause before each of its reads while authenticating.
+func (f *fakeSystemd) slowAuth(pause time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.authPause = pause
+}
+
+// populate marks units whose cgroup holds processes.
+func (f *fakeSystemd) populate(units ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.populated = map[string]bool{}
+	for _, u := range units {
+		f.populated[u] = true
 	}
 }
 

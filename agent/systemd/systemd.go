@@ -17,8 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"strconv"
+	"net"
 	"strings"
 	"time"
 
@@ -78,27 +77,12 @@ func Read(root *host.Root, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	conn, err := dial(root)
+	s, err := open(root)
 	if err != nil {
 		return "", err
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	var obj dbus.ObjectPath
-	if err := conn.Object(dest, managerPath).CallWithContext(ctx, manager+".GetUnit", 0, unit).Store(&obj); err != nil {
-		return "", busError("GetUnit "+unit, err)
-	}
-	var v dbus.Variant
-	if err := conn.Object(dest, obj).CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0,
-		unitInterface(unit), AllowedCPUs).Store(&v); err != nil {
-		return "", busError("reading "+unit+" "+AllowedCPUs, err)
-	}
-	mask, ok := v.Value().([]byte)
-	if !ok {
-		return "", fmt.Errorf("%s %s has D-Bus type %s, want ay", unit, AllowedCPUs, v.Signature())
-	}
-	set, err := fromMask(mask)
+	defer s.close()
+	set, err := s.allowed(unit)
 	if err != nil {
 		return "", err
 	}
@@ -108,6 +92,13 @@ func Read(root *host.Root, path string) (string, error) {
 // Write sets the unit's AllowedCPUs for this boot (runtime=true: kept in
 // /run/systemd/system.control across daemon-reload, gone at reboot).
 // value is a cpulist; "" lifts the restriction.
+//
+// The kernel refuses to empty the cpuset.cpus of a cgroup that holds
+// processes (ENOSPC: a populated system.slice on 6.1 and 6.12), and systemd
+// then leaves the confinement in place. So a restriction is lifted by
+// first widening it to every online CPU, which the kernel accepts, and
+// then lifting it: where the kernel refuses "", the slice keeps every CPU
+// instead of the confinement; elsewhere cpuset.cpus is "" again.
 func Write(root *host.Root, path, value string) error {
 	unit, err := parsePath(path)
 	if err != nil {
@@ -117,15 +108,72 @@ func Write(root *host.Root, path, value string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := dial(root)
+	s, err := open(root)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer s.close()
+	if set.IsEmpty() {
+		cur, err := s.allowed(unit)
+		if err != nil {
+			return err
+		}
+		if !cur.IsEmpty() {
+			online, err := cpulist.Online(root)
+			if err != nil {
+				return err
+			}
+			if err := s.setAllowed(unit, online); err != nil {
+				return err
+			}
+		}
+	}
+	return s.setAllowed(unit, set)
+}
+
+// session is one connection to systemd and the deadline of its calls.
+type session struct {
+	conn   *dbus.Conn
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func open(root *host.Root) (*session, error) {
+	conn, err := dial(root)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
+	return &session{conn: conn, ctx: ctx, cancel: cancel}, nil
+}
+
+func (s *session) close() {
+	s.cancel()
+	s.conn.Close()
+}
+
+// allowed is the unit's AllowedCPUs.
+func (s *session) allowed(unit string) (cpuset.CPUSet, error) {
+	var obj dbus.ObjectPath
+	if err := s.conn.Object(dest, managerPath).CallWithContext(s.ctx, manager+".GetUnit", 0, unit).Store(&obj); err != nil {
+		return cpuset.New(), busError("GetUnit "+unit, err)
+	}
+	var v dbus.Variant
+	if err := s.conn.Object(dest, obj).CallWithContext(s.ctx, "org.freedesktop.DBus.Properties.Get", 0,
+		unitInterface(unit), AllowedCPUs).Store(&v); err != nil {
+		return cpuset.New(), busError("reading "+unit+" "+AllowedCPUs, err)
+	}
+	mask, ok := v.Value().([]byte)
+	if !ok {
+		return cpuset.New(), fmt.Errorf("%s %s has D-Bus type %s, want ay", unit, AllowedCPUs, v.Signature())
+	}
+	return fromMask(mask)
+}
+
+// setAllowed sets the unit's AllowedCPUs at runtime.
+func (s *session) setAllowed(unit string, set cpuset.CPUSet) error {
 	props := []property{{Name: AllowedCPUs, Value: dbus.MakeVariant(toMask(set))}}
-	if err := conn.Object(dest, managerPath).CallWithContext(ctx, manager+".SetUnitProperties", 0, unit, true, props).Err; err != nil {
+	if err := s.conn.Object(dest, managerPath).CallWithContext(s.ctx, manager+".SetUnitProperties", 0, unit, true, props).Err; err != nil {
 		return busError("setting "+unit+" "+AllowedCPUs, err)
 	}
 	return nil
@@ -137,13 +185,16 @@ type property struct {
 	Value dbus.Variant
 }
 
+// dial connects to systemd's private socket and authenticates (see
+// authenticate for why not with godbus's own handshake).
 func dial(root *host.Root) (*dbus.Conn, error) {
-	conn, err := dbus.Dial("unix:path=" + socket(root))
+	c, err := net.DialTimeout("unix", socket(root), callTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to systemd at %s: %w", socket(root), err)
 	}
-	if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Geteuid()))}); err != nil {
-		conn.Close()
+	conn, err := authenticate(c)
+	if err != nil {
+		c.Close()
 		return nil, fmt.Errorf("authenticating to systemd at %s: %w", socket(root), err)
 	}
 	return conn, nil

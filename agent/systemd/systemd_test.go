@@ -125,3 +125,32 @@ func TestConfinementSurvivesDaemonReload(t *testing.T) {
 		t.Fatalf("journal left after a full revert: %v", err)
 	}
 }
+
+// The kernel refuses to empty the cpuset.cpus of a populated cgroup
+// (system.slice on 6.1 and 6.12, seen in make test-kernels: systemd failed
+// to set cpuset.cpus on /system.slice to the empty list with "No space left
+// on device"). Lifting the slice's AllowedCPUs must still give it every CPU
+// back, not leave it on the reserved ones; an empty slice gets "" again.
+func TestLiftingConfinementOfPopulatedSliceFreesItsCPUs(t *testing.T) {
+	root := testroot.New(t, map[string]string{
+		"sys/devices/system/cpu/online":          "0-3",
+		"sys/fs/cgroup/system.slice/cpuset.cpus": "",
+		"sys/fs/cgroup/user.slice/cpuset.cpus":   "",
+	})
+	f := startFake(t, root, map[string][]byte{"system.slice": {}, "user.slice": {}})
+	f.populate("system.slice")
+	for unit, want := range map[string]string{"system.slice": "0-3", "user.slice": ""} {
+		if err := systemd.Write(root, systemd.Path(unit), "0"); err != nil {
+			t.Fatal(err)
+		}
+		if err := systemd.Write(root, systemd.Path(unit), ""); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := systemd.Read(root, systemd.Path(unit)); err != nil || v != "" {
+			t.Errorf("%s AllowedCPUs after lifting = %q, %v; want \"\"", unit, v, err)
+		}
+		if got := testroot.Read(t, root.Cgroup(unit, "cpuset.cpus")); got != want {
+			t.Errorf("%s cpuset.cpus after lifting = %q, want %q", unit, got, want)
+		}
+	}
+}

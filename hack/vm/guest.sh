@@ -4,13 +4,18 @@
 # a static test binary (and its testdata), row names the matrix row.
 # Results go back to results/<name>.{out,rc} and results/env. Boot 1 runs
 # every binary; if a test left /var/lib/latencytier-vmtest/reboot (the
-# journal-across-reboot test), the VM reboots once (qemu -snapshot keeps the
-# disk) and boot 2 runs that package's *AfterReboot tests. Then power off.
+# journal-across-reboot test, in the rows whose share has reboot = 1), the
+# VM reboots once (qemu -snapshot keeps the disk) and boot 2 runs that
+# package's *AfterReboot tests. Then power off.
 S=/mnt/share
 R=$S/results
 mkdir -p "$R"
-export LATENCYTIER_VM=1 LATENCYTIER_VM_ROW="$(cat $S/row)" PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
+# LATENCYTIER_VM_REBOOT=1: this row runs the journal-across-reboot test
+export LATENCYTIER_VM=1 LATENCYTIER_VM_ROW="$(cat $S/row)" LATENCYTIER_VM_REBOOT="$(cat $S/reboot)" \
+  PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
 marker=/var/lib/latencytier-vmtest/reboot
+# stamp NAME: guest uptime (s) at NAME, for the row's time split
+stamp() { echo "$1 $(cut -d' ' -f1 /proc/uptime)" >>"$R/timing"; }
 run() { # name phase args...
   n=$1; p=$2; shift 2
   # -test.v output also goes to the console, so a hang shows where it is
@@ -21,8 +26,11 @@ run() { # name phase args...
 }
 if [ -f "$marker" ]; then
   n="$(cat "$marker")"; rm -f "$marker"
+  stamp boot2-start
   run "$n" .boot2 -test.run 'AfterReboot$'
+  stamp boot2-done
 else
+  stamp boot1-start
   {
     echo "kernel $(uname -r)"
     echo "cgroup $(stat -fc %T /sys/fs/cgroup)"
@@ -30,19 +38,23 @@ else
     echo "cmdline $(cat /proc/cmdline)"
   } >"$R/env"
   # The real-systemd tests first and in their own process with a short
-  # timeout: a D-Bus call systemd never answers (seen with agent/systemd on
-  # systemd 252) then fails them without holding the engine's lock for the
-  # rest; their journal is dropped so the other tests start clean.
+  # timeout: should systemd stop answering (as it did before agent/systemd
+  # authenticated like sd-bus), they fail without holding the engine's lock
+  # for the rest; their journal is dropped so the other tests start clean.
   for d in "$S"/pkg/*/; do
     n="$(basename "$d")"
-    "$d/test" -test.list '^TestSystemd' 2>/dev/null | grep -q . || continue
-    run "$n" .systemd -test.run "^TestSystemd.*($(cat $S/filter))" -test.timeout 2m
+    # the systemd tests the filter selects, as one anchored -test.run
+    sel="$("$d/test" -test.list "$(cat $S/filter)" 2>/dev/null | grep '^TestSystemd' | paste -sd'|')"
+    [ -n "$sel" ] || continue
+    run "$n" .systemd -test.run "^($sel)\$" -test.timeout 2m
     if [ "$(cat "$R/$n.systemd.rc")" != 0 ]; then
       journalctl -b --no-pager -n 80 _PID=1 >"$R/$n.systemd.pid1-journal" 2>&1
       rm -f /var/lib/latencytier/journal.json
     fi
   done
+  stamp systemd-tests-done
   for d in "$S"/pkg/*/; do run "$(basename "$d")" "" -test.run "$(cat $S/filter)" -test.skip '^TestSystemd'; done
+  stamp boot1-tests-done
   if [ -f "$marker" ]; then
     sync; echo "latencytier-vmtest: rebooting for $(cat "$marker")" >/dev/console
     exec systemctl reboot

@@ -45,7 +45,16 @@ for d in "$share"/pkg/*/; do
   done
 done
 [[ "$qrc" == 0 ]] || bad+=("qemu-exit-$qrc$([[ $qrc == 124 ]] && echo '(VM_TIMEOUT)')")
+# where the row's time went, from the guest's uptime stamps (guest.sh)
+split=""
+if [[ -f "$R/timing" ]]; then
+  split="$(awk -v total="$secs" '{ t[$1] = $2 }
+    END { b = t["boot1-start"]; d = t["boot1-tests-done"]
+      printf "boot %d s, tests %d s (systemd %d s)", b, d - b, t["systemd-tests-done"] - b
+      if ("boot2-start" in t) printf ", boot 2 %d s, its tests %d s", t["boot2-start"], t["boot2-done"] - t["boot2-start"]
+      printf ", firmware+shutdowns %d s", total - d - (("boot2-done" in t) ? t["boot2-done"] : 0) }' "$R/timing")"
+fi
 verdict=PASS; [[ ${#bad[@]} -eq 0 ]] || verdict=FAIL
-printf '%-13s %s  %-16s %-9s %-20s %3d passed %3d skipped %2d failed  %3d s%s\n' "$row" "$verdict" "$kernel" "$cg" "$init" \
-  "$pass" "$skip" "$fail" "$secs" "${bad:+  failing: ${bad[*]}}"
+printf '%-13s %s  %-16s %-9s %-20s %3d passed %3d skipped %2d failed  %3d s%s%s\n' "$row" "$verdict" "$kernel" "$cg" "$init" \
+  "$pass" "$skip" "$fail" "$secs" "${split:+ ($split)}" "${bad:+  failing: ${bad[*]}}"
 [[ $verdict == PASS ]]
