@@ -26,7 +26,8 @@ mmdebstrap --mode=root --variant=minbase --quiet \
   --customize-hook='chroot "$1" systemctl mask apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer systemd-tmpfiles-clean.timer' \
   bookworm "$tmp/root" "$(mirror)" >&2
 mkdir -p "$VM_CACHE"
-mkfs.ext4 -q -F -L root -d "$tmp/root" "$img.tmp" 2G
+# stdout is the image path only: mkfs -d names the file it creates there.
+mkfs.ext4 -q -F -L root -d "$tmp/root" "$img.tmp" 2G >&2
 rm -f "$VM_CACHE"/rootfs-bookworm-*.img
 mv "$img.tmp" "$img"
 echo "$img"
