@@ -215,6 +215,7 @@ func countErrors(name string, r reconcile.Reconciler) reconcile.Reconciler {
 // managerFlags are the flags of "latencytier manager".
 type managerFlags struct {
 	metricsAddr, probeAddr string
+	pprofAddr              string
 	metricsSecure          bool
 	leaderElect            bool
 	namespace, kubeconfig  string
@@ -229,6 +230,7 @@ func parseManagerFlags(args []string) (managerFlags, error) {
 	fs := flag.NewFlagSet("latencytier manager", flag.ContinueOnError)
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:9847", "address of the Prometheus metrics endpoint (0 disables it)")
 	fs.BoolVar(&f.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone, for local use")
+	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", "address of net/http/pprof's /debug/pprof, plain HTTP and unauthenticated: bind it to 127.0.0.1 only, to profile the manager (0 disables it)")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", "127.0.0.1:9848", "address of the /healthz and /readyz endpoints")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so that only one manager replica reconciles")
 	fs.StringVar(&f.namespace, "namespace", "latencytier-system", "operator namespace: agent DaemonSet and leader-election lease")
@@ -289,6 +291,7 @@ func RunManager(ctx context.Context, args []string) error {
 		Cache:                   cacheOptions(f.namespace),
 		Metrics:                 metricsauth.ServerOptions(f.metricsAddr, f.metricsSecure),
 		HealthProbeBindAddress:  f.probeAddr,
+		PprofBindAddress:        f.pprofAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "latencytier-manager.latencytier.io",
 		LeaderElectionNamespace: f.namespace,

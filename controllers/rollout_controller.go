@@ -3,7 +3,10 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -166,10 +169,21 @@ func setRevisionStamp(ln *v1alpha1.LatencyNode, now time.Time) {
 	ln.Annotations[v1alpha1.RevisionSetAtAnnotation] = now.UTC().Format(time.RFC3339)
 }
 
+// verdictWriters bounds the verdict patches in flight: a change that ends
+// (or clears) the verdict of a whole fleet writes one patch per node, and
+// one at a time each waits out a full round trip to the API server.
+const verdictWriters = 8
+
 // patchVerdicts writes status.verdict where it changed, also on nodes this
 // step moves: a rollback's verdict is what the move rests on. lns gets the
 // patched objects, so the moves that follow patch the current version.
 func (r *profileReconciler) patchVerdicts(ctx context.Context, plan rolloutPlan, lns map[string]*v1alpha1.LatencyNode, now time.Time) error {
+	var (
+		mu      sync.Mutex
+		patched = map[string]*v1alpha1.LatencyNode{}
+		g, gctx = errgroup.WithContext(ctx)
+	)
+	g.SetLimit(verdictWriters)
 	for name, v := range plan.Verdicts {
 		ln := lns[name]
 		if ln == nil {
@@ -182,12 +196,24 @@ func (r *profileReconciler) patchVerdicts(ctx context.Context, plan rolloutPlan,
 		if equality.Semantic.DeepEqual(ln.Status.Verdict, want) {
 			continue
 		}
-		patched := ln.DeepCopy()
-		patched.Status.Verdict = want
-		if err := r.Status().Patch(ctx, patched, client.MergeFrom(ln)); err != nil {
-			return ignoreStale(ctx, fmt.Errorf("patching LatencyNode %s verdict: %w", name, err))
-		}
-		lns[name] = patched
+		g.Go(func() error {
+			p := ln.DeepCopy()
+			p.Status.Verdict = want
+			if err := r.Status().Patch(gctx, p, client.MergeFrom(ln)); err != nil {
+				return fmt.Errorf("patching LatencyNode %s verdict: %w", name, err)
+			}
+			mu.Lock()
+			patched[name] = p
+			mu.Unlock()
+			return nil
+		})
+	}
+	err := g.Wait()
+	for name, p := range patched {
+		lns[name] = p
+	}
+	if err != nil {
+		return ignoreStale(ctx, err)
 	}
 	return nil
 }

@@ -38,6 +38,8 @@ type Options struct {
 	// ManagerBinary runs `<binary> manager` as a subprocess; empty runs the
 	// manager in this process (CPU and RSS then go unmeasured).
 	ManagerBinary string
+	// ManagerArgs are extra manager flags (e.g. --pprof-bind-address).
+	ManagerArgs []string
 	// Interval is the profile's measurement interval (agents report
 	// every Interval); Resync the agents' drift re-check.
 	Interval, Resync time.Duration
@@ -104,7 +106,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, err
 	}
 	defer func() { err = errors.Join(err, f.api.stop()) }()
-	if f.mgr, err = startManager(ctx, o.ManagerBinary, f.api.mgrKubeconfig, tmp); err != nil {
+	if f.mgr, err = startManager(ctx, o.ManagerBinary, o.ManagerArgs, f.api.mgrKubeconfig, tmp); err != nil {
 		return res, err
 	}
 	defer f.mgr.Stop()
