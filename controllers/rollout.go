@@ -156,6 +156,13 @@ func (d *decider) verdictOf(n *rolloutNode) *verdict {
 		d.wake(n.SetAt.Add(window(p)))
 		return &v
 	}
+	if d.in.Policy == nil && cur == nil {
+		// Evidence only, and no window under this tuning yet: nothing to
+		// say, and "not measured yet" on every node of a fleet would be a
+		// status write per node for no information. A verdict on an
+		// earlier tuning goes.
+		return nil
+	}
 	v := judge(d.in.Gate, n.Baseline, cur)
 	if d.in.Policy == nil && n.Verdict != nil && n.VerdictCurrent && sameFinding(*n.Verdict, v) {
 		// Evidence only: the figures of the first window that found it
