@@ -152,21 +152,7 @@ func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyPr
 
 // patchSpec writes a LatencyNode spec and stamps when it changed.
 func (r *profileReconciler) patchSpec(ctx context.Context, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time) error {
-	patched := ln.DeepCopy()
-	patched.Spec = spec
-	setRevisionStamp(patched, now)
-	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(ln, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ignoreStale(ctx, fmt.Errorf("patching LatencyNode %s spec: %w", ln.Name, err))
-	}
-	return nil
-}
-
-// setRevisionStamp records on ln when its action or revision changed.
-func setRevisionStamp(ln *v1alpha1.LatencyNode, now time.Time) {
-	if ln.Annotations == nil {
-		ln.Annotations = map[string]string{}
-	}
-	ln.Annotations[v1alpha1.RevisionSetAtAnnotation] = now.UTC().Format(time.RFC3339)
+	return writeSpec(ctx, r.Client, ln, spec, now, true)
 }
 
 // verdictWriters bounds the verdict patches in flight: a change that ends
