@@ -47,7 +47,7 @@ func (r *profileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProf
 	}
 	nodes, lns := rolloutNodes(in)
 	plan := decideRollout(rolloutInput{
-		Policy: p.Spec.Rollout, Gate: gateOf(p), Generation: p.Generation,
+		Policy: p.Spec.Rollout, Gate: gateOf(p), Generation: p.Generation, Unmeasured: unmeasured(p),
 		Target: currentRevision(p), Last: p.Status.Rollout, Nodes: nodes, Now: in.Now,
 	})
 	// Verdicts first: the evidence a move rests on is on record before it.
@@ -64,6 +64,12 @@ func (r *profileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProf
 		r.Recorder.Eventf(p, nil, e.typ, e.reason, eventActionRoll, "%s", e.note)
 	}
 	return &plan.Status, plan.RequeueAfter, nil
+}
+
+// unmeasured: p's tuning measures nothing.
+func unmeasured(p *v1alpha1.LatencyProfile) bool {
+	m := p.Spec.Measurement
+	return m != nil && m.Source == v1alpha1.MeasurementDisabled
 }
 
 // rolloutNodes are the nodes p owns, sorted by name, and the LatencyNodes
@@ -172,7 +178,7 @@ func (r *profileReconciler) patchVerdicts(ctx context.Context, plan rolloutPlan,
 	g.SetLimit(verdictWriters)
 	for name, v := range plan.Verdicts {
 		ln := lns[name]
-		if ln == nil {
+		if ln == nil || plan.Kept[name] {
 			continue
 		}
 		var want *metav1.Condition
