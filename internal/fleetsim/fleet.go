@@ -112,7 +112,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	defer f.mgr.Stop()
 	actx, stopAgents := context.WithCancel(ctx)
 	defer func() { stopAgents(); f.wg.Wait() }()
-	if f.obs, err = startObserver(actx, f.api.adminCfg); err != nil {
+	if f.obs, err = startObserver(actx, f.api.adminCfg, f.logf); err != nil {
 		return res, err
 	}
 	if err := f.createFleet(actx); err != nil {
