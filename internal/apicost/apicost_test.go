@@ -56,10 +56,21 @@ func startBench(tb testing.TB) *bench {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := Start(assets(tb), []*unstructured.Unstructured{crd,
+	crds := []*unstructured.Unstructured{crd,
 		Variant(crd, "LatencyNodeNoCEL", StripCEL), Variant(crd, "LatencyNodeLoose", LooseSpec),
 		Variant(crd, "LatencyNodeLooseStatus", LooseStatus), Variant(crd, "LatencyNodeNoPatterns", StatusNoPatterns),
-		Variant(crd, "LatencyNodeAtomicLists", StatusAtomicLists), Variant(crd, "LatencyNodeAtomic", SingleWriterAtomic)})
+		Variant(crd, "LatencyNodeAtomicLists", StatusAtomicLists), Variant(crd, "LatencyNodeAtomic", SingleWriterAtomic)}
+	// APICOST_BEFORE_CRD names another version of the CRD (e.g. `git show
+	// main:config/crd/bases/...`) served as LatencyNodeBefore, so a change
+	// is measured against what it replaces in the same rounds.
+	if path := os.Getenv("APICOST_BEFORE_CRD"); path != "" {
+		before, err := LoadCRD(path)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		crds = append(crds, Variant(before, "LatencyNodeBefore", nil))
+	}
+	srv, err := Start(assets(tb), crds)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -108,14 +119,15 @@ func (b *bench) addReference(tb testing.TB, n int) {
 
 // BenchmarkWriteCost reports the API server's CPU per 1000 writes of each
 // kind of LatencyNode write, as a ratio to the same number of ConfigMap
-// patches in the same round (the median of APICOST_ROUNDS interleaved
+// patches right before it (the median of APICOST_ROUNDS interleaved
 // rounds, with min and max). Run it alone, on an idle machine if you can:
 //
 //	go test ./internal/apicost -run '^$' -bench WriteCost -benchtime 1x -v
 //
 // APICOST_PATCHES (default 1000) patches per case and round, over
 // APICOST_OBJECTS (default 100) objects per case, from 4 clients;
-// APICOST_CASES (comma-separated names from caseTable) picks cases.
+// APICOST_CASES (comma-separated names from caseTable) picks cases;
+// APICOST_BEFORE_CRD adds the before-* cases.
 func BenchmarkWriteCost(b *testing.B) {
 	rounds, m, n := envInt("APICOST_ROUNDS", 3), envInt("APICOST_PATCHES", 1000), envInt("APICOST_OBJECTS", 100)
 	want := os.Getenv("APICOST_CASES")
@@ -123,6 +135,10 @@ func BenchmarkWriteCost(b *testing.B) {
 	for it := 0; it < b.N; it++ {
 		bn := startBench(b)
 		for _, c := range caseTable {
+			before := strings.HasPrefix(c.name, "before-")
+			if before && os.Getenv("APICOST_BEFORE_CRD") == "" {
+				continue
+			}
 			if want == "" || strings.Contains(","+want+",", ","+c.name+",") {
 				bn.add(b, c.name, c.kind, n, c.shape, c.change, c.status)
 			}
@@ -138,21 +154,27 @@ func BenchmarkWriteCost(b *testing.B) {
 		per := make(map[string][]float64)
 		ratio := make(map[string][]float64)
 		bytes := make(map[string]int)
+		// The reference is patched right before each case, and the case's
+		// ratio is to that batch: the load of other processes changes
+		// within seconds, so only adjacent batches compare.
+		ref := bn.cases[0]
 		for r := 0; r < rounds; r++ {
-			var ref float64
 			// Rotate the order so no case always runs first or last.
-			for k := range bn.cases {
-				p := bn.cases[(k+r)%len(bn.cases)]
+			for k := 0; k < len(bn.cases)-1; k++ {
+				p := bn.cases[1+(k+r)%(len(bn.cases)-1)]
+				rs, err := bn.srv.Patch(ctx, ref, m, workers)
+				if err != nil {
+					b.Fatal(err)
+				}
 				s, err := bn.srv.Patch(ctx, p, m, workers)
 				if err != nil {
 					b.Fatal(err)
 				}
+				per[ref.Name] = append(per[ref.Name], rs.PerThousand())
+				ratio[ref.Name] = append(ratio[ref.Name], 1)
 				per[p.Name] = append(per[p.Name], s.PerThousand())
-				bytes[p.Name] = s.PatchBytes
-			}
-			ref = per["ref-configmap"][r]
-			for _, p := range bn.cases {
-				ratio[p.Name] = append(ratio[p.Name], per[p.Name][r]/ref)
+				ratio[p.Name] = append(ratio[p.Name], s.PerThousand()/rs.PerThousand())
+				bytes[p.Name], bytes[ref.Name] = s.PatchBytes, rs.PatchBytes
 			}
 		}
 		b.Logf("LatencyNode CRD: %d CEL rules; %d rounds of %d patches per case over %d objects, %d clients", bn.rules, rounds, m, n, workers)
@@ -163,6 +185,7 @@ func BenchmarkWriteCost(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Logf("%-24s %-22s %-22s %7d %8d (%d)", p.Name, Summarize(ratio[p.Name]), Summarize(per[p.Name]), bytes[p.Name], total, mf)
+			b.Logf("    ratios by round: %.2f", ratio[p.Name])
 		}
 		b.ReportMetric(Summarize(ratio["ln-status"]).Median, "status-patch/ref")
 		b.ReportMetric(Summarize(ratio["ln-spec"]).Median, "spec-patch/ref")
@@ -193,6 +216,8 @@ var caseTable = []struct {
 	{"ln-spec", "LatencyNode", nil, SpecChange, false},
 	{"ln-spec-atomic", "LatencyNodeAtomic", nil, SpecChange, false},
 	{"ln-spec-nocel", "LatencyNodeNoCEL", nil, SpecChange, false},
+	{"before-ln-status", "LatencyNodeBefore", nil, Measurement, true},
+	{"before-ln-spec", "LatencyNodeBefore", nil, SpecChange, false},
 }
 
 func mustJSON(tb testing.TB, v any) []byte {

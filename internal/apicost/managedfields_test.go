@@ -56,7 +56,7 @@ func TestSingleWriterPartsAreAtomic(t *testing.T) {
 	parts := map[string][]string{"f:spec": {"f:tuning"}, "f:status": {"f:kernel", "f:latency", "f:baseline", "f:current"}}
 	for _, e := range got.GetManagedFields() {
 		var fields map[string]any
-		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil {
 			t.Fatal(err)
 		}
 		for top, names := range parts {
