@@ -56,6 +56,12 @@ func TestStatusUrgent(t *testing.T) {
 	newGen.ObservedGeneration = 4
 	rollout := reports
 	rollout.Rollout = &v1alpha1.RolloutStatus{Phase: v1alpha1.RolloutProgressing}
+	progressing := p.DeepCopy()
+	progressing.Status.Rollout = &v1alpha1.RolloutStatus{Phase: v1alpha1.RolloutProgressing, Revision: "r1", Updated: 10}
+	counted := progressing.Status
+	counted.Rollout = &v1alpha1.RolloutStatus{Phase: v1alpha1.RolloutProgressing, Revision: "r1", Updated: 11, Improved: 3}
+	complete := progressing.Status
+	complete.Rollout = &v1alpha1.RolloutStatus{Phase: v1alpha1.RolloutComplete, Revision: "r1", Updated: 11}
 	deleting := p.DeepCopy()
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
 	for _, tc := range []struct {
@@ -67,6 +73,8 @@ func TestStatusUrgent(t *testing.T) {
 		{"node reports only", p, reports, false},
 		{"a new generation", p, newGen, true},
 		{"the rollout moved", p, rollout, true},
+		{"the rollout's counts only", progressing, counted, false},
+		{"the rollout completed", progressing, complete, true},
 		{"a deletion", deleting, reports, true},
 	} {
 		if got := statusUrgent(tc.p, tc.st); got != tc.want {

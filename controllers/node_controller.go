@@ -118,11 +118,8 @@ func (r *nodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 		return nil // a profile with spec.rollout moves its own nodes
 	}
 	previous := ln.Spec.Profile
-	patched := ln.DeepCopy()
-	patched.Spec = joinSpec(p)
-	setRevisionStamp(patched, r.now())
-	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(ln, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ignoreStale(ctx, fmt.Errorf("patching LatencyNode spec: %w", err))
+	if err := writeSpec(ctx, r.Client, ln, joinSpec(p), r.now(), true); err != nil {
+		return err
 	}
 	log.Info("Updated LatencyNode spec", "previousProfile", previous, "generation", p.Generation)
 	if previous != p.Name {
@@ -156,10 +153,10 @@ func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1a
 
 // startRevert turns the node's LatencyNode spec to Revert.
 func (r *nodeReconciler) startRevert(ctx context.Context, ln *v1alpha1.LatencyNode, res resolution, owner *v1alpha1.LatencyProfile) error {
-	patched := ln.DeepCopy()
-	patched.Spec.Action = v1alpha1.ActionRevert
-	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(ln, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ignoreStale(ctx, fmt.Errorf("patching LatencyNode to Revert: %w", err))
+	spec := *ln.Spec.DeepCopy()
+	spec.Action = v1alpha1.ActionRevert
+	if err := writeSpec(ctx, r.Client, ln, spec, r.now(), false); err != nil {
+		return err
 	}
 	ctrl.LoggerFrom(ctx).Info("Started revert", "profile", ln.Spec.Profile, "conflict", res.Conflict)
 	why := "no longer selected"
@@ -259,10 +256,10 @@ func ignoreStale(ctx context.Context, err error) error {
 
 // staleError is a write that lost to a newer object. The reconcile is
 // retried (countErrors turns it into a requeue, not an error): the newer
-// object's own event may never come to this controller — an agent's
-// status write conflicts with the manager's spec patch, and status-only
-// updates of a LatencyNode are filtered out — and at 1000 nodes 189 spec
-// patches were dropped that way and never retried.
+// object's own event may never come to this controller (status-only updates
+// of a LatencyNode are filtered out), and at 1000 nodes 189 spec patches
+// were dropped that way and never retried. Spec writes now lose only to
+// spec writes (writeSpec), but a create or a finalizer patch can still.
 type staleError struct{ error }
 
 func (e staleError) Unwrap() error { return e.error }

@@ -40,6 +40,9 @@ type rolloutNode struct {
 type rolloutInput struct {
 	Policy     *v1alpha1.RolloutSpec // nil: all at once, verdicts as evidence only
 	Gate       gate
+	// Unmeasured: the target tuning measures nothing (measurement.source
+	// Disabled), so no window will come to judge it.
+	Unmeasured bool
 	Generation int64
 	// Target is the revision to roll out; Last the status it replaces.
 	Target string
@@ -59,6 +62,9 @@ type nodeMove struct {
 type rolloutPlan struct {
 	Moves    []nodeMove
 	Verdicts map[string]*verdict // nil entry: the node has no verdict
+	// Kept are the nodes whose verdict stays as written, with the
+	// generation it was written for (it may be an earlier one).
+	Kept map[string]bool
 	Status   v1alpha1.RolloutStatus
 	Events   []statusEvent
 	// RequeueAfter is when a clock (window, timeout) next changes the plan.
@@ -78,7 +84,7 @@ const (
 // decideRollout is the rollout's next step. Pure: the same input gives the
 // same plan, and the plan for an input it produced is empty of moves.
 func decideRollout(in rolloutInput) rolloutPlan {
-	d := decider{in: in, plan: rolloutPlan{Verdicts: map[string]*verdict{}}}
+	d := decider{in: in, plan: rolloutPlan{Verdicts: map[string]*verdict{}, Kept: map[string]bool{}}}
 	d.plan.Status = v1alpha1.RolloutStatus{Revision: in.Target, PreviousRevision: previousRevision(in),
 		ObservedGeneration: in.Generation}
 	d.classify()
@@ -125,7 +131,9 @@ func (d *decider) classify() {
 	d.class, d.failMsg = map[string]nodeClass{}, map[string]string{}
 	for i := range d.in.Nodes {
 		n := &d.in.Nodes[i]
-		d.plan.Verdicts[n.Name] = d.verdictOf(n)
+		v := d.verdictOf(n)
+		d.plan.Verdicts[n.Name] = v
+		d.plan.Kept[n.Name] = v != nil && v == n.Verdict
 		c, msg := d.classOf(n)
 		d.class[n.Name] = c
 		if c == classFailed {
@@ -155,6 +163,18 @@ func (d *decider) verdictOf(n *rolloutNode) *verdict {
 		v := verdict{v1alpha1.VerdictInconclusive, "verifying until " + n.SetAt.Add(window(p)).UTC().Format(time.RFC3339)}
 		d.wake(n.SetAt.Add(window(p)))
 		return &v
+	}
+	if d.in.Policy == nil && cur == nil {
+		// Evidence only, and no window under this tuning yet: nothing new
+		// to say, and "not measured yet" on every node of a fleet would be
+		// a status write per node for no information (twice per change,
+		// with the verdict that follows). A verdict of an earlier spec
+		// stands, its observedGeneration saying which, until the first
+		// window replaces it; when nothing will be measured it goes.
+		if d.in.Unmeasured {
+			return nil
+		}
+		return n.Verdict
 	}
 	v := judge(d.in.Gate, n.Baseline, cur)
 	if d.in.Policy == nil && n.Verdict != nil && n.VerdictCurrent && sameFinding(*n.Verdict, v) {

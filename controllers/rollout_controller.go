@@ -3,7 +3,10 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -44,7 +47,7 @@ func (r *profileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProf
 	}
 	nodes, lns := rolloutNodes(in)
 	plan := decideRollout(rolloutInput{
-		Policy: p.Spec.Rollout, Gate: gateOf(p), Generation: p.Generation,
+		Policy: p.Spec.Rollout, Gate: gateOf(p), Generation: p.Generation, Unmeasured: unmeasured(p),
 		Target: currentRevision(p), Last: p.Status.Rollout, Nodes: nodes, Now: in.Now,
 	})
 	// Verdicts first: the evidence a move rests on is on record before it.
@@ -61,6 +64,12 @@ func (r *profileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProf
 		r.Recorder.Eventf(p, nil, e.typ, e.reason, eventActionRoll, "%s", e.note)
 	}
 	return &plan.Status, plan.RequeueAfter, nil
+}
+
+// unmeasured: p's tuning measures nothing.
+func unmeasured(p *v1alpha1.LatencyProfile) bool {
+	m := p.Spec.Measurement
+	return m != nil && m.Source == v1alpha1.MeasurementDisabled
 }
 
 // rolloutNodes are the nodes p owns, sorted by name, and the LatencyNodes
@@ -149,30 +158,27 @@ func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyPr
 
 // patchSpec writes a LatencyNode spec and stamps when it changed.
 func (r *profileReconciler) patchSpec(ctx context.Context, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time) error {
-	patched := ln.DeepCopy()
-	patched.Spec = spec
-	setRevisionStamp(patched, now)
-	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(ln, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ignoreStale(ctx, fmt.Errorf("patching LatencyNode %s spec: %w", ln.Name, err))
-	}
-	return nil
+	return writeSpec(ctx, r.Client, ln, spec, now, true)
 }
 
-// setRevisionStamp records on ln when its action or revision changed.
-func setRevisionStamp(ln *v1alpha1.LatencyNode, now time.Time) {
-	if ln.Annotations == nil {
-		ln.Annotations = map[string]string{}
-	}
-	ln.Annotations[v1alpha1.RevisionSetAtAnnotation] = now.UTC().Format(time.RFC3339)
-}
+// verdictWriters bounds the verdict patches in flight: a change that ends
+// (or clears) the verdict of a whole fleet writes one patch per node, and
+// one at a time each waits out a full round trip to the API server.
+const verdictWriters = 8
 
 // patchVerdicts writes status.verdict where it changed, also on nodes this
 // step moves: a rollback's verdict is what the move rests on. lns gets the
 // patched objects, so the moves that follow patch the current version.
 func (r *profileReconciler) patchVerdicts(ctx context.Context, plan rolloutPlan, lns map[string]*v1alpha1.LatencyNode, now time.Time) error {
+	var (
+		mu      sync.Mutex
+		patched = map[string]*v1alpha1.LatencyNode{}
+		g, gctx = errgroup.WithContext(ctx)
+	)
+	g.SetLimit(verdictWriters)
 	for name, v := range plan.Verdicts {
 		ln := lns[name]
-		if ln == nil {
+		if ln == nil || plan.Kept[name] {
 			continue
 		}
 		var want *metav1.Condition
@@ -182,12 +188,24 @@ func (r *profileReconciler) patchVerdicts(ctx context.Context, plan rolloutPlan,
 		if equality.Semantic.DeepEqual(ln.Status.Verdict, want) {
 			continue
 		}
-		patched := ln.DeepCopy()
-		patched.Status.Verdict = want
-		if err := r.Status().Patch(ctx, patched, client.MergeFrom(ln)); err != nil {
-			return ignoreStale(ctx, fmt.Errorf("patching LatencyNode %s verdict: %w", name, err))
-		}
-		lns[name] = patched
+		g.Go(func() error {
+			p := ln.DeepCopy()
+			p.Status.Verdict = want
+			if err := r.Status().Patch(gctx, p, client.MergeFrom(ln)); err != nil {
+				return fmt.Errorf("patching LatencyNode %s verdict: %w", name, err)
+			}
+			mu.Lock()
+			patched[name] = p
+			mu.Unlock()
+			return nil
+		})
+	}
+	err := g.Wait()
+	for name, p := range patched {
+		lns[name] = p
+	}
+	if err != nil {
+		return ignoreStale(ctx, err)
 	}
 	return nil
 }

@@ -39,7 +39,10 @@ type LatencyNodeSpec struct {
 	ProfileGeneration int64 `json:"profileGeneration,omitempty"`
 
 	// tuning is the resolved tuning for this node (ignored on Revert).
+	// Written whole by the controller alone: managedFields name it, not each
+	// field in it.
 	// +optional
+	// +structType=atomic
 	Tuning TuningSpec `json:"tuning,omitempty"`
 
 	// --- safe rollout (issue 12) ---
@@ -301,10 +304,16 @@ type LatencyNodeStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	SettingsOmitted int32 `json:"settingsOmitted,omitempty"`
 	// kernel holds the facts the agent found.
+	// Written whole by the agent alone: managedFields name it, not each
+	// field in it.
 	// +optional
+	// +structType=atomic
 	Kernel *KernelFacts `json:"kernel,omitempty"`
 	// latency is the measured run-queue latency.
+	// Written whole by the agent alone: managedFields name it, not each
+	// field in it.
 	// +optional
+	// +structType=atomic
 	Latency *LatencyStatus `json:"latency,omitempty"`
 	// runQueueP99 is the node-wide p99 (a copy for kubectl get).
 	// +optional
@@ -332,11 +341,17 @@ type LatencyNodeStatus struct {
 
 	// baseline is the last full measurement window before the node's
 	// current (action, revision): written by the agent.
+	// Written whole by the agent alone: managedFields name it, not each
+	// field in it.
 	// +optional
+	// +structType=atomic
 	Baseline *LatencyEvidence `json:"baseline,omitempty"`
 	// current is the latest full window under the spec's (action,
 	// revision): written by the agent.
+	// Written whole by the agent alone: managedFields name it, not each
+	// field in it.
 	// +optional
+	// +structType=atomic
 	Current *LatencyEvidence `json:"current,omitempty"`
 	// verdict is the controller's judgement of current against baseline:
 	// type Verdict, status True (Improved, Unchanged), False (Regressed) or

@@ -42,6 +42,7 @@ func run(ctx context.Context) error {
 	sizes := flag.String("nodes", "100,300,1000", "fleet sizes to run, comma-separated")
 	out := flag.String("out", "docs/scale.md", "report to write (the SVG plot goes beside it)")
 	flag.StringVar(&o.ManagerBinary, "manager", "bin/latencytier", "latencytier binary to run as `manager` (empty: in process, CPU/RSS unmeasured)")
+	managerArgs := flag.String("manager-args", "", "extra manager flags, space-separated (e.g. --pprof-bind-address=127.0.0.1:6060)")
 	flag.StringVar(&o.Assets, "assets", envOr("KUBEBUILDER_ASSETS", filepath.Join(home, ".cache", "latencytier", "k8s", "v1.37.2")), "envtest binaries (etcd, kube-apiserver)")
 	flag.StringVar(&o.CRDDir, "crds", "config/crd/bases", "CRD directory")
 	flag.DurationVar(&o.Interval, "interval", 30*time.Second, "measurement interval: every agent reports this often")
@@ -55,6 +56,7 @@ func run(ctx context.Context) error {
 	regress := flag.Float64("regress", 0, "percent of nodes whose p99 goes up 5x after the spec change")
 	vanish := flag.Float64("vanish", 0, "percent of nodes deleted after the steady window")
 	flag.Parse()
+	o.ManagerArgs = strings.Fields(*managerArgs)
 	if o.ManagerBinary != "" {
 		if _, err := os.Stat(o.ManagerBinary); err != nil {
 			return fmt.Errorf("manager binary: %w (make build)", err)
@@ -147,7 +149,10 @@ Columns: time from creating the profile until every node reported Applied at its
 the same after a spec change; the manager's CPU (cores) and highest RSS over the steady window
 (%s, agents reporting); API requests per minute by the manager and by all agents, profile status
 writes per minute, agent status writes per minute, in the steady window; the manager's writes in
-the quiet window (%s, measurement Disabled, nothing changing: the goal is zero).
+the quiet window (%s, measurement Disabled, nothing changing: the goal is zero). The quiet window
+starts once the manager has written the change (every node's verdict cleared) and then made no
+write for 10 s; the figure in brackets is when its last write of the change came, in seconds
+after the change.
 
 `
 

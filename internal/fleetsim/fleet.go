@@ -38,6 +38,8 @@ type Options struct {
 	// ManagerBinary runs `<binary> manager` as a subprocess; empty runs the
 	// manager in this process (CPU and RSS then go unmeasured).
 	ManagerBinary string
+	// ManagerArgs are extra manager flags (e.g. --pprof-bind-address).
+	ManagerArgs []string
 	// Interval is the profile's measurement interval (agents report
 	// every Interval); Resync the agents' drift re-check.
 	Interval, Resync time.Duration
@@ -104,13 +106,13 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, err
 	}
 	defer func() { err = errors.Join(err, f.api.stop()) }()
-	if f.mgr, err = startManager(ctx, o.ManagerBinary, f.api.mgrKubeconfig, tmp); err != nil {
+	if f.mgr, err = startManager(ctx, o.ManagerBinary, o.ManagerArgs, f.api.mgrKubeconfig, tmp); err != nil {
 		return res, err
 	}
 	defer f.mgr.Stop()
 	actx, stopAgents := context.WithCancel(ctx)
 	defer func() { stopAgents(); f.wg.Wait() }()
-	if f.obs, err = startObserver(actx, f.api.adminCfg); err != nil {
+	if f.obs, err = startObserver(actx, f.api.adminCfg, f.logf); err != nil {
 		return res, err
 	}
 	if err := f.createFleet(actx); err != nil {

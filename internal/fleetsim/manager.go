@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,22 +33,23 @@ type manager struct {
 var managerArgs = []string{"manager", "--namespace=" + operatorNamespace,
 	"--metrics-bind-address=0", "--health-probe-bind-address=0"}
 
-func startManager(ctx context.Context, binary, kubeconfig, tmp string) (*manager, error) {
+func startManager(ctx context.Context, binary string, extra []string, kubeconfig, tmp string) (*manager, error) {
 	m := &manager{done: make(chan error, 1)}
+	args := append(slices.Clone(managerArgs), extra...)
 	if binary == "" {
 		// In process the environment is the simulator's own.
 		if err := os.Setenv("KUBECONFIG", kubeconfig); err != nil {
 			return nil, err
 		}
 		ctx, m.stop = context.WithCancel(ctx)
-		go func() { m.done <- controllers.RunManager(ctx, managerArgs[1:]) }()
+		go func() { m.done <- controllers.RunManager(ctx, args[1:]) }()
 		return m, nil
 	}
 	logf, err := os.Create(filepath.Join(tmp, "manager.log"))
 	if err != nil {
 		return nil, err
 	}
-	m.cmd = exec.Command(binary, managerArgs...)
+	m.cmd = exec.Command(binary, args...)
 	m.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
 	if err := m.cmd.Start(); err != nil {

@@ -20,9 +20,14 @@ import (
 // costs the API server one watch, not a LIST per poll.
 type observer struct {
 	c cache.Cache
+	// logf, when set, gets the progress of a wait every progressEvery.
+	logf func(format string, args ...any)
 }
 
-func startObserver(ctx context.Context, admin *rest.Config) (*observer, error) {
+// progressEvery is how often a wait logs how far the fleet is.
+const progressEvery = 5 * time.Second
+
+func startObserver(ctx context.Context, admin *rest.Config, logf func(string, ...any)) (*observer, error) {
 	cfg := rest.CopyConfig(admin)
 	cfg.UserAgent = "fleetsim-observer"
 	c, err := cache.New(cfg, cache.Options{Scheme: controllers.NewScheme()})
@@ -36,17 +41,18 @@ func startObserver(ctx context.Context, admin *rest.Config) (*observer, error) {
 	if !c.WaitForCacheSync(ctx) {
 		return nil, fmt.Errorf("observer cache did not sync")
 	}
-	return &observer{c: c}, nil
+	return &observer{c: c, logf: logf}, nil
 }
 
 // progress counts the LatencyNodes of profile whose agent reported on the
 // spec of profile generation gen (Applied condition at the LatencyNode's
 // generation, status.profileGeneration == gen), and how many of those
 // report Applied True.
-func (o *observer) progress(ctx context.Context, profile string, gen int64) (reported, applied, total int, err error) {
+// written counts those whose spec the manager wrote for gen.
+func (o *observer) progress(ctx context.Context, profile string, gen int64) (reported, applied, written, total int, err error) {
 	var list v1alpha1.LatencyNodeList
 	if err := o.c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	for i := range list.Items {
 		ln := &list.Items[i]
@@ -54,6 +60,9 @@ func (o *observer) progress(ctx context.Context, profile string, gen int64) (rep
 			continue
 		}
 		total++
+		if ln.Spec.ProfileGeneration == gen {
+			written++
+		}
 		c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeApplied)
 		if c == nil || c.ObservedGeneration != ln.Generation || ln.Spec.ProfileGeneration != gen ||
 			ln.Status.ProfileGeneration != gen {
@@ -64,17 +73,23 @@ func (o *observer) progress(ctx context.Context, profile string, gen int64) (rep
 			applied++
 		}
 	}
-	return reported, applied, total, nil
+	return reported, applied, written, total, nil
 }
 
 // waitReported waits until want LatencyNodes reported on profile
 // generation gen and returns how long that took from start.
 func (o *observer) waitReported(ctx context.Context, profile string, gen int64, want int, start time.Time, timeout time.Duration) (time.Duration, int, error) {
 	deadline := start.Add(timeout)
+	nextLog := start.Add(progressEvery)
 	for {
-		rep, applied, total, err := o.progress(ctx, profile, gen)
+		rep, applied, written, total, err := o.progress(ctx, profile, gen)
 		if err != nil {
 			return 0, 0, err
+		}
+		if o.logf != nil && time.Now().After(nextLog) {
+			o.logf("generation %d, %s: %d LatencyNodes, %d specs written, %d reported", gen,
+				time.Since(start).Round(time.Second), total, written, rep)
+			nextLog = nextLog.Add(progressEvery)
 		}
 		if rep >= want {
 			return time.Since(start), applied, nil

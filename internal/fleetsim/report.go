@@ -24,16 +24,16 @@ func Report(results []Result, plot string) (markdown, summary string) {
 	rs := slices.Clone(results)
 	slices.SortFunc(rs, func(a, b Result) int { return a.Nodes - b.Nodes })
 	var b strings.Builder
-	b.WriteString("| nodes | all reported after create (s) | after spec change (s) | manager core (steady) | manager RSS MiB | manager req/min | agents req/min | profile status writes/min | agent status writes/min | manager writes, quiet window |\n")
+	b.WriteString("| nodes | all reported after create (s) | after spec change (s) | manager core (steady) | manager RSS MiB | manager req/min | agents req/min | profile status writes/min | agent status writes/min | manager writes, quiet window (last write of the change, s after it) |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		if r.Incomplete != "" {
 			fmt.Fprintf(&b, "| %d | incomplete: %s |||||||||\n", r.Nodes, r.Incomplete)
 			continue
 		}
-		fmt.Fprintf(&b, "| %d | %.1f | %.1f | %s | %s | %.0f | %.0f | %.1f | %.0f | %.0f in %s |\n", r.Nodes,
+		fmt.Fprintf(&b, "| %d | %.1f | %.1f | %s | %s | %.0f | %.0f | %.1f | %.0f | %.0f in %s (%.0f) |\n", r.Nodes,
 			r.Apply.Seconds(), r.SpecChange.Seconds(), cores(r), rss(r), r.Steady.ManagerRequests, r.Steady.AgentRequests,
-			r.Steady.ProfileStatusWrites, r.Steady.AgentStatusWrites, r.Quiet.ManagerWrites, r.Quiet.Length)
+			r.Steady.ProfileStatusWrites, r.Steady.AgentStatusWrites, r.Quiet.ManagerWrites, r.Quiet.Length, r.QuietSettle.Seconds())
 	}
 	if plot != "" {
 		fmt.Fprintf(&b, "\n![scale plot](%s)\n", plot)

@@ -32,6 +32,9 @@ type Result struct {
 	Steady Window
 	// Quiet is the window with measurement Disabled and nothing changing.
 	Quiet Window
+	// QuietSettle is how long after the measurement-disabled change the
+	// manager's last write of it came (the quiet window starts after).
+	QuietSettle time.Duration
 	// VanishCleanup is how long the manager took to remove the vanished
 	// nodes' LatencyNodes (0 when none vanished).
 	VanishCleanup time.Duration
@@ -129,6 +132,14 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	if _, _, err = f.obs.waitReported(ctx, profileName, 3, remaining, start, f.o.Timeout); err != nil {
 		return f.incomplete(res, "measurement disabled", err)
 	}
+	// The change itself is written (every node's verdict cleared); the
+	// quiet window measures what follows, once the manager has stopped.
+	var settled bool
+	if res.QuietSettle, settled, err = f.managerSettled(ctx, start); err != nil || !settled {
+		res.Incomplete = fmt.Sprintf("measurement disabled: the manager still wrote %s after the change", f.o.Timeout)
+		_, res.ManagerMeasured = f.mgr.sample()
+		return res, err
+	}
 	res.Quiet, err = f.window(ctx, "quiet (measurement Disabled)", f.o.Quiet)
 	_, res.ManagerMeasured = f.mgr.sample()
 	return res, err
@@ -203,6 +214,39 @@ func (f *fleet) vanish(ctx context.Context) (time.Duration, error) {
 			return 0, fmt.Errorf("%d LatencyNodes left %s after %d nodes vanished", n, f.o.Timeout, f.o.Vanish)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// settledFor is how long the manager's writes must stay unchanged for the
+// change before to count as written.
+const settledFor = 10 * time.Second
+
+// managerSettled waits until the manager has made no write for settledFor
+// and returns when its last write came, counted from start; settled is
+// false when it still wrote at the run's timeout.
+func (f *fleet) managerSettled(ctx context.Context, start time.Time) (last time.Duration, settled bool, err error) {
+	writes, lastAt := -1.0, time.Now()
+	for {
+		c, err := scrape(ctx, f.api.adminCfg)
+		if err != nil {
+			return 0, false, err
+		}
+		if c.ManagerWrites != writes {
+			writes, lastAt = c.ManagerWrites, time.Now()
+		}
+		if time.Since(lastAt) >= settledFor {
+			d := lastAt.Sub(start)
+			f.logf("the manager's writes for the change ended %s after it", d.Round(time.Second))
+			return d, true, nil
+		}
+		if time.Since(start) > f.o.Timeout {
+			return 0, false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, false, ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
 }
 
