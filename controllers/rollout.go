@@ -38,8 +38,8 @@ type rolloutNode struct {
 
 // rolloutInput is everything a rollout decision is made from.
 type rolloutInput struct {
-	Policy     *v1alpha1.RolloutSpec // nil: all at once, verdicts as evidence only
-	Gate       gate
+	Policy *v1alpha1.RolloutSpec // nil: all at once, verdicts as evidence only
+	Gate   gate
 	// Unmeasured: the target tuning measures nothing (measurement.source
 	// Disabled), so no window will come to judge it.
 	Unmeasured bool
@@ -64,9 +64,9 @@ type rolloutPlan struct {
 	Verdicts map[string]*verdict // nil entry: the node has no verdict
 	// Kept are the nodes whose verdict stays as written, with the
 	// generation it was written for (it may be an earlier one).
-	Kept map[string]bool
-	Status   v1alpha1.RolloutStatus
-	Events   []statusEvent
+	Kept   map[string]bool
+	Status v1alpha1.RolloutStatus
+	Events []statusEvent
 	// RequeueAfter is when a clock (window, timeout) next changes the plan.
 	RequeueAfter time.Duration
 }
