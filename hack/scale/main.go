@@ -147,7 +147,8 @@ root (no kernel writes), watching only its own LatencyNode and measuring with th
 
 Columns: time from creating the profile until every node reported Applied at its generation;
 the same after a spec change; the manager's CPU (cores) and highest RSS over the steady window
-(%s, agents reporting); API requests per minute by the manager and by all agents, profile status
+(%s, agents reporting; it starts one measurement interval after the create, once every node's
+first window has been judged and the manager has made no write for 10 s); API requests per minute by the manager and by all agents, profile status
 writes per minute, agent status writes per minute, in the steady window; the manager's writes in
 the quiet window (%s, measurement Disabled, nothing changing: the goal is zero). The quiet window
 starts once the manager has written the change (every node's verdict cleared) and then made no

@@ -107,19 +107,11 @@ func (m *manager) sample() (u usage, ok bool) {
 		return u, false
 	}
 	pid := m.cmd.Process.Pid
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	var err error
+	if u.cpu, err = procCPU(pid); err != nil {
 		return u, false
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return u, false
-	}
-	ut, _ := strconv.ParseUint(f[11], 10, 64) // field 14
-	st, _ := strconv.ParseUint(f[12], 10, 64) // field 15
-	u.cpu = time.Duration(ut+st) * time.Second / clockTicks
-	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return u, false
 	}
@@ -130,4 +122,68 @@ func (m *manager) sample() (u usage, ok bool) {
 		}
 	}
 	return u, true
+}
+
+// procCPU is a process's user+system CPU time (/proc/<pid>/stat fields 14
+// and 15).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	ut, _ := strconv.ParseUint(f[11], 10, 64)
+	st, _ := strconv.ParseUint(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / clockTicks, nil
+}
+
+// cpuShares are the CPU times of everything a fleet runs on the machine.
+type cpuShares struct{ apiserver, etcd, sim, manager time.Duration }
+
+// childPid is the pid of this process's child named comm (the envtest
+// binaries), 0 when there is none.
+func childPid(comm string) int {
+	entries, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		f := strings.Fields(s[end+1:])
+		if len(f) > 1 && s[open+1:end] == comm && f[1] == strconv.Itoa(self) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// shares samples the CPU times of the API server, etcd, this simulator
+// (the agents) and the manager.
+func (m *manager) shares() cpuShares {
+	var c cpuShares
+	if pid := childPid("kube-apiserver"); pid > 0 {
+		c.apiserver, _ = procCPU(pid)
+	}
+	if pid := childPid("etcd"); pid > 0 {
+		c.etcd, _ = procCPU(pid)
+	}
+	c.sim, _ = procCPU(os.Getpid())
+	if u, ok := m.sample(); ok {
+		c.manager = u.cpu
+	}
+	return c
 }

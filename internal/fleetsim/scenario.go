@@ -86,19 +86,29 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	res := Result{Nodes: f.o.Nodes, Interval: f.o.Interval}
 	p := f.profile()
 	c0, _ := scrape(ctx, f.api.adminCfg)
+	cpu0 := f.mgr.shares()
 	start := time.Now()
 	if err := f.api.admin.Create(ctx, p); err != nil {
 		return res, fmt.Errorf("create profile: %w", err)
 	}
 	var err error
 	res.Apply, res.Applied, err = f.obs.waitReported(ctx, profileName, 1, f.o.Nodes, start, f.o.Timeout)
-	f.logWrites("create", c0, start)
+	f.logWrites("create", c0, cpu0, start)
 	if err != nil {
 		return f.incomplete(res, "profile created", err)
 	}
 	res.Reported = f.o.Nodes
 	f.logf("all %d nodes reported in %s (%d Applied)", f.o.Nodes, res.Apply.Round(time.Millisecond), res.Applied)
 
+	// Steady state starts once every node's first window under the tuning
+	// has ended and been judged (one verdict write per node, the
+	// evidence of the create): one interval, then the manager's writes end.
+	time.Sleep(f.o.Interval)
+	if _, settled, err := f.managerSettled(ctx, start); err != nil || !settled {
+		res.Incomplete = fmt.Sprintf("after create: the manager still wrote %s after the change", f.o.Timeout)
+		_, res.ManagerMeasured = f.mgr.sample()
+		return res, err
+	}
 	if res.Steady, err = f.window(ctx, "steady", f.o.Steady); err != nil {
 		return res, err
 	}
@@ -110,6 +120,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 		h.startRegression()
 	}
 	c0, _ = scrape(ctx, f.api.adminCfg)
+	cpu0 = f.mgr.shares()
 	start = time.Now()
 	if err := f.patchProfile(ctx, func(s *v1alpha1.LatencyProfileSpec) {
 		s.Scheduler.MigrationCost = &metav1.Duration{Duration: 4 * time.Millisecond}
@@ -117,7 +128,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	res.SpecChange, _, err = f.obs.waitReported(ctx, profileName, 2, remaining, start, f.o.Timeout)
-	f.logWrites("spec change", c0, start)
+	f.logWrites("spec change", c0, cpu0, start)
 	if err != nil {
 		return f.incomplete(res, "spec changed", err)
 	}
@@ -287,14 +298,20 @@ func (f *fleet) window(ctx context.Context, name string, length time.Duration) (
 	return w, f.withManager(nil)
 }
 
-// logWrites logs what the manager and the agents wrote since c0 (start).
-func (f *fleet) logWrites(phase string, c0 counters, start time.Time) {
+// logWrites logs what the manager and the agents wrote since c0 (start),
+// and how the machine's CPU went since cpu0: API server, etcd, the
+// simulator (the agents) and the manager, in cores.
+func (f *fleet) logWrites(phase string, c0 counters, cpu0 cpuShares, start time.Time) {
 	c1, err := scrape(context.Background(), f.api.adminCfg)
 	if err != nil {
 		return
 	}
+	cpu1 := f.mgr.shares()
+	el := time.Since(start)
+	core := func(a, b time.Duration) float64 { return (b - a).Seconds() / el.Seconds() }
 	d := c1.minus(c0)
-	f.logf("%s, %s: manager %.0f requests, %.0f writes (%.0f verdicts, %.0f profile status); agents %.0f requests, %.0f status writes",
-		phase, time.Since(start).Round(time.Second), d.ManagerRequests, d.ManagerWrites, d.VerdictWrites,
-		d.ProfileStatusWrites, d.AgentRequests, d.AgentStatusWrites)
+	f.logf("%s, %s: manager %.0f requests, %.0f writes (%.0f verdicts, %.0f profile status); agents %.0f requests, %.0f status writes; cores: API server %.2f, etcd %.2f, simulator %.2f, manager %.2f",
+		phase, el.Round(time.Second), d.ManagerRequests, d.ManagerWrites, d.VerdictWrites,
+		d.ProfileStatusWrites, d.AgentRequests, d.AgentStatusWrites,
+		core(cpu0.apiserver, cpu1.apiserver), core(cpu0.etcd, cpu1.etcd), core(cpu0.sim, cpu1.sim), core(cpu0.manager, cpu1.manager))
 }
