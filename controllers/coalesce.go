@@ -60,7 +60,8 @@ func (g *statusGate) wait(profile string) time.Duration {
 	return 0 // due, or a clock that went backwards
 }
 
-// wrote records a status write of profile.
+// wrote records that profile's status was brought up to date: written, or
+// found current.
 func (g *statusGate) wrote(profile string) {
 	if g == nil {
 		return

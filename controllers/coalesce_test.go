@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -45,6 +46,23 @@ func TestStatusGateSpacesWritesPerProfile(t *testing.T) {
 	none.wrote("a")
 	if d := none.wait("a"); d != 0 {
 		t.Errorf("a nil gate waits %s", d)
+	}
+}
+
+// TestCurrentStatusClosesTheGate: a reconcile that finds the profile's
+// status current (the reports changed nothing it shows) closes the gate as
+// a write does, so the reports that follow within the interval wait for it
+// instead of each reconciling the whole profile at once.
+func TestCurrentStatusClosesTheGate(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := &profileReconciler{Gate: newStatusGate(2*time.Second, func() time.Time { return now })}
+	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "quiet"},
+		Status: v1alpha1.LatencyProfileStatus{ObservedGeneration: 1, Matched: 3}}
+	if wait, err := r.patchStatus(context.Background(), p, *p.Status.DeepCopy()); err != nil || wait != 0 {
+		t.Fatalf("patchStatus of a current status = %s, %v", wait, err)
+	}
+	if d := r.Gate.wait("quiet"); d != 2*time.Second {
+		t.Fatalf("the next report waits %s after a reconcile that found the status current, want 2s", d)
 	}
 }
 

@@ -221,6 +221,11 @@ func (r *profileReconciler) patchFinalizer(ctx context.Context, p *v1alpha1.Late
 // nothing and returns how long until the gate opens.
 func (r *profileReconciler) patchStatus(ctx context.Context, p *v1alpha1.LatencyProfile, st v1alpha1.LatencyProfileStatus) (time.Duration, error) {
 	if equality.Semantic.DeepEqual(p.Status, st) {
+		// Current as it is: the reports that come within the interval wait
+		// for the gate too. Marked only on writes, a fleet whose reports
+		// changed nothing reconciled its profile on every report (33 a
+		// second at 1000 nodes, the manager at 0.38 core writing nothing).
+		r.Gate.wrote(p.Name)
 		return 0, nil
 	}
 	if wait := r.Gate.wait(p.Name); wait > 0 && !statusUrgent(p, st) {

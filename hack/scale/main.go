@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,6 +43,7 @@ func run(ctx context.Context) error {
 	sizes := flag.String("nodes", "100,300,1000", "fleet sizes to run, comma-separated")
 	out := flag.String("out", "docs/scale.md", "report to write (the SVG plot goes beside it)")
 	flag.StringVar(&o.ManagerBinary, "manager", "bin/latencytier", "latencytier binary to run as `manager` (empty: in process, CPU/RSS unmeasured)")
+	cpuProfile := flag.String("cpuprofile", "", "write the simulator's own CPU profile (the agents) to this file")
 	managerArgs := flag.String("manager-args", "", "extra manager flags, space-separated (e.g. --pprof-bind-address=127.0.0.1:6060)")
 	flag.StringVar(&o.Assets, "assets", envOr("KUBEBUILDER_ASSETS", filepath.Join(home, ".cache", "latencytier", "k8s", "v1.37.2")), "envtest binaries (etcd, kube-apiserver)")
 	flag.StringVar(&o.CRDDir, "crds", "config/crd/bases", "CRD directory")
@@ -57,6 +59,17 @@ func run(ctx context.Context) error {
 	vanish := flag.Float64("vanish", 0, "percent of nodes deleted after the steady window")
 	flag.Parse()
 	o.ManagerArgs = strings.Fields(*managerArgs)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if o.ManagerBinary != "" {
 		if _, err := os.Stat(o.ManagerBinary); err != nil {
 			return fmt.Errorf("manager binary: %w (make build)", err)
