@@ -126,7 +126,9 @@ func latencyNodeToProfiles(g *statusGate) handler.EventHandler {
 	}
 	now := func(string) time.Duration { return 0 }
 	return handler.Funcs{
-		CreateFunc:  func(_ context.Context, e event.CreateEvent, q queue) { enqueue(q, e.Object, now) },
+		// A new LatencyNode is a report too: a fleet coming up creates one
+		// per node, each reconciling the whole profile when not gated.
+		CreateFunc:  func(_ context.Context, e event.CreateEvent, q queue) { enqueue(q, e.Object, g.wait) },
 		DeleteFunc:  func(_ context.Context, e event.DeleteEvent, q queue) { enqueue(q, e.Object, now) },
 		GenericFunc: func(_ context.Context, e event.GenericEvent, q queue) { enqueue(q, e.Object, now) },
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) {

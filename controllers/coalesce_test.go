@@ -8,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
@@ -63,6 +66,33 @@ func TestCurrentStatusClosesTheGate(t *testing.T) {
 	}
 	if d := r.Gate.wait("quiet"); d != 2*time.Second {
 		t.Fatalf("the next report waits %s after a reconcile that found the status current, want 2s", d)
+	}
+}
+
+// TestLatencyNodeReportsWaitForTheGate: while a profile's gate is closed,
+// an agent's report and a new LatencyNode (1000 of them as a fleet comes
+// up) are queued for when it opens, once; a spec change (new generation)
+// is not.
+func TestLatencyNodeReportsWaitForTheGate(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g := newStatusGate(time.Hour, func() time.Time { return now })
+	g.wrote("p")
+	h := latencyNodeToProfiles(g)
+	ln := func(gen int64) *v1alpha1.LatencyNode {
+		return &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Generation: gen},
+			Spec: v1alpha1.LatencyNodeSpec{Profile: "p"}}
+	}
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	ctx := context.Background()
+	h.Create(ctx, event.CreateEvent{Object: ln(1)}, q)
+	h.Update(ctx, event.UpdateEvent{ObjectOld: ln(1), ObjectNew: ln(1)}, q)
+	if q.Len() != 0 {
+		t.Fatalf("%d reconciles queued at once for a create and a report behind a closed gate, want 0", q.Len())
+	}
+	h.Update(ctx, event.UpdateEvent{ObjectOld: ln(1), ObjectNew: ln(2)}, q)
+	if q.Len() != 1 {
+		t.Fatalf("%d reconciles queued for a spec change, want 1 at once", q.Len())
 	}
 }
 
