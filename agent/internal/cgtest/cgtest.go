@@ -8,11 +8,14 @@ package cgtest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,10 +65,34 @@ func Mkdir(t testing.TB, dir string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := os.Remove(dir); err != nil {
+		if err := removeCgroup(dir); err != nil {
 			t.Errorf("removing test cgroup: %v", err)
 		}
 	})
+}
+
+// removeCgroup removes a test cgroup once the processes left in it are
+// gone: a killed `sh -c 'while :; do sleep 0.01; done'` leaves its last
+// sleep behind for up to 10 ms, and rmdir of a populated cgroup is EBUSY
+// (it failed TestPodRunDelayCountsOnlyThePodsTasks once in CI-like runs).
+// Whatever is still listed in cgroup.procs is killed; the removal is tried
+// for up to 5 s.
+func removeCgroup(dir string) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := os.Remove(dir)
+		if err == nil || errors.Is(err, fs.ErrNotExist) || !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		if b, rerr := os.ReadFile(filepath.Join(dir, "cgroup.procs")); rerr == nil {
+			for _, f := range strings.Fields(string(b)) {
+				if pid, perr := strconv.Atoi(f); perr == nil && pid > 1 {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Pod is a kubelet-shaped burstable pod with one container in a real v1
