@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"latencytier.io/latencytier/internal/testassets"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -38,14 +39,13 @@ func run(ctx context.Context) error {
 	// envtest and the agents log through controller-runtime; the progress
 	// lines and the manager's own log (manager.log) are what a run reads.
 	ctrllog.SetLogger(logr.Discard())
-	home, _ := os.UserHomeDir()
 	o := fleetsim.Options{Progress: os.Stderr}
 	sizes := flag.String("nodes", "100,300,1000", "fleet sizes to run, comma-separated")
 	out := flag.String("out", "docs/scale.md", "report to write (the SVG plot goes beside it)")
 	flag.StringVar(&o.ManagerBinary, "manager", "bin/latencytier", "latencytier binary to run as `manager` (empty: in process, CPU/RSS unmeasured)")
 	cpuProfile := flag.String("cpuprofile", "", "write the simulator's own CPU profile (the agents) to this file")
 	managerArgs := flag.String("manager-args", "", "extra manager flags, space-separated (e.g. --pprof-bind-address=127.0.0.1:6060)")
-	flag.StringVar(&o.Assets, "assets", envOr("KUBEBUILDER_ASSETS", filepath.Join(home, ".cache", "latencytier", "k8s", "v1.37.2")), "envtest binaries (etcd, kube-apiserver)")
+	flag.StringVar(&o.Assets, "assets", testassets.Default(), "envtest binaries (etcd, kube-apiserver)")
 	flag.StringVar(&o.CRDDir, "crds", "config/crd/bases", "CRD directory")
 	flag.DurationVar(&o.Interval, "interval", 30*time.Second, "measurement interval: every agent reports this often")
 	flag.DurationVar(&o.Resync, "resync", 30*time.Second, "agent resync (drift re-check)")
@@ -100,13 +100,6 @@ func run(ctx context.Context) error {
 	_, summary := fleetsim.Report(results, "")
 	fmt.Println(summary)
 	return nil
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // write renders the report and the plot beside it.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"latencytier.io/latencytier/internal/testassets"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,18 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-func assets(tb testing.TB) string {
-	tb.Helper()
-	dir := os.Getenv("KUBEBUILDER_ASSETS")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "latencytier", "k8s", "v1.37.2")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "kube-apiserver")); err != nil {
-		tb.Fatalf("no envtest binaries in %s: run make envtest", dir)
-	}
-	return dir
-}
+func assets(tb testing.TB) string { return testassets.Dir(tb) }
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {

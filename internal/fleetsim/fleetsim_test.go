@@ -2,25 +2,14 @@ package fleetsim
 
 import (
 	"context"
-	"os"
+	"latencytier.io/latencytier/internal/testassets"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
-func assets(tb testing.TB) string {
-	tb.Helper()
-	dir := os.Getenv("KUBEBUILDER_ASSETS")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "latencytier", "k8s", "v1.37.2")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "kube-apiserver")); err != nil {
-		tb.Fatalf("no envtest binaries in %s: run make envtest", dir)
-	}
-	return dir
-}
+func assets(tb testing.TB) string { return testassets.Dir(tb) }
 
 func smallFleet(tb testing.TB, n int) Options {
 	return Options{Nodes: n, Assets: assets(tb), CRDDir: filepath.Join("..", "..", "config", "crd", "bases"),
