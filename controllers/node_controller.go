@@ -49,13 +49,25 @@ type nodeReconciler struct {
 	UnreachableAfter time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+
+	// written are the node controller's own LatencyNode writes its cache
+	// has not shown yet.
+	written ownWrites
 }
+
+// ownWriteRecheck is when a reconcile that waited for the cache to show
+// the manager's own write looks again, should that write's event not come.
+const ownWriteRecheck = time.Second
 
 // Reconcile brings one node's label and LatencyNode in line with the profiles.
 func (r *nodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ln, err := r.latencyNode(ctx, req.Name)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if r.written.behind(req.Name, ln, r.now()) {
+		ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the cache to show the LatencyNode just written")
+		return ctrl.Result{RequeueAfter: ownWriteRecheck}, nil
 	}
 	node := &corev1.Node{}
 	if err := r.Get(ctx, req.NamespacedName, node); err != nil {
@@ -106,9 +118,11 @@ func (r *nodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("profile", p.Name)
 	if ln == nil {
-		if err := r.Create(ctx, renderLatencyNode(node, p, r.now())); err != nil {
+		created := renderLatencyNode(node, p, r.now())
+		if err := r.Create(ctx, created); err != nil {
 			return ignoreStale(ctx, fmt.Errorf("creating LatencyNode: %w", err))
 		}
+		r.written.wrote(created.Name, created.Generation, r.now())
 		log.Info("Created LatencyNode")
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventSelected, eventActionApply,
 			"Node %s selected; LatencyNode created", node.Name)
@@ -118,9 +132,11 @@ func (r *nodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 		return nil // a profile with spec.rollout moves its own nodes
 	}
 	previous := ln.Spec.Profile
-	if err := writeSpec(ctx, r.Client, ln, joinSpec(p), r.now(), true); err != nil {
+	gen, err := writeSpec(ctx, r.Client, ln, joinSpec(p), r.now(), true)
+	if err != nil {
 		return err
 	}
+	r.written.wrote(ln.Name, gen, r.now())
 	log.Info("Updated LatencyNode spec", "previousProfile", previous, "generation", p.Generation)
 	if previous != p.Name {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventSelected, eventActionApply,
@@ -155,9 +171,11 @@ func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1a
 func (r *nodeReconciler) startRevert(ctx context.Context, ln *v1alpha1.LatencyNode, res resolution, owner *v1alpha1.LatencyProfile) error {
 	spec := *ln.Spec.DeepCopy()
 	spec.Action = v1alpha1.ActionRevert
-	if err := writeSpec(ctx, r.Client, ln, spec, r.now(), false); err != nil {
+	gen, err := writeSpec(ctx, r.Client, ln, spec, r.now(), false)
+	if err != nil {
 		return err
 	}
+	r.written.wrote(ln.Name, gen, r.now())
 	ctrl.LoggerFrom(ctx).Info("Started revert", "profile", ln.Spec.Profile, "conflict", res.Conflict)
 	why := "no longer selected"
 	if res.Conflicted() {
@@ -177,6 +195,7 @@ func (r *nodeReconciler) finish(ctx context.Context, node *corev1.Node, ln *v1al
 	if err := r.Delete(ctx, ln, client.Preconditions{UID: &ln.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting LatencyNode: %w", err)
 	}
+	r.written.forget(ln.Name)
 	ctrl.LoggerFrom(ctx).Info("Removed reverted LatencyNode", "profile", ln.Spec.Profile)
 	r.event(owner, ln, corev1.EventTypeNormal, eventReverted, eventActionCleanup, note, node.Name)
 	return nil
@@ -190,6 +209,7 @@ func (r *nodeReconciler) nodeGone(ctx context.Context, ln *v1alpha1.LatencyNode)
 	if err := r.Delete(ctx, ln, client.Preconditions{UID: &ln.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting LatencyNode of a deleted node: %w", err)
 	}
+	r.written.forget(ln.Name)
 	ctrl.LoggerFrom(ctx).Info("Deleted LatencyNode of a deleted node", "profile", ln.Spec.Profile)
 	owner := r.profile(ctx, ln.Spec.Profile)
 	r.event(owner, ln, corev1.EventTypeNormal, eventNodeGone, eventActionCleanup, "Node %s is gone; LatencyNode removed", ln.Name)

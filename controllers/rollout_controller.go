@@ -158,7 +158,8 @@ func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyPr
 
 // patchSpec writes a LatencyNode spec and stamps when it changed.
 func (r *profileReconciler) patchSpec(ctx context.Context, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time) error {
-	return writeSpec(ctx, r.Client, ln, spec, now, true)
+	_, err := writeSpec(ctx, r.Client, ln, spec, now, true)
+	return err
 }
 
 // verdictWriters bounds the verdict patches in flight: a change that ends

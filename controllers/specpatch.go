@@ -56,23 +56,25 @@ func pointerEscape(key string) string {
 
 // writeSpec replaces ln's spec with spec (stamping the change when stamp
 // is set) unless someone wrote the spec since ln was read: then the error
-// is a staleError and the reconcile runs again on the newer object.
-func writeSpec(ctx context.Context, c client.Client, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time, stamp bool) error {
+// is a staleError and the reconcile runs again on the newer object. It
+// returns the generation the write gave the LatencyNode.
+func writeSpec(ctx context.Context, c client.Client, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time, stamp bool) (int64, error) {
 	var at string
 	if stamp {
 		at = now.UTC().Format(time.RFC3339)
 	}
 	patch, err := specPatch(ln, spec, at)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err := c.Patch(ctx, ln.DeepCopy(), patch); err != nil {
+	written := ln.DeepCopy()
+	if err := c.Patch(ctx, written, patch); err != nil {
 		if specMoved(err) {
-			return staleError{fmt.Errorf("patching LatencyNode %s spec: written since generation %d: %w", ln.Name, ln.Generation, err)}
+			return 0, staleError{fmt.Errorf("patching LatencyNode %s spec: written since generation %d: %w", ln.Name, ln.Generation, err)}
 		}
-		return ignoreStale(ctx, fmt.Errorf("patching LatencyNode %s spec: %w", ln.Name, err))
+		return 0, ignoreStale(ctx, fmt.Errorf("patching LatencyNode %s spec: %w", ln.Name, err))
 	}
-	return nil
+	return written.Generation, nil
 }
 
 // specMoved reports whether err is the API server refusing a specPatch

@@ -27,7 +27,7 @@ func TestSpecWriteSurvivesStatusWrites(t *testing.T) {
 	playAgent(t, node) // the agent reports: resourceVersion moves, generation does not
 	ctx := context.Background()
 	want := *read.Spec.DeepCopy()
-	if err := writeSpec(ctx, k8s, read, want, time.Now(), true); err != nil {
+	if _, err := writeSpec(ctx, k8s, read, want, time.Now(), true); err != nil {
 		t.Fatalf("spec write from before the agent's status write: %v", err)
 	}
 	got, err := getLN(node)
@@ -50,7 +50,7 @@ func TestSpecWriteSurvivesStatusWrites(t *testing.T) {
 	}
 	stale := want
 	stale.Revision = "from-an-old-read"
-	err = writeSpec(ctx, k8s, read, stale, time.Now(), false)
+	_, err = writeSpec(ctx, k8s, read, stale, time.Now(), false)
 	if !errors.As(err, new(staleError)) {
 		t.Fatalf("spec write over a newer spec: err = %v, want a staleError", err)
 	}
@@ -67,7 +67,7 @@ func TestSpecWriteSurvivesStatusWrites(t *testing.T) {
 		}
 		bad := *fresh.Spec.DeepCopy()
 		bad.Action = "Explode"
-		err = writeSpec(ctx, k8s, fresh, bad, time.Now(), false)
+		_, err = writeSpec(ctx, k8s, fresh, bad, time.Now(), false)
 		if errors.As(err, new(staleError)) && try < 20 {
 			time.Sleep(100 * time.Millisecond)
 			continue
