@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -34,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -213,7 +215,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("latencynode-agent").
-		For(&v1alpha1.LatencyNode{}).
+		For(&v1alpha1.LatencyNode{}, builder.WithPredicates(notStatusOnly())).
 		Watches(&corev1.Pod{}, toNode, builder.WithPredicates(podChanged())).
 		Watches(&corev1.Namespace{}, toNode, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(start)
@@ -221,6 +223,26 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.WatchesRawSource(source.Channel(r.Meter.events, toNode))
 	}
 	return b.Complete(r)
+}
+
+// notStatusOnly drops updates of the LatencyNode that change only its
+// status: the agent's own report coming back, which ran one more full pass
+// (every knob read again) after every report, and the controller's
+// verdict, which the agent carries through without acting on it. A new
+// spec (generation), metadata (annotations such as when the revision was
+// set, labels, deletion) and the informer's resync pass. The next pass
+// (a pod, a measurement window, the resync) reads the newest status from
+// the cache all the same.
+func notStatusOnly() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld, e.ObjectNew
+		if o == nil || n == nil || o.GetResourceVersion() == n.GetResourceVersion() {
+			return true
+		}
+		return o.GetGeneration() != n.GetGeneration() ||
+			!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || !maps.Equal(o.GetLabels(), n.GetLabels()) ||
+			o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero()
+	}}
 }
 
 // Reconcile applies or reverts, then patches status when it changed.
