@@ -169,10 +169,13 @@ func filterNodes(nodes []corev1.Node, sel labels.Selector) []corev1.Node {
 }
 
 // latencyNodesOf are the LatencyNodes whose spec or status names profile,
-// by node name.
+// by node name, as shared, uncopied cache objects the caller must not
+// modify (write a copy; replace the map's entry with what was written):
+// copying 1000 of them on every status pass was a fifth of the manager's
+// CPU during a change at 1000 nodes.
 func latencyNodesOf(ctx context.Context, c client.Reader, profile string) (map[string]*v1alpha1.LatencyNode, error) {
 	var lns v1alpha1.LatencyNodeList
-	if err := c.List(ctx, &lns, client.MatchingFields{indexLatencyNodeProfile: profile}); err != nil {
+	if err := c.List(ctx, &lns, client.MatchingFields{indexLatencyNodeProfile: profile}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing LatencyNodes of the profile: %w", err)
 	}
 	out := make(map[string]*v1alpha1.LatencyNode, len(lns.Items))

@@ -38,11 +38,12 @@ func joinSpec(p *v1alpha1.LatencyProfile) v1alpha1.LatencyNodeSpec {
 // holdsTarget reports whether ln asks for p's current tuning: the current
 // revision for a profile with spec.rollout (whose nodes the rollout moves,
 // so their profileGeneration may lag), else exactly p's spec.
-func holdsTarget(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile) bool {
+// revision is p's current revision (currentRevision).
+func holdsTarget(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile, revision string) bool {
 	if p.Spec.Rollout == nil {
-		return specUpToDate(ln, p)
+		return specUpToDate(ln, p, revision)
 	}
-	return ln.Spec.Profile == p.Name && ln.Spec.Action == v1alpha1.ActionApply && ln.Spec.Revision == currentRevision(p)
+	return ln.Spec.Profile == p.Name && ln.Spec.Action == v1alpha1.ActionApply && ln.Spec.Revision == revision
 }
 
 // renderLatencyNode is a new LatencyNode for node joining profile p, owned
@@ -65,9 +66,13 @@ func renderLatencyNode(node *corev1.Node, p *v1alpha1.LatencyProfile, now time.T
 }
 
 // specUpToDate reports whether ln already applies p's current generation.
-func specUpToDate(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile) bool {
-	want := applySpec(p)
-	return equality.Semantic.DeepEqual(ln.Spec, want)
+// It compares field by field what applySpec would render, without
+// rendering it: the profile's status pass asks this of every node.
+// revision is p's current revision (currentRevision).
+func specUpToDate(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile, revision string) bool {
+	s := &ln.Spec
+	return s.Action == v1alpha1.ActionApply && s.Profile == p.Name && s.ProfileGeneration == p.Generation &&
+		s.Revision == revision && equality.Semantic.DeepEqual(s.Tuning, p.Spec.TuningSpec)
 }
 
 // revertDone reports whether the agent carried out the current Revert spec:

@@ -128,7 +128,7 @@ func (r *nodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 			"Node %s selected; LatencyNode created", node.Name)
 		return nil
 	}
-	if specUpToDate(ln, p) || (ln.Spec.Profile == p.Name && p.Spec.Rollout != nil) {
+	if specUpToDate(ln, p, currentRevision(p)) || (ln.Spec.Profile == p.Name && p.Spec.Rollout != nil) {
 		return nil // a profile with spec.rollout moves its own nodes
 	}
 	previous := ln.Spec.Profile

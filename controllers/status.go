@@ -33,6 +33,10 @@ type statusInput struct {
 	UnreachableAfter time.Duration
 	// Rollout is this pass's rollout status (nil without spec.rollout).
 	Rollout *v1alpha1.RolloutStatus
+	// Revision is the profile's current revision ("": computed on use).
+	// It is computed once per pass: encoding and hashing the spec for each
+	// of 1000 nodes was a tenth of the manager's CPU during a change.
+	Revision string
 }
 
 // nodeLine is one node's state for the profile plus the facts counted from it.
@@ -60,6 +64,9 @@ var severity = map[v1alpha1.ProfileNodeState]int{
 // profileNodeLines lists every node the profile owns, is conflicted on, or
 // still has a LatencyNode on (being reverted), in no particular order.
 func profileNodeLines(in statusInput) []nodeLine {
+	if in.Revision == "" {
+		in.Revision = currentRevision(in.Profile)
+	}
 	name := in.Profile.Name
 	seen := map[string]bool{}
 	var lines []nodeLine
@@ -125,7 +132,7 @@ func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) node
 		line.State, line.Message = v1alpha1.NodeStateUnreachable, "node NotReady longer than "+in.UnreachableAfter.String()
 		return line
 	}
-	if ln == nil || !holdsTarget(ln, in.Profile) {
+	if ln == nil || !holdsTarget(ln, in.Profile, in.Revision) {
 		line.State, line.Message = v1alpha1.NodeStatePending, pendingWhy(ln, in.Profile)
 		return line
 	}
