@@ -44,6 +44,7 @@ func run(ctx context.Context) error {
 	out := flag.String("out", "docs/scale.md", "report to write (the SVG plot goes beside it)")
 	flag.StringVar(&o.ManagerBinary, "manager", "bin/latencytier", "latencytier binary to run as `manager` (empty: in process, CPU/RSS unmeasured)")
 	cpuProfile := flag.String("cpuprofile", "", "write the simulator's own CPU profile (the agents) to this file")
+	flag.StringVar(&o.APIServerProfile, "apiserver-cpuprofile", "", "prefix of the API server's CPU profiles over the first 15 s of the create and of the spec change (<prefix>-N-create.pprof, -change.pprof)")
 	managerArgs := flag.String("manager-args", "", "extra manager flags, space-separated (e.g. --pprof-bind-address=127.0.0.1:6060)")
 	flag.StringVar(&o.Assets, "assets", testassets.Default(), "envtest binaries (etcd, kube-apiserver)")
 	flag.StringVar(&o.CRDDir, "crds", "config/crd/bases", "CRD directory")

@@ -73,6 +73,8 @@ func startAPIServer(ctx context.Context, assets, crdDir, tmp string) (*apiServer
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
+	// /debug/pprof for -apiserver-cpuprofile (envtest's API server has it off).
+	env.ControlPlane.GetAPIServer().Configure().Set("profiling", "true")
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start envtest (etcd + kube-apiserver from %s): %w", assets, err)

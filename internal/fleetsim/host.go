@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"latencytier.io/latencytier/agent/host"
 )
 
@@ -148,4 +150,10 @@ func writeFile(path, content string) error {
 		return err
 	}
 	return os.WriteFile(path, []byte(content), 0o644)
+}
+
+// isTmpfs reports whether dir is on a tmpfs.
+func isTmpfs(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && st.Type == unix.TMPFS_MAGIC
 }

@@ -87,6 +87,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	p := f.profile()
 	c0, _ := scrape(ctx, f.api.adminCfg)
 	cpu0 := f.mgr.shares()
+	prof := f.profileAPIServer(ctx, f.profilePath("create"), apiProfileFor)
 	start := time.Now()
 	if err := f.api.admin.Create(ctx, p); err != nil {
 		return res, fmt.Errorf("create profile: %w", err)
@@ -94,6 +95,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	var err error
 	res.Apply, res.Applied, err = f.obs.waitReported(ctx, profileName, 1, f.o.Nodes, start, f.o.Timeout)
 	f.logWrites("create", c0, cpu0, start)
+	prof()
 	if err != nil {
 		return f.incomplete(res, "profile created", err)
 	}
@@ -121,6 +123,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	}
 	c0, _ = scrape(ctx, f.api.adminCfg)
 	cpu0 = f.mgr.shares()
+	prof = f.profileAPIServer(ctx, f.profilePath("change"), apiProfileFor)
 	start = time.Now()
 	if err := f.patchProfile(ctx, func(s *v1alpha1.LatencyProfileSpec) {
 		s.Scheduler.MigrationCost = &metav1.Duration{Duration: 4 * time.Millisecond}
@@ -129,6 +132,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	}
 	res.SpecChange, _, err = f.obs.waitReported(ctx, profileName, 2, remaining, start, f.o.Timeout)
 	f.logWrites("spec change", c0, cpu0, start)
+	prof()
 	if err != nil {
 		return f.incomplete(res, "spec changed", err)
 	}
@@ -154,6 +158,16 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	res.Quiet, err = f.window(ctx, "quiet (measurement Disabled)", f.o.Quiet)
 	_, res.ManagerMeasured = f.mgr.sample()
 	return res, err
+}
+
+// apiProfileFor is how long each API server CPU profile runs.
+const apiProfileFor = 15 * time.Second
+
+func (f *fleet) profilePath(phase string) string {
+	if f.o.APIServerProfile == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s-%d-%s.pprof", f.o.APIServerProfile, f.o.Nodes, phase)
 }
 
 // incomplete ends a run whose nodes did not all report in time: with the
