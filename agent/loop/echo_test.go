@@ -18,8 +18,8 @@ import (
 type passCounter struct{ n atomic.Int64 }
 
 func (p *passCounter) Observed(v1alpha1.LatencyNodeSpec, v1alpha1.LatencyNodeStatus) { p.n.Add(1) }
-func (p *passCounter) Reasserted([]string)                                             {}
-func (p *passCounter) Measured(*measure.Result)                                        {}
+func (p *passCounter) Reasserted([]string)                                           {}
+func (p *passCounter) Measured(*measure.Result)                                      {}
 
 // TestStatusOnlyUpdatesRunNoPass: a write to the LatencyNode's status alone
 // — the agent's own report coming back, the controller's verdict — runs no
