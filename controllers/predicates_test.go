@@ -66,3 +66,35 @@ func TestThreadsHeldChanged(t *testing.T) {
 		t.Error("create/delete pass only a LatencyNode holding threads")
 	}
 }
+
+// TestProfileOwnStatusRunsNoPass: the profile reconciler's own status
+// write coming back must not reconcile the profile again (one more pass
+// over all its nodes after every write); what the reconcile acts on must.
+func TestProfileOwnStatusRunsNoPass(t *testing.T) {
+	base := v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 3, ResourceVersion: "10"}}
+	now := metav1.Now()
+	tests := []struct {
+		name   string
+		change func(p *v1alpha1.LatencyProfile)
+		want   bool
+	}{
+		{"its own status write", func(p *v1alpha1.LatencyProfile) { p.ResourceVersion = "11"; p.Status.Matched = 7 }, false},
+		{"resync", func(*v1alpha1.LatencyProfile) {}, true},
+		{"finalizer added", func(p *v1alpha1.LatencyProfile) {
+			p.ResourceVersion = "11"
+			p.Finalizers = []string{v1alpha1.RevertFinalizer}
+		}, true},
+		{"spec", func(p *v1alpha1.LatencyProfile) { p.ResourceVersion = "11"; p.Generation = 4 }, true},
+		{"deletion started", func(p *v1alpha1.LatencyProfile) { p.ResourceVersion = "11"; p.DeletionTimestamp = &now }, true},
+	}
+	pred := notOwnStatus()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			newP := base.DeepCopy()
+			tt.change(newP)
+			if got := pred.Update(event.UpdateEvent{ObjectOld: base.DeepCopy(), ObjectNew: newP}); got != tt.want {
+				t.Errorf("Update = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,8 +1,10 @@
 package controllers
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -182,20 +184,33 @@ func pendingWhy(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile) string {
 
 // sortLines puts the worst nodes first: by state severity, then highest
 // p99, then highest throttling, then name.
+// It sorts pointers and moves each line once: sort.SliceStable's
+// reflective swaps of whole lines, and two lines copied per comparison,
+// were a tenth of the manager's CPU during a 1000-node change.
 func sortLines(lines []nodeLine) {
-	sort.SliceStable(lines, func(i, j int) bool {
-		a, b := lines[i], lines[j]
-		if severity[a.State] != severity[b.State] {
-			return severity[a.State] < severity[b.State]
-		}
-		if pa, pb := p99(a.RunQueueP99), p99(b.RunQueueP99); pa != pb {
-			return pa > pb
-		}
-		if a.throttled != b.throttled {
-			return a.throttled > b.throttled
-		}
-		return a.Name < b.Name
-	})
+	ptrs := make([]*nodeLine, len(lines))
+	for i := range lines {
+		ptrs[i] = &lines[i]
+	}
+	slices.SortStableFunc(ptrs, compareLines)
+	sorted := make([]nodeLine, len(lines))
+	for i, l := range ptrs {
+		sorted[i] = *l
+	}
+	copy(lines, sorted)
+}
+
+func compareLines(a, b *nodeLine) int {
+	if sa, sb := severity[a.State], severity[b.State]; sa != sb {
+		return cmp.Compare(sa, sb)
+	}
+	if pa, pb := p99(a.RunQueueP99), p99(b.RunQueueP99); pa != pb {
+		return cmp.Compare(pb, pa)
+	}
+	if a.throttled != b.throttled {
+		return cmp.Compare(b.throttled, a.throttled)
+	}
+	return strings.Compare(a.Name, b.Name)
 }
 
 // computeStatus is the profile's status from its node lines, and the number

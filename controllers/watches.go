@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,6 +53,26 @@ func profileIntentChanged() predicate.Predicate {
 		}
 		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
 			e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}}
+}
+
+// notOwnStatus passes the profile events its own reconcile acts on:
+// everything but an update that changed only status. The reconcile is the
+// only writer of a profile's status, so such an update is its own write
+// coming back, and ran one more full pass over every node of the profile
+// (each pass at 1000 nodes ~0.2 s of CPU) after every status write. A
+// finalizer added (the reconcile stops after adding it), a new spec,
+// deletion, and resyncs pass.
+func notOwnStatus() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld, e.ObjectNew
+		if o == nil || n == nil || o.GetResourceVersion() == n.GetResourceVersion() {
+			return true
+		}
+		return o.GetGeneration() != n.GetGeneration() ||
+			o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
+			!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
+			!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations())
 	}}
 }
 

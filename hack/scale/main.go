@@ -9,6 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"latencytier.io/latencytier/internal/testassets"
+	"net"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -44,6 +47,7 @@ func run(ctx context.Context) error {
 	out := flag.String("out", "docs/scale.md", "report to write (the SVG plot goes beside it)")
 	flag.StringVar(&o.ManagerBinary, "manager", "bin/latencytier", "latencytier binary to run as `manager` (empty: in process, CPU/RSS unmeasured)")
 	cpuProfile := flag.String("cpuprofile", "", "write the simulator's own CPU profile (the agents) to this file")
+	pprofAddr := flag.String("pprof-bind-address", "", "serve the simulator's own /debug/pprof here (127.0.0.1 only), to profile one phase")
 	flag.StringVar(&o.APIServerProfile, "apiserver-cpuprofile", "", "prefix of the API server's CPU profiles over the first 15 s of the create and of the spec change (<prefix>-N-create.pprof, -change.pprof)")
 	managerArgs := flag.String("manager-args", "", "extra manager flags, space-separated (e.g. --pprof-bind-address=127.0.0.1:6060)")
 	flag.StringVar(&o.Assets, "assets", testassets.Default(), "envtest binaries (etcd, kube-apiserver)")
@@ -70,6 +74,13 @@ func run(ctx context.Context) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *pprofAddr != "" {
+		ln, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			return err
+		}
+		go func() { _ = http.Serve(ln, nil) }() // net/http/pprof registers on the default mux
 	}
 	if o.ManagerBinary != "" {
 		if _, err := os.Stat(o.ManagerBinary); err != nil {
