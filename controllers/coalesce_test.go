@@ -70,9 +70,9 @@ func TestCurrentStatusClosesTheGate(t *testing.T) {
 }
 
 // TestLatencyNodeReportsWaitForTheGate: while a profile's gate is closed,
-// an agent's report and a new LatencyNode (1000 of them as a fleet comes
-// up) are queued for when it opens, once; a spec change (new generation)
-// is not.
+// an agent's report, a new LatencyNode (1000 of them as a fleet comes up)
+// and a new spec the manager wrote (1000 in a change) are queued for when
+// it opens, once; a LatencyNode deleted is not.
 func TestLatencyNodeReportsWaitForTheGate(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	g := newStatusGate(time.Hour, func() time.Time { return now })
@@ -91,8 +91,12 @@ func TestLatencyNodeReportsWaitForTheGate(t *testing.T) {
 		t.Fatalf("%d reconciles queued at once for a create and a report behind a closed gate, want 0", q.Len())
 	}
 	h.Update(ctx, event.UpdateEvent{ObjectOld: ln(1), ObjectNew: ln(2)}, q)
+	if q.Len() != 0 {
+		t.Fatalf("%d reconciles queued at once for a spec change behind a closed gate, want 0", q.Len())
+	}
+	h.Delete(ctx, event.DeleteEvent{Object: ln(2)}, q)
 	if q.Len() != 1 {
-		t.Fatalf("%d reconciles queued for a spec change, want 1 at once", q.Len())
+		t.Fatalf("%d reconciles queued for a deleted LatencyNode, want 1 at once", q.Len())
 	}
 }
 
