@@ -157,7 +157,7 @@ func (c *laggingClient) latencyNodeWrites() int {
 
 func (c *laggingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	var gk schema.GroupKind
-	switch obj.(type) {
+	switch o := obj.(type) {
 	case *v1alpha1.LatencyNode:
 		gk = schema.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: "LatencyNode"}
 	case *corev1.Node:
@@ -167,7 +167,7 @@ func (c *laggingClient) Get(ctx context.Context, key client.ObjectKey, obj clien
 		defer c.mu.Unlock()
 		for i := range c.profiles {
 			if c.profiles[i].Name == key.Name {
-				c.profiles[i].DeepCopyInto(obj.(*v1alpha1.LatencyProfile))
+				c.profiles[i].DeepCopyInto(o)
 				return nil
 			}
 		}
