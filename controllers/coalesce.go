@@ -26,19 +26,43 @@ import (
 // profile that only carry what its nodes reported.
 const defaultStatusInterval = 2 * time.Second
 
-// statusGate remembers when each profile's status was last written.
+// statusGate remembers when each profile's status was last written, and
+// the resourceVersion that write gave the profile.
 type statusGate struct {
 	interval time.Duration
 	now      func() time.Time
 	mu       sync.Mutex
 	last     map[string]time.Time
+	version  map[string]string
 }
 
 func newStatusGate(interval time.Duration, now func() time.Time) *statusGate {
 	if interval <= 0 {
 		interval = defaultStatusInterval
 	}
-	return &statusGate{interval: interval, now: now, last: map[string]time.Time{}}
+	return &statusGate{interval: interval, now: now, last: map[string]time.Time{}, version: map[string]string{}}
+}
+
+// wroteVersion records that the manager's status write gave profile
+// resourceVersion rv.
+func (g *statusGate) wroteVersion(profile, rv string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.version[profile] = rv
+}
+
+// ownWrite reports whether rv is the version the manager's last status
+// write of profile gave it.
+func (g *statusGate) ownWrite(profile, rv string) bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return rv != "" && g.version[profile] == rv
 }
 
 // wait is how long profile's next status write must wait; 0 means now.
@@ -80,6 +104,7 @@ func (g *statusGate) forget(profile string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.last, profile)
+	delete(g.version, profile)
 }
 
 // statusUrgent reports whether a status change must be written at once:

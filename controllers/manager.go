@@ -173,7 +173,7 @@ func setup(mgr ctrl.Manager, o options) error {
 	profiles := &profileReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter,
 		Namespace: o.Agent.Namespace, Now: o.Now, Cache: mgr.GetCache(), Gate: gate}
 	err = ctrl.NewControllerManagedBy(mgr).Named("latencyprofile").
-		For(&v1alpha1.LatencyProfile{}, builder.WithPredicates(notOwnStatus())).
+		For(&v1alpha1.LatencyProfile{}, builder.WithPredicates(notOwnStatus(gate))).
 		Watches(&v1alpha1.LatencyNode{}, latencyNodeToProfiles(gate), builder.WithPredicates(notResync())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(profilesOfNode(mgr.GetCache())),
 			builder.WithPredicates(nodeChanged(), notResync())).

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -69,16 +70,20 @@ func TestThreadsHeldChanged(t *testing.T) {
 
 // TestProfileOwnStatusRunsNoPass: the profile reconciler's own status
 // write coming back must not reconcile the profile again (one more pass
-// over all its nodes after every write); what the reconcile acts on must.
+// over all its nodes after every write); a status someone else wrote, and
+// what the reconcile acts on, must.
 func TestProfileOwnStatusRunsNoPass(t *testing.T) {
 	base := v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 3, ResourceVersion: "10"}}
 	now := metav1.Now()
+	g := newStatusGate(time.Second, nil)
+	g.wroteVersion("p", "11")
 	tests := []struct {
 		name   string
 		change func(p *v1alpha1.LatencyProfile)
 		want   bool
 	}{
 		{"its own status write", func(p *v1alpha1.LatencyProfile) { p.ResourceVersion = "11"; p.Status.Matched = 7 }, false},
+		{"a status someone else wrote", func(p *v1alpha1.LatencyProfile) { p.ResourceVersion = "12"; p.Status.Matched = 7 }, true},
 		{"resync", func(*v1alpha1.LatencyProfile) {}, true},
 		{"finalizer added", func(p *v1alpha1.LatencyProfile) {
 			p.ResourceVersion = "11"
@@ -87,7 +92,7 @@ func TestProfileOwnStatusRunsNoPass(t *testing.T) {
 		{"spec", func(p *v1alpha1.LatencyProfile) { p.ResourceVersion = "11"; p.Generation = 4 }, true},
 		{"deletion started", func(p *v1alpha1.LatencyProfile) { p.ResourceVersion = "11"; p.DeletionTimestamp = &now }, true},
 	}
-	pred := notOwnStatus()
+	pred := notOwnStatus(g)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			newP := base.DeepCopy()

@@ -237,6 +237,7 @@ func (r *profileReconciler) patchStatus(ctx context.Context, p *v1alpha1.Latency
 		return 0, ignoreStale(ctx, fmt.Errorf("patching status: %w", err))
 	}
 	r.Gate.wrote(p.Name)
+	r.Gate.wroteVersion(p.Name, patched.ResourceVersion)
 	for _, e := range statusEvents(p.Status, st) {
 		r.Recorder.Eventf(patched, nil, e.typ, e.reason, eventActionAggregate, "%s", e.note)
 	}

@@ -48,9 +48,11 @@ func TestProfileStatusPatchesDoNotReconcileNodes(t *testing.T) {
 	elapsed := time.Since(start)
 	after := reconcilesOf(nodes)
 	// The Node and the LatencyNode informers each resync once per sync
-	// period, and each resync reconciles the node; nothing else may. One
-	// more period for resyncs straddling the ends of the window.
-	allowed := 2 * (int64(elapsed/testSyncPeriod) + 2)
+	// period, and each resync reconciles the node; nothing else may. Two
+	// more periods for resyncs straddling the ends of the window and for
+	// the truncated one (a CI run under a loaded `go test ./...` counted
+	// 43 against 42 allowed; a reconcile per patch would add 20).
+	allowed := 2 * (int64(elapsed/testSyncPeriod) + 3)
 	t.Logf("%d status patches over %s: node reconciles %v -> %v (allowed %d each)",
 		patches, elapsed.Round(time.Millisecond), before, after, allowed)
 	for _, n := range nodes {
