@@ -35,15 +35,14 @@ func joinSpec(p *v1alpha1.LatencyProfile) v1alpha1.LatencyNodeSpec {
 		Tuning: v1alpha1.TuningSpec{Measurement: p.Spec.Measurement.DeepCopy()}}
 }
 
-// holdsTarget reports whether ln asks for p's current tuning: the current
-// revision for a profile with spec.rollout (whose nodes the rollout moves,
-// so their profileGeneration may lag), else exactly p's spec.
-// revision is p's current revision (currentRevision). Without spec.rollout
-// the revision (a hash of the tuning) and p's generation stand for the
-// tuning itself: the status pass asks this of every node, and comparing
-// each node's whole tuning was a tenth of its CPU at 1000 nodes. A tuning
-// edited by hand under the same revision is the node controller's to
-// restore (specUpToDate compares all of it).
+// holdsTarget reports whether ln asks for p's current tuning: p's current
+// revision (currentRevision, passed in as revision, computed once per
+// status pass), and without spec.rollout p's generation too (a profile
+// with spec.rollout moves its nodes, so their profileGeneration may lag).
+// The revision, a hash of the tuning, stands for the tuning itself:
+// comparing each node's whole tuning was a tenth of the status pass's CPU
+// at 1000 nodes. A tuning edited by hand under the same revision is the
+// node controller's to restore (specUpToDate compares all of it).
 func holdsTarget(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile, revision string) bool {
 	s := &ln.Spec
 	if s.Profile != p.Name || s.Action != v1alpha1.ActionApply || s.Revision != revision {
@@ -71,10 +70,9 @@ func renderLatencyNode(node *corev1.Node, p *v1alpha1.LatencyProfile, now time.T
 	}
 }
 
-// specUpToDate reports whether ln already applies p's current generation.
-// It compares field by field what applySpec would render, without
-// rendering it: the profile's status pass asks this of every node.
-// revision is p's current revision (currentRevision).
+// specUpToDate reports whether ln already applies p's current generation:
+// field by field what applySpec would render, tuning included. revision is
+// p's current revision (currentRevision).
 func specUpToDate(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile, revision string) bool {
 	s := &ln.Spec
 	return s.Action == v1alpha1.ActionApply && s.Profile == p.Name && s.ProfileGeneration == p.Generation &&

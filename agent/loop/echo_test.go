@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,14 +32,8 @@ func TestStatusOnlyUpdatesRunNoPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	passes := &passCounter{}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		// A resync far away: every pass in this test comes from a watch event.
-		done <- Run(runCtx, Options{NodeName: "node-echo", Root: fakeHost(t), Resync: time.Hour,
-			Log: testr.NewWithOptions(t, testr.Options{Verbosity: 1}), Config: env.Config, Observer: passes})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	// A resync far away: every pass in this test comes from a watch event.
+	startObservedAgent(t, env, fakeHost(t), "node-echo", time.Hour, passes)
 	get := func() *v1alpha1.LatencyNode {
 		got := &v1alpha1.LatencyNode{}
 		if err := c.Get(ctx, client.ObjectKey{Name: "node-echo"}, got); err != nil {

@@ -81,10 +81,17 @@ func fakeHost(t *testing.T) *host.Root {
 
 func startAgent(t *testing.T, env *envtest.Environment, root *host.Root, nodeName string) {
 	t.Helper()
+	startObservedAgent(t, env, root, nodeName, 300*time.Millisecond, nil)
+}
+
+// startObservedAgent runs the agent loop for nodeName with resync and
+// observer (nil: none) until the test ends.
+func startObservedAgent(t *testing.T, env *envtest.Environment, root *host.Root, nodeName string, resync time.Duration, obs Observer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{NodeName: nodeName, Root: root, Resync: 300 * time.Millisecond, Log: testr.NewWithOptions(t, testr.Options{Verbosity: 1}), Config: env.Config})
+		done <- Run(ctx, Options{NodeName: nodeName, Root: root, Resync: resync, Log: testr.NewWithOptions(t, testr.Options{Verbosity: 1}), Config: env.Config, Observer: obs})
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/agent/measure"
@@ -59,13 +58,7 @@ func TestObserverSeesPassesAndReasserts(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := &observed{}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(runCtx, Options{NodeName: "node-a", Root: root, Resync: 300 * time.Millisecond,
-			Log: testr.NewWithOptions(t, testr.Options{Verbosity: 1}), Config: env.Config, Observer: obs})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	startObservedAgent(t, env, root, "node-a", 300*time.Millisecond, obs)
 	eventually(t, "scheduler/autogroup Applied observed", func() bool {
 		return obs.get(func(o *observed) bool {
 			return o.profile == "gateway" && o.states["scheduler/autogroup"] == v1alpha1.SettingApplied
