@@ -74,3 +74,18 @@ func TestSummaryFlagsEachGoal(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryLinearFromZero checks the linear goal when the small fleet's
+// manager made no requests in the steady window, as a healthy one does: a
+// large fleet that also makes none passes, one that makes many fails.
+func TestSummaryLinearFromZero(t *testing.T) {
+	small, big := goodFleet(100), goodFleet(1000)
+	small.Steady.ManagerRequests, big.Steady.ManagerRequests = 0, 0
+	if s := goalSummary([]Result{small, big}); strings.Contains(s, "FAIL") {
+		t.Errorf("no manager requests at either size: %s", s)
+	}
+	big.Steady.ManagerRequests = 500
+	if s := goalSummary([]Result{small, big}); !strings.Contains(s, "linear FAIL") || strings.Count(s, "FAIL") != 1 {
+		t.Errorf("500 manager requests/min at 1000 nodes, none at 100: %s", s)
+	}
+}
