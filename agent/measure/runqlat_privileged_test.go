@@ -90,15 +90,10 @@ func startRunqlat(t testing.TB, interval int) (*exec.Cmd, *bufio.Reader) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	r := bufio.NewReader(out)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("runqlat ended before attaching: %v", err)
-		}
-		if strings.HasPrefix(line, "Tracing run queue latency") {
-			return cmd, r
-		}
+	if printed, err := readUntil(r, "Tracing run queue latency"); err != nil {
+		t.Fatalf("runqlat ended before attaching: %v\n%s", err, printed)
 	}
+	return cmd, r
 }
 
 // Loads for startLoad.
