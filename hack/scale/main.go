@@ -42,6 +42,9 @@ func run(ctx context.Context) error {
 	// envtest and the agents log through controller-runtime; the progress
 	// lines and the manager's own log (manager.log) are what a run reads.
 	ctrllog.SetLogger(logr.Discard())
+	// The revision measured, read before the run writes its own report
+	// and plot, which would mark every run after the first -dirty.
+	rev := gitRev()
 	o := fleetsim.Options{Progress: os.Stderr}
 	sizes := flag.String("nodes", "100,300,1000", "fleet sizes to run, comma-separated")
 	out := flag.String("out", "docs/scale.md", "report to write (the SVG plot goes beside it)")
@@ -101,7 +104,7 @@ func run(ctx context.Context) error {
 			return fmt.Errorf("fleet of %d nodes: %w", n, err)
 		}
 		results = append(results, res)
-		if err := write(*out, results, o, os.Args[1:]); err != nil {
+		if err := write(*out, results, o, rev, os.Args[1:]); err != nil {
 			return err
 		}
 		if res.Incomplete != "" {
@@ -115,14 +118,14 @@ func run(ctx context.Context) error {
 }
 
 // write renders the report and the plot beside it.
-func write(out string, results []fleetsim.Result, o fleetsim.Options, args []string) error {
+func write(out string, results []fleetsim.Result, o fleetsim.Options, rev string, args []string) error {
 	svg := strings.TrimSuffix(filepath.Base(out), filepath.Ext(out)) + ".svg"
 	if err := os.WriteFile(filepath.Join(filepath.Dir(out), svg), []byte(fleetsim.SVG(results)), 0o644); err != nil {
 		return err
 	}
 	table, summary := fleetsim.Report(results, svg)
 	var b strings.Builder
-	fmt.Fprintf(&b, header, time.Now().UTC().Format("2006-01-02 15:04 UTC"), gitRev(), machine(),
+	fmt.Fprintf(&b, header, time.Now().UTC().Format("2006-01-02 15:04 UTC"), rev, machine(),
 		strings.Join(args, " "), o.Interval, o.Steady, o.Quiet)
 	b.WriteString(table)
 	fmt.Fprintf(&b, "\nSummary (the line `make bench-scale` prints):\n\n    %s\n", summary)
