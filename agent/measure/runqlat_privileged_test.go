@@ -208,9 +208,9 @@ func compareOnce(t *testing.T, m *Measurer, interval int) []string {
 		t.Fatal(err)
 	}
 	// runqlat has read its map when it prints the histogram's header: the
-	// agent's window ends there, not when runqlat exits. Its exit detaches
-	// its programs, which waits for RCU grace periods; under make test's
-	// load that took long enough for 37% more samples in the agent's window.
+	// agent's window ends there, not when runqlat exits. Ending at its exit
+	// (detaching tracepoint programs waits for RCU grace periods) gave the
+	// agent's window 37% more samples than runqlat's in one CI run.
 	header, err := readUntil(out, "distribution")
 	if err != nil {
 		t.Fatalf("runqlat printed no histogram: %v\n%s", err, header)
