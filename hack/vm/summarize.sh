@@ -49,7 +49,9 @@ done
 split=""
 if [[ -f "$R/timing" ]]; then
   split="$(awk -v total="$secs" '{ t[$1] = $2 }
-    END { b = t["boot1-start"]; d = t["boot1-tests-done"]
+    END { b = t["boot1-start"]
+      if (!("boot1-tests-done" in t)) { printf "boot %d s, tests unfinished", b; exit }
+      d = t["boot1-tests-done"]
       printf "boot %d s, tests %d s (systemd %d s)", b, d - b, t["systemd-tests-done"] - b
       if ("boot2-start" in t) printf ", boot 2 %d s, its tests %d s", t["boot2-start"], t["boot2-done"] - t["boot2-start"]
       printf ", firmware+shutdowns %d s", total - d - (("boot2-done" in t) ? t["boot2-done"] : 0) }' "$R/timing")"
