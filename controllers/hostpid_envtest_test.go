@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -40,6 +41,8 @@ func setRealtime(t *testing.T, name string, rt bool) {
 	p.Spec.Realtime = nil
 	if rt {
 		p.Spec.Realtime = &v1alpha1.RealtimeSpec{NamespaceSelector: &v1alpha1.NamespaceSelector{}}
+		// realtime needs cpus.isolated (the CRD's rule).
+		p.Spec.CPUs = &v1alpha1.CPUSpec{Reserved: ptr.To("0"), Isolated: ptr.To("1"), NamespaceSelector: &v1alpha1.NamespaceSelector{}}
 	}
 	if err := k8s.Patch(context.Background(), p, client.MergeFrom(orig)); err != nil {
 		t.Fatalf("setting realtime=%v on %s: %v", rt, name, err)

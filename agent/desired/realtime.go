@@ -3,6 +3,9 @@ package desired
 import (
 	"fmt"
 
+	"k8s.io/utils/cpuset"
+
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/agent/rtsched"
@@ -23,6 +26,7 @@ const realtimeGrant = "realtime.namespaceSelector"
 // knobs (agent/rtsched); every other asking pod is a Refusal.
 func (s *State) realtime(root *host.Root, t v1alpha1.TuningSpec, pods []podcgroup.Pod) {
 	var grants []rtsched.Grant
+	isolated := isolatedCPUs(t)
 	for _, p := range pods {
 		ask, ok := p.Annotations[v1alpha1.SchedPolicyAnnotation]
 		if !ok {
@@ -39,22 +43,40 @@ func (s *State) realtime(root *host.Root, t v1alpha1.TuningSpec, pods []podcgrou
 		}
 		v, no := rtsched.Check(t, ask)
 		if no != nil {
+			// Refused even when the annotation is malformed: it is the pod
+			// owner's, and must not make the node PartiallyApplied.
 			r := Refusal{Pod: p, Field: no.Field, Reason: ReasonRealtimeRefused, Result: v1alpha1.SettingResult{Setting: id,
 				Desired: ask, State: v1alpha1.SettingRefused,
 				Message: fmt.Sprintf("pod %s/%s asked for real-time scheduling, refused: %s; its threads keep their policy", p.Namespace, p.Name, no.Message)}}
 			if no.Invalid {
-				r.Reason, r.Result.State = ReasonRealtimeInvalid, v1alpha1.SettingInvalid
+				r.Reason = ReasonRealtimeInvalid
 			}
 			s.refuse(r)
 			continue
 		}
-		grants = append(grants, rtsched.Grant{Pod: p, Value: v.String()})
+		grants = append(grants, rtsched.Grant{Pod: p, Value: v.String(), CPUs: isolated})
 	}
-	k, r, err := rtsched.Knobs(root, grants)
+	k, r, no, err := rtsched.Knobs(root, grants)
 	s.addPerPod("rtsched", v1alpha1.SettingUnsupported, k, r, err)
+	for _, n := range no {
+		s.refuse(Refusal{Pod: n.Pod, Field: n.Cause, Reason: ReasonRealtimeRefused, Result: n.Result})
+	}
 }
 
 func (s *State) refuse(r Refusal) {
 	s.Refusals = append(s.Refusals, r)
 	s.Results = append(s.Results, r.Result)
+}
+
+// isolatedCPUs are the profile's cpus.isolated; empty when unset or not a
+// cpulist (then no thread is within them, and rtsched.Check refuses first).
+func isolatedCPUs(t v1alpha1.TuningSpec) cpuset.CPUSet {
+	if t.CPUs == nil || t.CPUs.Isolated == nil {
+		return cpuset.New()
+	}
+	set, err := cpulist.Parse(*t.CPUs.Isolated)
+	if err != nil {
+		return cpuset.New()
+	}
+	return set
 }

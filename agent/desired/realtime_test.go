@@ -16,13 +16,16 @@ import (
 
 // A pod asks for real-time scheduling; only the profile grants it: the
 // namespace (realtime.namespaceSelector), the policy, the priority, and
-// never with RT throttling off and no isolated CPUs. Every other asking pod
-// is a Refusal (status and an event), and no knob.
+// never without isolated CPUs. Every other asking pod is a Refusal (status
+// and an event), and no knob; a malformed annotation too is Refused (the
+// pod's owner wrote it), never Invalid, which would make the node
+// PartiallyApplied.
 func TestRealtimeIsGrantedOnlyByTheProfile(t *testing.T) {
 	root := testroot.New(t, map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpu\n"})
 	rt := &v1alpha1.RealtimeSpec{NamespaceSelector: &v1alpha1.NamespaceSelector{MatchLabels: map[string]string{tenantKey: "true"}},
 		Policies: []v1alpha1.RealtimePolicy{v1alpha1.RealtimeFIFO}, MaxPriority: 40}
 	granted := map[string]string{tenantKey: "true"}
+	isolated := &v1alpha1.CPUSpec{Reserved: ptr.To("0"), Isolated: ptr.To("1")}
 	pod := func(name, ask string, ns map[string]string) podcgroup.Pod {
 		return podcgroup.Pod{UID: name + "-uid", Namespace: "ns", Name: name, NamespaceLabels: ns,
 			Annotations: map[string]string{v1alpha1.SchedPolicyAnnotation: ask}}
@@ -41,13 +44,13 @@ func TestRealtimeIsGrantedOnlyByTheProfile(t *testing.T) {
 		refused map[string]string // pod name → refusing field
 		granted bool              // "ok" reaches rtsched.Knobs
 	}{
-		{"grant", v1alpha1.TuningSpec{Realtime: rt}, map[string]string{"other-ns": "realtime.namespaceSelector",
+		{"grant", v1alpha1.TuningSpec{Realtime: rt, CPUs: isolated}, map[string]string{"other-ns": "realtime.namespaceSelector",
 			"too-high": rtsched.FieldMaxPriority, "rr": rtsched.FieldPolicies, "garbage": v1alpha1.SchedPolicyAnnotation}, true},
 		{"no-realtime", v1alpha1.TuningSpec{}, map[string]string{"ok": "realtime.namespaceSelector", "other-ns": "realtime.namespaceSelector",
 			"too-high": "realtime.namespaceSelector", "rr": "realtime.namespaceSelector", "garbage": "realtime.namespaceSelector"}, false},
 		{"unlimited-no-isolated", v1alpha1.TuningSpec{Realtime: rt, Scheduler: &v1alpha1.SchedulerSpec{RTRuntime: ptr.To("Unlimited")}},
-			map[string]string{"ok": rtsched.FieldRTRuntime, "other-ns": "realtime.namespaceSelector",
-				"too-high": rtsched.FieldMaxPriority, "rr": rtsched.FieldPolicies, "garbage": v1alpha1.SchedPolicyAnnotation}, false},
+			map[string]string{"ok": rtsched.FieldIsolated, "other-ns": "realtime.namespaceSelector",
+				"too-high": rtsched.FieldIsolated, "rr": rtsched.FieldIsolated, "garbage": v1alpha1.SchedPolicyAnnotation}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,8 +61,8 @@ func TestRealtimeIsGrantedOnlyByTheProfile(t *testing.T) {
 				if !strings.Contains(r.Result.Message, r.Pod.Name) || r.Result.Setting != rtsched.PodID(r.Pod) {
 					t.Errorf("refusal of %s: %+v", r.Pod.Name, r.Result)
 				}
-				if wantInvalid := r.Pod.Name == "garbage" && tc.t.Realtime != nil; wantInvalid != (r.Result.State == v1alpha1.SettingInvalid) {
-					t.Errorf("refusal of %s has state %s", r.Pod.Name, r.Result.State)
+				if r.Result.State != v1alpha1.SettingRefused {
+					t.Errorf("refusal of %s has state %s, want Refused", r.Pod.Name, r.Result.State)
 				}
 			}
 			if len(got) != len(tc.refused) {

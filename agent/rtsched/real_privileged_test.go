@@ -17,8 +17,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
+	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/apply"
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/cgtest"
 	"latencytier.io/latencytier/agent/internal/testroot"
@@ -121,11 +123,26 @@ func rtPod(t *testing.T, rtRuntime string) (cgtest.Pod, podcgroup.Pod, int) {
 	return pod, p, pid
 }
 
-func knobs(t *testing.T, root *host.Root, pod cgtest.Pod, p podcgroup.Pod) ([]string, []v1alpha1.SettingResult) {
+// onlineCPUs are this machine's online CPUs: a grant the helper's threads
+// (allowed everywhere) stay within.
+func onlineCPUs(t *testing.T) cpuset.CPUSet {
 	t.Helper()
-	ks, res, err := rtsched.Knobs(root, []rtsched.Grant{{Pod: p, Value: "fifo:10"}}, podcgroup.WithKubepods(pod.Kubepods))
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
 	if err != nil {
 		t.Fatal(err)
+	}
+	set, err := cpulist.Parse(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+func knobs(t *testing.T, root *host.Root, pod cgtest.Pod, p podcgroup.Pod) ([]string, []v1alpha1.SettingResult) {
+	t.Helper()
+	ks, res, no, err := rtsched.Knobs(root, []rtsched.Grant{{Pod: p, Value: "fifo:10", CPUs: onlineCPUs(t)}}, podcgroup.WithKubepods(pod.Kubepods))
+	if err != nil || len(no) > 0 {
+		t.Fatalf("Knobs: %v, refusals %+v", err, no)
 	}
 	var ids []string
 	for _, k := range ks {
@@ -201,9 +218,9 @@ func TestRealFIFOApplyNewThreadsRevert(t *testing.T) {
 	// pass lists the threads and applies; it returns the tids tuned.
 	pass := func() ([]int, apply.Report) {
 		t.Helper()
-		ks, res, err := rtsched.Knobs(root, []rtsched.Grant{{Pod: p, Value: "fifo:10"}}, podcgroup.WithKubepods(pod.Kubepods))
-		if err != nil || len(res) > 0 {
-			t.Fatalf("Knobs: %v, results %+v", err, res)
+		ks, res, no, err := rtsched.Knobs(root, []rtsched.Grant{{Pod: p, Value: "fifo:10", CPUs: onlineCPUs(t)}}, podcgroup.WithKubepods(pod.Kubepods))
+		if err != nil || len(res) > 0 || len(no) > 0 {
+			t.Fatalf("Knobs: %v, results %+v, refusals %+v", err, res, no)
 		}
 		rep, err := eng.Apply(apply.Meta{Profile: "rt"}, ks)
 		if err != nil {

@@ -38,20 +38,24 @@ type Refusal struct {
 const (
 	FieldPolicies    = "realtime.policies"
 	FieldMaxPriority = "realtime.maxPriority"
-	FieldRTRuntime   = "scheduler.rtRuntime"
+	FieldIsolated    = "cpus.isolated"
 )
 
 // Check decides a request against the profile's realtime grant beyond the
-// namespace (which the caller matched): the annotation must parse, the
-// policy be among realtime.policies, the priority at most
-// realtime.maxPriority (refused, never clamped), and the profile must not
-// turn RT throttling off without isolated CPUs (field note 003: a spinning
-// RT thread then starves every other task on its CPU; the CRD rejects such a
-// profile, the agent refuses it again).
+// namespace (which the caller matched): the profile must isolate CPUs (a
+// real-time thread is granted only on them; the CRD rejects realtime
+// without cpus.isolated, the agent refuses it again), the annotation must
+// parse, the policy be among realtime.policies, the priority at most
+// realtime.maxPriority (refused, never clamped) and below the kernel's
+// threaded IRQ handlers unless realtime.priorityCeiling is AboveIRQThreads.
+// Every refusal is the pod's: Refused, never a node failure.
 func Check(t v1alpha1.TuningSpec, annotation string) (Value, *Refusal) {
 	v, err := parseRequest(annotation)
 	if err != nil {
 		return Value{}, &Refusal{Field: v1alpha1.SchedPolicyAnnotation, Message: err.Error(), Invalid: true}
+	}
+	if t.CPUs == nil || t.CPUs.Isolated == nil {
+		return Value{}, &Refusal{Field: FieldIsolated, Message: "the profile sets no cpus.isolated: a real-time thread is granted only on isolated CPUs, where it cannot starve kubelet and the IRQ threads (field note 003)"}
 	}
 	rt := t.Realtime
 	policies := rt.Policies
@@ -61,15 +65,23 @@ func Check(t v1alpha1.TuningSpec, annotation string) (Value, *Refusal) {
 	if !slices.Contains(policies, v1alpha1.RealtimePolicy(strings.ToUpper(v.Policy))) {
 		return Value{}, &Refusal{Field: FieldPolicies, Message: fmt.Sprintf("%s %s is not among realtime.policies %v", v1alpha1.SchedPolicyAnnotation, annotation, policies)}
 	}
-	maxPrio := int(rt.MaxPriority)
-	if maxPrio == 0 {
-		maxPrio = 50
-	}
+	maxPrio := MaxPriority(rt)
 	if v.N > maxPrio {
 		return Value{}, &Refusal{Field: FieldMaxPriority, Message: fmt.Sprintf("%s %s asks for priority %d, above realtime.maxPriority %d", v1alpha1.SchedPolicyAnnotation, annotation, v.N, maxPrio)}
 	}
-	if t.Scheduler != nil && t.Scheduler.RTRuntime != nil && *t.Scheduler.RTRuntime == "Unlimited" && (t.CPUs == nil || t.CPUs.Isolated == nil) {
-		return Value{}, &Refusal{Field: FieldRTRuntime, Message: "the profile sets scheduler.rtRuntime Unlimited without cpus.isolated: with RT throttling off a spinning real-time thread starves every other task on its CPU (field note 003)"}
-	}
 	return v, nil
+}
+
+// MaxPriority is the highest priority the grant allows: maxPriority
+// (default 40), held below the threaded IRQ handlers (at most 49) unless
+// priorityCeiling is AboveIRQThreads, whatever a LatencyNode spec says.
+func MaxPriority(rt *v1alpha1.RealtimeSpec) int {
+	n := int(rt.MaxPriority)
+	if n == 0 {
+		n = v1alpha1.DefaultMaxPriority
+	}
+	if rt.PriorityCeiling != v1alpha1.CeilingAboveIRQThreads {
+		n = min(n, v1alpha1.MaxPriorityBelowIRQThreads)
+	}
+	return n
 }

@@ -42,19 +42,29 @@ func TestCheckGrantsWithinTheProfile(t *testing.T) {
 	rt := &v1alpha1.RealtimeSpec{NamespaceSelector: &v1alpha1.NamespaceSelector{}, Policies: []v1alpha1.RealtimePolicy{v1alpha1.RealtimeFIFO}, MaxPriority: 40}
 	unlimited := &v1alpha1.SchedulerSpec{RTRuntime: ptr.To("Unlimited")}
 	isolated := &v1alpha1.CPUSpec{Reserved: ptr.To("0"), Isolated: ptr.To("1")}
+	reservedOnly := &v1alpha1.CPUSpec{Reserved: ptr.To("0")}
+	// A LatencyNode spec the CRD would reject (maxPriority 60 without the
+	// ceiling) is held below the IRQ threads all the same.
+	high := &v1alpha1.RealtimeSpec{MaxPriority: 60}
+	above := &v1alpha1.RealtimeSpec{MaxPriority: 60, PriorityCeiling: v1alpha1.CeilingAboveIRQThreads}
 	cases := []struct {
 		name  string
 		t     v1alpha1.TuningSpec
 		ask   string
 		field string // "" when granted
 	}{
-		{"granted", v1alpha1.TuningSpec{Realtime: rt}, "fifo:40", ""},
-		{"priority-above-max", v1alpha1.TuningSpec{Realtime: rt}, "fifo:41", FieldMaxPriority},
-		{"policy-not-allowed", v1alpha1.TuningSpec{Realtime: rt}, "rr:10", FieldPolicies},
-		{"malformed", v1alpha1.TuningSpec{Realtime: rt}, "fifo:high", v1alpha1.SchedPolicyAnnotation},
-		{"defaults-allow-rr-up-to-50", v1alpha1.TuningSpec{Realtime: &v1alpha1.RealtimeSpec{}}, "rr:50", ""},
-		{"defaults-max-50", v1alpha1.TuningSpec{Realtime: &v1alpha1.RealtimeSpec{}}, "rr:51", FieldMaxPriority},
-		{"unlimited-without-isolated", v1alpha1.TuningSpec{Realtime: rt, Scheduler: unlimited}, "fifo:10", FieldRTRuntime},
+		{"granted", v1alpha1.TuningSpec{Realtime: rt, CPUs: isolated}, "fifo:40", ""},
+		{"priority-above-max", v1alpha1.TuningSpec{Realtime: rt, CPUs: isolated}, "fifo:41", FieldMaxPriority},
+		{"policy-not-allowed", v1alpha1.TuningSpec{Realtime: rt, CPUs: isolated}, "rr:10", FieldPolicies},
+		{"malformed", v1alpha1.TuningSpec{Realtime: rt, CPUs: isolated}, "fifo:high", v1alpha1.SchedPolicyAnnotation},
+		{"defaults-allow-rr-up-to-40", v1alpha1.TuningSpec{Realtime: &v1alpha1.RealtimeSpec{}, CPUs: isolated}, "rr:40", ""},
+		{"defaults-max-40", v1alpha1.TuningSpec{Realtime: &v1alpha1.RealtimeSpec{}, CPUs: isolated}, "rr:41", FieldMaxPriority},
+		{"irq-threads-priority", v1alpha1.TuningSpec{Realtime: high, CPUs: isolated}, "fifo:50", FieldMaxPriority},
+		{"below-irq-threads", v1alpha1.TuningSpec{Realtime: high, CPUs: isolated}, "fifo:49", ""},
+		{"ceiling-raised", v1alpha1.TuningSpec{Realtime: above, CPUs: isolated}, "fifo:60", ""},
+		{"no-isolated", v1alpha1.TuningSpec{Realtime: rt}, "fifo:10", FieldIsolated},
+		{"reserved-only", v1alpha1.TuningSpec{Realtime: rt, CPUs: reservedOnly}, "fifo:10", FieldIsolated},
+		{"unlimited-without-isolated", v1alpha1.TuningSpec{Realtime: rt, Scheduler: unlimited}, "fifo:10", FieldIsolated},
 		{"unlimited-with-isolated", v1alpha1.TuningSpec{Realtime: rt, Scheduler: unlimited, CPUs: isolated}, "fifo:10", ""},
 	}
 	for _, tc := range cases {

@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/utils/cpuset"
+
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/knob"
@@ -30,10 +33,35 @@ const (
 )
 
 // Grant is a pod the profile grants a real-time policy, with the value its
-// threads get ("fifo:50").
+// threads get ("fifo:40").
 type Grant struct {
 	Pod   podcgroup.Pod
 	Value string
+	// CPUs are the profile's isolated CPUs: the pod keeps its grant only
+	// while every CPU each of its threads may run on (Cpus_allowed_list:
+	// its cpuset and affinity) is among them. A real-time thread allowed on
+	// a shared CPU starves kubelet and the IRQ threads there.
+	CPUs cpuset.CPUSet
+}
+
+// Causes of a granted pod's refusal that the pod's owner controls: they are
+// reported Refused (pod-scoped, an event on the pod), never Failed, so a
+// tenant cannot mark the node PartiallyApplied or the profile Degraded.
+const (
+	// CauseCPUs: a thread may run on a CPU outside cpus.isolated.
+	CauseCPUs = "cpus.isolated"
+	// CauseThreads: the pod has more threads than the agent tunes.
+	CauseThreads = "threads"
+	// CauseProcs: a container's cgroup.procs is larger than the agent reads.
+	CauseProcs = "cgroup.procs"
+)
+
+// PodRefusal is a granted pod (or part of it) the agent declines for a
+// cause the pod's owner controls.
+type PodRefusal struct {
+	Pod    podcgroup.Pod
+	Cause  string
+	Result v1alpha1.SettingResult
 }
 
 // PodID is the setting name of a pod's threads: "rtsched/<namespace>/<name>/
@@ -45,35 +73,45 @@ func PodID(p podcgroup.Pod) string {
 // Knobs returns one knob per thread of every process in the granted pods'
 // container cgroups (the sandbox is not among them: only the IDs in the
 // pod's status are), lowest tid first. A pod whose cgroup is missing or
-// cannot be listed, a container whose cgroup the kernel refuses real-time
-// tasks in, and a pod beyond maxThreads yield a Failed result; a thread
-// that exits while being listed is skipped. The error is for a host where
-// the agent cannot address the threads at all (another pid namespace).
-func Knobs(root *host.Root, grants []Grant, opts ...podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, error) {
+// cannot be listed and a container whose cgroup the kernel refuses
+// real-time tasks in yield a Failed result (the node's doing); what the
+// pod's owner controls yields a PodRefusal: a thread allowed outside
+// Grant.CPUs or a cgroup.procs beyond maxIDFile refuses the whole pod (no
+// knob: threads set earlier are restored), a pod beyond maxThreads is tuned
+// up to the bound. A thread that exits while being listed is skipped. The
+// error is for a host where the agent cannot address the threads at all
+// (another pid namespace).
+func Knobs(root *host.Root, grants []Grant, opts ...podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, []PodRefusal, error) {
 	if len(grants) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	if err := sameNamespace(root); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var knobs []knob.Knob
 	var results []v1alpha1.SettingResult
+	var refused []PodRefusal
 	for _, g := range grants {
-		k, r := podKnobs(root, g, opts)
+		k, r, no := podKnobs(root, g, opts)
 		knobs = append(knobs, k...)
 		results = append(results, r...)
+		refused = append(refused, no...)
 	}
-	return knobs, results, nil
+	return knobs, results, refused, nil
 }
 
-func podKnobs(root *host.Root, g Grant, opts []podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult) {
+func podKnobs(root *host.Root, g Grant, opts []podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, []PodRefusal) {
 	id := PodID(g.Pod)
 	fail := func(setting, format string, args ...any) []v1alpha1.SettingResult {
 		return []v1alpha1.SettingResult{{Setting: setting, Desired: g.Value, State: v1alpha1.SettingFailed, Message: fmt.Sprintf(format, args...)}}
 	}
+	refuse := func(cause, format string, args ...any) []PodRefusal {
+		msg := fmt.Sprintf("pod %s/%s asked for real-time scheduling (%s), refused: %s", g.Pod.Namespace, g.Pod.Name, g.Value, fmt.Sprintf(format, args...))
+		return []PodRefusal{{Pod: g.Pod, Cause: cause, Result: v1alpha1.SettingResult{Setting: id, Desired: g.Value, State: v1alpha1.SettingRefused, Message: msg}}}
+	}
 	dirs, err := podcgroup.Find(root, g.Pod.UID, opts...)
 	if err != nil {
-		return nil, fail(id, "finding the pod's cgroup: %v", err)
+		return nil, fail(id, "finding the pod's cgroup: %v", err), nil
 	}
 	var tids []thr
 	var results []v1alpha1.SettingResult
@@ -84,18 +122,27 @@ func podKnobs(root *host.Root, g Grant, opts []podcgroup.Option) ([]knob.Knob, [
 			continue
 		}
 		ts, n, err := cgroupThreads(root, dir)
+		if errors.Is(err, errTooLong) {
+			return nil, results, refuse(CauseProcs, "container %s has more processes than the agent lists (%v); its threads keep (or get back) their own policy", podcgroup.Key(dir), err)
+		}
 		if err != nil {
-			return nil, fail(id, "listing the threads of container %s: %v", podcgroup.Key(dir), err)
+			return nil, fail(id, "listing the threads of container %s: %v", podcgroup.Key(dir), err), nil
 		}
 		tids, skipped = append(tids, ts...), skipped+n
 	}
+	if out := outside(tids, g.CPUs); out != nil {
+		return nil, results, refuse(CauseCPUs, "thread %d (%s) may run on CPUs %s, not all within cpus.isolated %q: a real-time thread on a shared CPU starves kubelet and the IRQ threads there; pin the pod to the isolated CPUs (cpus.namespaceSelector, kubelet's static CPU manager); its threads keep (or get back) their own policy",
+			out.tid, out.comm, out.allowed, g.CPUs.String())
+	}
+	var no []PodRefusal
 	if skipped > 0 {
 		results = append(results, v1alpha1.SettingResult{Setting: id + "/unmanaged", Desired: g.Value, State: v1alpha1.SettingUnsupported,
 			Message: fmt.Sprintf("%d threads use SCHED_DEADLINE or another policy the agent does not manage; left as they are", skipped)})
 	}
 	slices.SortFunc(tids, func(a, b thr) int { return a.tid - b.tid })
 	if len(tids) > maxThreads {
-		results = append(results, fail(id+"/threads", "the pod has %d threads; only the first %d (lowest tids) get %s", len(tids), maxThreads, g.Value)...)
+		no = refuse(CauseThreads, "the pod has %d threads; only the first %d (lowest tids) get %s", len(tids), maxThreads, g.Value)
+		no[0].Result.Setting = id + "/threads"
 		tids = tids[:maxThreads]
 	}
 	knobs := make([]knob.Knob, 0, len(tids))
@@ -104,7 +151,19 @@ func podKnobs(root *host.Root, g Grant, opts []podcgroup.Option) ([]knob.Knob, [
 		knobs = append(knobs, knob.Knob{ID: id + "/" + p[len(pathPrefix):], Path: p, Desired: g.Value,
 			Label: fmt.Sprintf("thread %d (%s) of pod %s/%s", t.tid, t.comm, g.Pod.Namespace, g.Pod.Name)})
 	}
-	return knobs, results
+	return knobs, results, no
+}
+
+// outside is the first thread (lowest tid) allowed on a CPU outside cpus,
+// nil when every thread stays within it.
+func outside(tids []thr, cpus cpuset.CPUSet) *thr {
+	var first *thr
+	for i := range tids {
+		if !tids[i].allowed.IsSubsetOf(cpus) && (first == nil || tids[i].tid < first.tid) {
+			first = &tids[i]
+		}
+	}
+	return first
 }
 
 // containers are the container cgroups whose IDs the pod's status names.
@@ -139,6 +198,8 @@ type thr struct {
 	tid   int
 	start uint64
 	comm  string
+	// allowed are the CPUs it may run on (Cpus_allowed_list).
+	allowed cpuset.CPUSet
 }
 
 // cgroupThreads lists every thread of every process in cgroup dir. A
@@ -171,10 +232,24 @@ func cgroupThreads(root *host.Root, dir string) (out []thr, skipped int, err err
 			if len(out) > 4*maxThreads {
 				return out, skipped, nil // enough to know the pod is over the bound
 			}
-			out = append(out, thr{tid: tid, start: st.start, comm: st.comm})
+			allowed, err := allowedCPUs(root.Proc(strconv.Itoa(pid), "task", e.Name(), "status"))
+			if err != nil {
+				continue // exited
+			}
+			out = append(out, thr{tid: tid, start: st.start, comm: st.comm, allowed: allowed})
 		}
 	}
 	return out, skipped, nil
+}
+
+// allowedCPUs reads a thread's Cpus_allowed_list: its affinity within its
+// cpuset.
+func allowedCPUs(path string) (cpuset.CPUSet, error) {
+	b, err := readBounded(path, maxStat*4)
+	if err != nil {
+		return cpuset.New(), err
+	}
+	return cpulist.Parse(statusField(string(b), "Cpus_allowed_list"))
 }
 
 // managed reports whether stat's policy number is one Read and Write know.
@@ -205,6 +280,9 @@ func readIDs(path string) ([]int, error) {
 	return out, nil
 }
 
+// errTooLong is a file beyond the bound readBounded reads.
+var errTooLong = errors.New("longer than the agent reads")
+
 func readBounded(path string, max int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -216,7 +294,7 @@ func readBounded(path string, max int64) ([]byte, error) {
 		return nil, kerr.Classify("read", path, err)
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s is longer than %d bytes", path, max)
+		return nil, fmt.Errorf("%s is %w (%d bytes)", path, errTooLong, max)
 	}
 	return b, nil
 }

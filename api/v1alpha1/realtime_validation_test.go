@@ -12,27 +12,44 @@ import (
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
+// isolatedCPUs is the cpus block every realtime profile needs.
+const isolatedCPUs = "cpus:\n  reserved: \"0\"\n  isolated: \"1\"\n  namespaceSelector: {}\n"
+
 // Real-time scheduling is the cluster admin's grant (namespaceSelector),
-// bounded (policies, maxPriority), and refused outright where a spinning RT
-// thread would starve the node: RT throttling off without isolated CPUs.
+// bounded (policies, maxPriority below the IRQ threads unless the ceiling
+// is raised), and refused outright where a spinning RT thread would starve
+// the node: realtime without isolated CPUs, and RT throttling off (however
+// the runtime is spelled) without isolated CPUs.
 func TestRealtimeProfilesAreRejectedNamingTheField(t *testing.T) {
 	grant := "realtime:\n  namespaceSelector: {}\n"
+	unthrottled := "scheduler.rtRuntime Unlimited or at least the 1s period turns RT throttling off and needs cpus.isolated"
 	cases := []struct {
 		name, spec string
 		want       []string
 	}{
-		{"no-namespace-selector", "realtime:\n  maxPriority: 10", []string{"spec.realtime", "realtime.namespaceSelector is required"}},
-		{"empty-realtime", "realtime: {}", []string{"spec.realtime", "realtime.namespaceSelector is required"}},
-		{"priority-zero", grant + "  maxPriority: 0", []string{"spec.realtime.maxPriority"}},
-		{"priority-over-99", grant + "  maxPriority: 100", []string{"spec.realtime.maxPriority"}},
-		{"policy-unknown", grant + "  policies: [DEADLINE]", []string{"spec.realtime.policies"}},
-		{"policy-lowercase", grant + "  policies: [fifo]", []string{"spec.realtime.policies"}},
-		{"policies-empty", grant + "  policies: []", []string{"spec.realtime.policies"}},
-		{"policies-duplicate", grant + "  policies: [FIFO, FIFO]", []string{"spec.realtime.policies"}},
-		{"unlimited-without-isolated", grant + "scheduler:\n  rtRuntime: Unlimited",
-			[]string{"realtime with scheduler.rtRuntime Unlimited needs cpus.isolated"}},
-		{"unlimited-reserved-only", grant + "scheduler:\n  rtRuntime: Unlimited\ncpus:\n  reserved: \"0\"",
-			[]string{"realtime with scheduler.rtRuntime Unlimited needs cpus.isolated"}},
+		{"no-namespace-selector", "realtime:\n  maxPriority: 10\n" + isolatedCPUs, []string{"spec.realtime", "realtime.namespaceSelector is required"}},
+		{"empty-realtime", "realtime: {}\n" + isolatedCPUs, []string{"spec.realtime", "realtime.namespaceSelector is required"}},
+		{"priority-zero", grant + "  maxPriority: 0\n" + isolatedCPUs, []string{"spec.realtime.maxPriority"}},
+		{"priority-over-99", grant + "  maxPriority: 100\n" + isolatedCPUs, []string{"spec.realtime.maxPriority"}},
+		{"priority-irq-threads", grant + "  maxPriority: 50\n" + isolatedCPUs,
+			[]string{"spec.realtime", "realtime.maxPriority above 49 reaches the kernel's threaded IRQ handlers"}},
+		{"priority-99-below-ceiling", grant + "  maxPriority: 99\n  priorityCeiling: BelowIRQThreads\n" + isolatedCPUs,
+			[]string{"realtime.priorityCeiling AboveIRQThreads"}},
+		{"ceiling-unknown", grant + "  priorityCeiling: Kernel\n" + isolatedCPUs, []string{"spec.realtime.priorityCeiling"}},
+		{"policy-unknown", grant + "  policies: [DEADLINE]\n" + isolatedCPUs, []string{"spec.realtime.policies"}},
+		{"policy-lowercase", grant + "  policies: [fifo]\n" + isolatedCPUs, []string{"spec.realtime.policies"}},
+		{"policies-empty", grant + "  policies: []\n" + isolatedCPUs, []string{"spec.realtime.policies"}},
+		{"policies-duplicate", grant + "  policies: [FIFO, FIFO]\n" + isolatedCPUs, []string{"spec.realtime.policies"}},
+		{"realtime-without-isolated", grant, []string{"realtime needs cpus.isolated"}},
+		{"realtime-reserved-only", grant + "cpus:\n  reserved: \"0\"", []string{"realtime needs cpus.isolated"}},
+		{"unlimited-without-isolated", "scheduler:\n  rtRuntime: Unlimited", []string{unthrottled}},
+		{"unlimited-reserved-only", "scheduler:\n  rtRuntime: Unlimited\ncpus:\n  reserved: \"0\"", []string{unthrottled}},
+		// A runtime equal to the period is as unthrottled as Unlimited.
+		{"period-1s", "scheduler:\n  rtRuntime: 1s", []string{unthrottled}},
+		{"period-1000ms", "scheduler:\n  rtRuntime: 1000ms", []string{unthrottled}},
+		{"period-1000000us", "scheduler:\n  rtRuntime: 1000000us", []string{unthrottled}},
+		{"period-mixed", "scheduler:\n  rtRuntime: 999ms1000us", []string{unthrottled}},
+		{"period-with-realtime", grant + "scheduler:\n  rtRuntime: 1s", []string{unthrottled, "realtime needs cpus.isolated"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,13 +75,15 @@ func TestRealtimeProfilesAreRejectedNamingTheField(t *testing.T) {
 // TestRealtimeBoundariesAreAccepted pins the other side of each rule.
 func TestRealtimeBoundariesAreAccepted(t *testing.T) {
 	specs := map[string]string{
-		"minimal":  "realtime:\n  namespaceSelector: {}",
-		"bounds":   "realtime:\n  namespaceSelector:\n    matchLabels: {rt: \"yes\"}\n  policies: [RR]\n  maxPriority: 99",
-		"lowest":   "realtime:\n  namespaceSelector: {}\n  policies: [FIFO, RR]\n  maxPriority: 1",
-		"throttle": "realtime:\n  namespaceSelector: {}\nscheduler:\n  rtRuntime: 950ms",
-		"unlimited-isolated": "realtime:\n  namespaceSelector: {}\nscheduler:\n  rtRuntime: Unlimited\n" +
-			"cpus:\n  reserved: \"0\"\n  isolated: \"1\"\n  namespaceSelector: {}",
-		"unlimited-without-realtime": "scheduler:\n  rtRuntime: Unlimited",
+		"minimal":                             "realtime:\n  namespaceSelector: {}\n" + isolatedCPUs,
+		"below-irq":                           "realtime:\n  namespaceSelector:\n    matchLabels: {rt: \"yes\"}\n  policies: [RR]\n  maxPriority: 49\n" + isolatedCPUs,
+		"above-irq":                           "realtime:\n  namespaceSelector: {}\n  maxPriority: 99\n  priorityCeiling: AboveIRQThreads\n" + isolatedCPUs,
+		"lowest":                              "realtime:\n  namespaceSelector: {}\n  policies: [FIFO, RR]\n  maxPriority: 1\n" + isolatedCPUs,
+		"throttle":                            "realtime:\n  namespaceSelector: {}\nscheduler:\n  rtRuntime: 950ms\n" + isolatedCPUs,
+		"just-below-period":                   "scheduler:\n  rtRuntime: 999999us",
+		"unlimited-isolated":                  "realtime:\n  namespaceSelector: {}\nscheduler:\n  rtRuntime: Unlimited\n" + isolatedCPUs,
+		"period-isolated":                     "realtime:\n  namespaceSelector: {}\nscheduler:\n  rtRuntime: 1s\n" + isolatedCPUs,
+		"unlimited-isolated-without-realtime": "scheduler:\n  rtRuntime: Unlimited\n" + isolatedCPUs,
 	}
 	for name, spec := range specs {
 		t.Run(name, func(t *testing.T) {
@@ -78,7 +97,7 @@ func TestRealtimeBoundariesAreAccepted(t *testing.T) {
 }
 
 func TestRealtimeDefaultsAreApplied(t *testing.T) {
-	obj := profile(t, "rt-defaults", selector+"realtime:\n  namespaceSelector: {}")
+	obj := profile(t, "rt-defaults", selector+"realtime:\n  namespaceSelector: {}\n"+isolatedCPUs)
 	if err := k8s.Create(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +107,7 @@ func TestRealtimeDefaultsAreApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := got.Spec.Realtime
-	if rt == nil || rt.MaxPriority != 50 || len(rt.Policies) != 2 || rt.Policies[0] != v1alpha1.RealtimeFIFO || rt.Policies[1] != v1alpha1.RealtimeRR {
+	if rt == nil || rt.MaxPriority != v1alpha1.DefaultMaxPriority || rt.PriorityCeiling != v1alpha1.CeilingBelowIRQThreads || len(rt.Policies) != 2 || rt.Policies[0] != v1alpha1.RealtimeFIFO || rt.Policies[1] != v1alpha1.RealtimeRR {
 		t.Fatalf("defaults not applied: %+v", rt)
 	}
 }

@@ -21,7 +21,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.irq) || self.irq.affinity != 'Reserved' || (has(self.cpus) && has(self.cpus.reserved))",message="irq.affinity Reserved needs cpus.reserved: IRQs are steered to the reserved (housekeeping) CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.power) || !has(self.power.reserved) || (has(self.cpus) && has(self.cpus.reserved))",message="power.reserved needs cpus.reserved: it applies to the reserved (housekeeping) CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.power) || !has(self.power.isolated) || (has(self.cpus) && has(self.cpus.isolated))",message="power.isolated needs cpus.isolated: it applies to the isolated CPUs"
-// +kubebuilder:validation:XValidation:rule="!has(self.realtime) || !has(self.scheduler) || !has(self.scheduler.rtRuntime) || self.scheduler.rtRuntime != 'Unlimited' || (has(self.cpus) && has(self.cpus.isolated))",message="realtime with scheduler.rtRuntime Unlimited needs cpus.isolated: without RT throttling a spinning real-time thread starves every other task on its CPU (field note 003)"
+// +kubebuilder:validation:XValidation:rule="!has(self.scheduler) || !has(self.scheduler.rtRuntime) || (self.scheduler.rtRuntime != 'Unlimited' && duration(self.scheduler.rtRuntime) < duration('1s')) || (has(self.cpus) && has(self.cpus.isolated))",message="scheduler.rtRuntime Unlimited or at least the 1s period turns RT throttling off and needs cpus.isolated: without it a spinning real-time thread starves every other task on its CPU (field note 003)"
+// +kubebuilder:validation:XValidation:rule="!has(self.realtime) || (has(self.cpus) && has(self.cpus.isolated))",message="realtime needs cpus.isolated: a real-time pod is granted its policy only when all its CPUs are isolated, so it cannot starve kubelet and the IRQ threads on shared CPUs"
 type TuningSpec struct {
 	// scheduler sets the kernel scheduler knobs (autogroup, NUMA balancing,
 	// migration cost, time slices, RT throttling). Each is mapped to the
@@ -131,8 +132,12 @@ type SchedulerSpec struct {
 	WakeupGranularity *metav1.Duration `json:"wakeupGranularity,omitempty"`
 
 	// rtRuntime sets kernel.sched_rt_runtime_us, the share of each 1s period
-	// real-time tasks may use: "Unlimited" (-1, only sensible with isolated
-	// CPUs) or a duration up to 1s (the kernel default is 950ms).
+	// real-time tasks may use: "Unlimited" (-1) or a duration up to 1s (the
+	// kernel default is 950ms). Unlimited, or a runtime equal to the period
+	// (1s, 1000ms, ...), turns RT throttling off and is accepted only with
+	// cpus.isolated. The agent checks again against the node's own
+	// kernel.sched_rt_period_us: a runtime at or above a lowered period is
+	// Invalid on that node without cpus.isolated, and not written.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^(Unlimited|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s))+)$`

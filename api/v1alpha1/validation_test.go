@@ -199,7 +199,7 @@ func TestBoundaryValuesAreAccepted(t *testing.T) {
 		"cpulists":         "cpus:\n  reserved: \"0,4-6\"\n  isolated: \"1-3,7,8-15\"\n  namespaceSelector: {}",
 		"touching":         "cpus:\n  reserved: \"0-1\"\n  isolated: \"2-3\"\n  namespaceSelector:\n    matchLabels:\n" + indent(manyLabels(16)),
 		"quota-keep":       "cpuQuota:\n  policy: Keep",
-		"durations":        "scheduler:\n  migrationCost: 0s\n  baseSlice: 100us\n  latency: 1s\n  wakeupGranularity: 500us\n  rtRuntime: Unlimited",
+		"durations":        "scheduler:\n  migrationCost: 0s\n  baseSlice: 100us\n  latency: 1s\n  wakeupGranularity: 500us\n  rtRuntime: 950ms",
 		"rt-duration":      "scheduler:\n  rtRuntime: 950ms",
 		"sysctl-dash":      "sysctls:\n- name: net.ipv4.conf.eth-0.rp_filter\n  value: \"1\"\n- name: vm.swappiness\n  value: \"10\"",
 		"budget":           "latencyBudget:\n  runQueueP99: 100us\n  throttledRatio: \"0.000001\"",
