@@ -89,7 +89,7 @@ profile: crash
 tuning:
   scheduler:
     autogroup: %s
-    rtRuntime: Unlimited
+    rtRuntime: 900ms
   cpus:
     reserved: "1"
   irq:

@@ -52,6 +52,7 @@ func Render(root *host.Root, layout sysctl.Layout, t v1alpha1.TuningSpec, pods [
 	var s State
 	k, r := sysctl.Knobs(root, layout, t.Scheduler, t.Sysctls)
 	s.add(k, r)
+	s.holdRTThrottling(root, t)
 	s.add(power.Knobs(root, t))
 	in := SortOptIns(t, pods)
 	for _, r := range in.Refused {
