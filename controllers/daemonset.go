@@ -63,11 +63,14 @@ func realtimeGranted(profiles []v1alpha1.LatencyProfile) []string {
 // "/<tid>@<start time>" per thread).
 const threadSettingPrefix = "rtsched/"
 
-// threadsHeld lists the LatencyNodes whose agent still reports thread
-// policies it set (Applied) or could not restore or determine (Failed):
-// restoring them calls sched_setattr too, so hostPID must outlast a realtime
-// grant until every agent reported them restored. Without this, removing
-// spec.realtime would withdraw hostPID while the agent restores.
+// threadsHeld lists the LatencyNodes whose agent still holds thread
+// policies it set and has not restored (status.heldThreads, counted from
+// its journal): restoring them calls sched_setattr too, so hostPID must
+// outlast a realtime grant until every agent reported them restored.
+// Without this, removing spec.realtime would withdraw hostPID while the
+// agent restores. The settings list is capped (256) and a tenant's Refused
+// entries can fill it, so it only adds to the count: an agent that predates
+// heldThreads still reports threads there (Applied, or Failed restores).
 func threadsHeld(nodes []v1alpha1.LatencyNode) []string {
 	var names []string
 	for i := range nodes {
@@ -79,6 +82,9 @@ func threadsHeld(nodes []v1alpha1.LatencyNode) []string {
 }
 
 func holdsThreads(ln *v1alpha1.LatencyNode) bool {
+	if ln.Status.HeldThreads > 0 {
+		return true
+	}
 	for _, s := range ln.Status.Settings {
 		if strings.HasPrefix(s.Setting, threadSettingPrefix) && strings.Contains(s.Setting, "@") &&
 			(s.State == v1alpha1.SettingApplied || s.State == v1alpha1.SettingFailed) {

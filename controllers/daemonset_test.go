@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -130,7 +131,17 @@ func TestThreadsHeld(t *testing.T) {
 		node("other", v1alpha1.SettingResult{Setting: "sysctl/kernel.sched_rt_runtime_us", State: v1alpha1.SettingApplied}),
 		node("none"),
 	}
-	if got, want := threadsHeld(nodes), []string{"applied", "restore-failed"}; !slices.Equal(got, want) {
+	// The agent counts held threads from its journal: a settings list full
+	// of a tenant's refusals (capped at 256, the threads left out) does not
+	// hide them.
+	full := node("counted")
+	for i := range 256 {
+		full.Status.Settings = append(full.Status.Settings, v1alpha1.SettingResult{
+			Setting: fmt.Sprintf("rtsched/tenant/pod-%03d/uid", i), State: v1alpha1.SettingRefused})
+	}
+	full.Status.SettingsOmitted, full.Status.HeldThreads = 40, 40
+	nodes = append(nodes, full)
+	if got, want := threadsHeld(nodes), []string{"applied", "restore-failed", "counted"}; !slices.Equal(got, want) {
 		t.Errorf("threadsHeld = %v, want %v", got, want)
 	}
 	if got := hostPIDReasons([]string{"p"}, []string{"n"}); len(got) != 2 || !strings.Contains(got[1], "node n") {

@@ -21,6 +21,7 @@ import (
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/plan"
+	"latencytier.io/latencytier/agent/rtsched"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -83,6 +84,23 @@ type Report struct {
 	Written int
 	// Notes are one-line remarks for humans (discarded journal, ...).
 	Notes []string
+	// HeldThreads counts the threads whose scheduling policy the agent
+	// changed and has not yet restored (still journaled after the pass):
+	// restoring them needs sched_setattr in the host's pid namespace, so
+	// the manager keeps the agent's hostPID while any agent holds one. It
+	// comes from the journal, never from the bounded status list.
+	HeldThreads int
+}
+
+// heldThreads counts j's thread policy entries the agent wrote.
+func heldThreads(j *journal.Journal) int {
+	n := 0
+	for _, en := range j.Entries {
+		if rtsched.IsPath(en.Path) && (len(en.Written) > 0 || en.OriginalUnknown) {
+			n++
+		}
+	}
+	return n
 }
 
 // Conflicts counts Conflict results.
@@ -173,8 +191,7 @@ func (e *Engine) lock() (unlock func(), err error) {
 // Apply brings the host to knobs: restores journaled settings the spec no
 // longer wants, journals the originals of everything it will change, writes,
 // and verifies.
-func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
-	var rep Report
+func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (rep Report, err error) {
 	unlock, err := e.lock()
 	if err != nil {
 		return rep, err
@@ -184,6 +201,7 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	defer func() { rep.HeldThreads = heldThreads(j) }()
 	orphans, held := split(restoreOrder(j, knobs), meta.Undetermined)
 	rep.Held = heldResults(j, held)
 	if len(orphans) > 0 {

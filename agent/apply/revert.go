@@ -12,6 +12,7 @@ import (
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/plan"
+	"latencytier.io/latencytier/agent/rtsched"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -19,7 +20,11 @@ import (
 // MaxRestoreAttempts bounds how many passes a restore that fails (a read
 // or write error other than "gone": EPERM, EIO) is retried before it is
 // given up and reported as a Conflict, so a revert (and a profile deletion
-// waiting on it) completes.
+// waiting on it) completes. A thread's scheduling policy is never given
+// up: a real-time policy left behind keeps a tenant's thread at a priority
+// no profile grants any more, so its entry stays journaled, reported Failed
+// and counted in HeldThreads until it is restored or the thread is gone
+// (exited, or its tid now names a thread with another start time).
 const MaxRestoreAttempts = 5
 
 // Revert restores every journaled original, newest first, and removes the
@@ -77,6 +82,7 @@ func (e *Engine) revert(rep *Report) (left int, err error) {
 	all := ids(j)
 	slices.Reverse(all)
 	rep.Results = e.restore(j, all, rep)
+	rep.HeldThreads = heldThreads(j)
 	if len(j.Entries) > 0 || j.RecoveredFrom != "" {
 		// A recovered journal stays (empty) for the rest of the boot: the
 		// kernel may still hold values of the agent's whose originals are
@@ -139,6 +145,10 @@ func (e *Engine) restore(j *journal.Journal, idsInOrder []string, rep *Report) [
 // path, so a human can restore it by hand and the revert can complete.
 func (e *Engine) giveUp(en *journal.Entry, res v1alpha1.SettingResult) (v1alpha1.SettingResult, bool) {
 	en.RestoreFailures++
+	if rtsched.IsPath(en.Path) {
+		res.Message = fmt.Sprintf("%s (attempt %d; a thread's policy is retried until it is restored or the thread exits)", res.Message, en.RestoreFailures)
+		return res, false
+	}
 	if en.RestoreFailures < MaxRestoreAttempts {
 		res.Message = fmt.Sprintf("%s (attempt %d of %d)", res.Message, en.RestoreFailures, MaxRestoreAttempts)
 		return res, false

@@ -45,6 +45,7 @@ func applyStatus(prev v1alpha1.LatencyNodeStatus, in applyInput) v1alpha1.Latenc
 	all := sortedSettings(append(append(append([]v1alpha1.SettingResult{}, in.Report.Results...), withHeld(in.Results, in.Report.Held)...),
 		unsettled(in.Report.Restored)...))
 	st.Settings, st.SettingsOmitted = capSettings(all)
+	st.HeldThreads = int32(in.Report.HeldThreads)
 	st.Findings = nil // measure's findings of the last window are added after the pass
 	gen := in.Node.Generation
 	setCondition(&st, appliedCondition(in.Err, all, st.SettingsOmitted), gen, in.Now)
@@ -85,6 +86,7 @@ func revertStatus(prev v1alpha1.LatencyNodeStatus, in revertInput) v1alpha1.Late
 	} else {
 		st.Settings, st.SettingsOmitted = capSettings(sortedSettings(in.Report.Results))
 	}
+	st.HeldThreads = int32(in.Report.HeldThreads)
 	setCondition(&st, rev, gen, in.Now)
 	if rev.Status == metav1.ConditionTrue {
 		st.Profile, st.ProfileGeneration = "", 0

@@ -294,3 +294,34 @@ func TestSettingStringsCutInCharacters(t *testing.T) {
 			utf8.ValidString(s.Actual), utf8.RuneCountInString(s.Message), utf8.ValidString(s.Message))
 	}
 }
+
+// status.heldThreads comes from the engine's journal count, not from the
+// settings list: 300 refusals of a tenant's pods (sorted before and capped
+// at 256, pushing any thread policy out) leave it as counted, the node
+// stays Applied, and a revert that still holds a thread says so.
+func TestHeldThreadsIsCountedNotListed(t *testing.T) {
+	var refused []v1alpha1.SettingResult
+	for i := range 300 {
+		refused = append(refused, res(fmt.Sprintf("rtsched/tenant/p%03d/uid", i), v1alpha1.SettingRefused))
+	}
+	now := metav1.NewTime(time.Unix(1000, 0))
+	st := applyStatus(v1alpha1.LatencyNodeStatus{}, applyInput{Node: node(2, nil), Results: refused,
+		Report: apply.Report{HeldThreads: 3, Results: []v1alpha1.SettingResult{res("rtsched/rt/engine/uid/42@7", v1alpha1.SettingApplied)}}, Now: now})
+	if st.HeldThreads != 3 || st.SettingsOmitted == 0 {
+		t.Fatalf("heldThreads %d (want 3), settingsOmitted %d", st.HeldThreads, st.SettingsOmitted)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.NodeApplied); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("tenants' refusals changed Applied: %+v", c)
+	}
+	ln := node(3, nil)
+	ln.Spec.Action = v1alpha1.ActionRevert
+	st = revertStatus(st, revertInput{Node: ln, Report: apply.Report{HeldThreads: 1,
+		Results: []v1alpha1.SettingResult{res("rtsched/rt/engine/uid/42@7", v1alpha1.SettingFailed)}}, Now: now})
+	if st.HeldThreads != 1 {
+		t.Errorf("revert holding a thread: heldThreads %d, want 1", st.HeldThreads)
+	}
+	st = revertStatus(st, revertInput{Node: ln, Now: now})
+	if st.HeldThreads != 0 {
+		t.Errorf("revert with nothing journaled: heldThreads %d, want 0", st.HeldThreads)
+	}
+}

@@ -303,6 +303,15 @@ type LatencyNodeStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	SettingsOmitted int32 `json:"settingsOmitted,omitempty"`
+	// heldThreads counts the threads whose scheduling policy the agent
+	// changed and has not restored yet (from its journal, whatever the
+	// bounded settings list shows or leaves out). A thread whose restore
+	// fails stays counted until it is restored or the thread exits. While
+	// any node holds one the manager keeps the agent's hostPID, which
+	// restoring them needs.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	HeldThreads int32 `json:"heldThreads,omitempty"`
 	// kernel holds the facts the agent found.
 	// Written whole by the agent alone: managedFields name it, not each
 	// field in it.
