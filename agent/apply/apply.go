@@ -214,6 +214,7 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (rep Report, err error) {
 	dirty := e.noteSettled(j, p.Settled, knobs)
 	p.Changes, rep.Results = skipRefused(j, p.Changes, p.Settled)
 	for _, c := range p.Changes {
+		followWriter(j, c)
 		j.Record(c.Knob.ID, e.rel(c.Knob.Path), c.Knob.RestoreValue(c.From), c.From, c.Knob.Desired)
 	}
 	j.Profile, j.ProfileGeneration = meta.Profile, meta.Generation
@@ -250,6 +251,22 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (rep Report, err error) {
 	}
 	rep.Results = order(unknownOriginals(j, rep.Results), knobs)
 	return rep, e.save(j)
+}
+
+// followWriter makes the value another writer set the original of a knob
+// whose value that writer owns (knob.OriginalFollowsWriter), when it
+// changed the value since the agent verified its own (drift): kubelet
+// resizing a pod from 4 CPUs to 1 rewrites its quota, and revert must
+// restore the 1-CPU quota, not the 4-CPU one journaled before.
+func followWriter(j *journal.Journal, c plan.Change) {
+	en := j.Find(c.Knob.ID)
+	if !c.Drift || !c.Knob.OriginalFollowsWriter || en == nil || en.OriginalUnknown || en.Ours(c.From, c.Knob.Matches) {
+		return
+	}
+	en.Original, en.OriginalRead = c.Knob.RestoreValue(c.From), ""
+	if en.Original != c.From {
+		en.OriginalRead = c.From
+	}
 }
 
 // skipRefused takes out of changes the knobs the kernel already refused as

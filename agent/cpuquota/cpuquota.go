@@ -108,7 +108,7 @@ func dirKnob(root *host.Root, version int, id, dir string) (knob.Knob, error) {
 		if !root.Exists(path) {
 			return knob.Knob{}, kerr.Classify("read", path, fmt.Errorf("cpu controller has no CFS bandwidth file: %w", fs.ErrNotExist))
 		}
-		return knob.Knob{ID: id, Path: path, Desired: cgstat.UnlimitedV1, Equal: equalV1}, nil
+		return knob.Knob{ID: id, Path: path, Desired: cgstat.UnlimitedV1, Equal: equalV1, OriginalFollowsWriter: true}, nil
 	}
 	path := filepath.Join(dir, cgstat.MaxFileV2)
 	cur, err := root.ReadString(path)
@@ -122,7 +122,7 @@ func dirKnob(root *host.Root, version int, id, dir string) (knob.Knob, error) {
 	if err != nil {
 		return knob.Knob{}, kerr.Classify("read", path, err)
 	}
-	return knob.Knob{ID: id, Path: path, Desired: "max " + strconv.FormatInt(period, 10), Equal: equalV2}, nil
+	return knob.Knob{ID: id, Path: path, Desired: "max " + strconv.FormatInt(period, 10), Equal: equalV2, OriginalFollowsWriter: true}, nil
 }
 
 // equalV1 compares cpu.cfs_quota_us values numerically; every negative

@@ -39,6 +39,13 @@ type Knob struct {
 	// "cpu io memory" but takes "+cpuset" / "-cpuset". Equal must accept
 	// both forms. Optional.
 	Restore func(read string) string
+	// OriginalFollowsWriter marks a value another writer owns and may
+	// change while the agent holds it: kubelet rewrites a pod's CFS quota on
+	// an in-place resize. When the agent finds such a value changed by
+	// someone else (drift), that value becomes the journaled original, so
+	// revert restores what the owner last set, not a stale limit from
+	// before the resize.
+	OriginalFollowsWriter bool
 }
 
 // RestoreValue is the value that puts back what was read from Path.
