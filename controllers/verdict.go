@@ -126,8 +126,9 @@ func judge(g gate, baseline, current *v1alpha1.LatencyEvidence) verdict {
 }
 
 // judgedP99 picks the figure the verdict rests on. Where the node runs
-// measured pods (granted a tuning or matched by measurement.podSelector)
-// with enough samples in both windows, it is their own run delay: they are
+// measured pods (granted a tuning, or matched by measurement.podSelector in
+// a namespace measurement.namespaceSelector grants: the agent counts no
+// other) with enough samples in both windows, it is their own run delay: they are
 // what the profile tunes for, and a tuning may rightly lengthen other
 // tasks' waits (quota removal gives the tier CPU time the rest of the node
 // had), which the node-wide histogram would count against it. Otherwise it

@@ -14,7 +14,11 @@ import (
 // The measured pods are the ones whose own run delay the agent reports
 // beside the node's (status.current.pods, the evidence a rollout verdict
 // may rest on): pods granted a tuning (CFS quota removal or the isolated
-// CPUs) and pods matching measurement.podSelector. Their tasks are found by
+// CPUs, each by its own namespace grant) and pods matching
+// measurement.podSelector in a namespace measurement.namespaceSelector
+// selects (labels are the pod owner's: without the namespace grant a
+// tenant's pod labelled like the tier's would sway a rollout verdict).
+// Their tasks are found by
 // cgroup, not by pid, so the agent needs no view of the host's pid
 // namespace: the BPF program checks each task it switches in against the
 // cgroup IDs of the pods and their containers. Only tasks directly in a pod
@@ -26,7 +30,7 @@ func measured(t v1alpha1.TuningSpec, p podcgroup.Pod) bool {
 	if p.OptedIn || p.Isolated {
 		return true
 	}
-	if t.Measurement == nil || t.Measurement.PodSelector == nil {
+	if t.Measurement == nil || t.Measurement.PodSelector == nil || !podcgroup.Granted(p.NamespaceLabels, t.Measurement.NamespaceSelector) {
 		return false
 	}
 	sel, err := metav1.LabelSelectorAsSelector(t.Measurement.PodSelector)

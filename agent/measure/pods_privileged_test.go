@@ -36,7 +36,8 @@ func TestPodRunDelayCountsOnlyThePodsTasks(t *testing.T) {
 	}
 	startLoad(t, loadSwitch, 10*time.Second) // wakeups outside the pod
 	selected := v1alpha1.TuningSpec{Measurement: &v1alpha1.MeasurementSpec{
-		PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "latency"}}}}
+		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "latency"}},
+		NamespaceSelector: &v1alpha1.NamespaceSelector{}}}
 	in := Input{Tuning: selected, Pods: []podcgroup.Pod{{UID: pod.UID, Namespace: "shop", Name: "api",
 		Labels: map[string]string{"tier": "latency"}}}}
 	window := func() *Result {

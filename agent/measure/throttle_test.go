@@ -55,16 +55,33 @@ func TestThrottlingCgroupV2Fixture(t *testing.T) {
 // comes from the measured pods only; a throttled pod outside the tier (a
 // CFS limit, not opted in, not selected) does not sway it.
 func TestEvidenceThrottlingIsTheMeasuredPods(t *testing.T) {
+	tier := map[string]string{"latencytier.io/tier": "true"}
 	tuning := v1alpha1.TuningSpec{Measurement: &v1alpha1.MeasurementSpec{
-		PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "latency"}}}}
-	batch := podThrottle{pod: podcgroup.Pod{Name: "batch"}, delta: cpuStat{periods: 10, throttled: 9}}
-	selected := podThrottle{pod: podcgroup.Pod{Name: "api", Labels: map[string]string{"tier": "latency"}}, delta: cpuStat{periods: 10, throttled: 1}}
+		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "latency"}},
+		NamespaceSelector: &v1alpha1.NamespaceSelector{MatchLabels: tier}}}
+	batch := podThrottle{pod: podcgroup.Pod{Name: "batch", NamespaceLabels: tier}, delta: cpuStat{periods: 10, throttled: 9}}
+	selected := podThrottle{pod: podcgroup.Pod{Name: "api", Labels: map[string]string{"tier": "latency"}, NamespaceLabels: tier}, delta: cpuStat{periods: 10, throttled: 1}}
 	granted := podThrottle{pod: podcgroup.Pod{Name: "gw", Isolated: true}, delta: cpuStat{periods: 10, throttled: 2}}
 	if r, ok := highestMeasured([]podThrottle{batch, selected, granted}, tuning); !ok || formatRatio(r) != "0.2000" {
 		t.Errorf("highest measured = %v, %v; want 0.2 (the isolated pod), not the batch pod's 0.9", r, ok)
 	}
 	if _, ok := highestMeasured([]podThrottle{batch}, tuning); ok {
 		t.Error("a node with only an unmeasured pod has a measured throttled ratio")
+	}
+	if r, ok := highestMeasured([]podThrottle{selected}, tuning); !ok || formatRatio(r) != "0.1000" {
+		t.Errorf("a selected pod of a granted namespace: %v, %v; want 0.1", r, ok)
+	}
+	// A tenant labels its own pod like the tier's, in a namespace
+	// measurement.namespaceSelector does not select: it is not evidence.
+	impostor := podThrottle{pod: podcgroup.Pod{Namespace: "tenant", Name: "fake-api", Labels: map[string]string{"tier": "latency"},
+		NamespaceLabels: map[string]string{"team": "tenant"}}, delta: cpuStat{periods: 10, throttled: 10}}
+	if r, ok := highestMeasured([]podThrottle{selected, granted, impostor}, tuning); !ok || formatRatio(r) != "0.2000" {
+		t.Errorf("with a tenant's look-alike pod: %v, %v; want 0.2, the tenant's 1.0 not counted", r, ok)
+	}
+	// Without a namespace grant podSelector selects no pod at all.
+	open := v1alpha1.TuningSpec{Measurement: &v1alpha1.MeasurementSpec{PodSelector: tuning.Measurement.PodSelector}}
+	if _, ok := highestMeasured([]podThrottle{selected, impostor}, open); ok {
+		t.Error("podSelector without measurement.namespaceSelector measured a pod")
 	}
 }
 

@@ -99,7 +99,8 @@ type RolloutSpec struct {
 	// after the change to its own baseline, a decimal between 1 and 100
 	// ("1.2": at most 20% worse). Default "1.2". The p99 is the measured
 	// pods' own run delay where the node runs pods granted a tuning or
-	// matched by measurement.podSelector (with minSamples in both windows),
+	// matched by measurement.podSelector in a namespace
+	// measurement.namespaceSelector selects (with minSamples in both windows),
 	// else the node-wide run queue's: a tuning may rightly lengthen other
 	// tasks' waits to shorten the tier's.
 	// +optional

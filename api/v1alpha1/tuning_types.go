@@ -300,6 +300,7 @@ const (
 )
 
 // MeasurementSpec configures measurement on the node.
+// +kubebuilder:validation:XValidation:rule="!has(self.podSelector) || has(self.namespaceSelector)",message="measurement.namespaceSelector is required with measurement.podSelector: it names the namespaces whose pods may count as the tier's (their run delay and throttling are rollout evidence; {} admits every namespace)"
 type MeasurementSpec struct {
 	// source is Auto, EBPF, Schedstat or Disabled.
 	// +optional
@@ -315,7 +316,9 @@ type MeasurementSpec struct {
 	Interval *metav1.Duration `json:"interval,omitempty"`
 
 	// podSelector chooses the pods whose tasks get per-pod numbers (throttling,
-	// schedstat run delay); opted-in pods are always included.
+	// run delay), which are the rollout evidence a verdict rests on; pods
+	// granted quota removal or the isolated CPUs are always included. It
+	// matches only pods in namespaces namespaceSelector selects.
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 16",message="at most 16 matchLabels"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 16",message="at most 16 matchExpressions"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="a matchExpressions operator must be In, NotIn, Exists or DoesNotExist"
@@ -323,6 +326,17 @@ type MeasurementSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !has(e.values) || size(e.values) <= 64)",message="at most 64 matchExpressions values per expression"
 	// +optional
 	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+
+	// namespaceSelector is the cluster admin's grant for podSelector: only
+	// pods in namespaces whose labels match it are measured as the tier's.
+	// Labels are the pod owner's to set, so without it any tenant could
+	// label a pod like the tier's and push a rollout verdict to Regressed
+	// (a fleet-wide rollback) with a pod of its own. Required with
+	// podSelector; {} admits every namespace. Pods granted a tuning are
+	// measured by the grant of that tuning (cpuQuota.namespaceSelector,
+	// cpus.namespaceSelector), not by this.
+	// +optional
+	NamespaceSelector *NamespaceSelector `json:"namespaceSelector,omitempty"`
 }
 
 // LatencyBudget is what a node of the profile must deliver.

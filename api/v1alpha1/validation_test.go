@@ -133,6 +133,9 @@ func TestInvalidProfilesAreRejectedNamingTheField(t *testing.T) {
 		{"cpus-namespace-selector-labels", "cpus:\n  reserved: \"0\"\n  isolated: \"1\"\n  namespaceSelector:\n    matchLabels:\n" + indent(manyLabels(17)), []string{"spec.cpus.namespaceSelector", "16"}},
 		{"measurement-unknown-source", "measurement:\n  source: Magic", []string{"spec.measurement.source"}},
 		{"measurement-interval-too-short", "measurement:\n  interval: 100ms", []string{"spec.measurement.interval", "between 5s and 1h"}},
+		// Pod labels are the pod owner's: a tenant could label its pod like
+		// the tier's and sway a rollout verdict without a namespace grant.
+		{"measurement-pods-without-namespaces", "measurement:\n  podSelector:\n    matchLabels: {tier: latency}", []string{"spec.measurement", "measurement.namespaceSelector is required"}},
 		{"priority-too-high", "priority: 5000", []string{"spec.priority"}},
 		{"priority-too-low", "priority: -5000", []string{"spec.priority"}},
 		{"budget-p99-garbage", "latencyBudget:\n  runQueueP99: soon", []string{"spec.latencyBudget.runQueueP99"}},
@@ -149,7 +152,7 @@ func TestInvalidProfilesAreRejectedNamingTheField(t *testing.T) {
 		{"selector-too-many-values", "nodeSelector:\n  matchExpressions:\n  - key: tier\n    operator: In\n    values: [" + strings.Repeat("v,", 64) + "v]", []string{"spec.nodeSelector", "64"}},
 		{"selector-too-many-labels", "nodeSelector:\n  matchLabels:\n" + manyLabels(17), []string{"spec.nodeSelector", "16"}},
 		{"pod-selector-operator", "cpuQuota:\n  podSelector:\n    matchExpressions:\n    - key: app\n      operator: Equals\n      values: [x]", []string{"spec.cpuQuota.podSelector", "operator"}},
-		{"measurement-pod-selector-labels", "measurement:\n  podSelector:\n    matchLabels:\n" + indent(manyLabels(17)), []string{"spec.measurement.podSelector", "16"}},
+		{"measurement-pod-selector-labels", "measurement:\n  namespaceSelector: {}\n  podSelector:\n    matchLabels:\n" + indent(manyLabels(17)), []string{"spec.measurement.podSelector", "16"}},
 		// Safe rollout (issue 12).
 		{"rollout-inflight-zero", "rollout:\n  maxInFlight: 0", []string{"spec.rollout.maxInFlight", "rollout.maxInFlight must be"}},
 		{"rollout-inflight-percent-over", "rollout:\n  maxInFlight: \"150%\"", []string{"spec.rollout.maxInFlight"}},
@@ -206,6 +209,7 @@ func TestBoundaryValuesAreAccepted(t *testing.T) {
 		"budget-one":       "latencyBudget:\n  throttledRatio: \"1\"",
 		"priority-max":     "priority: 1000",
 		"irq-none":         "irq:\n  affinity: Unchanged",
+		"measurement-pods": "measurement:\n  podSelector:\n    matchLabels: {tier: latency}\n  namespaceSelector:\n    matchLabels: {latencytier.io/tier: \"true\"}",
 		"pod-selector":     "cpuQuota:\n  namespaceSelector:\n    matchExpressions:\n    - key: kubernetes.io/metadata.name\n      operator: In\n      values: [gateway]\n  podSelector:\n    matchLabels:\n" + indent(manyLabels(16)) + "    matchExpressions:\n    - key: app\n      operator: NotIn\n      values: [" + strings.Repeat("v,", 63) + "v]\n    - key: b\n      operator: DoesNotExist",
 		"rollout-bounds":   "measurement:\n  interval: 5s\nrollout:\n  canary:\n    nodes: \"100%\"\n  maxInFlight: 10000\n  verificationWindow: 5s\n  maxP99Regression: \"1\"\n  maxThrottledRatioIncrease: \"0\"\n  minSamples: 1\n  inconclusiveTimeout: 5s\n  onInconclusive: Pass\n  onRegression: Pause\n  paused: true",
 		"rollout-selector": "rollout:\n  canary:\n    selector:\n      matchLabels: {canary: \"\"}\n  maxInFlight: \"25%\"\n  maxP99Regression: \"100\"",
