@@ -1,6 +1,9 @@
 package desired_test
 
 import (
+	"fmt"
+	"maps"
+	"os"
 	"strings"
 	"testing"
 
@@ -89,5 +92,48 @@ func TestRealtimeIsGrantedOnlyByTheProfile(t *testing.T) {
 				t.Errorf("granted pod reached rtsched.Knobs: %v, want %v; results %+v", reached, tc.granted, s.Results)
 			}
 		})
+	}
+}
+
+// A granted pod whose thread may run on a shared CPU reaches rtsched and
+// comes back a Refusal by cpus.isolated (an event on the pod), Refused in
+// the results and no knob: nothing that makes the node PartiallyApplied.
+func TestRealtimePodOnSharedCPUIsARefusal(t *testing.T) {
+	task := func(tid int, allowed string) map[string]string {
+		f := make([]string, 50)
+		for i := range f {
+			f[i] = "0"
+		}
+		f[0], f[19] = "S", "4242"
+		dir := fmt.Sprintf("proc/%d/task/%d/", 100, tid)
+		return map[string]string{dir + "stat": fmt.Sprintf("%d (spin) %s\n", tid, strings.Join(f, " ")),
+			dir + "status": "Name:\tspin\nCpus_allowed_list:\t" + allowed + "\n"}
+	}
+	ctr := strings.Repeat("c", 64)
+	files := map[string]string{
+		"proc/self/status":                                      fmt.Sprintf("Name:\tagent\nNSpid:\t%d\n", os.Getpid()),
+		"sys/fs/cgroup/cgroup.controllers":                      "cpu\n",
+		"sys/fs/cgroup/kubepods/podu1/" + ctr + "/cgroup.procs": "100\n",
+	}
+	maps.Copy(files, task(100, "1"))
+	maps.Copy(files, task(101, "0-1"))
+	root := testroot.New(t, files)
+	spec := v1alpha1.TuningSpec{Realtime: &v1alpha1.RealtimeSpec{NamespaceSelector: &v1alpha1.NamespaceSelector{}},
+		CPUs: &v1alpha1.CPUSpec{Reserved: ptr.To("0"), Isolated: ptr.To("1"), NamespaceSelector: &v1alpha1.NamespaceSelector{}}}
+	pod := podcgroup.Pod{UID: "u1", Namespace: "tenant", Name: "spin", ContainerIDs: []string{"containerd://" + ctr},
+		Annotations: map[string]string{v1alpha1.SchedPolicyAnnotation: "fifo:40"}}
+	s := desired.Render(root, sysctl.Layout{}, spec, []podcgroup.Pod{pod})
+	if len(s.Refusals) != 1 || s.Refusals[0].Field != rtsched.CauseCPUs || s.Refusals[0].Result.State != v1alpha1.SettingRefused {
+		t.Fatalf("refusals %+v, want one by %s", s.Refusals, rtsched.CauseCPUs)
+	}
+	for _, r := range s.Results {
+		if r.State == v1alpha1.SettingFailed || r.State == v1alpha1.SettingInvalid {
+			t.Errorf("node-level result for the pod's own CPUs: %+v", r)
+		}
+	}
+	for _, k := range s.Knobs {
+		if strings.HasPrefix(k.ID, "rtsched/") {
+			t.Errorf("knob for a refused pod: %s", k.ID)
+		}
 	}
 }

@@ -31,8 +31,9 @@ func (r *Reconciler) namespaceLabels(ctx context.Context) (map[string]map[string
 }
 
 // reportRefusals tells the owner of each pod whose opt-in the profile
-// refuses, with a Warning event on the pod, once per pod and profile field
-// while the refusal lasts (a refusal that ends and comes back is told
+// refuses, with a Warning event on the pod, once per pod and cause (the
+// profile field, or what of the pod's own decided it: its annotation,
+// threads, cgroup.procs, CPUs) while the refusal lasts (a refusal that ends and comes back is told
 // again). Status carries the same as a Refused setting on every pass.
 func (r *Reconciler) reportRefusals(ctx context.Context, refusals []desired.Refusal) {
 	seen := make(map[string]bool, len(refusals))
@@ -42,8 +43,8 @@ func (r *Reconciler) reportRefusals(ctx context.Context, refusals []desired.Refu
 		if r.refused[key] {
 			continue
 		}
-		ctrl.LoggerFrom(ctx).Info("Refused a pod's opt-in: its namespace is not granted", "pod", f.Pod.Namespace+"/"+f.Pod.Name,
-			"field", f.Field)
+		ctrl.LoggerFrom(ctx).Info("Refused a pod's opt-in", "pod", f.Pod.Namespace+"/"+f.Pod.Name,
+			"field", f.Field, "reason", f.Reason)
 		if r.Recorder != nil {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: f.Pod.Namespace, Name: f.Pod.Name, UID: types.UID(f.Pod.UID)}}
 			r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, f.Reason, eventActionOptIn, "%s", f.Result.Message)

@@ -21,6 +21,7 @@ import (
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/rtsched"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -169,5 +170,24 @@ func TestRefusalEventOncePerRefusal(t *testing.T) {
 	case <-rec.Events:
 	case <-time.After(time.Second):
 		t.Fatal("a refusal that ended and came back was not told again")
+	}
+}
+
+// One event per cause: a pod refused for two causes (its threads may run
+// on shared CPUs; it has too many threads) is told twice, once each, however
+// many passes the refusals last.
+func TestRefusalEventOncePerCause(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Recorder: rec}
+	pod := podcgroup.Pod{UID: "u1", Namespace: "tenant", Name: "spin"}
+	refusals := []desired.Refusal{
+		{Pod: pod, Field: rtsched.CauseCPUs, Reason: desired.ReasonRealtimeRefused, Result: v1alpha1.SettingResult{Message: "cpus"}},
+		{Pod: pod, Field: rtsched.CauseThreads, Reason: desired.ReasonRealtimeRefused, Result: v1alpha1.SettingResult{Message: "threads"}},
+	}
+	for range 5 {
+		r.reportRefusals(context.Background(), refusals)
+	}
+	if n := len(rec.Events); n != 2 {
+		t.Fatalf("%d events over 5 passes with two lasting causes; want 2", n)
 	}
 }
