@@ -168,6 +168,13 @@ func appliedCondition(err error, settings []v1alpha1.SettingResult, omitted int3
 // status once, not on every pass; the condition's lastTransitionTime says
 // since when.
 func driftCondition(drifts []apply.Drift, irqbalancePID int) metav1.Condition {
+	node, pods := splitPodDrifts(drifts)
+	if len(node) == 0 && len(pods) > 0 {
+		return metav1.Condition{Type: v1alpha1.NodeDrifted, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.ReasonPodSettingsReasserted, Message: "every node setting held; re-asserted pod settings their owners or kubelet changed: " +
+				strings.Join(first(pods, 8), ", ")}
+	}
+	drifts = node
 	if len(drifts) == 0 {
 		return metav1.Condition{Type: v1alpha1.NodeDrifted, Status: metav1.ConditionFalse,
 			Reason: v1alpha1.ReasonNoDrift, Message: "every setting held since the last pass"}
@@ -179,6 +186,25 @@ func driftCondition(drifts []apply.Drift, irqbalancePID int) metav1.Condition {
 	slices.Sort(parts)
 	return metav1.Condition{Type: v1alpha1.NodeDrifted, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonDriftDetected,
 		Message: "re-asserted after someone else changed: " + strings.Join(first(parts, 8), "; ")}
+}
+
+// podScopedPrefixes start the settings of one pod: what its owner controls
+// (its threads' policy) or kubelet rewrites for it (quota and cpuset on an
+// in-place resize).
+var podScopedPrefixes = []string{"cpuquota/", "cpuset/pod/", "rtsched/"}
+
+// splitPodDrifts separates drifts of node settings from those of pod
+// settings (their IDs, sorted, so the message is stable).
+func splitPodDrifts(drifts []apply.Drift) (node []apply.Drift, pods []string) {
+	for _, d := range drifts {
+		if slices.ContainsFunc(podScopedPrefixes, func(p string) bool { return strings.HasPrefix(d.ID, p) }) {
+			pods = append(pods, d.ID)
+			continue
+		}
+		node = append(node, d)
+	}
+	slices.Sort(pods)
+	return node, pods
 }
 
 // culprit names who most likely changed a setting, by its kind.

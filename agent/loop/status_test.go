@@ -325,3 +325,21 @@ func TestHeldThreadsIsCountedNotListed(t *testing.T) {
 		t.Errorf("revert with nothing journaled: heldThreads %d, want 0", st.HeldThreads)
 	}
 }
+
+// A pod's own settings drifting (kubelet rewriting its quota on an in-place
+// resize, the pod changing its threads' policy) are re-asserted but leave
+// Drifted False, so a tenant cannot mark the node drifted (and its profile
+// Degraded); a node setting drifting beside them still does.
+func TestPodSettingDriftDoesNotDriftTheNode(t *testing.T) {
+	pods := []apply.Drift{{ID: "cpuquota/tenant/web/u1", Ours: "-1", Theirs: "100000"},
+		{ID: "rtsched/tenant/spin/u2/42@7", Ours: "fifo:40", Theirs: "other:0"},
+		{ID: "cpuset/pod/tenant/web/u1", Ours: "1", Theirs: "0-1"}}
+	c := driftCondition(pods, 0)
+	if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonPodSettingsReasserted || !strings.Contains(c.Message, "cpuquota/tenant/web/u1") {
+		t.Errorf("pod drifts only: %+v, want Drifted False %s naming them", c, v1alpha1.ReasonPodSettingsReasserted)
+	}
+	c = driftCondition(append(pods, apply.Drift{ID: "irq/24", Ours: "0", Theirs: "0-1"}), 0)
+	if c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonDriftDetected || strings.Contains(c.Message, "cpuquota/") {
+		t.Errorf("with a node drift: %+v, want Drifted True for irq/24 alone", c)
+	}
+}

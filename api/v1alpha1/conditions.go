@@ -54,27 +54,32 @@ const (
 
 // Condition reasons (CamelCase, shared by both kinds).
 const (
-	ReasonAllNodesApplied     = "AllNodesApplied"
-	ReasonNoNodesMatched      = "NoNodesMatched"
-	ReasonApplying            = "Applying"
-	ReasonReverting           = "Reverting"
-	ReasonNodesDegraded       = "NodesDegraded"
-	ReasonNodeConflict        = "NodeConflict"
-	ReasonOutsideBudget       = "OutsideBudget"
-	ReasonAsExpected          = "AsExpected"
-	ReasonApplied             = "Applied"
-	ReasonApplyFailed         = "ApplyFailed"
-	ReasonPartiallyApplied    = "PartiallyApplied"
-	ReasonDriftDetected       = "DriftDetected"
-	ReasonNoDrift             = "NoDrift"
-	ReasonCmdlineMissingFlags = "CmdlineMissingFlags"
-	ReasonCmdlineMatches      = "CmdlineMatches"
-	ReasonWithinBudget        = "WithinBudget"
-	ReasonNoBudget            = "NoBudget"
-	ReasonNotMeasured         = "NotMeasured"
-	ReasonRevertComplete      = "RevertComplete"
-	ReasonRevertConflict      = "RevertConflict"
-	ReasonJournalCorrupt      = "JournalCorrupt"
+	ReasonAllNodesApplied  = "AllNodesApplied"
+	ReasonNoNodesMatched   = "NoNodesMatched"
+	ReasonApplying         = "Applying"
+	ReasonReverting        = "Reverting"
+	ReasonNodesDegraded    = "NodesDegraded"
+	ReasonNodeConflict     = "NodeConflict"
+	ReasonOutsideBudget    = "OutsideBudget"
+	ReasonAsExpected       = "AsExpected"
+	ReasonApplied          = "Applied"
+	ReasonApplyFailed      = "ApplyFailed"
+	ReasonPartiallyApplied = "PartiallyApplied"
+	ReasonDriftDetected    = "DriftDetected"
+	ReasonNoDrift          = "NoDrift"
+	// ReasonPodSettingsReasserted: only pod-scoped settings (a pod's CFS
+	// quota, cpuset or threads' policy) drifted, which the pod's owner or
+	// kubelet acting for it (an in-place resize) changes: re-asserted, and
+	// Drifted stays False so a tenant cannot mark the node drifted.
+	ReasonPodSettingsReasserted = "PodSettingsReasserted"
+	ReasonCmdlineMissingFlags   = "CmdlineMissingFlags"
+	ReasonCmdlineMatches        = "CmdlineMatches"
+	ReasonWithinBudget          = "WithinBudget"
+	ReasonNoBudget              = "NoBudget"
+	ReasonNotMeasured           = "NotMeasured"
+	ReasonRevertComplete        = "RevertComplete"
+	ReasonRevertConflict        = "RevertConflict"
+	ReasonJournalCorrupt        = "JournalCorrupt"
 	// ReasonMeasuringBaseline: Applied is False under action Baseline, by
 	// design: the agent measures and writes nothing to the kernel.
 	ReasonMeasuringBaseline = "MeasuringBaseline"
