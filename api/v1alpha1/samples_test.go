@@ -1,0 +1,40 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// TestSamplesApply: every sample in config/samples passes the CRD's rules
+// (a server-side dry-run create), so a rule change that makes the shipped
+// examples invalid fails here, not in a user's kubectl apply.
+func TestSamplesApply(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no samples: %v", err)
+	}
+	for _, p := range paths {
+		if filepath.Base(p) == "kustomization.yaml" {
+			continue
+		}
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(b, &u.Object); err != nil {
+				t.Fatal(err)
+			}
+			if err := k8s.Create(context.Background(), u, client.DryRunAll); err != nil {
+				t.Fatalf("sample rejected: %v", err)
+			}
+		})
+	}
+}
