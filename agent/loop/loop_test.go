@@ -119,7 +119,7 @@ func conditionIs(ln *v1alpha1.LatencyNode, typ string, s metav1.ConditionStatus)
 
 func spec() v1alpha1.LatencyNodeSpec {
 	dis := v1alpha1.Disabled
-	rt := "Unlimited"
+	rt := "900ms" // below the 1s period: Unlimited needs cpus.isolated
 	res := "0"
 	return v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Profile: "gateway", ProfileGeneration: 1,
 		Tuning: v1alpha1.TuningSpec{
