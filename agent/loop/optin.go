@@ -33,8 +33,9 @@ func (r *Reconciler) namespaceLabels(ctx context.Context) (map[string]map[string
 // reportRefusals tells the owner of each pod whose opt-in the profile
 // refuses, with a Warning event on the pod, once per pod and cause (the
 // profile field, or what of the pod's own decided it: its annotation,
-// threads, cgroup.procs, CPUs) while the refusal lasts (a refusal that ends and comes back is told
-// again). Status carries the same as a Refused setting on every pass.
+// threads, cgroup.procs, CPUs) while the refusal lasts (a refusal that
+// ends and comes back is told again). Status carries the same as a Refused
+// setting on every pass.
 func (r *Reconciler) reportRefusals(ctx context.Context, refusals []desired.Refusal) {
 	seen := make(map[string]bool, len(refusals))
 	for _, f := range refusals {
