@@ -45,7 +45,7 @@ func applyStatus(prev v1alpha1.LatencyNodeStatus, in applyInput) v1alpha1.Latenc
 	all := sortedSettings(append(append(append([]v1alpha1.SettingResult{}, in.Report.Results...), withHeld(in.Results, in.Report.Held)...),
 		unsettled(in.Report.Restored)...))
 	st.Settings, st.SettingsOmitted = capSettings(all)
-	st.HeldThreads = int32(in.Report.HeldThreads)
+	st.HeldThreads = heldThreads(prev, in.Report, in.Err)
 	st.Findings = nil // measure's findings of the last window are added after the pass
 	gen := in.Node.Generation
 	setCondition(&st, appliedCondition(in.Err, all, st.SettingsOmitted), gen, in.Now)
@@ -86,7 +86,7 @@ func revertStatus(prev v1alpha1.LatencyNodeStatus, in revertInput) v1alpha1.Late
 	} else {
 		st.Settings, st.SettingsOmitted = capSettings(sortedSettings(in.Report.Results))
 	}
-	st.HeldThreads = int32(in.Report.HeldThreads)
+	st.HeldThreads = heldThreads(prev, in.Report, in.Err)
 	setCondition(&st, rev, gen, in.Now)
 	if rev.Status == metav1.ConditionTrue {
 		st.Profile, st.ProfileGeneration = "", 0
@@ -114,6 +114,17 @@ func baselineStatus(prev v1alpha1.LatencyNodeStatus, ln *v1alpha1.LatencyNode, k
 	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.NodeDrifted)
 	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.NodeReverted)
 	return st
+}
+
+// heldThreads is the engine's count of thread policies still journaled; a
+// failed pass may not have read the journal (lock, corrupt file), so it
+// keeps the last count rather than report none and let the manager
+// withdraw the hostPID that restoring them needs.
+func heldThreads(prev v1alpha1.LatencyNodeStatus, rep apply.Report, err error) int32 {
+	if err != nil {
+		return max(prev.HeldThreads, int32(rep.HeldThreads))
+	}
+	return int32(rep.HeldThreads)
 }
 
 // nothingToRevert says a Revert pass found no journal and did nothing.

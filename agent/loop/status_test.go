@@ -320,6 +320,11 @@ func TestHeldThreadsIsCountedNotListed(t *testing.T) {
 	if st.HeldThreads != 1 {
 		t.Errorf("revert holding a thread: heldThreads %d, want 1", st.HeldThreads)
 	}
+	// A pass that failed before reading the journal keeps the count.
+	st = revertStatus(st, revertInput{Node: ln, Err: errors.New("journal locked"), Now: now})
+	if st.HeldThreads != 1 {
+		t.Errorf("failed revert pass: heldThreads %d, want the last count 1", st.HeldThreads)
+	}
 	st = revertStatus(st, revertInput{Node: ln, Now: now})
 	if st.HeldThreads != 0 {
 		t.Errorf("revert with nothing journaled: heldThreads %d, want 0", st.HeldThreads)
