@@ -22,7 +22,7 @@ func TestIRQBalanceNamedNotReported(t *testing.T) {
 		CPUs: &v1alpha1.CPUSpec{Reserved: &res},
 		IRQ:  &v1alpha1.IRQSpec{Affinity: v1alpha1.IRQAffinityReserved},
 	}
-	st := Render(root, sysctl.Layout{}, spec, nil)
+	st := Render(root, sysctl.Layout{}, spec, nil, nil)
 	if st.IRQBalancePID != 412 {
 		t.Errorf("IRQBalancePID = %d, want 412", st.IRQBalancePID)
 	}

@@ -51,7 +51,7 @@ func TestRealtimeIsGrantedOnlyByTheProfile(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := desired.Render(root, sysctl.Layout{}, tc.t, pods)
+			s := desired.Render(root, sysctl.Layout{}, tc.t, pods, nil)
 			got := map[string]string{}
 			for _, r := range s.Refusals {
 				got[r.Pod.Name] = r.Field
