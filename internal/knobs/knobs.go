@@ -280,7 +280,8 @@ var rules = []entry{
 }
 
 // lookup returns the rule for name: an exact entry first, else the longest
-// matching prefix. ok is false for a global, allowed name.
+// matching prefix. ok is false for a name the catalogue does not list (a
+// global one, which needs the admin's unlock).
 func lookup(name string) (entry, bool) {
 	var best entry
 	found := false

@@ -45,6 +45,21 @@ func TestDocIsCurrent(t *testing.T) {
 	}
 }
 
+// On a machine with another kernel the staleness check renders the doc
+// with the census read back from it: that must give the same text.
+func TestCensusRoundTrips(t *testing.T) {
+	for _, c := range []Census{
+		{Release: "6.1.0-28-amd64", Counts: map[Class]int{ClassTyped: 7, ClassAllowed: 20, ClassUnlockable: 1000, ClassRefused: 30}, Absent: []string{"a.b", "c.d"}},
+		{Release: "6.12.1", Counts: map[Class]int{ClassAllowed: 1}},
+	} {
+		doc := markdown(c)
+		back, ok := parseCensus(doc)
+		if !ok || markdown(back) != doc {
+			t.Errorf("census %+v read back as %+v (ok %v)", c, back, ok)
+		}
+	}
+}
+
 // procSysCensus classifies every sysctl this machine's /proc/sys lists.
 func procSysCensus(t *testing.T) Census {
 	t.Helper()

@@ -165,6 +165,9 @@ type Census struct {
 	// Release is the kernel's osrelease.
 	Release string
 	Counts  map[Class]int
+	// Absent are allowlisted names the kernel does not list (reported
+	// Unsupported there).
+	Absent []string
 }
 
 // TakeCensus classifies names (dotted, as listed under /proc/sys).
@@ -172,6 +175,11 @@ func TakeCensus(release string, names []string) Census {
 	c := Census{Release: release, Counts: map[Class]int{}}
 	for _, n := range names {
 		c.Counts[Classify(n)]++
+	}
+	for _, a := range Allowed() {
+		if !slices.Contains(names, a) {
+			c.Absent = append(c.Absent, a)
+		}
 	}
 	return c
 }
@@ -190,8 +198,13 @@ func (c Census) markdown(b *strings.Builder) {
 	for _, cl := range Classes {
 		fmt.Fprintf(b, "| %s | %d |\n", cl, c.Counts[cl])
 	}
+	if len(c.Absent) > 0 {
+		fmt.Fprintf(b, "\n%s%s`.\n", absentIntro, strings.Join(c.Absent, "`, `"))
+	}
 	b.WriteString("\nTaken by `TestDocIsCurrent` on that kernel; on another kernel the test compares everything above this section only.\n")
 }
+
+const absentIntro = "Allowlisted but absent from this kernel (reported `Unsupported` here): `"
 
 // parseCensus reads the census back from a rendered docs/knobs.md.
 func parseCensus(doc string) (Census, bool) {
@@ -216,6 +229,12 @@ func parseCensus(doc string) (Census, bool) {
 			return Census{}, false
 		}
 		c.Counts[cl] = n
+	}
+	if j := strings.Index(doc[i:], absentIntro); j >= 0 {
+		rest := doc[i+j+len(absentIntro):]
+		if end := strings.Index(rest, "`.\n"); end >= 0 {
+			c.Absent = strings.Split(rest[:end], "`, `")
+		}
 	}
 	return c, true
 }
