@@ -203,7 +203,10 @@ func BootID(root *host.Root) (string, error) {
 // Load reads the journal. It returns (nil, nil) when there is none and an
 // error wrapping ErrCorrupt when the file exists but does not parse.
 func Load(root *host.Root) (*Journal, error) {
-	b, err := root.ReadFile(Path(root))
+	if _, exists, err := root.CheckStateDir(); err != nil || !exists {
+		return nil, err
+	}
+	b, err := root.ReadOwn(Path(root))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -240,8 +243,10 @@ func (j *Journal) check() error {
 	return nil
 }
 
-// Save writes the journal atomically: a temp file in the same directory,
-// fsync, rename over the journal, fsync of the directory.
+// Save writes the journal atomically: a temp file in the same directory
+// (created O_EXCL|O_NOFOLLOW, so nothing planted there is written through),
+// fsync, rename over the journal (which replaces a link, never follows it),
+// fsync of the directory.
 func Save(root *host.Root, j *Journal) error {
 	j.Version = Version
 	j.UpdatedAt = time.Now().UTC().Truncate(time.Second)
@@ -249,12 +254,13 @@ func Save(root *host.Root, j *Journal) error {
 	if err != nil {
 		return fmt.Errorf("encode journal: %w", err)
 	}
-	dir := root.StateDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
+	dir, err := root.OwnStateDir()
+	if err != nil {
+		return err
 	}
 	clearTemps(dir)
-	tmp, err := os.CreateTemp(dir, FileName+".tmp-*")
+	tmpName := filepath.Join(dir, fmt.Sprintf("%s.tmp-%d-%d", FileName, os.Getpid(), time.Now().UnixNano()))
+	tmp, err := root.OpenOwn(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("create temp journal: %w", err)
 	}
