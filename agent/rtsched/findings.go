@@ -13,6 +13,7 @@ import (
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/printable"
 )
 
 // Finding types of field note 003 this package checks.
@@ -152,7 +153,7 @@ func throttledNow(root *host.Root) []string {
 	rq := ""
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(line, "rt_rq[") {
-			rq = strings.TrimSuffix(strings.TrimSpace(line), ":")
+			rq = printable.String(strings.TrimSuffix(strings.TrimSpace(line), ":")) // cgroup names are tenants' too
 			continue
 		}
 		k, v, ok := strings.Cut(line, ":")

@@ -15,6 +15,7 @@ import (
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/printable"
 )
 
 // Bounds on what a pod's cgroups and /proc may make the agent read: the
@@ -249,7 +250,9 @@ func readStat(path string) (stat, error) {
 	if len(f) < 39 { // f[0] is field 3 (state); field N is f[N-3]
 		return stat{}, fmt.Errorf("%s: short stat line", path)
 	}
-	s := stat{comm: line[open+1 : end]}
+	// comm is the tenant's choice: escaped before it reaches a label,
+	// a finding or a log.
+	s := stat{comm: printable.String(line[open+1 : end])}
 	var errs [5]error
 	s.flags, errs[0] = strconv.ParseUint(f[6], 10, 64)
 	s.start, errs[1] = strconv.ParseUint(f[19], 10, 64)
