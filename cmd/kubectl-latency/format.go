@@ -30,7 +30,7 @@ func (t *table) row(cells ...string) {
 	}
 	fmt.Fprintln(t.w, strings.Join(esc, "\t"))
 }
-func (t *table) flush() error        { return t.w.Flush() }
+func (t *table) flush() error { return t.w.Flush() }
 
 // dur prints a duration the way the API stores it, "-" when unmeasured.
 func dur(d *metav1.Duration) string {
