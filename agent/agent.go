@@ -28,17 +28,24 @@ import (
 	"latencytier.io/latencytier/agent/metrics"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/knobs"
 	"latencytier.io/latencytier/internal/metricsauth"
 )
 
 const usage = `Usage:
-  latencytier agent --node-name N [--host-root /] [--kubeconfig FILE] [--resync 30s] [--metrics-bind-address :9849]
-  latencytier agent plan --node-spec FILE [--host-root /]     print what would change; writes nothing
-  latencytier agent apply --node-spec FILE [--host-root /]    apply once (journaled)
+  latencytier agent --node-name N [--host-root /] [--kubeconfig FILE] [--resync 30s] [--metrics-bind-address :9849] [--allowed-sysctls-file F]
+  latencytier agent plan --node-spec FILE [--host-root /] [--allowed-sysctls-file F]     print what would change; writes nothing
+  latencytier agent apply --node-spec FILE [--host-root /] [--allowed-sysctls-file F]    apply once (journaled)
   latencytier agent revert [--host-root /]                    restore every journaled original
   latencytier agent measure [--duration 10s] [--json] ...     measure run-queue latency here, runqlat-style
-The node-spec FILE is a LatencyNode YAML or just its spec.
+The node-spec FILE is a LatencyNode YAML or just its spec. Raw sysctls
+outside the built-in allowlist (docs/knobs.md) are applied only when the
+--allowed-sysctls-file (the cluster admin's ConfigMap latencytier-sysctls,
+key allowedSysctls) lists them.
 `
+
+// allowedSysctlsUsage documents --allowed-sysctls-file.
+const allowedSysctlsUsage = "the cluster admin's sysctl unlock (key allowedSysctls of ConfigMap latencytier-sysctls, mounted); missing or empty: the built-in allowlist only"
 
 // crashHook is set by the crash-safety test in its child process only.
 var crashHook func(stage apply.Stage, id string)
@@ -70,6 +77,7 @@ func runLoop(ctx context.Context, args []string) error {
 	hostRoot := fs.String("host-root", "/", "the host's filesystem root (/host in the DaemonSet)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (in-cluster config when empty)")
 	fs.DurationVar(&o.Resync, "resync", 30*time.Second, "how often to re-check the host for drift")
+	fs.StringVar(&o.AllowedSysctlsFile, "allowed-sysctls-file", "", allowedSysctlsUsage)
 	verbosity := fs.Int("v", 0, "log verbosity")
 	noMeasure := fs.Bool("no-measure", false, "do not measure run-queue latency and throttling")
 	metricsAddr := fs.String("metrics-bind-address", "0", "address of the Prometheus metrics endpoint (0 disables it; the DaemonSet sets :9849)")
@@ -116,8 +124,13 @@ func oneShot(cmd string, args []string, out io.Writer) error {
 	specFile := fs.String("node-spec", "", "LatencyNode YAML (or just its spec)")
 	hostRoot := fs.String("host-root", "/", "the host's filesystem root")
 	verbosity := fs.Int("v", 0, "log verbosity")
+	allowedFile := fs.String("allowed-sysctls-file", "", allowedSysctlsUsage)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	admin, err := sysctl.ReadAdminList(*allowedFile)
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", cmd, err)
 	}
 	root := host.New(*hostRoot)
 	eng := &apply.Engine{Root: root, Log: newLogger(os.Stderr, *verbosity), Hook: crashHook}
@@ -145,9 +158,9 @@ func oneShot(cmd string, args []string, out io.Writer) error {
 		return revert(eng, out)
 	}
 	if cmd == "plan" {
-		return preview(root, eng, spec, out)
+		return preview(root, eng, spec, admin, out)
 	}
-	return applyOnce(eng, spec, out)
+	return applyOnce(eng, spec, admin, out)
 }
 
 // ownForCLI takes the journal for a one-shot apply or revert, refusing
@@ -165,9 +178,9 @@ func ownForCLI(root *host.Root, cmd string) (func(), error) {
 	return release, err
 }
 
-func preview(root *host.Root, eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, out io.Writer) error {
+func preview(root *host.Root, eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, admin knobs.AdminList, out io.Writer) error {
 	layout, _ := sysctl.Probe(root, false)
-	st := desired.Render(root, layout, spec.Tuning, nil)
+	st := desired.Render(root, layout, spec.Tuning, nil, admin)
 	d, err := eng.Preview(st.Knobs)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
@@ -192,7 +205,7 @@ func previewRevert(root *host.Root, out io.Writer) error {
 	return nil
 }
 
-func applyOnce(eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, out io.Writer) error {
+func applyOnce(eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, admin knobs.AdminList, out io.Writer) error {
 	layout, perr := sysctl.Probe(eng.Root, true)
 	if perr != nil {
 		fmt.Fprintf(out, "note: %v\n", perr)
@@ -200,7 +213,7 @@ func applyOnce(eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, out io.Writer) 
 	if layout.DebugfsMounted {
 		fmt.Fprintf(out, "note: mounted debugfs at %s to reach the sched knobs\n", eng.Root.Sys("kernel", "debug"))
 	}
-	st := desired.Render(eng.Root, layout, spec.Tuning, nil)
+	st := desired.Render(eng.Root, layout, spec.Tuning, nil, admin)
 	rep, err := eng.Apply(apply.Meta{Profile: spec.Profile, Generation: spec.ProfileGeneration}, st.Knobs)
 	printNotes(out, rep.Notes)
 	printResults(out, rep.Restored)

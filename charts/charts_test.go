@@ -88,7 +88,8 @@ func TestChartValuesReachTheObjects(t *testing.T) {
 	rendered := helm(t, "template", "latencytier", chartDir, "--kube-version", kubeVersion,
 		"--set", "namespace.name=tier", "--set", "image.repository=registry.example/latencytier",
 		"--set", "image.tag=v1.2.3", "--set", "agent.extraArgs=--resync=10s",
-		"--set", "metrics.secure=false", "--set", "admissionPolicies.enabled=false")
+		"--set", "metrics.secure=false", "--set", "admissionPolicies.enabled=false",
+		"--set", "sysctls.allowed=vm.panic_on_oom\\,net.ipv4.tcp_*")
 	objs := objects(t, "helm template", rendered)
 	dep, ok := objs["Deployment/tier/latencytier-manager"]
 	if !ok {
@@ -99,6 +100,12 @@ func TestChartValuesReachTheObjects(t *testing.T) {
 		if !strings.Contains(args, want) {
 			t.Errorf("manager args %s lack %s", args, want)
 		}
+	}
+	// The admin's sysctl unlock is rendered even without the policies: the
+	// agents read it too.
+	cm, ok := objs["ConfigMap/tier/latencytier-sysctls"]
+	if got := fmt.Sprint(cm["data"]); !ok || got != "map[allowedSysctls:vm.panic_on_oom,net.ipv4.tcp_*]" {
+		t.Errorf("sysctl unlock ConfigMap data = %s (found %v)", got, ok)
 	}
 	for key := range objs {
 		if strings.HasPrefix(key, "ValidatingAdmissionPolicy") {

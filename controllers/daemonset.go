@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"maps"
+	"path"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/knobs"
 )
 
 // Names of the agent's objects in the operator namespace.
@@ -28,6 +30,9 @@ const (
 	// hostRootMountPath is where the node's root filesystem appears in the
 	// agent container; the agent's host.Root is built on it.
 	hostRootMountPath = "/host"
+	// allowedSysctlsDir is where the cluster admin's sysctl unlock
+	// (ConfigMap knobs.AdminConfigMap) appears in the agent container.
+	allowedSysctlsDir = "/etc/latencytier/sysctls"
 )
 
 // agentOptions are the manager flags that shape the agent DaemonSet.
@@ -160,13 +165,26 @@ func agentPodSpec(o agentOptions, realtime bool) corev1.PodSpec {
 			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
 				Path: "/", Type: ptr.To(corev1.HostPathDirectory),
 			}},
+		}, {
+			// The cluster admin's sysctl unlock, read on every pass: the
+			// agent applies a raw sysctl off the built-in allowlist only
+			// when this lists it, whatever its LatencyNode says. Optional:
+			// without the ConfigMap the pod starts and nothing is unlocked.
+			// kubelet fetches it (the node may read what its pods mount):
+			// the agent's role grants no ConfigMap access.
+			Name: "allowed-sysctls",
+			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: knobs.AdminConfigMap},
+				Optional:             ptr.To(true),
+			}},
 		}},
 		TerminationGracePeriodSeconds: ptr.To[int64](30),
 	}
 }
 
 func agentContainer(o agentOptions) corev1.Container {
-	args := []string{"agent", "--node-name=$(NODE_NAME)", "--host-root=" + hostRootMountPath}
+	args := []string{"agent", "--node-name=$(NODE_NAME)", "--host-root=" + hostRootMountPath,
+		"--allowed-sysctls-file=" + path.Join(allowedSysctlsDir, knobs.AdminKey)}
 	var ports []corev1.ContainerPort
 	if o.MetricsPort > 0 {
 		// HTTPS metrics, served only to tokens the API server authenticates
@@ -218,6 +236,8 @@ func agentContainer(o agentOptions) corev1.Container {
 			// HostToContainer: cgroup and debugfs mounts made on the host
 			// after the pod started are visible to the agent.
 			MountPropagation: ptr.To(corev1.MountPropagationHostToContainer),
+		}, {
+			Name: "allowed-sysctls", MountPath: allowedSysctlsDir, ReadOnly: true,
 		}},
 	}
 }

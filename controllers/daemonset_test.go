@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/knobs"
 )
 
 var testAgent = agentOptions{Namespace: "latencytier-system", Image: "latencytier:test", Args: []string{"--resync=10s"}}
@@ -53,7 +54,8 @@ func TestRenderAgentDaemonSet(t *testing.T) {
 	if _, ok := res.Limits[corev1.ResourceCPU]; ok {
 		t.Errorf("cpu limit %s: the agent must not be CFS-throttled", res.Limits.Cpu())
 	}
-	wantArgs := []string{"agent", "--node-name=$(NODE_NAME)", "--host-root=/host", "--resync=10s"}
+	wantArgs := []string{"agent", "--node-name=$(NODE_NAME)", "--host-root=/host",
+		"--allowed-sysctls-file=/etc/latencytier/sysctls/allowedSysctls", "--resync=10s"}
 	if strings.Join(c.Args, " ") != strings.Join(wantArgs, " ") {
 		t.Errorf("args = %q, want %q", c.Args, wantArgs)
 	}
@@ -62,6 +64,13 @@ func TestRenderAgentDaemonSet(t *testing.T) {
 	}
 	if c.VolumeMounts[0].MountPath != hostRootMountPath || pod.Volumes[0].HostPath.Path != "/" {
 		t.Errorf("host root mount = %+v / %+v", c.VolumeMounts, pod.Volumes)
+	}
+	// The admin's sysctl unlock: the ConfigMap the admission policy takes
+	// as its parameter, optional (no ConfigMap: nothing unlocked), read-only.
+	if len(pod.Volumes) != 2 || pod.Volumes[1].ConfigMap == nil || pod.Volumes[1].ConfigMap.Name != knobs.AdminConfigMap ||
+		!*pod.Volumes[1].ConfigMap.Optional || len(c.VolumeMounts) != 2 || !c.VolumeMounts[1].ReadOnly ||
+		c.VolumeMounts[1].Name != pod.Volumes[1].Name || c.VolumeMounts[1].MountPath+"/"+knobs.AdminKey != "/etc/latencytier/sysctls/allowedSysctls" {
+		t.Errorf("allowed-sysctls volume = %+v / %+v", pod.Volumes, c.VolumeMounts)
 	}
 }
 
@@ -254,7 +263,7 @@ func TestAgentDaemonSetServesMetricsToThePodMonitor(t *testing.T) {
 	o.MetricsPort = 9849
 	ds := renderAgentDaemonSet(o, false)
 	c := ds.Spec.Template.Spec.Containers[0]
-	wantArgs := "agent --node-name=$(NODE_NAME) --host-root=/host --metrics-bind-address=:9849 --resync=10s"
+	wantArgs := "agent --node-name=$(NODE_NAME) --host-root=/host --allowed-sysctls-file=/etc/latencytier/sysctls/allowedSysctls --metrics-bind-address=:9849 --resync=10s"
 	if strings.Join(c.Args, " ") != wantArgs {
 		t.Errorf("args = %q, want %q", c.Args, wantArgs)
 	}

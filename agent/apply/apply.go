@@ -173,11 +173,11 @@ func (e *Engine) Preview(knobs []knob.Knob) (dryRun, error) {
 // CLI run) with an flock next to the journal, so two never interleave
 // journal and kernel writes.
 func (e *Engine) lock() (unlock func(), err error) {
-	dir := e.Root.StateDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create %s: %w", dir, err)
+	dir, err := e.Root.OwnStateDir()
+	if err != nil {
+		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "journal.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := e.Root.OpenOwn(filepath.Join(dir, "journal.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open journal lock: %w", err)
 	}

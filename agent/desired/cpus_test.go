@@ -42,7 +42,7 @@ func TestReservedOfflineIsInvalidOnce(t *testing.T) {
 	root := testroot.New(t, twoCPUHost())
 	e := &apply.Engine{Root: root, Log: logr.Discard()}
 	for pass := 0; pass < 3; pass++ {
-		ds := desired.Render(root, sysctl.Layout{}, cpusSpec("0-3"), nil)
+		ds := desired.Render(root, sysctl.Layout{}, cpusSpec("0-3"), nil, nil)
 		if len(ds.Knobs) != 0 {
 			t.Fatalf("pass %d: knobs for an offline reserved set: %v", pass, ds.Knobs[0].ID)
 		}
@@ -64,7 +64,7 @@ func TestReservedOfflineIsInvalidOnce(t *testing.T) {
 		}
 	}
 	// Online reserved CPUs are confined as before.
-	if ds := desired.Render(root, sysctl.Layout{}, cpusSpec("0"), nil); len(ds.Knobs) == 0 {
+	if ds := desired.Render(root, sysctl.Layout{}, cpusSpec("0"), nil, nil); len(ds.Knobs) == 0 {
 		t.Fatalf("no knobs for reserved 0: %+v", ds.Results)
 	}
 }
@@ -76,7 +76,7 @@ func TestHugeReservedRefusedCheaply(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	ds := desired.Render(root, sysctl.Layout{}, cpusSpec("0-5000000"), nil)
+	ds := desired.Render(root, sysctl.Layout{}, cpusSpec("0-5000000"), nil, nil)
 	runtime.ReadMemStats(&after)
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
 		t.Fatalf("Render allocated %d MiB for reserved 0-5000000; want < 8 MiB", grew>>20)

@@ -20,6 +20,7 @@ import (
 	"latencytier.io/latencytier/agent/power"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/knobs"
 )
 
 // State is the rendered desired state of one node.
@@ -47,10 +48,11 @@ type State struct {
 // (system slices, then pods granted the isolated CPUs), IRQs, CPU quota (pods
 // granted its removal), real-time threads (pods granted realtime). Pods that
 // opted in from a namespace the profile does not grant are Refusals, not
-// knobs.
-func Render(root *host.Root, layout sysctl.Layout, t v1alpha1.TuningSpec, pods []podcgroup.Pod) State {
+// knobs. admin is the cluster admin's sysctl unlock (nil: the built-in
+// allowlist only).
+func Render(root *host.Root, layout sysctl.Layout, t v1alpha1.TuningSpec, pods []podcgroup.Pod, admin knobs.AdminList) State {
 	var s State
-	k, r := sysctl.Knobs(root, layout, t.Scheduler, t.Sysctls)
+	k, r := sysctl.Knobs(root, layout, t.Scheduler, t.Sysctls, admin)
 	s.add(k, r)
 	s.holdRTThrottling(root, t)
 	s.add(power.Knobs(root, t))

@@ -42,7 +42,7 @@ func TestRenderOrderAndOptIn(t *testing.T) {
 	if len(in.Isolated) != 2 || len(in.Refused) != 0 {
 		t.Fatalf("SortOptIns isolated = %+v, refused = %+v", in.Isolated, in.Refused)
 	}
-	st := Render(root, sysctl.Layout{}, spec, pods)
+	st := Render(root, sysctl.Layout{}, spec, pods, nil)
 	var kinds []string
 	for _, k := range st.Knobs {
 		kind, _, _ := strings.Cut(k.ID, "/")
@@ -69,7 +69,7 @@ func TestRenderIRQUnchanged(t *testing.T) {
 	root := testroot.New(t, map[string]string{"proc/irq/24/smp_affinity_list": "0-1"})
 	res := "0"
 	st := Render(root, sysctl.Layout{}, v1alpha1.TuningSpec{CPUs: &v1alpha1.CPUSpec{Reserved: &res},
-		IRQ: &v1alpha1.IRQSpec{Affinity: v1alpha1.IRQAffinityUnchanged}}, nil)
+		IRQ: &v1alpha1.IRQSpec{Affinity: v1alpha1.IRQAffinityUnchanged}}, nil, nil)
 	for _, k := range st.Knobs {
 		if strings.HasPrefix(k.ID, "irq/") {
 			t.Fatalf("Unchanged affinity produced %s", k.ID)

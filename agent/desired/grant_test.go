@@ -74,7 +74,7 @@ func TestOptInNeedsTheNamespaceGrant(t *testing.T) {
 	e := &apply.Engine{Root: root, Log: logr.Discard()}
 	pass := func(pods []podcgroup.Pod) (desired.State, apply.Report) {
 		t.Helper()
-		ds := desired.Render(root, sysctl.Layout{}, grantSpec(), pods)
+		ds := desired.Render(root, sysctl.Layout{}, grantSpec(), pods, nil)
 		rep, err := e.Apply(apply.Meta{Profile: "p", Undetermined: ds.Undetermined}, ds.Knobs)
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package desired
 
 import (
+	"os"
 	"testing"
 
 	"latencytier.io/latencytier/agent/internal/testroot"
@@ -16,13 +17,17 @@ func TestIRQBalanceNamedNotReported(t *testing.T) {
 		"proc/irq/24/smp_affinity_list": "0-1",
 		"proc/412/comm":                 "irqbalance\n",
 		"proc/412/stat":                 "",
+		"usr/sbin/irqbalance":           "the host's binary",
 	})
+	if err := os.Symlink(root.Path("usr", "sbin", "irqbalance"), root.Proc("412", "exe")); err != nil {
+		t.Fatal(err)
+	}
 	res := "0"
 	spec := v1alpha1.TuningSpec{
 		CPUs: &v1alpha1.CPUSpec{Reserved: &res},
 		IRQ:  &v1alpha1.IRQSpec{Affinity: v1alpha1.IRQAffinityReserved},
 	}
-	st := Render(root, sysctl.Layout{}, spec, nil)
+	st := Render(root, sysctl.Layout{}, spec, nil, nil)
 	if st.IRQBalancePID != 412 {
 		t.Errorf("IRQBalancePID = %d, want 412", st.IRQBalancePID)
 	}

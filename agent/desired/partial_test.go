@@ -47,7 +47,7 @@ var gw = podcgroup.Pod{UID: uid, Namespace: "shop", Name: "gw",
 
 func pass(t *testing.T, e *apply.Engine, pods []podcgroup.Pod) (desired.State, apply.Report) {
 	t.Helper()
-	ds := desired.Render(e.Root, sysctl.Layout{}, partialSpec(), pods)
+	ds := desired.Render(e.Root, sysctl.Layout{}, partialSpec(), pods, nil)
 	rep, err := e.Apply(apply.Meta{Profile: "p", Undetermined: ds.Undetermined}, ds.Knobs)
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ func TestRenderIncludesPower(t *testing.T) {
 	perf := v1alpha1.GovernorPerformance
 	spec := v1alpha1.TuningSpec{Power: &v1alpha1.PowerSpec{All: &v1alpha1.CPUPower{
 		MaxIdleExitLatency: &metav1.Duration{}, Governor: &perf}}}
-	ds := desired.Render(root, sysctl.Layout{}, spec, nil)
+	ds := desired.Render(root, sysctl.Layout{}, spec, nil, nil)
 	if len(ds.Knobs) != 1 || ds.Knobs[0].ID != "power/cpu0/resume-latency" || ds.Knobs[0].Desired != "n/a" {
 		t.Fatalf("knobs %+v", ds.Knobs)
 	}

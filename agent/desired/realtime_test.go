@@ -57,7 +57,7 @@ func TestRealtimeIsGrantedOnlyByTheProfile(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := desired.Render(root, sysctl.Layout{}, tc.t, pods)
+			s := desired.Render(root, sysctl.Layout{}, tc.t, pods, nil)
 			got := map[string]string{}
 			for _, r := range s.Refusals {
 				got[r.Pod.Name] = r.Field
@@ -122,7 +122,7 @@ func TestRealtimePodOnSharedCPUIsARefusal(t *testing.T) {
 		CPUs: &v1alpha1.CPUSpec{Reserved: ptr.To("0"), Isolated: ptr.To("1"), NamespaceSelector: &v1alpha1.NamespaceSelector{}}}
 	pod := podcgroup.Pod{UID: "u1", Namespace: "tenant", Name: "spin", ContainerIDs: []string{"containerd://" + ctr},
 		Annotations: map[string]string{v1alpha1.SchedPolicyAnnotation: "fifo:40"}}
-	s := desired.Render(root, sysctl.Layout{}, spec, []podcgroup.Pod{pod})
+	s := desired.Render(root, sysctl.Layout{}, spec, []podcgroup.Pod{pod}, nil)
 	if len(s.Refusals) != 1 || s.Refusals[0].Field != rtsched.CauseCPUs || s.Refusals[0].Result.State != v1alpha1.SettingRefused {
 		t.Fatalf("refusals %+v, want one by %s", s.Refusals, rtsched.CauseCPUs)
 	}

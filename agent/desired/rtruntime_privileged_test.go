@@ -41,7 +41,7 @@ func TestRealLoweredRTPeriodRefusesRuntimeAtPeriod(t *testing.T) {
 	if err := os.WriteFile(period, []byte("960000"), 0); err != nil {
 		t.Fatal(err)
 	}
-	s := Render(root, sysctl.Layout{}, v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{RTRuntime: ptr.To("960ms")}}, nil)
+	s := Render(root, sysctl.Layout{}, v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{RTRuntime: ptr.To("960ms")}}, nil, nil)
 	for _, k := range s.Knobs {
 		if k.ID == "scheduler/rtRuntime" {
 			t.Fatalf("a runtime equal to the node's lowered period became a knob: %+v", k)

@@ -38,7 +38,7 @@ func TestRTRuntimeAtOrAbovePeriodIsInvalidOnTheNode(t *testing.T) {
 				"proc/sys/kernel/sched_rt_runtime_us": "950000",
 			})
 			spec := v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{RTRuntime: ptr.To(tc.runtime)}, CPUs: tc.cpus}
-			s := Render(root, sysctl.Layout{}, spec, nil)
+			s := Render(root, sysctl.Layout{}, spec, nil, nil)
 			written := false
 			for _, k := range s.Knobs {
 				written = written || k.ID == "scheduler/rtRuntime"

@@ -1,6 +1,10 @@
 package facts
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/procfs"
@@ -20,8 +24,14 @@ type IRQBalance struct {
 	Banned cpuset.CPUSet
 }
 
+// irqbalancePaths are where distributions install irqbalance on the host.
+var irqbalancePaths = []string{"/usr/sbin/irqbalance", "/usr/bin/irqbalance", "/sbin/irqbalance", "/usr/local/sbin/irqbalance"}
+
 // IRQBalances lists the running irqbalance processes, by host pid (the
-// host root's /proc, so it works from a pod without hostPID).
+// host root's /proc, so it works from a pod without hostPID). A process is
+// irqbalance when its executable is the host's irqbalance binary
+// (isHostBinary), not when it is named so: any tenant can name a process
+// irqbalance, and one that did must not be blamed for the agent's drift.
 func IRQBalances(root *host.Root) []IRQBalance {
 	fs, err := procfs.NewFS(root.Proc())
 	if err != nil {
@@ -33,13 +43,41 @@ func IRQBalances(root *host.Root) []IRQBalance {
 	}
 	var out []IRQBalance
 	for _, p := range procs {
-		if comm, err := p.Comm(); err != nil || comm != "irqbalance" {
+		if comm, err := p.Comm(); err != nil || comm != "irqbalance" || !isHostBinary(root, p.PID, irqbalancePaths) {
 			continue
 		}
 		env, _ := p.Environ()
 		out = append(out, IRQBalance{PID: p.PID, Banned: bannedCPUs(env)})
 	}
 	return out
+}
+
+// isHostBinary reports whether process pid runs one of the host's binaries
+// at paths: /proc/<pid>/exe opens the very file the process executes, so
+// its device and inode equal the host file's, which a binary in a
+// container's image (even at the same path) or a renamed copy never does.
+// A binary replaced on disk since the process started (a package upgrade:
+// the link reads "<path> (deleted)") counts when the process's root is the
+// host's root, so the path is the host's own.
+func isHostBinary(root *host.Root, pid int, paths []string) bool {
+	pidDir := root.Proc(strconv.Itoa(pid))
+	exe, err := os.Stat(filepath.Join(pidDir, "exe"))
+	if err != nil {
+		return false
+	}
+	for _, p := range paths {
+		if bin, err := os.Stat(root.Path(p)); err == nil && os.SameFile(exe, bin) {
+			return true
+		}
+	}
+	link, err := os.Readlink(filepath.Join(pidDir, "exe"))
+	deleted, ok := strings.CutSuffix(link, " (deleted)")
+	if err != nil || !ok || !slices.Contains(paths, deleted) {
+		return false
+	}
+	procRoot, err1 := os.Stat(filepath.Join(pidDir, "root"))
+	hostRoot, err2 := os.Stat(root.Dir())
+	return err1 == nil && err2 == nil && os.SameFile(procRoot, hostRoot)
 }
 
 // bannedCPUs reads irqbalance's ban list from its environment.

@@ -1,6 +1,7 @@
 package facts
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -23,14 +24,27 @@ func TestBannedCPUs(t *testing.T) {
 	}
 }
 
+// Only a process running the host's irqbalance binary counts: pid 500 is
+// named irqbalance but runs a tenant's binary (a renamed copy, or its
+// image's own /usr/sbin/irqbalance), and must not be blamed for drift.
 func TestIRQBalances(t *testing.T) {
 	root := testroot.Files(t, map[string]string{
-		"proc/1/comm":      "systemd\n",
-		"proc/1/stat":      "",
-		"proc/412/comm":    "irqbalance\n",
-		"proc/412/stat":    "",
-		"proc/412/environ": "PATH=/bin\x00IRQBALANCE_BANNED_CPULIST=2-3\x00",
+		"proc/1/comm":           "systemd\n",
+		"proc/1/stat":           "",
+		"proc/412/comm":         "irqbalance\n",
+		"proc/412/stat":         "",
+		"proc/412/environ":      "PATH=/bin\x00IRQBALANCE_BANNED_CPULIST=2-3\x00",
+		"proc/500/comm":         "irqbalance\n",
+		"proc/500/stat":         "",
+		"proc/500/environ":      "IRQBALANCE_BANNED_CPULIST=0-1\x00",
+		"usr/sbin/irqbalance":   "the host's binary",
+		"tenant/bin/irqbalance": "a tenant's binary",
 	})
+	for pid, exe := range map[string]string{"412": "usr/sbin/irqbalance", "500": "tenant/bin/irqbalance"} {
+		if err := os.Symlink(root.Path(exe), root.Proc(pid, "exe")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	got := IRQBalances(root)
 	if len(got) != 1 || got[0].PID != 412 || got[0].Banned.String() != "2-3" {
 		t.Fatalf("IRQBalances = %+v, want pid 412 banning 2-3", got)

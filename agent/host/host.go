@@ -7,6 +7,8 @@ package host
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,8 +40,10 @@ func (r *Root) Dir() string { return r.dir }
 // the agent's own "/", not the host root. That is intended for the trees the
 // agent walks (/proc and /sys are kernel filesystems whose links the kernel
 // makes; test roots link proc and sys to the real ones), and it is why the
-// agent creates its state directory itself, mode 0700, owned by root: no
-// one but root can plant a link on the paths it writes there.
+// agent creates its state directory itself, mode 0700, owned by root, and
+// refuses one that is not (OwnStateDir): no one but root can plant a link
+// on the paths it writes there, and it opens them without following links
+// anyway (OpenOwn).
 func (r *Root) Path(elem ...string) string {
 	return filepath.Join(r.dir, filepath.Clean("/"+filepath.Join(elem...)))
 }
@@ -75,6 +79,88 @@ func (r *Root) DebugSched(elem ...string) string {
 
 // StateDir is the agent's own state directory, /var/lib/latencytier.
 func (r *Root) StateDir() string { return r.Path("var", "lib", "latencytier") }
+
+// ErrUnsafeStateDir marks a state directory the agent refuses to use.
+var ErrUnsafeStateDir = errors.New("unsafe state directory")
+
+// OwnStateDir creates the state directory (mode 0700) when it is missing
+// and checks that it is the agent's own: a directory, not a symlink, owned
+// by the agent's user (root on a node) and not writable by group or others.
+// The journal in it names the files the agent writes back as root, so a
+// directory someone else can write (plant a link, forge a journal) is
+// refused with an error wrapping ErrUnsafeStateDir and naming the path.
+func (r *Root) OwnStateDir() (string, error) {
+	dir := r.StateDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create state directory %s: %w", dir, err)
+	}
+	return dir, checkOwnDir(dir)
+}
+
+// CheckStateDir is OwnStateDir for readers: a missing state directory is
+// not created (exists false) and not an error.
+func (r *Root) CheckStateDir() (dir string, exists bool, err error) {
+	dir = r.StateDir()
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return dir, false, nil
+	}
+	return dir, true, checkOwnDir(dir)
+}
+
+func checkOwnDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("state directory %s: %w", dir, err)
+	}
+	uid := os.Geteuid()
+	var problem string
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		problem = "a symlink"
+	case !fi.IsDir():
+		problem = "not a directory"
+	case st == nil:
+		problem = "of unknown owner"
+	case int(st.Uid) != uid:
+		problem = fmt.Sprintf("owned by uid %d, not %d", st.Uid, uid)
+	case fi.Mode().Perm()&0o022 != 0:
+		problem = fmt.Sprintf("mode %04o, writable by group or others", fi.Mode().Perm())
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w %s: %s; the agent keeps its journal there and writes it back as root, so it must be a directory owned by uid %d with no group or other write permission (chown %d %s; chmod go-w %s)",
+		ErrUnsafeStateDir, dir, problem, uid, uid, dir, dir)
+}
+
+// OpenOwn opens a file of the agent's own in its state directory without
+// following a symlink in its last element (O_NOFOLLOW) and refuses
+// anything but a regular file, so a link or FIFO planted there is never
+// written or read through.
+func (r *Root) OpenOwn(path string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("open %s: %w (a symlink; the agent's own files are never followed)", path, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("open %s: not a regular file", path)
+	}
+	return f, nil
+}
+
+// ReadOwn reads a file of the agent's own as OpenOwn opens it.
+func (r *Root) ReadOwn(path string) ([]byte, error) {
+	f, err := r.OpenOwn(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
 
 // KubeletDir is kubelet's state directory, /var/lib/kubelet.
 func (r *Root) KubeletDir(elem ...string) string {
@@ -164,9 +250,15 @@ func (r *Root) IsDir(path string) bool {
 }
 
 // WriteFile creates or replaces a file of the agent's own (its state
-// directory), unlike WriteString, which writes an existing kernel file.
+// directory), unlike WriteString, which writes an existing kernel file. It
+// opens it as OpenOwn does: a symlink there is refused, not followed.
 func (r *Root) WriteFile(path string, data []byte, perm os.FileMode) error {
-	return os.WriteFile(path, data, perm)
+	f, err := r.OpenOwn(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	return errors.Join(werr, f.Close())
 }
 
 // ReadFile reads a file under the root.

@@ -23,7 +23,7 @@ const CorruptPrefix = FileName + ".corrupt-"
 // boot began, so the reboot already restored the boot values it recorded.
 // The caller holds the engine's journal lock.
 func Quarantine(root *host.Root, now time.Time) (aside string, earlierBoot bool, err error) {
-	st, err := os.Stat(Path(root))
+	st, err := os.Lstat(Path(root))
 	if err != nil {
 		return "", false, fmt.Errorf("move corrupt journal aside: %w", err)
 	}

@@ -113,6 +113,12 @@ type Journal struct {
 	// backwards.
 	Entries   []Entry   `json:"entries"`
 	UpdatedAt time.Time `json:"updatedAt"`
+
+	// index maps an entry's ID to its position in Entries, so Find, Record
+	// and Drop are O(1) and a pass over n knobs is O(n), not O(n²). It is
+	// rebuilt whenever it no longer describes Entries (callers append to
+	// Entries directly, and a loaded journal has none).
+	index map[string]int
 }
 
 // New is an empty journal for this boot.
@@ -122,12 +128,31 @@ func New(bootID string) *Journal {
 
 // Find returns the entry for id, or nil.
 func (j *Journal) Find(id string) *Entry {
-	for i := range j.Entries {
-		if j.Entries[i].ID == id {
-			return &j.Entries[i]
-		}
+	if i, ok := j.lookup(id); ok {
+		return &j.Entries[i]
 	}
 	return nil
+}
+
+// lookup is id's position in Entries.
+func (j *Journal) lookup(id string) (int, bool) {
+	if j.index == nil || len(j.index) != len(j.Entries) {
+		j.reindex()
+	}
+	i, ok := j.index[id]
+	if ok && j.Entries[i].ID != id {
+		// Entries was edited in place behind the index.
+		j.reindex()
+		i, ok = j.index[id]
+	}
+	return i, ok
+}
+
+func (j *Journal) reindex() {
+	j.index = make(map[string]int, len(j.Entries))
+	for i := range j.Entries {
+		j.index[j.Entries[i].ID] = i
+	}
 }
 
 // Record notes that the agent is about to write value to id. original is
@@ -138,6 +163,7 @@ func (j *Journal) Record(id, path, original, read, value string) {
 	e := j.Find(id)
 	if e == nil {
 		j.Entries = append(j.Entries, Entry{ID: id, Path: path, Original: original})
+		j.index[id] = len(j.Entries) - 1
 		e = &j.Entries[len(j.Entries)-1]
 		if read != original {
 			e.OriginalRead = read
@@ -148,9 +174,18 @@ func (j *Journal) Record(id, path, original, read, value string) {
 	}
 }
 
-// Drop removes the entry for id.
+// Drop removes the entry for id. Only the entries after it move, so
+// dropping newest first (the order revert walks) costs O(1) each.
 func (j *Journal) Drop(id string) {
-	j.Entries = slices.DeleteFunc(j.Entries, func(e Entry) bool { return e.ID == id })
+	i, ok := j.lookup(id)
+	if !ok {
+		return
+	}
+	j.Entries = slices.Delete(j.Entries, i, i+1)
+	delete(j.index, id)
+	for k := i; k < len(j.Entries); k++ {
+		j.index[j.Entries[k].ID] = k
+	}
 }
 
 // Path is the journal file under root.
@@ -168,7 +203,10 @@ func BootID(root *host.Root) (string, error) {
 // Load reads the journal. It returns (nil, nil) when there is none and an
 // error wrapping ErrCorrupt when the file exists but does not parse.
 func Load(root *host.Root) (*Journal, error) {
-	b, err := root.ReadFile(Path(root))
+	if _, exists, err := root.CheckStateDir(); err != nil || !exists {
+		return nil, err
+	}
+	b, err := root.ReadOwn(Path(root))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -205,8 +243,10 @@ func (j *Journal) check() error {
 	return nil
 }
 
-// Save writes the journal atomically: a temp file in the same directory,
-// fsync, rename over the journal, fsync of the directory.
+// Save writes the journal atomically: a temp file in the same directory
+// (created O_EXCL|O_NOFOLLOW, so nothing planted there is written through),
+// fsync, rename over the journal (which replaces a link, never follows it),
+// fsync of the directory.
 func Save(root *host.Root, j *Journal) error {
 	j.Version = Version
 	j.UpdatedAt = time.Now().UTC().Truncate(time.Second)
@@ -214,12 +254,13 @@ func Save(root *host.Root, j *Journal) error {
 	if err != nil {
 		return fmt.Errorf("encode journal: %w", err)
 	}
-	dir := root.StateDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
+	dir, err := root.OwnStateDir()
+	if err != nil {
+		return err
 	}
 	clearTemps(dir)
-	tmp, err := os.CreateTemp(dir, FileName+".tmp-*")
+	tmpName := filepath.Join(dir, fmt.Sprintf("%s.tmp-%d-%d", FileName, os.Getpid(), time.Now().UnixNano()))
+	tmp, err := root.OpenOwn(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("create temp journal: %w", err)
 	}

@@ -147,3 +147,27 @@ func TestLeftoverTempFilesAreCleared(t *testing.T) {
 		t.Fatalf("a file that is not a journal temp file was removed: %v", err)
 	}
 }
+
+// The lookup index stays right when callers append to Entries directly (the
+// engine does) and when entries are dropped from the middle.
+func TestFindIndexFollowsEntries(t *testing.T) {
+	j := New("b")
+	for _, id := range []string{"a", "b", "c", "d"} {
+		j.Record(id, "/"+id, "1", "1", "0")
+	}
+	j.Entries = append(j.Entries, Entry{ID: "e", Path: "/e", Original: "1"})
+	j.Drop("b")
+	j.Drop("nope")
+	for _, id := range []string{"a", "c", "d", "e"} {
+		if en := j.Find(id); en == nil || en.ID != id || en.Path != "/"+id {
+			t.Fatalf("Find(%s) = %+v", id, en)
+		}
+	}
+	if j.Find("b") != nil || len(j.Entries) != 4 {
+		t.Fatalf("after Drop(b): %+v", j.Entries)
+	}
+	j.Entries[0].ID = "z" // edited in place
+	if j.Find("a") != nil || j.Find("z") == nil {
+		t.Fatalf("in-place edit not seen: %+v", j.Entries)
+	}
+}

@@ -62,16 +62,16 @@ func (e *HeldError) Error() string {
 // the release. It does not wait: when another process owns the journal it
 // returns a *HeldError naming it.
 func Own(root *host.Root, mode string) (release func(), err error) {
-	dir := root.StateDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create %s: %w", dir, err)
+	dir, err := root.OwnStateDir()
+	if err != nil {
+		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, ownerFileName), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := root.OpenOwn(filepath.Join(dir, ownerFileName), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open journal owner file: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		b, _ := root.ReadFile(f.Name())
+		b, _ := root.ReadOwn(f.Name())
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, &HeldError{Dir: dir, Owner: parseOwner(string(b))}

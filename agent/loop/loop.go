@@ -51,6 +51,7 @@ import (
 	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/knobs"
 )
 
 // Options configure the agent.
@@ -71,6 +72,10 @@ type Options struct {
 	// Observer, when set, is told every pass's status, re-asserts and
 	// measurement window (agent/metrics).
 	Observer Observer
+	// AllowedSysctlsFile is the cluster admin's sysctl unlock (ConfigMap
+	// latencytier-sysctls mounted into the pod), read on every pass; ""
+	// or missing: the built-in allowlist only.
+	AllowedSysctlsFile string
 }
 
 // Observer is told what the agent did and measured, for its metrics.
@@ -122,7 +127,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	r := &Reconciler{Client: mgr.GetClient(), NodeName: o.NodeName, Root: o.Root, Resync: o.Resync,
 		Engine: &apply.Engine{Root: o.Root, Log: o.Log}, Meter: o.Meter,
-		Recorder: mgr.GetEventRecorder("latencytier-agent"), Observer: o.Observer}
+		Recorder: mgr.GetEventRecorder("latencytier-agent"), Observer: o.Observer, AllowedSysctlsFile: o.AllowedSysctlsFile}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -180,6 +185,8 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Observer is told each pass's status and re-asserts; may be nil.
 	Observer Observer
+	// AllowedSysctlsFile is the admin's sysctl unlock (Options).
+	AllowedSysctlsFile string
 
 	// refused are the opt-in refusals already told (pod UID/field).
 	refused map[string]bool
@@ -195,6 +202,8 @@ type Reconciler struct {
 	driftSeen map[string]heldDrift
 	// debugfsNoted keeps a failed debugfs mount to one log line.
 	debugfsNoted bool
+	// adminFailure is the last error reading AllowedSysctlsFile, logged once.
+	adminFailure string
 	// patchFailure is the last status patch error reported (log and event),
 	// so a patch the API server keeps refusing is reported once.
 	patchFailure string
@@ -332,7 +341,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	if layout.DebugfsMounted {
 		log.Info("Mounted debugfs to reach the scheduler knobs", "path", r.Root.Sys("kernel", "debug"))
 	}
-	ds := desired.Render(r.Root, layout, ln.Spec.Tuning, pods)
+	ds := desired.Render(r.Root, layout, ln.Spec.Tuning, pods, r.adminList(ctx))
 	r.reportRefusals(ctx, ds.Refusals)
 	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration,
 		Undetermined: ds.Undetermined}, ds.Knobs)
@@ -362,6 +371,21 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	r.held(ln, ln.Spec.Tuning, ds.Pods, err == nil)
 	r.measure(ctx, ln, &st)
 	return st, err
+}
+
+// adminList reads the admin's sysctl unlock for this pass. Unreadable, it
+// unlocks nothing (fail closed: the sysctls it unlocked are reverted).
+func (r *Reconciler) adminList(ctx context.Context) knobs.AdminList {
+	admin, err := sysctl.ReadAdminList(r.AllowedSysctlsFile)
+	if err != nil {
+		if err.Error() != r.adminFailure {
+			ctrl.LoggerFrom(ctx).Error(err, "Failed to read the admin's sysctl unlock; only the built-in allowlist applies", "file", r.AllowedSysctlsFile)
+		}
+		r.adminFailure = err.Error()
+		return nil
+	}
+	r.adminFailure = ""
+	return admin
 }
 
 // wasMounted keeps the debugfsMounted fact once the agent mounted it: later

@@ -27,6 +27,7 @@ const (
 	FindingCPUManagerNone     = "CPUManagerPolicyNone"
 	FindingOptedInThrottled   = "OptedInPodThrottled"
 	FindingPodCPUPressure     = "PodCPUPressure"
+	FindingReservedTooSmall   = "ReservedCPUsTooFew"
 )
 
 // podPressureWarn is the cgroup v2 cpu.pressure "some avg10" (percent) from
@@ -55,7 +56,7 @@ func (c *checker) findings() []v1alpha1.Finding {
 	checks := []func() *v1alpha1.Finding{
 		c.autogroup, c.numaBalancing, c.irqsOnIsolated, c.softirqsOnIsolated,
 		c.irqbalance, c.rtTasksOnIsolated, c.rtThrottlingOff, c.runQueueOverloaded,
-		c.cmdline, c.smtSplit, c.cpuManagerNone,
+		c.cmdline, c.smtSplit, c.cpuManagerNone, c.reservedSize,
 	}
 	var out []v1alpha1.Finding
 	out = append(out, c.optedInThrottled()...)

@@ -11,6 +11,7 @@ import (
 	"latencytier.io/latencytier/agent/cpumanager"
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/printable"
 )
 
 // rtTasksOnIsolated finds user-space SCHED_FIFO/SCHED_RR tasks allowed on
@@ -34,7 +35,7 @@ func (c *checker) rtTasksOnIsolated() *v1alpha1.Finding {
 			continue
 		}
 		hits = append(hits, fmt.Sprintf("%s (tid %d, %s prio %d, cpus %s)",
-			st.Comm, t.tid, policyName(st.Policy), st.RTPriority, allowed))
+			printable.String(st.Comm), t.tid, policyName(st.Policy), st.RTPriority, allowed))
 	}
 	if len(hits) == 0 {
 		return nil

@@ -71,17 +71,28 @@ func testFindingAutogroupRealKernel(t *testing.T) {
 // startNamed runs a sleeping process whose comm is name, with env.
 func startNamed(t *testing.T, name string, env ...string) *exec.Cmd {
 	t.Helper()
+	return startAt(t, filepath.Join(t.TempDir(), name), env...)
+}
+
+// startAt runs a copy of sleep installed at bin (unless one is there), with
+// env.
+func startAt(t *testing.T, bin string, env ...string) *exec.Cmd {
+	t.Helper()
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
 		privtest.Missing(t, "no sleep binary")
 	}
-	bin := filepath.Join(t.TempDir(), name)
-	b, err := os.ReadFile(sleep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(bin); os.IsNotExist(err) {
+		if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(sleep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cmd := exec.Command(bin, "60")
 	cmd.Env = env
@@ -97,14 +108,21 @@ func TestFindingIRQBalanceRealProcess(t *testing.T) {
 	if out, _ := exec.Command("pgrep", "-x", "irqbalance").Output(); len(out) > 0 {
 		privtest.Missing(t, "a real irqbalance runs here; the test needs to own every irqbalance process")
 	}
-	root := host.New("/")
+	// The root's /usr/sbin/irqbalance is a copy of sleep: processes
+	// running it are irqbalance; one merely named so is not.
+	root := testroot.RealKernel(t)
+	bin := root.Path("usr", "sbin", "irqbalance")
 	in := Input{Tuning: tuning("1", "0")}
 
-	banned := startNamed(t, "irqbalance", "IRQBALANCE_BANNED_CPULIST=1")
+	impostor := startNamed(t, "irqbalance", "PATH=/usr/bin")
+	waitComm(t, impostor.Process.Pid, "irqbalance")
+	mustNotFind(t, findingsOf(root, in), FindingIRQBalance)
+
+	banned := startAt(t, bin, "IRQBALANCE_BANNED_CPULIST=1")
 	waitComm(t, banned.Process.Pid, "irqbalance")
 	mustNotFind(t, findingsOf(root, in), FindingIRQBalance)
 
-	unbanned := startNamed(t, "irqbalance", "PATH=/usr/bin")
+	unbanned := startAt(t, bin, "PATH=/usr/bin")
 	waitComm(t, unbanned.Process.Pid, "irqbalance")
 	mustFind(t, findingsOf(root, in), FindingIRQBalance, "pid "+strconv.Itoa(unbanned.Process.Pid), "IRQBALANCE_BANNED_CPULIST=1")
 }

@@ -22,6 +22,9 @@ const (
 	// findingIdleLimitNotEnforced: the profile limits idle exit latency on
 	// the isolated CPUs but the kernel has no cpuidle driver to honour it.
 	findingIdleLimitNotEnforced = "IdleLimitNotEnforced"
+	// FindingPollingEveryCPU: the profile's idle limit is 0 on every
+	// online CPU, so none may enter an idle state: each spins when idle.
+	FindingPollingEveryCPU = "IdlePollingOnEveryCPU"
 )
 
 // deepIdleShare: an idle state whose exit latency exceeds 1/deepIdleShare of
@@ -40,6 +43,48 @@ const haltpoll = "haltpoll"
 // reachable under the budget. Nothing without isolated CPUs or with
 // idle=poll on the kernel command line.
 func Findings(root *host.Root, t v1alpha1.TuningSpec) []v1alpha1.Finding {
+	var out []v1alpha1.Finding
+	if online, err := root.ReadString(root.Sys("devices", "system", "cpu", "online")); err == nil {
+		if cpus, err := cpulist.Parse(online); err == nil {
+			if f := pollingEveryCPU(t, cpus); f != nil {
+				out = append(out, *f)
+			}
+		}
+	}
+	return append(out, idleFindings(root, t)...)
+}
+
+// pollingEveryCPU reports a profile whose maxIdleExitLatency is 0 on every
+// online CPU (power.all, or power.reserved and power.isolated together
+// covering them): no CPU may idle, so every idle core spins at full power,
+// housekeeping CPUs included, which gain nothing from it. The agent applies
+// what the profile says; this says what it costs.
+func pollingEveryCPU(t v1alpha1.TuningSpec, online cpuset.CPUSet) *v1alpha1.Finding {
+	if t.Power == nil || online.IsEmpty() {
+		return nil
+	}
+	zero := func(c *v1alpha1.CPUPower) bool {
+		return c != nil && c.MaxIdleExitLatency != nil && c.MaxIdleExitLatency.Duration == 0
+	}
+	field := "power.all"
+	if !zero(t.Power.All) {
+		if !zero(t.Power.Reserved) || !zero(t.Power.Isolated) || t.CPUs == nil || t.CPUs.Reserved == nil || t.CPUs.Isolated == nil {
+			return nil
+		}
+		reserved, err1 := cpulist.Parse(*t.CPUs.Reserved)
+		isolated, err2 := cpulist.Parse(*t.CPUs.Isolated)
+		if err1 != nil || err2 != nil || !online.IsSubsetOf(reserved.Union(isolated)) {
+			return nil
+		}
+		field = "power.reserved and power.isolated"
+	}
+	return finding(FindingPollingEveryCPU,
+		"%s set maxIdleExitLatency 0us on all %d online CPUs (%s): none may enter an idle state, so every idle CPU polls and burns a core's power (and thermal headroom that turbo frequencies need); keep 0us for power.isolated and give power.reserved a limit (e.g. 10us) or none",
+		field, online.Size(), online)
+}
+
+// idleFindings are the isolated CPUs' idle checks.
+func idleFindings(root *host.Root, t v1alpha1.TuningSpec) []v1alpha1.Finding {
 	if t.CPUs == nil || t.CPUs.Isolated == nil {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/printable"
 )
 
 // Finding types of field note 003 this package checks.
@@ -134,11 +135,36 @@ func kmsgHas(path, msg string) bool {
 		if err != nil || n <= 0 {
 			return false // EAGAIN: the end (a regular file: EOF)
 		}
-		if bytes.Contains(buf[:n], []byte(msg)) {
-			return true
+		// One record a read from /dev/kmsg; a regular file (a test
+		// root) gives several: a record starts every line that does not
+		// start with a space (those continue its dictionary).
+		for _, line := range bytes.Split(buf[:n], []byte("\n")) {
+			if text, ok := kernelRecord(line); ok && strings.Contains(text, msg) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// kernelRecord is the message of a /dev/kmsg record
+// ("<pri>,<seq>,<usec>,<flags>[,...];<message>\n[ KEY=value\n...]") when the
+// kernel logged it: facility (pri >> 3) 0. Anyone root in a container may
+// write /dev/kmsg, and the kernel files such lines under facility user (1)
+// or whatever nonzero facility the writer names, never 0; so only facility
+// 0 is the kernel's word.
+func kernelRecord(rec []byte) (string, bool) {
+	prefix, rest, ok := bytes.Cut(rec, []byte(";"))
+	if !ok {
+		return "", false
+	}
+	pri, _, _ := bytes.Cut(prefix, []byte(","))
+	p, err := strconv.Atoi(string(pri))
+	if err != nil || p < 0 || p>>3 != 0 {
+		return "", false
+	}
+	text, _, _ := bytes.Cut(rest, []byte("\n"))
+	return string(text), true
 }
 
 // throttledNow lists the run queues debugfs sched/debug shows throttled
@@ -152,7 +178,7 @@ func throttledNow(root *host.Root) []string {
 	rq := ""
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(line, "rt_rq[") {
-			rq = strings.TrimSuffix(strings.TrimSpace(line), ":")
+			rq = printable.String(strings.TrimSuffix(strings.TrimSpace(line), ":")) // cgroup names are tenants' too
 			continue
 		}
 		k, v, ok := strings.Cut(line, ":")

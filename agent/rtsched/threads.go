@@ -18,6 +18,7 @@ import (
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/printable"
 )
 
 // Bounds on what a pod's cgroups and /proc may make the agent read: the
@@ -26,6 +27,11 @@ const (
 	// maxThreads is how many threads of one pod get a knob; a pod with
 	// more is tuned up to the bound (lowest tids first) and reported.
 	maxThreads = 1024
+	// maxNodeThreads is how many thread knobs all granted pods of a node
+	// get together: each is a journal entry and a sched_setattr every
+	// pass, and tenants decide how many pods and threads there are.
+	// Threads beyond it are left as they are and reported.
+	maxNodeThreads = 8192
 	// maxIDFile bounds a cgroup.procs read (1024 pids of 7 digits fit).
 	maxIDFile = 64 << 10
 	// maxStat bounds a /proc/<tid>/stat read (comm is at most 64 bytes).
@@ -54,6 +60,9 @@ const (
 	CauseThreads = "threads"
 	// CauseProcs: a container's cgroup.procs is larger than the agent reads.
 	CauseProcs = "cgroup.procs"
+	// CauseNodeThreads: the node's granted pods together have more threads
+	// than the agent tunes (maxNodeThreads).
+	CauseNodeThreads = "node threads"
 )
 
 // PodRefusal is a granted pod (or part of it) the agent declines for a
@@ -93,11 +102,28 @@ func Knobs(root *host.Root, grants []Grant, opts ...podcgroup.Option) ([]knob.Kn
 	var refused []PodRefusal
 	for _, g := range grants {
 		k, r, no := podKnobs(root, g, opts)
+		k, capped := nodeCap(len(knobs), maxNodeThreads, g, k)
+		no = append(no, capped...)
 		knobs = append(knobs, k...)
 		results = append(results, r...)
 		refused = append(refused, no...)
 	}
 	return knobs, results, refused, nil
+}
+
+// nodeCap keeps a pod's thread knobs within what is left of limit after
+// have knobs of earlier pods, and refuses the rest with the numbers when it
+// cuts: how many pods and threads there are is the tenants' doing, so the
+// cut is the pod's (Refused, CauseNodeThreads), not a node failure.
+func nodeCap(have, limit int, g Grant, k []knob.Knob) ([]knob.Knob, []PodRefusal) {
+	room := max(limit-have, 0)
+	if len(k) <= room {
+		return k, nil
+	}
+	msg := fmt.Sprintf("pod %s/%s asked for real-time scheduling (%s), refused in part: the node's real-time grants reach the per-node bound of %d threads: %d of this pod's %d threads get %s, %d are left as they are",
+		g.Pod.Namespace, g.Pod.Name, g.Value, limit, room, len(k), g.Value, len(k)-room)
+	return k[:room], []PodRefusal{{Pod: g.Pod, Cause: CauseNodeThreads, Result: v1alpha1.SettingResult{Setting: PodID(g.Pod) + "/node-threads",
+		Desired: g.Value, State: v1alpha1.SettingRefused, Message: msg}}}
 }
 
 func podKnobs(root *host.Root, g Grant, opts []podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, []PodRefusal) {
@@ -327,7 +353,9 @@ func readStat(path string) (stat, error) {
 	if len(f) < 39 { // f[0] is field 3 (state); field N is f[N-3]
 		return stat{}, fmt.Errorf("%s: short stat line", path)
 	}
-	s := stat{comm: line[open+1 : end]}
+	// comm is the tenant's choice: escaped before it reaches a label,
+	// a finding or a log.
+	s := stat{comm: printable.String(line[open+1 : end])}
 	var errs [5]error
 	s.flags, errs[0] = strconv.ParseUint(f[6], 10, 64)
 	s.start, errs[1] = strconv.ParseUint(f[19], 10, 64)

@@ -37,7 +37,7 @@ func TestRealKernel(t *testing.T) {
 	if !l.EEVDF {
 		t.Fatal("this 6.18 kernel must probe as EEVDF")
 	}
-	knobs, results := Knobs(root, l, fullSpec(), nil)
+	knobs, results := Knobs(root, l, fullSpec(), nil, nil)
 	ks, rs := byID(knobs), resultsByID(results)
 	if ks[ID("autogroup")].Path != root.Proc("sys", "kernel", "sched_autogroup_enabled") {
 		t.Errorf("autogroup knob = %+v", ks[ID("autogroup")])

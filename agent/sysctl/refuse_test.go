@@ -6,40 +6,45 @@ import (
 
 	"latencytier.io/latencytier/agent/internal/testroot"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/knobs"
 )
 
 // Raw sysctls that would run a helper as root, could never be reverted, or
-// live in a namespace the agent does not share are refused on the node too:
+// live in a namespace the agent does not share are refused on the node too,
+// even when the admin's list names them:
 // a LatencyNode written by hand and `agent apply --node-spec` never pass the
 // LatencyProfile's admission rules.
 func TestRefusedSysctlsAreInvalid(t *testing.T) {
 	root := testroot.New(t, map[string]string{
-		"proc/sys/kernel/core_pattern":     "core",
-		"proc/sys/kernel/modprobe":         "/sbin/modprobe",
-		"proc/sys/kernel/modules_disabled": "0",
-		"proc/sys/kernel/shmmax":           "18446744073692774399",
-		"proc/sys/fs/mqueue/msg_max":       "10",
-		"proc/sys/kernel/hostname":         "node",
-		"proc/sys/vm/drop_caches":          "0",
-		"proc/sys/vm/swappiness":           "60",
+		"proc/sys/kernel/core_pattern":       "core",
+		"proc/sys/kernel/modprobe":           "/sbin/modprobe",
+		"proc/sys/kernel/modules_disabled":   "0",
+		"proc/sys/kernel/shmmax":             "18446744073692774399",
+		"proc/sys/fs/mqueue/msg_max":         "10",
+		"proc/sys/kernel/hostname":           "node",
+		"proc/sys/vm/drop_caches":            "0",
+		"proc/sys/vm/swappiness":             "60",
+		"proc/sys/kernel/sched_rt_period_us": "1000000",
 	})
 	cases := map[string]string{
-		"kernel.core_pattern":     "run a program as root",
-		"kernel.modprobe":         "run a program as root",
-		"kernel.modules_disabled": "cannot be set back",
-		"kernel.shmmax":           "IPC or PID namespace",
-		"fs.mqueue.msg_max":       "IPC or PID namespace",
-		"kernel.hostname":         "not a tuning knob",
-		"vm.drop_caches":          "action",
+		"kernel.core_pattern":       "run a program as root",
+		"kernel.modprobe":           "run a program as root",
+		"kernel.modules_disabled":   "cannot be set back",
+		"kernel.shmmax":             "IPC or PID namespace",
+		"fs.mqueue.msg_max":         "IPC or PID namespace",
+		"kernel.hostname":           "not a tuning knob",
+		"vm.drop_caches":            "action",
+		"kernel.sched_rt_period_us": "RT period must not be changed",
 	}
 	var raw []v1alpha1.Sysctl
 	for name := range cases {
 		raw = append(raw, v1alpha1.Sysctl{Name: name, Value: "|/tmp/x %p"})
 	}
 	raw = append(raw, v1alpha1.Sysctl{Name: "vm.swappiness", Value: "10"})
-	knobs, results := Knobs(root, Layout{}, nil, raw)
-	if len(knobs) != 1 || knobs[0].ID != "sysctl/vm.swappiness" {
-		t.Errorf("knobs = %+v, want only vm.swappiness", knobs)
+	admin := knobs.AdminList{"kernel.", "fs.", "vm."}
+	ks, results := Knobs(root, Layout{}, nil, raw, admin)
+	if len(ks) != 1 || ks[0].ID != "sysctl/vm.swappiness" {
+		t.Errorf("knobs = %+v, want only vm.swappiness", ks)
 	}
 	rs := resultsByID(results)
 	for name, why := range cases {
@@ -57,7 +62,7 @@ func TestRawTypedKnobIsInvalidEvenWithoutTheField(t *testing.T) {
 	knobs, results := Knobs(root, Layout{}, nil, []v1alpha1.Sysctl{
 		{Name: "kernel.sched_autogroup_enabled", Value: "0"},
 		{Name: "kernel.sched_min_granularity_ns", Value: "1000000"},
-	})
+	}, nil)
 	if len(knobs) != 0 {
 		t.Fatalf("knobs = %+v, want none", knobs)
 	}
@@ -73,18 +78,56 @@ func TestRawTypedKnobIsInvalidEvenWithoutTheField(t *testing.T) {
 // does: 256 two-byte characters pass admission and must pass here too.
 func TestValueLengthIsCountedInCharacters(t *testing.T) {
 	root := testroot.New(t, map[string]string{"proc/sys/kernel/a": "", "proc/sys/kernel/b": "", "proc/sys/kernel/c": ""})
-	knobs, results := Knobs(root, Layout{}, nil, []v1alpha1.Sysctl{
+	ks, results := Knobs(root, Layout{}, nil, []v1alpha1.Sysctl{
 		{Name: "kernel.a", Value: strings.Repeat("é", 256)},
 		{Name: "kernel.b", Value: strings.Repeat("é", 257)},
 		{Name: "kernel.c", Value: "1\x002"},
-	})
-	if len(knobs) != 1 || knobs[0].ID != "sysctl/kernel.a" {
-		t.Errorf("knobs = %+v, want kernel.a (256 characters, 512 bytes)", knobs)
+	}, knobs.AdminList{"kernel.a", "kernel.b", "kernel.c"})
+	if len(ks) != 1 || ks[0].ID != "sysctl/kernel.a" {
+		t.Errorf("knobs = %+v, want kernel.a (256 characters, 512 bytes)", ks)
 	}
 	rs := resultsByID(results)
 	for _, id := range []string{"sysctl/kernel.b", "sysctl/kernel.c"} {
 		if rs[id].State != v1alpha1.SettingInvalid {
 			t.Errorf("%s = %+v, want Invalid", id, rs[id])
 		}
+	}
+}
+
+// The agent never trusts its LatencyNode for the allowlist: a sysctl on no
+// allowlist is Invalid, naming it and the unlock, and is written only when
+// the admin's list names it (exactly or by prefix).
+func TestUnallowedSysctlsNeedTheAdminsUnlock(t *testing.T) {
+	root := testroot.New(t, map[string]string{
+		"proc/sys/vm/panic_on_oom":           "0",
+		"proc/sys/kernel/softlockup_panic":   "0",
+		"proc/sys/net/ipv4/tcp_fastopen":     "1",
+		"proc/sys/net/core/busy_poll":        "0",
+		"proc/sys/kernel/randomize_va_space": "2",
+	})
+	raw := []v1alpha1.Sysctl{{Name: "vm.panic_on_oom", Value: "1"}, {Name: "kernel.softlockup_panic", Value: "1"},
+		{Name: "net.ipv4.tcp_fastopen", Value: "3"}, {Name: "net.core.busy_poll", Value: "50"}, {Name: "kernel.randomize_va_space", Value: "0"}}
+	ks, results := Knobs(root, Layout{}, nil, raw, nil)
+	if len(ks) != 1 || ks[0].ID != "sysctl/net.core.busy_poll" {
+		t.Errorf("without an unlock knobs = %+v, want only the allowlisted net.core.busy_poll", ks)
+	}
+	rs := resultsByID(results)
+	for _, n := range []string{"vm.panic_on_oom", "kernel.softlockup_panic", "net.ipv4.tcp_fastopen", "kernel.randomize_va_space"} {
+		r := rs["sysctl/"+n]
+		if r.State != v1alpha1.SettingInvalid || !strings.Contains(r.Message, "sysctl "+n+" is not on the built-in allowlist") ||
+			!strings.Contains(r.Message, knobs.AdminConfigMap) {
+			t.Errorf("%s: %+v, want Invalid naming the sysctl and the unlock", n, r)
+		}
+	}
+	ks, results = Knobs(root, Layout{}, nil, raw, knobs.ParseAdminList("vm.panic_on_oom\nnet.ipv4.tcp_*"))
+	ids := map[string]bool{}
+	for _, k := range ks {
+		ids[k.ID] = true
+	}
+	if len(ks) != 3 || !ids["sysctl/vm.panic_on_oom"] || !ids["sysctl/net.ipv4.tcp_fastopen"] || !ids["sysctl/net.core.busy_poll"] {
+		t.Errorf("unlocked knobs = %+v, want vm.panic_on_oom, net.ipv4.tcp_fastopen, net.core.busy_poll", ks)
+	}
+	if len(results) != 2 {
+		t.Errorf("results = %+v, want the two names still locked", results)
 	}
 }

@@ -9,6 +9,8 @@ package sysctl
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -107,8 +109,10 @@ type intent struct {
 
 // Knobs maps the scheduler spec and raw sysctls to knobs in a stable order.
 // Knobs the kernel lacks come back as Unsupported results, and raw sysctls
-// the catalogue refuses (internal/knobs) as Invalid ones.
-func Knobs(root *host.Root, l Layout, s *v1alpha1.SchedulerSpec, raw []v1alpha1.Sysctl) ([]knob.Knob, []v1alpha1.SettingResult) {
+// the catalogue does not accept (internal/knobs: neither on its allowlist
+// nor unlocked by admin, the cluster admin's list; or refused outright) as
+// Invalid ones, never written: the spec is not trusted for them.
+func Knobs(root *host.Root, l Layout, s *v1alpha1.SchedulerSpec, raw []v1alpha1.Sysctl, admin knobs.AdminList) ([]knob.Knob, []v1alpha1.SettingResult) {
 	var out []knob.Knob
 	var results []v1alpha1.SettingResult
 	for _, in := range intents(s) {
@@ -124,7 +128,7 @@ func Knobs(root *host.Root, l Layout, s *v1alpha1.SchedulerSpec, raw []v1alpha1.
 		managed[k.Path] = k.ID
 	}
 	for _, sc := range raw {
-		k, res := rawKnob(root, sc)
+		k, res := rawKnob(root, sc, admin)
 		if res == nil {
 			res = duplicate(managed, k)
 		}
@@ -247,7 +251,7 @@ func candidatePath(root *host.Root, c knobs.Place) string {
 	return root.Proc("sys", "kernel", c.Proc)
 }
 
-func rawKnob(root *host.Root, sc v1alpha1.Sysctl) (knob.Knob, *v1alpha1.SettingResult) {
+func rawKnob(root *host.Root, sc v1alpha1.Sysctl, admin knobs.AdminList) (knob.Knob, *v1alpha1.SettingResult) {
 	id := knobs.SysctlID(sc.Name)
 	invalid := func(msg string) (knob.Knob, *v1alpha1.SettingResult) {
 		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: sc.Value, State: v1alpha1.SettingInvalid, Message: msg}
@@ -256,10 +260,7 @@ func rawKnob(root *host.Root, sc v1alpha1.Sysctl) (knob.Knob, *v1alpha1.SettingR
 	if err != nil {
 		return invalid(err.Error())
 	}
-	if typed, ok := knobs.TypedBy(sc.Name); ok {
-		return invalid(fmt.Sprintf("sysctl %s is already the typed field scheduler.%s (setting %s); set it there", sc.Name, typed.Field, typed.ID()))
-	}
-	if msg, refused := knobs.Refusal(sc.Name); refused {
+	if msg, ok := knobs.Accepts(sc.Name, admin); !ok {
 		return invalid(msg)
 	}
 	if n := utf8.RuneCountInString(sc.Value); n == 0 || n > knobs.MaxValueChars || strings.ContainsAny(sc.Value, "\n\x00") {
@@ -280,4 +281,22 @@ func rawKnob(root *host.Root, sc v1alpha1.Sysctl) (knob.Knob, *v1alpha1.SettingR
 // field values ("4096 87380 6291456") match whatever whitespace separates them.
 func fieldsEqual(actual, want string) bool {
 	return strings.Join(strings.Fields(actual), " ") == strings.Join(strings.Fields(want), " ")
+}
+
+// ReadAdminList reads the cluster admin's sysctl unlock from path (the
+// key of ConfigMap knobs.AdminConfigMap mounted into the agent's pod). No
+// path or no file is no unlock: the volume is optional, and without the
+// ConfigMap only the built-in allowlist applies (fail closed).
+func ReadAdminList(path string) (knobs.AdminList, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the admin's sysctl unlock: %w", err)
+	}
+	return knobs.ParseAdminList(string(b)), nil
 }

@@ -112,7 +112,7 @@ func TestLayouts(t *testing.T) {
 			if l.EEVDF != tc.eevdf {
 				t.Fatalf("EEVDF = %v, want %v", l.EEVDF, tc.eevdf)
 			}
-			knobs, results := Knobs(root, l, fullSpec(), nil)
+			knobs, results := Knobs(root, l, fullSpec(), nil, nil)
 			ks, rs := byID(knobs), resultsByID(results)
 			for field, rel := range tc.want {
 				k, ok := ks[ID(field)]
@@ -140,7 +140,7 @@ func TestValues(t *testing.T) {
 		"proc/sys/kernel/sched_wakeup_granularity_ns": "1", "proc/sys/kernel/sched_migration_cost_ns": "1",
 	}))
 	l, _ := Probe(root, false)
-	ks := byID(func() []knob.Knob { k, _ := Knobs(root, l, fullSpec(), nil); return k }())
+	ks := byID(func() []knob.Knob { k, _ := Knobs(root, l, fullSpec(), nil, nil); return k }())
 	want := map[string]string{"autogroup": "0", "numaBalancing": "0", "migrationCost": "5000000", "baseSlice": "3000000",
 		"latency": "12000000", "wakeupGranularity": "8000000", "rtRuntime": "-1"}
 	for f, v := range want {
@@ -160,7 +160,7 @@ func TestRawSysctls(t *testing.T) {
 		{Name: "net.core.busy_poll", Value: "50"},
 		{Name: "kernel/../../etc/passwd", Value: "x"},
 		{Name: "net.ipv4", Value: "1"},
-	})
+	}, knobs.AdminList{"net.", "kernel."})
 	if len(knobs) != 1 || !knobs[0].Matches("4096\t131072\t6291456", knobs[0].Desired) {
 		t.Fatalf("knobs = %+v; multi-field values must match across whitespace", knobs)
 	}
@@ -187,7 +187,7 @@ func TestRawSysctlOnAManagedFileIsInvalid(t *testing.T) {
 		{Name: "kernel.sched_autogroup_enabled", Value: "1"},
 		{Name: "vm.swappiness", Value: "10"},
 		{Name: "vm.swappiness", Value: "20"},
-	})
+	}, nil)
 	paths := map[string]string{}
 	for _, k := range knobs {
 		if other, dup := paths[k.Path]; dup {

@@ -81,7 +81,7 @@ func TestConfinementSurvivesDaemonReload(t *testing.T) {
 	e := &apply.Engine{Root: root, Log: logr.Discard()}
 	pass := func() apply.Report {
 		t.Helper()
-		ds := desired.Render(root, sysctl.Layout{}, spec, nil)
+		ds := desired.Render(root, sysctl.Layout{}, spec, nil, nil)
 		rep, err := e.Apply(apply.Meta{Profile: "p"}, ds.Knobs)
 		if err != nil {
 			t.Fatal(err)

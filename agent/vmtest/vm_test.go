@@ -90,7 +90,7 @@ func TestSchedulerDebugfsKnobsApplyAndRevertExactly(t *testing.T) {
 	d := func(v time.Duration) *metav1.Duration { return &metav1.Duration{Duration: v} }
 	spec := &v1alpha1.SchedulerSpec{MigrationCost: d(123457 * time.Nanosecond), BaseSlice: d(1234567 * time.Nanosecond),
 		Latency: d(9876543 * time.Nanosecond), WakeupGranularity: d(2345678 * time.Nanosecond)}
-	knobs, results := sysctl.Knobs(root, l, spec, nil)
+	knobs, results := sysctl.Knobs(root, l, spec, nil, nil)
 	files := map[string]string{"migration_cost_ns": "123457", "latency_ns": "9876543",
 		"min_granularity_ns": "1234567", "wakeup_granularity_ns": "2345678"}
 	if l.EEVDF {
@@ -156,7 +156,7 @@ func TestDebugfsMountedForTheKnobsAndReleasedByRevert(t *testing.T) {
 		t.Fatalf("a second Probe: err %v, %d debugfs mounts, want 1", err, countDebugfs(t, dir))
 	}
 	spec := &v1alpha1.SchedulerSpec{MigrationCost: &metav1.Duration{Duration: 234567}}
-	knobs, results := sysctl.Knobs(root, l, spec, nil)
+	knobs, results := sysctl.Knobs(root, l, spec, nil, nil)
 	if len(knobs) != 1 || len(results) != 0 {
 		t.Fatalf("knobs %+v results %+v", knobs, results)
 	}
@@ -217,7 +217,7 @@ func migrationCostKnob(t *testing.T, root *host.Root, v int64) knob.Knob {
 	if err != nil {
 		t.Fatal(err)
 	}
-	knobs, results := sysctl.Knobs(root, l, &v1alpha1.SchedulerSpec{MigrationCost: &metav1.Duration{Duration: time.Duration(v)}}, nil)
+	knobs, results := sysctl.Knobs(root, l, &v1alpha1.SchedulerSpec{MigrationCost: &metav1.Duration{Duration: time.Duration(v)}}, nil, nil)
 	if len(knobs) != 1 {
 		t.Fatalf("migrationCost: %+v", results)
 	}

@@ -119,6 +119,7 @@ func TestRefusedSysctlsAreRejectedAtAdmission(t *testing.T) {
 		{"kernel.pid_max", "4194304", "IPC or PID namespace"},
 		{"kernel.hostname", "x", "not a tuning knob"},
 		{"kernel.sched_rt_runtime_us", "-1", "spec.scheduler (rtRuntime)"},
+		{"kernel.sched_rt_period_us", "2000000", "RT period must not be changed"},
 		{"net.core.busy_poll", "50\n0", "newline"},
 		{"net.core.busy_poll", "50\x000", "NUL"},
 	}
@@ -157,12 +158,14 @@ func TestRefusedSysctlsAreRejectedOnLatencyNode(t *testing.T) {
 	}
 }
 
-// The other side: allowed sysctls in the neighbourhood of the refused ones
-// pass, and value length is counted in characters.
+// The other side: sysctls in the neighbourhood of the refused ones pass the
+// CRD's rules (whether the admin must unlock them is the allowlist
+// policy's question, tested with config/admission in controllers), and
+// value length is counted in characters.
 func TestNeighboursOfRefusedSysctlsAreAccepted(t *testing.T) {
 	spec := selector + "sysctls:\n" +
 		"- name: kernel.core_pipe_limit\n  value: \"4\"\n" +
-		"- name: kernel.sched_rt_period_us\n  value: \"1000000\"\n" +
+		"- name: kernel.sched_rr_timeslice_ms\n  value: \"100\"\n" +
 		"- name: net.core.busy_poll\n  value: \"50\"\n" +
 		"- name: fs.binfmt_misc\n  value: \"1\"\n" +
 		"- name: vm.max_map_count\n  value: \"" + strings.Repeat("é", knobs.MaxValueChars) + "\"\n"

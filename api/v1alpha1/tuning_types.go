@@ -33,12 +33,17 @@ type TuningSpec struct {
 	Scheduler *SchedulerSpec `json:"scheduler,omitempty"`
 
 	// sysctls are extra kernel parameters the typed fields do not cover, as
-	// dotted names (net.core.busy_poll). Knobs with a typed field in
-	// scheduler are refused here so that one knob has one place, and so are
-	// sysctls that make the kernel run a program (kernel.core_pattern,
-	// kernel.modprobe), cannot be undone (kernel.modules_disabled), live in
-	// the IPC or PID namespace (kernel.shm*, kernel.msg*, kernel.sem,
-	// fs.mqueue.*, kernel.pid_max, vm.memfd_noexec) or are not tuning: docs/knobs.md lists them all with the reason.
+	// dotted names (net.core.busy_poll), from the built-in allowlist of
+	// latency sysctls; any other name only when the cluster admin unlocks
+	// it (ConfigMap latencytier-sysctls, key allowedSysctls). Knobs with a
+	// typed field in scheduler are refused here so that one knob has one
+	// place, and so are, whatever the admin unlocks, sysctls that make the
+	// kernel run a program (kernel.core_pattern, kernel.modprobe), cannot be
+	// undone (kernel.modules_disabled), live in the IPC or PID namespace
+	// (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, kernel.pid_max,
+	// vm.memfd_noexec), are not tuning, or are the RT period
+	// (kernel.sched_rt_period_us): docs/knobs.md lists them all with the
+	// reason.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -145,17 +150,22 @@ type SchedulerSpec struct {
 	RTRuntime *string `json:"rtRuntime,omitempty"`
 }
 
-// Sysctl is one extra kernel parameter. Refused, each with its reason: a
-// sysctl a typed scheduler field owns, one that makes the kernel run a
-// program as root, cannot be set back until reboot, lives in the IPC
-// namespace, is node identity, or triggers an action; and a value with a
-// newline or NUL. docs/knobs.md lists them; the agent refuses them again.
+// Sysctl is one extra kernel parameter. The name must be on latencytier's
+// built-in allowlist of latency sysctls or unlocked by the cluster admin
+// (ConfigMap latencytier-sysctls, checked by the admission policy
+// latencytier-sysctl-allowlist and again by the agent). Refused whatever the
+// admin unlocks, each with its reason: a sysctl a typed scheduler field
+// owns, one that makes the kernel run a program as root, cannot be set back
+// until reboot, lives in the IPC or PID namespace, is node identity,
+// triggers an action, or is the RT period; and a value with a newline or
+// NUL. docs/knobs.md lists them; the agent refuses them again.
 // +kubebuilder:validation:XValidation:rule=`!(self.name in ['kernel.sched_autogroup_enabled', 'kernel.numa_balancing', 'kernel.sched_migration_cost_ns', 'kernel.sched_min_granularity_ns', 'kernel.sched_latency_ns', 'kernel.sched_wakeup_granularity_ns', 'kernel.sched_rt_runtime_us'])`,messageExpression=`'sysctl ' + self.name + ' duplicates a typed field of spec.scheduler (' + {'kernel.sched_autogroup_enabled': 'autogroup', 'kernel.numa_balancing': 'numaBalancing', 'kernel.sched_migration_cost_ns': 'migrationCost', 'kernel.sched_min_granularity_ns': 'baseSlice', 'kernel.sched_latency_ns': 'latency', 'kernel.sched_wakeup_granularity_ns': 'wakeupGranularity', 'kernel.sched_rt_runtime_us': 'rtRuntime'}[self.name] + '); set it there'`
 // +kubebuilder:validation:XValidation:rule=`!(self.name in ['kernel.core_pattern', 'kernel.hotplug', 'kernel.modprobe', 'kernel.poweroff_cmd'] || ['fs.binfmt_misc.'].exists(p, self.name.startsWith(p)))`,messageExpression=`'sysctl ' + self.name + ' is refused: it makes the kernel run a program as root, so a profile could run code on every node it selects'`
 // +kubebuilder:validation:XValidation:rule=`!(self.name in ['kernel.kexec_load_disabled', 'kernel.kexec_load_limit_panic', 'kernel.kexec_load_limit_reboot', 'kernel.modules_disabled', 'kernel.tainted', 'kernel.unprivileged_bpf_disabled', 'kernel.yama.ptrace_scope'] || ['kernel.usermodehelper.'].exists(p, self.name.startsWith(p)))`,messageExpression=`'sysctl ' + self.name + ' is refused: once changed it cannot be set back until reboot, so the agent could never revert it'`
 // +kubebuilder:validation:XValidation:rule=`!(self.name in ['kernel.auto_msgmni', 'kernel.pid_max', 'vm.memfd_noexec'] || ['fs.mqueue.', 'kernel.msg', 'kernel.sem', 'kernel.shm'].exists(p, self.name.startsWith(p)))`,messageExpression=`'sysctl ' + self.name + ' is refused: it is per IPC or PID namespace and the agent shares neither with the host, so it would change only its own'`
 // +kubebuilder:validation:XValidation:rule=`!(self.name in ['kernel.domainname', 'kernel.hostname', 'kernel.ns_last_pid'])`,messageExpression=`'sysctl ' + self.name + ' is refused: it is the identity or bookkeeping of the node (host name, domain name, last PID) that kubelet, the runtime and every fork rely on, not a tuning knob'`
-// +kubebuilder:validation:XValidation:rule=`!(self.name in ['net.ipv4.route.flush', 'net.ipv6.route.flush', 'vm.compact_memory', 'vm.drop_caches'])`,messageExpression=`'sysctl ' + self.name + ' is refused: writing it triggers an action (drop caches, compact, flush), there is no setting to hold or revert'`
+// +kubebuilder:validation:XValidation:rule=`!(self.name in ['net.ipv4.route.flush', 'net.ipv6.route.flush', 'vm.compact_memory', 'vm.drop_caches', 'vm.stat_refresh'])`,messageExpression=`'sysctl ' + self.name + ' is refused: writing it triggers an action (drop caches, compact, flush), there is no setting to hold or revert'`
+// +kubebuilder:validation:XValidation:rule=`!(self.name in ['kernel.sched_rt_period_us'])`,messageExpression=`'sysctl ' + self.name + ' is refused: it is the period the real-time runtime limit (spec.scheduler.rtRuntime) is a share of, and the RT period must not be changed'`
 // +kubebuilder:validation:XValidation:rule=`!self.value.contains('\n') && !self.value.contains('\x00')`,messageExpression=`'sysctl ' + self.name + ' value holds a newline or NUL character: the kernel would take only the part before it'`
 type Sysctl struct {
 	// name is the dotted sysctl name, lowercase (vm.swappiness,

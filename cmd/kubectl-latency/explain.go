@@ -25,7 +25,7 @@ func explain(out io.Writer, n *v1alpha1.LatencyNode) error {
 	st := &n.Status
 	fmt.Fprintf(out, "Node:     %s (%s)\n", n.Name, nodeState(n))
 	fmt.Fprintf(out, "Profile:  %s generation %d, action %s, revision %s\n",
-		orDash(n.Spec.Profile), n.Spec.ProfileGeneration, n.Spec.Action, orDash(n.Spec.Revision))
+		safe(orDash(n.Spec.Profile)), n.Spec.ProfileGeneration, n.Spec.Action, safe(orDash(n.Spec.Revision)))
 	if st.ObservedGeneration != n.Generation {
 		fmt.Fprintf(out, "          (the agent last acted on generation %d of %d)\n", st.ObservedGeneration, n.Generation)
 	}
@@ -35,7 +35,7 @@ func explain(out io.Writer, n *v1alpha1.LatencyNode) error {
 		fmt.Fprintln(out, "  none")
 	}
 	for _, f := range st.Findings {
-		fmt.Fprintf(out, "  %-8s %s: %s\n", f.Severity, f.Type, f.Message)
+		fmt.Fprintf(out, "  %-8s %s: %s\n", safe(string(f.Severity)), safe(f.Type), safe(f.Message))
 	}
 
 	section(out, "Budget")
@@ -79,9 +79,9 @@ func explain(out io.Writer, n *v1alpha1.LatencyNode) error {
 	if k := st.Kernel; k != nil {
 		section(out, "Kernel")
 		fmt.Fprintf(out, "  %s, scheduler %s, cgroup %s (%s driver), online CPUs %s\n",
-			orDash(k.Version), orDash(k.SchedulerClass), orDash(k.CgroupMode), orDash(k.CgroupDriver), orDash(k.OnlineCPUs))
+			safe(orDash(k.Version)), safe(orDash(string(k.SchedulerClass))), safe(orDash(string(k.CgroupMode))), safe(orDash(string(k.CgroupDriver))), safe(orDash(k.OnlineCPUs)))
 		if len(k.CmdlineIsolation) > 0 {
-			fmt.Fprintf(out, "  command line: %s\n", strings.Join(k.CmdlineIsolation, " "))
+			fmt.Fprintf(out, "  command line: %s\n", safe(strings.Join(k.CmdlineIsolation, " ")))
 		}
 	}
 
@@ -111,17 +111,17 @@ func explainLatency(out io.Writer, n *v1alpha1.LatencyNode) {
 		}
 		fmt.Fprintf(out, "  %-6s p99 %s (p50 %s, max %s, %d samples) under %s %s, window %s ending %s\n",
 			ev.name, dur(ev.e.RunQueue.P99), dur(ev.e.RunQueue.P50), dur(ev.e.RunQueue.Max), ev.e.RunQueue.Samples,
-			ev.e.Action, orDash(ev.e.Revision), dur(ev.e.Window), ev.e.MeasuredAt.UTC().Format("2006-01-02T15:04:05Z"))
+			ev.e.Action, safe(orDash(ev.e.Revision)), dur(ev.e.Window), ev.e.MeasuredAt.UTC().Format("2006-01-02T15:04:05Z"))
 	}
 	if v := st.Verdict; v != nil {
-		fmt.Fprintf(out, "  verdict %s: %s\n", v.Reason, v.Message)
+		fmt.Fprintf(out, "  verdict %s: %s\n", safe(v.Reason), safe(v.Message))
 	}
 	if st.Latency == nil {
 		return
 	}
-	fmt.Fprintf(out, "  latest window %s from %s", dur(st.Latency.Window), orDash(st.Latency.Source))
+	fmt.Fprintf(out, "  latest window %s from %s", dur(st.Latency.Window), safe(orDash(string(st.Latency.Source))))
 	if st.Latency.PSICPUSomeAvg10 != "" {
-		fmt.Fprintf(out, ", CPU pressure some avg10 %s%%", st.Latency.PSICPUSomeAvg10)
+		fmt.Fprintf(out, ", CPU pressure some avg10 %s%%", safe(st.Latency.PSICPUSomeAvg10))
 	}
 	fmt.Fprintln(out)
 	t := newTable(out)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/printable"
 )
 
 // table writes tab-separated rows aligned like kubectl get.
@@ -20,8 +21,16 @@ func newTable(out io.Writer) *table {
 	return &table{w: tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)}
 }
 
-func (t *table) row(cells ...string) { fmt.Fprintln(t.w, strings.Join(cells, "\t")) }
-func (t *table) flush() error        { return t.w.Flush() }
+// row writes one row; every cell is escaped (safe), so a value holding a
+// tab, a newline or a terminal escape cannot shift columns or forge rows.
+func (t *table) row(cells ...string) {
+	esc := make([]string, len(cells))
+	for i, c := range cells {
+		esc[i] = safe(c)
+	}
+	fmt.Fprintln(t.w, strings.Join(esc, "\t"))
+}
+func (t *table) flush() error { return t.w.Flush() }
 
 // dur prints a duration the way the API stores it, "-" when unmeasured.
 func dur(d *metav1.Duration) string {
@@ -30,6 +39,11 @@ func dur(d *metav1.Duration) string {
 	}
 	return d.Duration.String()
 }
+
+// safe escapes a string from the API for the terminal: status is written
+// by agents and quotes what tenants named (thread names, cgroups), so
+// control characters print as \xNN, never as themselves.
+func safe(s string) string { return printable.String(s) }
 
 func orDash(s string) string {
 	if s == "" {

@@ -65,7 +65,7 @@ func printProfile(out io.Writer, p *v1alpha1.LatencyProfile, nodes []v1alpha1.La
 		return err
 	}
 	if st.Rollout != nil && st.Rollout.Message != "" {
-		fmt.Fprintf(out, "Rollout %s: %s\n", st.Rollout.Revision, st.Rollout.Message)
+		fmt.Fprintf(out, "Rollout %s: %s\n", safe(st.Rollout.Revision), safe(st.Rollout.Message))
 	}
 	if len(nodes) == 0 {
 		_, err := fmt.Fprintln(out, "  (no LatencyNodes)")

@@ -1,9 +1,13 @@
 // Package knobs is the one catalogue of every kernel knob latencytier knows:
 // where each typed scheduler knob lives on each kernel and the setting ID it
-// reports under, which raw sysctls are refused and why, and the namespace
-// each raw sysctl lives in. The agent's writers, the findings, the CRD's CEL
-// deny-lists (checked by a test in api/v1alpha1) and docs/knobs.md (checked
-// by a test here) all derive from it. It imports nothing of the project, so
+// reports under; which raw sysctls latency tuning needs (the built-in
+// allowlist, each with its reason), which are refused whatever the cluster
+// admin says and why, and the namespace each raw sysctl lives in. Every
+// other sysctl is accepted only when the cluster admin unlocks it (AdminList,
+// the way kubelet's --allowed-unsafe-sysctls does). The agent's writers, the
+// findings, the CRD's CEL deny-lists (checked by a test in api/v1alpha1), the
+// allowlist admission policy in config/admission and docs/knobs.md (both
+// checked by tests here) all derive from it. It imports nothing of the project, so
 // the API package's tests and the agent can both use it.
 package knobs
 
@@ -124,6 +128,10 @@ const (
 	nsPID namespace = "PID"
 	// nsUser: the agent runs in the initial user namespace (no hostUsers: false).
 	nsUser namespace = "user"
+	// nsInitNet: the kernel registers these net.core sysctls in the initial
+	// network namespace only (net/core/sysctl_net_core.c net_core_table):
+	// one value for the whole node, absent from every other namespace.
+	nsInitNet namespace = "initial network only"
 )
 
 // reason is why a raw sysctl is refused.
@@ -146,10 +154,13 @@ const (
 	notTuning reason = "NotTuning"
 	// action: writing triggers an action; there is no setting to hold or revert.
 	action reason = "Action"
+	// rtGuard: the period spec.scheduler.rtRuntime (sched_rt_runtime_us) is
+	// a share of; changing it moves what the rtRuntime guard guarantees.
+	rtGuard reason = "RTGuard"
 )
 
 // reasons lists every reason in a stable order (one CEL rule each).
-var reasons = []reason{runsHelper, oneWay, namespacedAway, notTuning, action}
+var reasons = []reason{runsHelper, oneWay, namespacedAway, notTuning, action, rtGuard}
 
 // why is the sentence that follows "sysctl <name> " in refusal messages. It
 // holds no quote characters (it is embedded in CEL string literals).
@@ -165,27 +176,68 @@ func (r reason) why() string {
 		return "is refused: it is the identity or bookkeeping of the node (host name, domain name, last PID) that kubelet, the runtime and every fork rely on, not a tuning knob"
 	case action:
 		return "is refused: writing it triggers an action (drop caches, compact, flush), there is no setting to hold or revert"
+	case rtGuard:
+		return "is refused: it is the period the real-time runtime limit (spec.scheduler.rtRuntime) is a share of, and the RT period must not be changed"
 	}
 	return "is refused"
 }
 
 // entry says, for one sysctl name or every name under a prefix, which
-// namespace it lives in and whether the agent refuses it.
+// namespace it lives in, whether it is on the built-in allowlist and whether
+// it is refused even when the cluster admin unlocks it.
 type entry struct {
 	// Name is an exact dotted name, or a prefix when Prefix is set.
 	Name   string
 	Prefix bool
 	// Namespace the sysctl lives in.
 	Namespace namespace
-	// Refused is why it is refused ("" = allowed).
+	// Refused is why it is refused whatever the admin unlocks ("" = not).
 	Refused reason
+	// Allowed puts an exact name on the built-in allowlist: accepted without
+	// the admin's unlock. Only global settings the agent's revert fully
+	// restores qualify; Note says why latency tuning needs it.
+	Allowed bool
+	// Inherited says the kernel copies the value into every network
+	// namespace created while it is set: pods created under the profile
+	// keep it after the revert.
+	Inherited bool
 	// Note explains the entry in docs/knobs.md.
 	Note string
 }
 
 // rules is the raw sysctl catalogue. Names not listed here are global and
-// allowed (subject to the name pattern and the typed-field rule).
+// need the admin's unlock (subject to the name pattern and the typed-field
+// rule).
 var rules = []entry{
+	// The built-in allowlist (RHEL tuned realtime, network-latency and
+	// latency-performance profiles; the field notes).
+	{Name: "kernel.sched_rr_timeslice_ms", Allowed: true, Note: "the SCHED_RR quantum of real-time threads granted by spec.realtime"},
+	{Name: "kernel.sched_cfs_bandwidth_slice_us", Allowed: true, Note: "how much CFS quota a CPU takes at a time: a smaller slice throttles many-threaded pods less"},
+	{Name: "kernel.sched_schedstats", Allowed: true, Note: "scheduler statistics: their cost on every context switch against wait-time detail (CONFIG_SCHEDSTATS)"},
+	{Name: "kernel.timer_migration", Allowed: true, Note: "0 keeps timers on the CPU that armed them instead of moving them to busy (isolated) CPUs"},
+	{Name: "kernel.nmi_watchdog", Allowed: true, Note: "0 removes the hard-lockup detector's periodic NMI on every CPU"},
+	{Name: "kernel.watchdog", Allowed: true, Note: "0 stops the lockup detectors' per-CPU timers and threads"},
+	{Name: "kernel.watchdog_cpumask", Allowed: true, Note: "keeps the lockup detectors on the reserved CPUs"},
+	{Name: "kernel.hung_task_timeout_secs", Allowed: true, Note: "how often khungtaskd scans and wakes up (the panic switch hung_task_panic is not allowed)"},
+	{Name: "vm.stat_interval", Allowed: true, Note: "how often per-CPU vmstat work runs on every CPU, isolated ones included"},
+	{Name: "vm.swappiness", Allowed: true, Note: "how eagerly anonymous memory is swapped out instead of page cache dropped"},
+	{Name: "vm.dirty_ratio", Allowed: true, Note: "dirty page cache share at which writers block in writeback"},
+	{Name: "vm.dirty_background_ratio", Allowed: true, Note: "dirty page cache share at which background writeback starts"},
+	{Name: "vm.dirty_bytes", Allowed: true, Note: "dirty_ratio in bytes"},
+	{Name: "vm.dirty_background_bytes", Allowed: true, Note: "dirty_background_ratio in bytes"},
+	{Name: "vm.dirty_expire_centisecs", Allowed: true, Note: "age at which dirty data is written back"},
+	{Name: "vm.dirty_writeback_centisecs", Allowed: true, Note: "how often the writeback threads wake up"},
+	{Name: "vm.zone_reclaim_mode", Allowed: true, Note: "0 allocates from another NUMA node instead of reclaiming on the local one in the allocation path"},
+	{Name: "vm.compaction_proactiveness", Allowed: true, Note: "background compaction, which stalls tasks while it migrates pages"},
+	{Name: "net.core.busy_poll", Namespace: nsInitNet, Allowed: true, Note: "microseconds poll() and select() busy-wait on a device queue instead of sleeping for the interrupt"},
+	{Name: "net.core.busy_read", Namespace: nsInitNet, Allowed: true, Note: "microseconds a socket read busy-waits on the device queue"},
+	{Name: "net.core.netdev_budget", Namespace: nsInitNet, Allowed: true, Note: "packets one NET_RX softirq run may take from all devices"},
+	{Name: "net.core.netdev_budget_usecs", Namespace: nsInitNet, Allowed: true, Note: "microseconds one NET_RX softirq run may last"},
+	{Name: "net.core.dev_weight", Namespace: nsInitNet, Allowed: true, Note: "packets one device's NAPI poll may take per softirq run"},
+	{Name: "net.core.netdev_max_backlog", Namespace: nsInitNet, Allowed: true, Note: "per-CPU input queue length before packets are dropped"},
+	{Name: "net.core.rps_sock_flow_entries", Namespace: nsInitNet, Allowed: true, Note: "receive flow steering table: packets are processed on the CPU the consuming thread runs on"},
+	// Refused whatever the admin unlocks.
+	{Name: "kernel.sched_rt_period_us", Refused: rtGuard, Note: "the RT period; spec.scheduler.rtRuntime is checked against the kernel's own"},
 	{Name: "kernel.core_pattern", Refused: runsHelper, Note: "a value starting with a pipe names a program the kernel runs as root on every core dump"},
 	{Name: "kernel.modprobe", Refused: runsHelper, Note: "the program the kernel runs to load a module, on demand from any process"},
 	{Name: "kernel.poweroff_cmd", Refused: runsHelper, Note: "the program the kernel runs on an orderly power-off"},
@@ -209,16 +261,27 @@ var rules = []entry{
 	{Name: "kernel.ns_last_pid", Namespace: nsPID, Refused: notTuning, Note: "moves on every fork"},
 	{Name: "vm.drop_caches", Refused: action, Note: "drops the page cache on every write"},
 	{Name: "vm.compact_memory", Refused: action, Note: "write-only trigger"},
+	{Name: "vm.stat_refresh", Refused: action, Note: "write-only trigger: folds every CPU's vmstat counters"},
 	{Name: "net.ipv4.route.flush", Namespace: nsNet, Refused: action, Note: "write-only trigger"},
 	{Name: "net.ipv6.route.flush", Namespace: nsNet, Refused: action, Note: "write-only trigger"},
 	{Name: "net.", Prefix: true, Namespace: nsNet, Note: "the host network namespace (the agent runs with hostNetwork); pods' own namespaces are not touched"},
+	// Namespaced, unlockable, and copied into new network namespaces.
+	{Name: "net.ipv4.conf.all.", Prefix: true, Namespace: nsNet, Inherited: true, Note: "copied into every network namespace created while set"},
+	{Name: "net.ipv4.conf.default.", Prefix: true, Namespace: nsNet, Inherited: true, Note: "copied into every network namespace created while set, and into each interface created in it"},
+	{Name: "net.ipv6.conf.all.", Prefix: true, Namespace: nsNet, Inherited: true, Note: "copied into new network namespaces when net.core.devconf_inherit_init_net is 1"},
+	{Name: "net.ipv6.conf.default.", Prefix: true, Namespace: nsNet, Inherited: true, Note: "copied into new network namespaces when net.core.devconf_inherit_init_net is 1"},
+	{Name: "net.ipv4.neigh.default.", Prefix: true, Namespace: nsNet, Inherited: true, Note: "the neighbour table defaults every interface starts from, in every network namespace"},
+	{Name: "net.ipv6.neigh.default.", Prefix: true, Namespace: nsNet, Inherited: true, Note: "the neighbour table defaults every interface starts from, in every network namespace"},
+	{Name: "net.ipv4.tcp_rmem", Namespace: nsNet, Inherited: true, Note: "copied into every network namespace created while set"},
+	{Name: "net.ipv4.tcp_wmem", Namespace: nsNet, Inherited: true, Note: "copied into every network namespace created while set"},
 	{Name: "kernel.pid_max", Namespace: nsPID, Refused: namespacedAway, Note: "per PID namespace from 6.14; the agent runs without hostPID"},
 	{Name: "vm.memfd_noexec", Namespace: nsPID, Refused: namespacedAway, Note: "per PID namespace; the agent runs without hostPID"},
 	{Name: "user.", Prefix: true, Namespace: nsUser, Note: "per user namespace; the agent runs in the initial one"},
 }
 
 // lookup returns the rule for name: an exact entry first, else the longest
-// matching prefix. ok is false for a global, allowed name.
+// matching prefix. ok is false for a name the catalogue does not list (a
+// global one, which needs the admin's unlock).
 func lookup(name string) (entry, bool) {
 	var best entry
 	found := false

@@ -2,21 +2,28 @@ package knobs
 
 import (
 	"flag"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/knobs.md from the catalogue")
 
 // docs/knobs.md is rendered from the catalogue: a knob added here without
-// regenerating the doc fails.
+// regenerating the doc fails. The census section is this machine's kernel:
+// compared only when the doc was taken on the same kernel release, so a CI
+// machine with another kernel still checks everything else.
 func TestDocIsCurrent(t *testing.T) {
 	path := filepath.Join("..", "..", "docs", "knobs.md")
-	want := markdown()
+	here := procSysCensus(t)
 	if *update {
-		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(markdown(here)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -24,8 +31,211 @@ func TestDocIsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	recorded, ok := parseCensus(string(got))
+	if !ok {
+		t.Fatalf("%s has no census section: run go test ./internal/knobs -update", path)
+	}
+	want := markdown(here)
+	switch {
+	case recorded.Release != here.Release:
+		t.Logf("census taken on kernel %s, this is %s: comparing the rest only", recorded.Release, here.Release)
+		want = markdown(recorded)
+	case !initialNetns():
+		t.Logf("not in the initial network namespace (a container?): its /proc/sys/net differs, comparing the rest only")
+		want = markdown(recorded)
+	}
 	if string(got) != want {
 		t.Fatalf("%s is stale: run go test ./internal/knobs -update", path)
+	}
+}
+
+// On a machine with another kernel the staleness check renders the doc
+// with the census read back from it: that must give the same text.
+func TestCensusRoundTrips(t *testing.T) {
+	for _, c := range []Census{
+		{Release: "6.1.0-28-amd64", Counts: map[Class]int{ClassTyped: 7, ClassAllowed: 20, ClassUnlockable: 1000, ClassRefused: 30}, Absent: []string{"a.b", "c.d"}},
+		{Release: "6.12.1", Counts: map[Class]int{ClassAllowed: 1}},
+	} {
+		doc := markdown(c)
+		back, ok := parseCensus(doc)
+		if !ok || markdown(back) != doc {
+			t.Errorf("census %+v read back as %+v (ok %v)", c, back, ok)
+		}
+	}
+}
+
+// initialNetns: the kernel lists net.core.netdev_max_backlog in the
+// initial network namespace only.
+func initialNetns() bool {
+	_, err := os.Stat("/proc/sys/net/core/netdev_max_backlog")
+	return err == nil
+}
+
+// procSysCensus classifies every sysctl this machine's /proc/sys lists,
+// per-interface ones for lo only (CensusNames).
+func procSysCensus(t *testing.T) Census {
+	t.Helper()
+	rel, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		t.Fatalf("no /proc/sys here: %v", err)
+	}
+	return TakeCensus(strings.TrimSpace(string(rel)), CensusNames(procSysNames(t)))
+}
+
+func procSysNames(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	err := filepath.WalkDir("/proc/sys", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // a directory that vanished or cannot be listed
+		}
+		if !d.IsDir() {
+			names = append(names, strings.ReplaceAll(strings.TrimPrefix(p, "/proc/sys/"), "/", "."))
+		}
+		return nil
+	})
+	if err != nil || len(names) == 0 {
+		t.Fatalf("walking /proc/sys: %d names, %v", len(names), err)
+	}
+	return names
+}
+
+// Every sysctl this kernel lists is in exactly one class, and each class
+// means what it says for the agent's check with and without the admin's
+// unlock: the census in docs/knobs.md counts what is enforced.
+func TestCensusClassifiesEveryName(t *testing.T) {
+	names := procSysNames(t)
+	c := TakeCensus("", names)
+	if c.total() != len(names) || len(CensusNames(names)) >= len(names) {
+		t.Fatalf("census counts %d of %d names", c.total(), len(names))
+	}
+	for _, n := range names {
+		_, bare := Accepts(n, nil)
+		_, unlocked := Accepts(n, AdminList{n})
+		_, typed := TypedBy(n)
+		_, refused := Refusal(n)
+		var want Class
+		switch {
+		case typed && !bare && !unlocked:
+			want = ClassTyped
+		case refused && !bare && !unlocked:
+			want = ClassRefused
+		case bare && unlocked && !typed && !refused:
+			want = ClassAllowed
+		case !bare && unlocked && !typed && !refused:
+			want = ClassUnlockable
+		default:
+			t.Errorf("%s fits no class: typed %v refused %v accepted %v, unlocked %v", n, typed, refused, bare, unlocked)
+			continue
+		}
+		if got := Classify(n); got != want {
+			t.Errorf("%s: Classify = %s, behaves as %s", n, got, want)
+		}
+	}
+	// The review's finding: the old denylist accepted these without anyone's
+	// say. Now they need the admin, or are refused outright.
+	for n, cl := range map[string]Class{
+		"vm.panic_on_oom": ClassUnlockable, "vm.overcommit_memory": ClassUnlockable, "vm.max_map_count": ClassUnlockable,
+		"kernel.hung_task_panic": ClassUnlockable, "kernel.softlockup_panic": ClassUnlockable, "kernel.threads-max": ClassUnlockable,
+		"user.max_mnt_namespaces": ClassUnlockable, "kernel.randomize_va_space": ClassUnlockable, "kernel.kptr_restrict": ClassUnlockable,
+		"net.ipv4.conf.all.rp_filter": ClassUnlockable, "net.ipv4.neigh.default.gc_stale_time": ClassUnlockable,
+		"kernel.sched_rt_period_us": ClassRefused, "kernel.core_pattern": ClassRefused, "vm.stat_refresh": ClassRefused,
+		"net.core.busy_poll": ClassAllowed, "vm.stat_interval": ClassAllowed, "kernel.sched_rt_runtime_us": ClassTyped,
+	} {
+		if got := Classify(n); got != cl {
+			t.Errorf("%s: %s, want %s", n, got, cl)
+		}
+	}
+}
+
+// Every name accepted without an unlock says why latency tuning needs it,
+// is an exact global setting (nothing a namespace inherits), and has no
+// refusal.
+func TestAllowlistEntriesHaveTheirReason(t *testing.T) {
+	for _, r := range rules {
+		if !r.Allowed {
+			continue
+		}
+		if r.Note == "" || r.Prefix || r.Refused != "" || r.Inherited || (r.Namespace != nsGlobal && r.Namespace != nsInitNet) {
+			t.Errorf("allowlist entry %+v: needs a reason, an exact name, a global namespace, no refusal", r)
+		}
+	}
+	if len(Allowed()) == 0 {
+		t.Fatal("empty allowlist")
+	}
+}
+
+func TestAdminList(t *testing.T) {
+	a := ParseAdminList(" vm.panic_on_oom,\n net.ipv4.tcp_* \r\n,kernel.yama.\n*\n.\n,,")
+	want := AdminList{"vm.panic_on_oom", "net.ipv4.tcp_*", "kernel.yama."}
+	if !slices.Equal(a, want) {
+		t.Fatalf("ParseAdminList = %q, want %q", a, want)
+	}
+	for n, ok := range map[string]bool{
+		"vm.panic_on_oom": true, "vm.panic_on_oomx": false, "net.ipv4.tcp_fastopen": true, "net.ipv4.tcp": false,
+		"kernel.yama.ptrace_scope": true, "kernel.yamaa": false, "kernel.panic": false,
+	} {
+		if a.Unlocks(n) != ok {
+			t.Errorf("Unlocks(%s) = %v", n, !ok)
+		}
+	}
+	// Unlocked or not, what runs code or cannot be undone stays refused.
+	for _, n := range []string{"kernel.core_pattern", "kernel.yama.ptrace_scope", "kernel.sched_rt_period_us", "kernel.sched_rt_runtime_us"} {
+		if msg, ok := Accepts(n, AdminList{n, "kernel."}); ok || !strings.Contains(msg, n) {
+			t.Errorf("Accepts(%s) unlocked = %q %v, want refused naming it", n, msg, ok)
+		}
+	}
+	if msg, ok := Accepts("vm.panic_on_oom", nil); ok || !strings.Contains(msg, AdminConfigMap) || !strings.Contains(msg, "vm.panic_on_oom") {
+		t.Errorf("Accepts(vm.panic_on_oom) = %q %v, want refused naming the sysctl and the unlock", msg, ok)
+	}
+}
+
+// config/admission/policy.yaml holds the allowlist policy exactly as the
+// catalogue renders it (the chart's copy is checked against config/default
+// by charts/charts_test.go). On a mismatch the failure prints the YAML.
+func TestAllowlistPolicyMatchesTheCatalogue(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "admission", "policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type policy struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			Variables   []CELVariable `json:"variables"`
+			Validations []struct {
+				Expression        string `json:"expression"`
+				MessageExpression string `json:"messageExpression"`
+			} `json:"validations"`
+		} `json:"spec"`
+	}
+	vars, expr, msg := AllowlistPolicy()
+	var found bool
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var p policy
+		if err := yaml.Unmarshal([]byte(doc), &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Kind != "ValidatingAdmissionPolicy" || p.Metadata.Name != AllowlistPolicyName {
+			continue
+		}
+		found = true
+		ok := slices.EqualFunc(p.Spec.Variables, vars, func(a, b CELVariable) bool { return a == b }) &&
+			len(p.Spec.Validations) == 1 && p.Spec.Validations[0].Expression == expr && p.Spec.Validations[0].MessageExpression == msg
+		if !ok {
+			var want strings.Builder
+			want.WriteString("  variables:\n")
+			for _, v := range vars {
+				fmt.Fprintf(&want, "  - name: %s\n    expression: %q\n", v.Name, v.Expression)
+			}
+			fmt.Fprintf(&want, "  validations:\n  - expression: %q\n    messageExpression: %q\n", expr, msg)
+			t.Errorf("policy %s differs from internal/knobs; put this in config/admission/policy.yaml and charts/latencytier/templates/admission-policies.yaml:\n%s", AllowlistPolicyName, want.String())
+		}
+	}
+	if !found {
+		t.Fatalf("config/admission/policy.yaml has no ValidatingAdmissionPolicy %s", AllowlistPolicyName)
 	}
 }
 
@@ -48,7 +258,11 @@ func TestLookup(t *testing.T) {
 		{"kernel.hostname", nsUTS, notTuning},
 		{"net.ipv4.route.flush", nsNet, action},
 		{"vm.drop_caches", nsGlobal, action},
-		{"net.core.busy_poll", nsNet, ""},
+		{"net.core.busy_poll", nsInitNet, ""},
+		{"net.core.somaxconn", nsNet, ""},
+		{"kernel.sched_rt_period_us", nsGlobal, rtGuard},
+		{"vm.stat_refresh", nsGlobal, action},
+		{"net.ipv4.conf.all.rp_filter", nsNet, ""},
 		{"user.max_user_namespaces", nsUser, ""},
 		{"kernel.pid_max", nsPID, namespacedAway},
 		{"vm.memfd_noexec", nsPID, namespacedAway},

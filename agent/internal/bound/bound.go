@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"latencytier.io/latencytier/internal/printable"
 )
 
 // The LatencyNode status limits (maxItems, maxLength in characters).
@@ -34,8 +36,12 @@ const Marker = "..."
 // String returns s cut to at most n characters, ending in Marker when cut.
 // Bytes that are not UTF-8 become U+FFFD first, as JSON encoding would turn
 // them, so the result survives a round trip through the API server as is.
+// Control and invisible formatting characters are escaped (\xNN, \uNNNN;
+// see printable.String): every string in status passes here, and much of
+// it quotes what tenants control (thread names, cgroup names), which must
+// not reach a terminal as escape sequences or forged lines.
 func String(s string, n int) string {
-	s = validUTF8(s)
+	s = printable.String(validUTF8(s))
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}

@@ -133,3 +133,11 @@ func TestStrings(t *testing.T) {
 		t.Errorf("item not cut: %q", got)
 	}
 }
+
+// Status strings quote what tenants control: a thread named
+// "\x1b[31mevil\n" is escaped, not passed to whoever prints the status.
+func TestStringEscapesControlCharacters(t *testing.T) {
+	if got, want := String("thread 7 (\x1b[31mevil\n) of pod a/b", 100), `thread 7 (\x1b[31mevil\x0a) of pod a/b`; got != want {
+		t.Fatalf("String = %q, want %q", got, want)
+	}
+}
