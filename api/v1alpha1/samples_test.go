@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,13 +29,35 @@ func TestSamplesApply(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal(b, &u.Object); err != nil {
-				t.Fatal(err)
-			}
-			if err := k8s.Create(context.Background(), u, client.DryRunAll); err != nil {
-				t.Fatalf("sample rejected: %v", err)
-			}
+			dryRunCreate(t, b)
 		})
+	}
+}
+
+// TestReadmeProfileApplies: the README's worked LatencyProfile (its first
+// yaml block of that kind) passes the CRD's rules too.
+func TestReadmeProfileApplies(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range strings.Split(string(b), "```yaml\n")[1:] {
+		block = block[:strings.Index(block, "```")]
+		if strings.Contains(block, "kind: LatencyProfile\n") {
+			dryRunCreate(t, []byte(block))
+			return
+		}
+	}
+	t.Fatal("README.md has no yaml block with a LatencyProfile")
+}
+
+func dryRunCreate(t *testing.T, b []byte) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(b, &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(context.Background(), u, client.DryRunAll); err != nil {
+		t.Fatalf("rejected: %v", err)
 	}
 }
