@@ -229,6 +229,8 @@ func culprit(id string, irqbalancePID int) string {
 		return "kubelet or the container runtime"
 	case strings.HasPrefix(id, "cpuset/"):
 		return "systemd (AllowedCPUs) or kubelet"
+	case strings.HasPrefix(id, "rtsched/"):
+		return "the pod itself (a thread calling sched_setscheduler) or chrt"
 	case strings.HasPrefix(id, "power/"):
 		return "tuned, power-profiles-daemon, cpupower or CRI-O's cpu-c-states annotation"
 	default:

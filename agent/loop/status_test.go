@@ -138,6 +138,9 @@ func TestCulprit(t *testing.T) {
 	if got := culprit("irq/24", 77); got != "irqbalance, pid 77" {
 		t.Errorf("culprit = %q", got)
 	}
+	if got := culprit("rtsched/ns/p/uid/12@34", 0); strings.Contains(got, "sysctl") || !strings.Contains(got, "pod") {
+		t.Errorf("a thread policy's culprit = %q, want the pod, not a sysctl writer", got)
+	}
 	if got := culprit("cpuquota/ns/p", 0); got != "kubelet or the container runtime" {
 		t.Errorf("culprit = %q", got)
 	}
