@@ -26,6 +26,12 @@ import (
 // without hostPID, and measures through the host root named by the value.
 const pidnsChild = "LT_PIDNS_CHILD"
 
+// pidnsBinDir, in the child, is a directory the child bind-mounts over the
+// host root's /usr/local/sbin (in its private mount namespace only), so the
+// irqbalance copy in it is the host root's irqbalance binary there: the
+// agent identifies irqbalance by its executable, not its name.
+const pidnsBinDir = "LT_PIDNS_BIN_DIR"
+
 // TestProcessReadsNeedNoHostPID backs the DaemonSet's decision to drop
 // hostPID (controllers/daemonset.go): the agent, in a pid namespace of its
 // own with its own /proc, still sees every task of the host through the
@@ -42,9 +48,12 @@ func TestProcessReadsNeedNoHostPID(t *testing.T) {
 		t.Fatal("needs root: new pid and mount namespaces, a SCHED_FIFO task")
 	}
 	// A real-time task and an "irqbalance" that bans no isolated CPU, both
-	// in the host's pid namespace.
+	// in the host's pid namespace. The irqbalance is a copy of sleep that
+	// the child sees as the host root's /usr/local/sbin/irqbalance.
 	rt := startProc(t, exec.Command("chrt", "-f", "1", "sleep", "60"))
-	fake := filepath.Join(t.TempDir(), "irqbalance")
+	binDir := t.TempDir()
+	t.Setenv(pidnsBinDir, binDir)
+	fake := filepath.Join(binDir, "irqbalance")
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +155,11 @@ func runPidnsChild(t *testing.T, dir string) {
 	if dir != "/" {
 		if err := unix.Mount("/", dir, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			t.Fatal(err)
+		}
+		if bin := os.Getenv(pidnsBinDir); bin != "" {
+			if err := unix.Mount(bin, filepath.Join(dir, "usr", "local", "sbin"), "", unix.MS_BIND, ""); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if err := unix.Mount("proc", "/proc", "proc", 0, ""); err != nil {
