@@ -299,6 +299,8 @@ spec:
     interval: 5s
     podSelector:
       matchLabels: {app: rollout-server}
+    namespaceSelector:         # only these namespaces' pods are rollout evidence
+      matchLabels: {kubernetes.io/metadata.name: default}
   rollout:
     maxInFlight: 1
     verificationWindow: 15s
