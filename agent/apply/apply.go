@@ -315,7 +315,7 @@ func (e *Engine) noteSettled(j *journal.Journal, settled []v1alpha1.SettingResul
 			// the agent's own from before: not an original.
 			en = journal.Entry{ID: en.ID, Path: en.Path, Verified: en.Verified, OriginalUnknown: true}
 		}
-		j.Entries = append(j.Entries, en)
+		j.Add(en)
 		dirty = true
 	}
 	return dirty

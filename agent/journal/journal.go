@@ -162,9 +162,7 @@ func (j *Journal) reindex() {
 func (j *Journal) Record(id, path, original, read, value string) {
 	e := j.Find(id)
 	if e == nil {
-		j.Entries = append(j.Entries, Entry{ID: id, Path: path, Original: original})
-		j.index[id] = len(j.Entries) - 1
-		e = &j.Entries[len(j.Entries)-1]
+		e = j.Add(Entry{ID: id, Path: path, Original: original})
 		if read != original {
 			e.OriginalRead = read
 		}
@@ -172,6 +170,17 @@ func (j *Journal) Record(id, path, original, read, value string) {
 	if !slices.Contains(e.Written, value) {
 		e.Written = append(e.Written, value)
 	}
+}
+
+// Add appends a new entry (its ID not yet journaled) and indexes it, so a
+// pass adding n entries stays O(n); appending to Entries directly would
+// make the next lookup rebuild the index.
+func (j *Journal) Add(en Entry) *Entry {
+	if _, ok := j.lookup(en.ID); !ok {
+		j.index[en.ID] = len(j.Entries)
+	}
+	j.Entries = append(j.Entries, en)
+	return &j.Entries[len(j.Entries)-1]
 }
 
 // Drop removes the entry for id. Only the entries after it move, so
