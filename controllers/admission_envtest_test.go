@@ -14,6 +14,9 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
+// agentServiceAccountName is the agent's service account (config/agent).
+const agentServiceAccountName = "latencytier-agent"
+
 // agentClient is a client impersonating the agent's service account with a
 // token bound to node (no node when node is "").
 func agentClient(t testing.TB, node string) client.Client {

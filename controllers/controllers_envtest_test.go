@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -135,55 +133,6 @@ func TestPriorityAndConflict(t *testing.T) {
 	expectApplying(t, "prio-2", "prio-low")
 	expectCondition(t, "prio-high", v1alpha1.ProfileDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected)
 	eventually(t, "prio-tie gone", func() error { return gone(&v1alpha1.LatencyProfile{}, "prio-tie") })
-}
-
-func TestAgentDaemonSetCreatedAndRepaired(t *testing.T) {
-	needSuite(t)
-	ctx := context.Background()
-	createProfile(t, "ds", 0, map[string]string{"tier": "ds-none"})
-	cleanup(t, nil, []string{"ds"})
-	key := types.NamespacedName{Namespace: testNamespace, Name: agentDaemonSetName}
-	desired := renderAgentDaemonSet(agentOptions{Namespace: testNamespace, Image: "latencytier:test"}, false)
-	current := func() error {
-		ds := &appsv1.DaemonSet{}
-		if err := k8s.Get(ctx, key, ds); err != nil {
-			return err
-		}
-		if daemonSetDrifted(desired, ds) {
-			return errString("DaemonSet differs from the rendered one")
-		}
-		return nil
-	}
-	eventually(t, "DaemonSet created", current)
-
-	// Someone edits it: image and an extra volume.
-	ds := &appsv1.DaemonSet{}
-	if err := k8s.Get(ctx, key, ds); err != nil {
-		t.Fatal(err)
-	}
-	edited := ds.DeepCopy()
-	edited.Spec.Template.Spec.Containers[0].Image = "someone/else:1"
-	edited.Spec.Template.Spec.Volumes = append(edited.Spec.Template.Spec.Volumes, corev1.Volume{Name: "extra", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	if err := k8s.Update(ctx, edited); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "DaemonSet repaired after edit", current)
-	expectEvent(t, agentDaemonSetName, eventAgentRepaired)
-
-	// Someone deletes it.
-	if err := k8s.Delete(ctx, ds); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "DaemonSet recreated after delete", func() error {
-		fresh := &appsv1.DaemonSet{}
-		if err := k8s.Get(ctx, key, fresh); err != nil {
-			return err
-		}
-		if fresh.UID == ds.UID {
-			return errString("still the old DaemonSet")
-		}
-		return current()
-	})
 }
 
 func TestDeletionWaitsForRevert(t *testing.T) {
@@ -321,8 +270,7 @@ func resourceVersions(t testing.TB, ctx context.Context) map[string]string {
 	var nodes corev1.NodeList
 	var lns v1alpha1.LatencyNodeList
 	var ps v1alpha1.LatencyProfileList
-	var dss appsv1.DaemonSetList
-	for _, l := range []client.ObjectList{&nodes, &lns, &ps, &dss} {
+	for _, l := range []client.ObjectList{&nodes, &lns, &ps} {
 		if err := k8s.List(ctx, l); err != nil {
 			t.Fatal(err)
 		}
@@ -335,9 +283,6 @@ func resourceVersions(t testing.TB, ctx context.Context) map[string]string {
 	}
 	for _, o := range ps.Items {
 		out["lp/"+o.Name] = o.ResourceVersion
-	}
-	for _, o := range dss.Items {
-		out["ds/"+o.Name] = o.ResourceVersion
 	}
 	return out
 }

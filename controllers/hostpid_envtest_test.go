@@ -3,34 +3,37 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// expectHostPID waits until the agent DaemonSet exists with hostPID want.
-func expectHostPID(t *testing.T, what string, want bool) {
+// expectAgent waits until node carries agent label value want ("" none).
+func expectAgent(t *testing.T, node, want string) {
 	t.Helper()
-	eventually(t, what, func() error { return hostPIDIs(want) })
+	eventually(t, fmt.Sprintf("node %s agent %q", node, want), func() error { return agentIs(t, node, want) })
 }
 
-func hostPIDIs(want bool) error {
-	ds := &appsv1.DaemonSet{}
-	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: testNamespace, Name: agentDaemonSetName}, ds); err != nil {
-		return err
-	}
-	if got := ds.Spec.Template.Spec.HostPID; got != want {
-		return fmt.Errorf("agent DaemonSet hostPID = %v, want %v", got, want)
+func agentIs(t *testing.T, node, want string) error {
+	got, ok := getNode(t, node).Labels[v1alpha1.AgentLabel]
+	if ok != (want != "") || got != want {
+		return fmt.Errorf("node %s: %s = %q (set %v), want %q", node, v1alpha1.AgentLabel, got, ok, want)
 	}
 	return nil
+}
+
+// keepAgent fails unless node keeps agent label want for two sync periods.
+func keepAgent(t *testing.T, node, want, why string) {
+	t.Helper()
+	for end := time.Now().Add(2 * testSyncPeriod); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if err := agentIs(t, node, want); err != nil {
+			t.Fatalf("%s: %v", why, err)
+		}
+	}
 }
 
 // setRealtime puts spec.realtime on the profile (rt) or removes it.
@@ -49,80 +52,84 @@ func setRealtime(t *testing.T, name string, rt bool) {
 	}
 }
 
-// TestAgentHostPIDFollowsRealtimeGrant: the agent DaemonSet shares the
-// host's pid namespace only while a profile grants realtime (sched_setattr
-// names threads by tid in the caller's pid namespace), and a profile being
-// deleted keeps it until the profile is gone: its revert restores the
-// threads' policies with the same call.
-func TestAgentHostPIDFollowsRealtimeGrant(t *testing.T) {
+// TestAgentHostPIDPerNode: a realtime profile selecting one node gives
+// only that node the hostPID agent; every other node a profile owns keeps
+// the standard agent, and a realtime profile selecting no node changes no
+// node (before, any realtime stanza turned on hostPID for the whole fleet
+// and restarted every agent). Removing realtime moves the node back only
+// after its agent reports its threads restored, and the switch is an event
+// on the node. A node no profile owns has no agent label, so no agent.
+func TestAgentHostPIDPerNode(t *testing.T) {
 	needSuite(t)
-	ctx := context.Background()
-	createProfile(t, "hp-plain", 0, map[string]string{"tier": "hp-none"})
-	createProfile(t, "hp-rt", 0, map[string]string{"tier": "hp-none"})
-	cleanup(t, nil, []string{"hp-plain", "hp-rt"})
-	expectHostPID(t, "profiles without realtime: no hostPID", false)
+	createNode(t, "hpn-rt", map[string]string{"tier": "hpn-rt"})
+	createNode(t, "hpn-plain", map[string]string{"tier": "hpn-plain"})
+	createNode(t, "hpn-none", map[string]string{"tier": "hpn-nothing"})
+	createProfile(t, "hpn-rt", 0, map[string]string{"tier": "hpn-rt"})
+	createProfile(t, "hpn-plain", 0, map[string]string{"tier": "hpn-plain"})
+	createProfile(t, "hpn-empty", 0, map[string]string{"tier": "hpn-nobody"})
+	cleanup(t, []string{"hpn-rt", "hpn-plain", "hpn-none"}, []string{"hpn-rt", "hpn-plain", "hpn-empty"})
+	expectApplying(t, "hpn-rt", "hpn-rt")
+	expectApplying(t, "hpn-plain", "hpn-plain")
+	expectAgent(t, "hpn-rt", v1alpha1.AgentStandard)
+	expectAgent(t, "hpn-plain", v1alpha1.AgentStandard)
 
-	setRealtime(t, "hp-rt", true)
-	expectHostPID(t, "realtime granted: hostPID", true)
-	expectEvent(t, agentDaemonSetName, eventAgentHostPID)
-
-	setRealtime(t, "hp-rt", false)
-	expectHostPID(t, "realtime removed: hostPID withdrawn", false)
-
-	setRealtime(t, "hp-rt", true)
-	expectHostPID(t, "realtime granted again: hostPID", true)
-	// Hold the profile in deletion with a finalizer of the test's own.
-	const hold = "test.latencytier.io/hold"
-	if err := editFinalizers(ctx, "hp-rt", func(fs []string) []string { return append(fs, hold) }); err != nil {
-		t.Fatal(err)
+	setRealtime(t, "hpn-empty", true)
+	setRealtime(t, "hpn-rt", true)
+	expectAgent(t, "hpn-rt", v1alpha1.AgentHostPID)
+	expectEvent(t, "hpn-rt", eventAgentHostPID)
+	keepAgent(t, "hpn-plain", v1alpha1.AgentStandard, "a node whose profile grants no realtime")
+	if err := agentIs(t, "hpn-none", ""); err != nil {
+		t.Fatalf("a node no profile owns: %v", err)
 	}
-	// Runs before cleanup's wait for the profile to go (LIFO).
-	t.Cleanup(func() { _ = dropFinalizer(ctx, "hp-rt", hold) })
-	if err := k8s.Delete(ctx, getProfile(t, "hp-rt")); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "hp-rt being deleted", func() error {
-		if getProfile(t, "hp-rt").DeletionTimestamp.IsZero() {
-			return errString("no deletion timestamp yet")
+
+	// The agent applied a real-time policy; realtime is then removed.
+	thread := v1alpha1.SettingResult{Setting: "rtsched/app/rt-pod/uid-1/4242@1234", Desired: "fifo:40", Actual: "fifo:40",
+		State: v1alpha1.SettingApplied}
+	refused := v1alpha1.SettingResult{Setting: "rtsched/other/pod/uid-2", Desired: "fifo:10", State: v1alpha1.SettingRefused}
+	reportThreads(t, "hpn-rt", 1, thread, refused)
+	setRealtime(t, "hpn-rt", false)
+	eventually(t, "LatencyNode hpn-rt without realtime", func() error {
+		ln, err := getLN("hpn-rt")
+		if err != nil {
+			return err
+		}
+		if ln.Spec.Tuning.Realtime != nil {
+			return errString("spec still grants realtime")
 		}
 		return nil
 	})
-	for end := time.Now().Add(2 * testSyncPeriod); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if err := hostPIDIs(true); err != nil {
-			t.Fatalf("while the realtime profile is being deleted (its revert restores thread policies): %v", err)
-		}
-	}
-	if err := dropFinalizer(ctx, "hp-rt", hold); err != nil {
+	keepAgent(t, "hpn-rt", v1alpha1.AgentHostPID, "realtime removed while the agent still holds a thread policy")
+	reportThreads(t, "hpn-rt", 0, refused)
+	expectAgent(t, "hpn-rt", v1alpha1.AgentStandard)
+	expectEvent(t, "hpn-rt", eventAgentHostPID) // Withdraw as well; reasons are shared
+}
+
+// TestAgentHostPIDOutlastsRevert: a realtime profile deleted keeps the
+// hostPID agent on its node while the revert restores the threads, and
+// the node loses its agent label (so its agent) only once reverted.
+func TestAgentHostPIDOutlastsRevert(t *testing.T) {
+	needSuite(t)
+	createNode(t, "hpr-1", map[string]string{"tier": "hpr"})
+	createProfile(t, "hpr", 0, map[string]string{"tier": "hpr"})
+	cleanup(t, []string{"hpr-1"}, []string{"hpr"})
+	setRealtime(t, "hpr", true)
+	expectApplying(t, "hpr-1", "hpr")
+	expectAgent(t, "hpr-1", v1alpha1.AgentHostPID)
+	reportThreads(t, "hpr-1", 1)
+	if err := k8s.Delete(context.Background(), getProfile(t, "hpr")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "hp-rt gone", func() error { return gone(&v1alpha1.LatencyProfile{}, "hp-rt") })
-	expectHostPID(t, "realtime profile deleted: hostPID withdrawn", false)
-}
-
-// dropFinalizer removes finalizer f from profile name, if both are there.
-func dropFinalizer(ctx context.Context, name, f string) error {
-	return editFinalizers(ctx, name, func(fs []string) []string {
-		return slices.DeleteFunc(fs, func(x string) bool { return x == f })
-	})
-}
-
-// editFinalizers patches profile name's finalizers (nothing when it is
-// gone), retrying when the manager patched the profile in between.
-func editFinalizers(ctx context.Context, name string, edit func([]string) []string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p := &v1alpha1.LatencyProfile{}
-		if err := k8s.Get(ctx, types.NamespacedName{Name: name}, p); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		orig := p.DeepCopy()
-		p.Finalizers = edit(p.Finalizers)
-		return k8s.Patch(ctx, p, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	})
+	expectReverting(t, "hpr-1")
+	keepAgent(t, "hpr-1", v1alpha1.AgentHostPID, "reverting a realtime profile")
+	reportThreads(t, "hpr-1", 0)
+	playAgent(t, "hpr-1", revertedTrue)
+	expectReleased(t, "hpr-1")
+	expectAgent(t, "hpr-1", "")
 }
 
 // reportThreads patches node's LatencyNode status as its agent would: the
-// thread policies it holds (applied, or failed to restore), or none.
-func reportThreads(t *testing.T, node string, settings ...v1alpha1.SettingResult) {
+// count of thread policies it holds and its settings.
+func reportThreads(t *testing.T, node string, held int32, settings ...v1alpha1.SettingResult) {
 	t.Helper()
 	eventually(t, "agent reports threads on "+node, func() error {
 		ln, err := getLN(node)
@@ -130,37 +137,8 @@ func reportThreads(t *testing.T, node string, settings ...v1alpha1.SettingResult
 			return err
 		}
 		patched := ln.DeepCopy()
+		patched.Status.HeldThreads = held
 		patched.Status.Settings = settings
 		return k8s.Status().Patch(context.Background(), patched, client.MergeFromWithOptions(ln, client.MergeFromWithOptimisticLock{}))
 	})
-}
-
-// TestAgentHostPIDOutlastsHeldThreads: removing spec.realtime must not
-// withdraw hostPID while an agent still holds thread policies: restoring
-// them needs the host's pid namespace, and withdrawing it restarts the
-// agent pods, racing the restore. hostPID goes once the agent reports them
-// restored (no thread setting left).
-func TestAgentHostPIDOutlastsHeldThreads(t *testing.T) {
-	needSuite(t)
-	createNode(t, "hpt-1", map[string]string{"tier": "hpt"})
-	createProfile(t, "hpt", 0, map[string]string{"tier": "hpt"})
-	cleanup(t, []string{"hpt-1"}, []string{"hpt"})
-	setRealtime(t, "hpt", true)
-	expectHostPID(t, "realtime granted: hostPID", true)
-	expectApplying(t, "hpt-1", "hpt")
-	thread := v1alpha1.SettingResult{Setting: "rtsched/app/rt-pod/uid-1/4242@1234", Desired: "fifo:50", Actual: "fifo:50",
-		State: v1alpha1.SettingApplied}
-	// A pod asking from a namespace not granted holds nothing.
-	refused := v1alpha1.SettingResult{Setting: "rtsched/other/pod/uid-2", Desired: "fifo:10", State: v1alpha1.SettingRefused}
-	reportThreads(t, "hpt-1", thread, refused)
-
-	setRealtime(t, "hpt", false)
-	expectApplying(t, "hpt-1", "hpt")
-	for end := time.Now().Add(2 * testSyncPeriod); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if err := hostPIDIs(true); err != nil {
-			t.Fatalf("realtime removed while the agent still holds a thread policy: %v", err)
-		}
-	}
-	reportThreads(t, "hpt-1", refused)
-	expectHostPID(t, "threads restored: hostPID withdrawn", false)
 }

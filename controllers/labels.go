@@ -99,3 +99,73 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// withAgentLabel adds to patch (nil: none yet) what gives the node the
+// agent label want ("" removes it), and returns nil when neither changes
+// anything. Unlike the profile label the agent label is the manager's
+// alone (the latencytier-agent-label admission policy refuses it to
+// everyone else), so a value it did not set is overwritten, or removed: a
+// label left from before the policy must not keep attracting the agent.
+func withAgentLabel(patch map[string]any, node *corev1.Node, want string) map[string]any {
+	current, present := node.Labels[v1alpha1.AgentLabel]
+	if present == (want != "") && current == want {
+		return patch
+	}
+	var value any = want
+	if want == "" {
+		value = nil
+	}
+	if patch == nil {
+		patch = map[string]any{"metadata": map[string]any{}}
+	}
+	meta := patch["metadata"].(map[string]any)
+	lbls, _ := meta["labels"].(map[string]any)
+	if lbls == nil {
+		lbls = map[string]any{}
+		meta["labels"] = lbls
+	}
+	lbls[v1alpha1.AgentLabel] = value
+	return patch
+}
+
+// agentVariant is the agent DaemonSet a node needs (v1alpha1.AgentLabel):
+// hostPID while the profile that owns it grants realtime, while its
+// LatencyNode still tells the agent to apply or revert real-time policies,
+// and while the agent reports threads it has not restored; the standard
+// agent on any other node a profile owns or that still has a LatencyNode
+// (its revert needs an agent); none elsewhere. The hostPID agent is given
+// up only after the threads are restored: restoring calls sched_setattr too.
+func agentVariant(owner *v1alpha1.LatencyProfile, ln *v1alpha1.LatencyNode) string {
+	switch {
+	case owner != nil && owner.Spec.Realtime != nil,
+		ln != nil && (ln.Spec.Tuning.Realtime != nil || holdsThreads(ln)):
+		return v1alpha1.AgentHostPID
+	case owner != nil || ln != nil:
+		return v1alpha1.AgentStandard
+	}
+	return ""
+}
+
+// threadSettingPrefix starts the setting of a pod thread's scheduling
+// policy in a LatencyNode's status (agent/rtsched.PodID, then
+// "/<tid>@<start time>" per thread).
+const threadSettingPrefix = "rtsched/"
+
+// holdsThreads reports whether the node's agent still holds thread policies
+// it set and has not restored (status.heldThreads, counted from its
+// journal). The settings list is capped (256) and a tenant's Refused
+// entries can fill it, so it only adds to the count: an agent that
+// predates heldThreads still reports threads there (Applied, or Failed
+// restores).
+func holdsThreads(ln *v1alpha1.LatencyNode) bool {
+	if ln.Status.HeldThreads > 0 {
+		return true
+	}
+	for _, s := range ln.Status.Settings {
+		if strings.HasPrefix(s.Setting, threadSettingPrefix) && strings.Contains(s.Setting, "@") &&
+			(s.State == v1alpha1.SettingApplied || s.State == v1alpha1.SettingFailed) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,8 +1,9 @@
 // Package controllers holds the latencytier manager (RunManager): the node
 // reconciler (which profile owns a node, its label and LatencyNode, the
 // revert handshake), the profile reconciler (finalizer, status aggregation
-// and the safe rollout) and the DaemonSet reconciler (the agent DaemonSet).
-// Decisions — node selection, labels, the DaemonSet manifest, status, the
+// and the safe rollout). The agent DaemonSets are static manifests; the node
+// reconciler's agent label on each Node says which one runs there.
+// Decisions — node selection, labels, the agent variant, status, the
 // rollout's moves — are pure functions in their own files; the reconcilers
 // only read, compare and write the difference.
 package controllers
@@ -14,7 +15,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -31,7 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -60,10 +59,10 @@ import (
 // latencytier-manager-node-labels (config/admission) does.
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 //
-// The agent DaemonSet, in the operator namespace only: created when the
-// first profile appears and patched back when someone changes it. Never
-// deleted (uninstalling removes it with the namespace).
-// +kubebuilder:rbac:groups=apps,namespace=latencytier-system,resources=daemonsets,verbs=get;list;watch;create;patch
+// No workload: the agent DaemonSets are static manifests (config/agent,
+// the chart), so the manager may create or change no DaemonSet, pod or
+// other workload. Which DaemonSet runs on a node is decided by the agent
+// label the manager sets on the node (v1alpha1.AgentLabel).
 //
 // Events for every decision a user would ask about (selected, conflict,
 // applied, reverted, degraded); patch updates a repeated event's count.
@@ -82,8 +81,8 @@ import (
 
 // options configure the reconcilers.
 type options struct {
-	// Agent shapes the agent DaemonSet; Agent.Namespace is the operator namespace.
-	Agent agentOptions
+	// Namespace is the operator namespace (profile revisions, the lease).
+	Namespace string
 	// UnreachableAfter is how long a NotReady node may hold up a revert.
 	UnreachableAfter time.Duration
 	// Now is the controllers' clock (time.Now when nil): node reachability,
@@ -109,15 +108,14 @@ func NewScheme() *runtime.Scheme {
 	return s
 }
 
-// cacheOptions limit the DaemonSet informer to the operator namespace and
+// cacheOptions limit the ControllerRevision informer to the operator namespace and
 // keep in the cache only what the manager reads: no managedFields on any
 // object, and of a Node only its metadata and Ready condition.
 func cacheOptions(namespace string) cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Node{}:      {Transform: trimNode},
-			&appsv1.DaemonSet{}: {Namespaces: map[string]cache.Config{namespace: {}}},
+			&corev1.Node{}: {Transform: trimNode},
 			// Profile revisions (safe rollout) live in the operator namespace too.
 			&appsv1.ControllerRevision{}: {Namespaces: map[string]cache.Config{namespace: {}}},
 		},
@@ -171,7 +169,7 @@ func setup(mgr ctrl.Manager, o options) error {
 	}
 	gate := newStatusGate(o.StatusInterval, o.Now)
 	profiles := &profileReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter,
-		Namespace: o.Agent.Namespace, Now: o.Now, Cache: mgr.GetCache(), Gate: gate}
+		Namespace: o.Namespace, Now: o.Now, Cache: mgr.GetCache(), Gate: gate}
 	err = ctrl.NewControllerManagedBy(mgr).Named("latencyprofile").
 		For(&v1alpha1.LatencyProfile{}, builder.WithPredicates(notOwnStatus(gate))).
 		Watches(&v1alpha1.LatencyNode{}, latencyNodeToProfiles(gate), builder.WithPredicates(notResync())).
@@ -180,26 +178,6 @@ func setup(mgr ctrl.Manager, o options) error {
 		Complete(countErrors("latencyprofile", profiles))
 	if err != nil {
 		return fmt.Errorf("setting up profile controller: %w", err)
-	}
-	ds := &daemonSetReconciler{Client: mgr.GetClient(), Recorder: rec, Agent: o.Agent}
-	toDaemonSet := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: ds.key()}}
-	})
-	err = ctrl.NewControllerManagedBy(mgr).Named("agent-daemonset").
-		For(&appsv1.DaemonSet{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
-			return obj.GetNamespace() == o.Agent.Namespace && obj.GetName() == agentDaemonSetName
-		}))).
-		// A new profile calls for the DaemonSet (its own watch repairs it),
-		// and a profile created, deleted or with a new spec may grant or
-		// withdraw realtime (hostPID); a profile's status patches are none
-		// of its business.
-		Watches(&v1alpha1.LatencyProfile{}, toDaemonSet, builder.WithPredicates(profileIntentChanged())).
-		// An agent still holding real-time threads keeps hostPID until it
-		// reports them restored.
-		Watches(&v1alpha1.LatencyNode{}, toDaemonSet, builder.WithPredicates(threadsHeldChanged())).
-		Complete(countErrors("agent-daemonset", ds))
-	if err != nil {
-		return fmt.Errorf("setting up agent DaemonSet controller: %w", err)
 	}
 	return nil
 }
@@ -225,10 +203,13 @@ type managerFlags struct {
 	metricsSecure          bool
 	leaderElect            bool
 	namespace, kubeconfig  string
-	agentImage, agentArgs  string
-	agentMetricsPort       int
-	unreachableAfter       time.Duration
-	statusInterval         time.Duration
+	// deprecated are the flags of the manager that rendered the agent
+	// DaemonSet (--agent-image, --agent-args, --agent-metrics-port): still
+	// accepted, so an upgrade that changes only the image starts, and
+	// ignored with a warning.
+	deprecated       []string
+	unreachableAfter time.Duration
+	statusInterval   time.Duration
 }
 
 func parseManagerFlags(args []string) (managerFlags, error) {
@@ -239,10 +220,13 @@ func parseManagerFlags(args []string) (managerFlags, error) {
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", "address of net/http/pprof's /debug/pprof, plain HTTP and unauthenticated: bind it to 127.0.0.1 only, to profile the manager (0 disables it)")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", "127.0.0.1:9848", "address of the /healthz and /readyz endpoints")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so that only one manager replica reconciles")
-	fs.StringVar(&f.namespace, "namespace", "latencytier-system", "operator namespace: agent DaemonSet and leader-election lease")
-	fs.StringVar(&f.agentImage, "agent-image", "latencytier:dev", "image of the agent DaemonSet")
-	fs.IntVar(&f.agentMetricsPort, "agent-metrics-port", 9849, "port of each agent's HTTPS metrics endpoint on its node (the agent runs on the host network; 0 disables it)")
-	fs.StringVar(&f.agentArgs, "agent-args", "", "extra agent arguments, space-separated (after agent --node-name=$(NODE_NAME) --host-root=/host)")
+	fs.StringVar(&f.namespace, "namespace", "latencytier-system", "operator namespace: profile revisions and the leader-election lease")
+	for _, name := range []string{"agent-image", "agent-args", "agent-metrics-port"} {
+		fs.Func(name, "deprecated, ignored: the agent DaemonSets are manifests (config/agent, the chart's agent values)", func(string) error {
+			f.deprecated = append(f.deprecated, "--"+name)
+			return nil
+		})
+	}
 	fs.DurationVar(&f.unreachableAfter, "node-unreachable-timeout", 10*time.Minute, "how long a NotReady node may hold up a revert before its LatencyNode is removed anyway")
 	fs.DurationVar(&f.statusInterval, "profile-status-interval", defaultStatusInterval, "least time between two writes of a profile's status that only carry its nodes' reports (a spec change or a rollout step is written at once)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
@@ -307,8 +291,7 @@ func RunManager(ctx context.Context, args []string) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 	opts := options{
-		Agent: agentOptions{Namespace: f.namespace, Image: f.agentImage, Args: strings.Fields(f.agentArgs),
-			MetricsPort: int32(f.agentMetricsPort)},
+		Namespace:        f.namespace,
 		UnreachableAfter: f.unreachableAfter,
 		StatusInterval:   f.statusInterval,
 	}
@@ -321,6 +304,9 @@ func RunManager(ctx context.Context, args []string) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding ready check: %w", err)
 	}
-	log.Info("Starting manager", "namespace", f.namespace, "agentImage", f.agentImage, "metricsSecure", f.metricsSecure)
+	if len(f.deprecated) > 0 {
+		log.Info("Ignoring deprecated flags: the agent DaemonSets are manifests now, set their image and arguments there", "flags", f.deprecated)
+	}
+	log.Info("Starting manager", "namespace", f.namespace, "metricsSecure", f.metricsSecure)
 	return mgr.Start(ctx)
 }

@@ -18,15 +18,16 @@ import (
 
 // Event reasons for decisions a user asks about.
 const (
-	eventSelected      = "Selected"
-	eventReverting     = "Reverting"
-	eventReverted      = "Reverted"
-	eventNodeGone      = "NodeGone"
-	eventNodeConflict  = "NodeConflict"
-	eventDegraded      = "Degraded"
-	eventApplied       = "Applied"
-	eventWaiting       = "WaitingForRevert"
-	eventAgentRepaired = "AgentRepaired"
+	eventSelected     = "Selected"
+	eventReverting    = "Reverting"
+	eventReverted     = "Reverted"
+	eventNodeGone     = "NodeGone"
+	eventNodeConflict = "NodeConflict"
+	eventDegraded     = "Degraded"
+	eventApplied      = "Applied"
+	eventWaiting      = "WaitingForRevert"
+	// eventAgentHostPID: a node's agent gains or loses hostPID.
+	eventAgentHostPID = "AgentHostPID"
 )
 
 // Event actions: what the controller did when it recorded the event.
@@ -36,7 +37,8 @@ const (
 	eventActionRevert    = "Revert"
 	eventActionCleanup   = "Cleanup"
 	eventActionAggregate = "Aggregate"
-	eventActionRepair    = "Repair"
+	eventActionGrant     = "Grant"
+	eventActionWithdraw  = "Withdraw"
 )
 
 // nodeReconciler owns, for one node, the profile label and the LatencyNode:
@@ -113,7 +115,7 @@ func (r *nodeReconciler) latencyNode(ctx context.Context, name string) (*v1alpha
 
 // apply labels the node for p and writes p's resolved spec to its LatencyNode.
 func (r *nodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile) error {
-	if err := r.setLabel(ctx, node, p.Name, p); err != nil {
+	if err := r.setLabels(ctx, node, p.Name, agentVariant(p, ln)); err != nil {
 		return err
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("profile", p.Name)
@@ -149,9 +151,14 @@ func (r *nodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 // the agent (or for the node to be unreachable too long), then clean up.
 func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, res resolution, profiles []v1alpha1.LatencyProfile) (ctrl.Result, error) {
 	if ln == nil {
-		return ctrl.Result{}, r.setLabel(ctx, node, "", nil)
+		return ctrl.Result{}, r.setLabels(ctx, node, "", "")
 	}
 	owner := findProfile(profiles, ln.Spec.Profile)
+	// The agent reverts: it stays, hostPID while it has real-time threads
+	// to restore; the profile label stays until finish.
+	if err := r.setLabels(ctx, node, keepProfileLabel, agentVariant(nil, ln)); err != nil {
+		return ctrl.Result{}, err
+	}
 	if ln.Spec.Action == v1alpha1.ActionApply {
 		return ctrl.Result{}, r.startRevert(ctx, ln, res, owner)
 	}
@@ -189,7 +196,7 @@ func (r *nodeReconciler) startRevert(ctx context.Context, ln *v1alpha1.LatencyNo
 
 // finish removes the profile label and the LatencyNode once a revert is over.
 func (r *nodeReconciler) finish(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, owner *v1alpha1.LatencyProfile, note string) error {
-	if err := r.setLabel(ctx, node, "", owner); err != nil {
+	if err := r.setLabels(ctx, node, "", ""); err != nil {
 		return err
 	}
 	if err := r.Delete(ctx, ln, client.Preconditions{UID: &ln.UID}); client.IgnoreNotFound(err) != nil {
@@ -216,13 +223,24 @@ func (r *nodeReconciler) nodeGone(ctx context.Context, ln *v1alpha1.LatencyNode)
 	return nil
 }
 
-// setLabel patches the node's profile label to want ("" removes it).
-func (r *nodeReconciler) setLabel(ctx context.Context, node *corev1.Node, want string, p *v1alpha1.LatencyProfile) error {
-	patch, foreign := labelPatch(node, want)
-	if foreign {
-		ctrl.LoggerFrom(ctx).Info("Left a profile label the controller did not set", "value", node.Labels[v1alpha1.ProfileLabel])
-		return nil
+// keepProfileLabel, as setLabels' profile, leaves the profile label as it is.
+const keepProfileLabel = "\x00keep"
+
+// setLabels patches the node's profile label to profile ("" removes it;
+// keepProfileLabel leaves it) and its agent label to agent ("" removes it)
+// in one merge patch, and records on the node when its agent gains or
+// loses hostPID.
+func (r *nodeReconciler) setLabels(ctx context.Context, node *corev1.Node, profile, agent string) error {
+	var patch map[string]any
+	if profile != keepProfileLabel {
+		var foreign bool
+		patch, foreign = labelPatch(node, profile)
+		if foreign {
+			ctrl.LoggerFrom(ctx).Info("Left a profile label the controller did not set", "value", node.Labels[v1alpha1.ProfileLabel])
+		}
 	}
+	was := node.Labels[v1alpha1.AgentLabel]
+	patch = withAgentLabel(patch, node, agent)
 	if patch == nil {
 		return nil
 	}
@@ -233,8 +251,26 @@ func (r *nodeReconciler) setLabel(ctx context.Context, node *corev1.Node, want s
 	if err := r.Patch(ctx, node, client.RawPatch(types.MergePatchType, data)); err != nil {
 		return fmt.Errorf("patching node labels: %w", err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Patched node profile label", "profile", want)
+	ctrl.LoggerFrom(ctx).Info("Patched node labels", "profile", profile, "agent", agent)
+	r.agentSwitched(ctx, node, was, agent)
 	return nil
+}
+
+// agentSwitched records, on the node, that its agent gains or loses the
+// host's pid namespace: the DaemonSet controller then replaces the node's
+// agent pod with the other DaemonSet's (the journal on the node carries
+// the tuning over; the new agent waits until the old one released it).
+func (r *nodeReconciler) agentSwitched(ctx context.Context, node *corev1.Node, was, now string) {
+	switch {
+	case now == v1alpha1.AgentHostPID && was != now:
+		ctrl.LoggerFrom(ctx).Info("Node's agent moves to the hostPID DaemonSet", "from", was)
+		r.Recorder.Eventf(node, nil, corev1.EventTypeNormal, eventAgentHostPID, eventActionGrant,
+			"Agent runs with hostPID on this node: its profile grants realtime or it holds real-time threads (sched_setattr names threads in the caller's pid namespace)")
+	case was == v1alpha1.AgentHostPID && now != was:
+		ctrl.LoggerFrom(ctx).Info("Node's agent leaves the hostPID DaemonSet", "to", now)
+		r.Recorder.Eventf(node, nil, corev1.EventTypeNormal, eventAgentHostPID, eventActionWithdraw,
+			"Agent no longer runs with hostPID on this node: no realtime granted and no real-time thread left to restore")
+	}
 }
 
 func (r *nodeReconciler) profile(ctx context.Context, name string) *v1alpha1.LatencyProfile {

@@ -28,35 +28,6 @@ func TestProfileIntentChanged(t *testing.T) {
 	}
 }
 
-func TestThreadsHeldChanged(t *testing.T) {
-	without := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: "1"}}
-	with := without.DeepCopy()
-	with.ResourceVersion = "2"
-	with.Status.Settings = []v1alpha1.SettingResult{{Setting: "rtsched/ns/pod/uid/42@7", State: v1alpha1.SettingApplied}}
-	report := with.DeepCopy()
-	report.ResourceVersion = "3"
-	report.Status.ObservedGeneration = 9
-	pred := threadsHeldChanged()
-	for _, tc := range []struct {
-		name     string
-		old, new *v1alpha1.LatencyNode
-		want     bool
-	}{
-		{"threads appear", without, with, true},
-		{"threads restored", with, without, true},
-		{"another report, still held", with, report, false},
-		{"another report, none held", without, without, false},
-	} {
-		if got := pred.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
-			t.Errorf("%s: Update = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	if !pred.Create(event.CreateEvent{Object: with}) || pred.Create(event.CreateEvent{Object: without}) ||
-		!pred.Delete(event.DeleteEvent{Object: with}) || pred.Delete(event.DeleteEvent{Object: without}) {
-		t.Error("create/delete pass only a LatencyNode holding threads")
-	}
-}
-
 // TestProfileOwnStatusRunsNoPass: the profile reconciler's own status
 // write coming back must not reconcile the profile again (one more pass
 // over all its nodes after every write); a status someone else wrote, and

@@ -130,7 +130,7 @@ func startSuite(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	opts := options{Agent: agentOptions{Namespace: testNamespace, Image: "latencytier:test"}, UnreachableAfter: testUnreachable}
+	opts := options{Namespace: testNamespace, UnreachableAfter: testUnreachable}
 	if err := setup(mgr, opts); err != nil {
 		return err
 	}

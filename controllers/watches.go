@@ -5,11 +5,8 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-
-	"latencytier.io/latencytier/api/v1alpha1"
 )
 
 // What each controller watches beyond its own kind, and which events of it
@@ -75,21 +72,6 @@ func notOwnStatus(g *statusGate) predicate.Predicate {
 			maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(o.GetAnnotations(), n.GetAnnotations())
 		return !statusOnly || !g.ownWrite(n.GetName(), n.GetResourceVersion())
 	}}
-}
-
-// threadsHeldChanged passes LatencyNode events that change whether its agent
-// holds real-time thread policies (holdsThreads), which keeps the agent's
-// hostPID; the agent's other status reports are dropped.
-func threadsHeldChanged() predicate.Predicate {
-	held := func(o client.Object) bool {
-		ln, ok := o.(*v1alpha1.LatencyNode)
-		return ok && holdsThreads(ln)
-	}
-	return predicate.Funcs{
-		CreateFunc: func(e event.CreateEvent) bool { return held(e.Object) },
-		DeleteFunc: func(e event.DeleteEvent) bool { return held(e.Object) },
-		UpdateFunc: func(e event.UpdateEvent) bool { return held(e.ObjectOld) != held(e.ObjectNew) },
-	}
 }
 
 func readyStatus(n *corev1.Node) corev1.ConditionStatus {

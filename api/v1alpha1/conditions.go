@@ -1,7 +1,9 @@
 package v1alpha1
 
 // Labels, annotations and finalizers owned by latencytier. All are qualified
-// with latencytier.io/ so they never collide with a user's keys.
+// with latencytier.io/ (or, for AgentLabel, a latencytier- name under the
+// node-restriction.kubernetes.io/ prefix) so they never collide with a
+// user's keys.
 const (
 	// ProfileLabel is set by the controller on every node a LatencyProfile
 	// owns; workloads target the tier with nodeSelector latencytier.io/profile=<name>.
@@ -10,6 +12,24 @@ const (
 	// OwnedLabelsAnnotation records, on a Node, the label keys the controller
 	// set, so it removes only those and never a label it did not set.
 	OwnedLabelsAnnotation = "latencytier.io/owned-labels"
+
+	// AgentLabel on a Node says which agent DaemonSet runs there: the
+	// manager sets it to AgentStandard on every node a profile owns or
+	// reverts, to AgentHostPID while the node's profile grants realtime or
+	// its agent still holds real-time threads, and removes it when the node
+	// is done. The agent DaemonSets (config/agent) require it by value. The
+	// node-restriction.kubernetes.io/ prefix keeps a node's kubelet from
+	// setting it on itself (the NodeRestriction admission plugin), and the
+	// ValidatingAdmissionPolicy latencytier-agent-label keeps everyone but
+	// the manager from setting it: a node cannot attract the agent, whose
+	// token lists pods cluster-wide.
+	AgentLabel = "node-restriction.kubernetes.io/latencytier-agent"
+	// AgentStandard selects the agent without the host's pid namespace.
+	AgentStandard = "standard"
+	// AgentHostPID selects the agent with hostPID: sched_setattr names a
+	// thread by its tid in the caller's pid namespace, so only this one can
+	// set or restore real-time policies.
+	AgentHostPID = "hostpid"
 
 	// CPUQuotaAnnotation on a Pod opts it into CFS quota removal when its value
 	// is CPUQuotaDisable.
