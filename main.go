@@ -11,6 +11,7 @@ import (
 
 	"latencytier.io/latencytier/agent"
 	"latencytier.io/latencytier/controllers"
+	"latencytier.io/latencytier/internal/uninstall"
 )
 
 // version is stamped by the Makefile (-ldflags -X main.version=...).
@@ -23,6 +24,7 @@ Usage:
   latencytier agent [flags]            run the node agent (see -h)
   latencytier agent plan [flags]       print what the agent would change on this host
   latencytier agent measure [flags]    measure run-queue latency here, runqlat-style
+  latencytier uninstall [flags]        delete every LatencyProfile and wait until every node is reverted
   latencytier version                  print the version
 `
 
@@ -45,6 +47,8 @@ func run(ctx context.Context, args []string) error {
 		return controllers.RunManager(ctx, args[1:])
 	case "agent":
 		return agent.Main(ctx, args[1:])
+	case "uninstall":
+		return uninstall.Main(ctx, args[1:], os.Stdout)
 	case "version", "--version":
 		fmt.Println(version)
 		return nil

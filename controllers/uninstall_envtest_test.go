@@ -1,0 +1,64 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/uninstall"
+)
+
+// TestUninstallRevertsEveryNode: "latencytier uninstall" (the chart's
+// pre-delete hook, make undeploy's first step) deletes every profile and
+// returns only once the manager reverted and released every node: no
+// profile stuck on its finalizer, no LatencyNode, no profile or agent
+// label left. Without an agent answering it gives up at its timeout with
+// ErrStuck, naming what is left. Before it, make undeploy deleted the CRDs
+// and the manager in one step and left the finalizers to nobody.
+func TestUninstallRevertsEveryNode(t *testing.T) {
+	needSuite(t)
+	createNode(t, "uninst-1", map[string]string{"tier": "uninst"})
+	createProfile(t, "uninst", 0, map[string]string{"tier": "uninst"})
+	cleanup(t, []string{"uninst-1"}, []string{"uninst"})
+	expectApplying(t, "uninst-1", "uninst")
+	expectAgent(t, "uninst-1", v1alpha1.AgentStandard)
+
+	// No agent answers the revert: uninstall gives up, naming the node.
+	var out bytes.Buffer
+	err := uninstall.Run(context.Background(), k8s, uninstall.Options{Timeout: 2 * time.Second, Poll: 100 * time.Millisecond, Out: &out})
+	if !errors.Is(err, uninstall.ErrStuck) || !strings.Contains(err.Error(), "uninst-1") {
+		t.Fatalf("uninstall without an agent: err = %v, want ErrStuck naming uninst-1\n%s", err, out.String())
+	}
+	expectReverting(t, "uninst-1")
+
+	done := make(chan error, 1)
+	go func() {
+		done <- uninstall.Run(context.Background(), k8s, uninstall.Options{Timeout: time.Minute, Poll: 100 * time.Millisecond, Out: &out})
+	}()
+	playAgent(t, "uninst-1", revertedTrue)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("uninstall: %v\n%s", err, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("uninstall did not return\n%s", out.String())
+	}
+	// Everything is gone when it returns, not eventually.
+	if err := gone(&v1alpha1.LatencyProfile{}, "uninst"); err != nil {
+		t.Fatalf("profile after uninstall: %v", err)
+	}
+	if err := gone(&v1alpha1.LatencyNode{}, "uninst-1"); err != nil {
+		t.Fatalf("LatencyNode after uninstall: %v", err)
+	}
+	if err := agentIs(t, "uninst-1", ""); err != nil {
+		t.Fatalf("after uninstall: %v", err)
+	}
+	if !strings.Contains(out.String(), "every node reverted") {
+		t.Errorf("no final progress line:\n%s", out.String())
+	}
+}

@@ -1,0 +1,165 @@
+// Package uninstall is "latencytier uninstall": it reverts every node
+// before latencytier's own objects are removed. It deletes every
+// LatencyProfile and waits while the manager, still running, turns their
+// nodes' LatencyNodes to Revert, the agents restore the originals, and the
+// manager releases the revert finalizers and removes the LatencyNodes and
+// its node labels (so the agents leave the nodes). Only then may the
+// manager, the agents and the CRDs go: removed first, a profile would keep
+// its finalizer forever and its nodes their tuning.
+//
+// The Helm chart runs it as a pre-delete hook Job; `make undeploy` runs it
+// from the workstation before `kubectl delete -k config/default`.
+package uninstall
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// Options shape a run.
+type Options struct {
+	// Timeout bounds the whole wait; 0 waits until ctx ends.
+	Timeout time.Duration
+	// Poll is how often the remaining objects are listed (1s when 0).
+	Poll time.Duration
+	// Out receives one progress line per change in what remains.
+	Out io.Writer
+}
+
+// ErrStuck is returned when profiles or LatencyNodes remain at the timeout.
+var ErrStuck = errors.New("not every node reverted")
+
+// Run deletes every LatencyProfile and waits until no LatencyProfile and no
+// LatencyNode is left. A cluster without the CRDs (nothing installed, or
+// already removed) is done at once.
+func Run(ctx context.Context, c client.Client, o Options) error {
+	if o.Poll <= 0 {
+		o.Poll = time.Second
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	var profiles v1alpha1.LatencyProfileList
+	if err := c.List(ctx, &profiles); err != nil {
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			fmt.Fprintln(o.Out, "no LatencyProfile CRD: nothing to revert")
+			return nil
+		}
+		return fmt.Errorf("listing LatencyProfiles: %w", err)
+	}
+	for i := range profiles.Items {
+		p := &profiles.Items[i]
+		if err := c.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting LatencyProfile %s: %w", p.Name, err)
+		}
+		fmt.Fprintf(o.Out, "deleted LatencyProfile %s: its nodes revert\n", p.Name)
+	}
+	last := ""
+	for {
+		left, err := remaining(ctx, c)
+		if err != nil {
+			return err
+		}
+		if left == "" {
+			fmt.Fprintln(o.Out, "every node reverted: no LatencyProfile or LatencyNode left")
+			return nil
+		}
+		if left != last {
+			fmt.Fprintln(o.Out, "waiting for "+left)
+			last = left
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s left (is the manager running? a NotReady node is given up after its --node-unreachable-timeout): %v", ErrStuck, left, ctx.Err())
+		case <-time.After(o.Poll):
+		}
+	}
+}
+
+// remaining describes the profiles and LatencyNodes still there, "" none.
+func remaining(ctx context.Context, c client.Client) (string, error) {
+	var profiles v1alpha1.LatencyProfileList
+	if err := c.List(ctx, &profiles); err != nil {
+		return "", fmt.Errorf("listing LatencyProfiles: %w", err)
+	}
+	var nodes v1alpha1.LatencyNodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		return "", fmt.Errorf("listing LatencyNodes: %w", err)
+	}
+	var parts []string
+	if len(profiles.Items) > 0 {
+		names := make([]string, 0, len(profiles.Items))
+		for _, p := range profiles.Items {
+			names = append(names, p.Name)
+		}
+		parts = append(parts, "LatencyProfiles "+bounded(names))
+	}
+	if len(nodes.Items) > 0 {
+		names := make([]string, 0, len(nodes.Items))
+		for _, n := range nodes.Items {
+			names = append(names, n.Name+" ("+string(n.Spec.Action)+")")
+		}
+		parts = append(parts, "LatencyNodes "+bounded(names))
+	}
+	return strings.Join(parts, "; "), nil
+}
+
+// bounded joins up to five names sorted, counting the rest.
+func bounded(names []string) string {
+	sort.Strings(names)
+	const most = 5
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+}
+
+// Main is "latencytier uninstall [flags]".
+func Main(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("latencytier uninstall", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for every node to revert (0: no limit)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var cfg *rest.Config
+	var err error
+	if *kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	} else {
+		cfg, err = config.GetConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("uninstall: loading kubeconfig: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("uninstall: %w", err)
+	}
+	return Run(ctx, c, Options{Timeout: *timeout, Out: out})
+}
