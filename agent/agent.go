@@ -33,7 +33,7 @@ import (
 )
 
 const usage = `Usage:
-  latencytier agent --node-name N [--host-root /] [--kubeconfig FILE] [--resync 30s] [--metrics-bind-address :9849] [--allowed-sysctls-file F]
+  latencytier agent --node-name N [--host-root /] [--kubeconfig FILE] [--resync 30s] [--metrics-bind-address :9849] [--health-probe-bind-address 127.0.0.1:9850] [--allowed-sysctls-file F]
   latencytier agent plan --node-spec FILE [--host-root /] [--allowed-sysctls-file F]     print what would change; writes nothing
   latencytier agent apply --node-spec FILE [--host-root /] [--allowed-sysctls-file F]    apply once (journaled)
   latencytier agent revert [--host-root /]                    restore every journaled original
@@ -46,6 +46,9 @@ key allowedSysctls) lists them.
 
 // allowedSysctlsUsage documents --allowed-sysctls-file.
 const allowedSysctlsUsage = "the cluster admin's sysctl unlock (key allowedSysctls of ConfigMap latencytier-sysctls, mounted); missing or empty: the built-in allowlist only"
+
+// healthProbeUsage documents --health-probe-bind-address.
+const healthProbeUsage = "address of the plain-HTTP liveness (/healthz) and readiness (/readyz) probes (0 disables them). The agent runs on the host network: keep it on loopback, where the kubelet probes it (httpGet host: 127.0.0.1); any other address exposes the probes on the node's network"
 
 // crashHook is set by the crash-safety test in its child process only.
 var crashHook func(stage apply.Stage, id string)
@@ -76,11 +79,12 @@ func runLoop(ctx context.Context, args []string) error {
 	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (the LatencyNode to watch)")
 	hostRoot := fs.String("host-root", "/", "the host's filesystem root (/host in the DaemonSet)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (in-cluster config when empty)")
-	fs.DurationVar(&o.Resync, "resync", 30*time.Second, "how often to re-check the host for drift")
+	fs.DurationVar(&o.Resync, "resync", loop.DefaultResync, "how often to re-check the host for drift")
 	fs.StringVar(&o.AllowedSysctlsFile, "allowed-sysctls-file", "", allowedSysctlsUsage)
 	verbosity := fs.Int("v", 0, "log verbosity")
 	noMeasure := fs.Bool("no-measure", false, "do not measure run-queue latency and throttling")
 	metricsAddr := fs.String("metrics-bind-address", "0", "address of the Prometheus metrics endpoint (0 disables it; the DaemonSet sets :9849)")
+	healthAddr := fs.String("health-probe-bind-address", "127.0.0.1:9850", healthProbeUsage)
 	metricsSecure := fs.Bool("metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -91,6 +95,16 @@ func runLoop(ctx context.Context, args []string) error {
 	}
 	o.Root = host.New(*hostRoot)
 	o.Log = newLogger(os.Stderr, *verbosity)
+	// The probes answer before the journal is ours: live while waiting
+	// for it, not ready until the first pass.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if *healthAddr != "0" {
+		o.Health = loop.NewHealth(clock.RealClock{}, o.Resync)
+		if _, err := o.Health.Serve(ctx, *healthAddr, o.Log); err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+	}
 	// The agent owns the journal while it runs, so a one-shot `agent
 	// apply` on the node cannot change what it would undo on its next pass.
 	release, err := journal.OwnWait(ctx, o.Root, journal.ModeAgent, time.Second, func(h *journal.HeldError) {
@@ -100,6 +114,7 @@ func runLoop(ctx context.Context, args []string) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	defer release()
+	o.Health.JournalOwned()
 	if !*noMeasure {
 		mlog := o.Log.WithName("measure")
 		o.Meter = loop.NewMeter(measure.New(o.Root, mlog), clock.RealClock{}, mlog)

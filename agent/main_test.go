@@ -67,7 +67,7 @@ func TestAgentCommand(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- Main(runCtx, []string{"--node-name=node-cmd", "--host-root=" + root.Dir(), "--kubeconfig=" + kubeconfig, "--resync=500ms"})
+		done <- Main(runCtx, []string{"--node-name=node-cmd", "--host-root=" + root.Dir(), "--kubeconfig=" + kubeconfig, "--resync=500ms", "--health-probe-bind-address=127.0.0.1:0"})
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for {

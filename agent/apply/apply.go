@@ -46,7 +46,8 @@ var ErrJournalCorrupt = journal.ErrCorrupt
 type Engine struct {
 	Root *host.Root
 	Log  logr.Logger
-	// Hook, when set, is called at each Stage (crash-safety tests).
+	// Hook, when set, is called at each Stage: crash-safety tests crash
+	// there; the agent loop counts each as progress for its liveness.
 	Hook func(stage Stage, id string)
 }
 

@@ -56,18 +56,25 @@ func IRQBalances(root *host.Root) []IRQBalance {
 // at paths: /proc/<pid>/exe opens the very file the process executes, so
 // its device and inode equal the host file's, which a binary in a
 // container's image (even at the same path) or a renamed copy never does.
-// A binary replaced on disk since the process started (a package upgrade:
+// The host's file is looked up through the host's init first
+// (<proc>/1/root/<path>: the host's "/" even when the host root holds only
+// /proc, /sys and a few mounts; it needs CAP_SYS_PTRACE over pid 1), then
+// under the host root (a root with the host's "/" mounted, a test root). A
+// binary replaced on disk since the process started (a package upgrade:
 // the link reads "<path> (deleted)") counts when the process's root is the
-// host's root, so the path is the host's own.
+// host init's root, so the path is the host's own.
 func isHostBinary(root *host.Root, pid int, paths []string) bool {
 	pidDir := root.Proc(strconv.Itoa(pid))
 	exe, err := os.Stat(filepath.Join(pidDir, "exe"))
 	if err != nil {
 		return false
 	}
+	initRoot := root.Proc("1", "root")
 	for _, p := range paths {
-		if bin, err := os.Stat(root.Path(p)); err == nil && os.SameFile(exe, bin) {
-			return true
+		for _, at := range []string{root.Proc("1", "root", p), root.Path(p)} {
+			if bin, err := os.Stat(at); err == nil && os.SameFile(exe, bin) {
+				return true
+			}
 		}
 	}
 	link, err := os.Readlink(filepath.Join(pidDir, "exe"))
@@ -76,7 +83,7 @@ func isHostBinary(root *host.Root, pid int, paths []string) bool {
 		return false
 	}
 	procRoot, err1 := os.Stat(filepath.Join(pidDir, "root"))
-	hostRoot, err2 := os.Stat(root.Dir())
+	hostRoot, err2 := os.Stat(initRoot)
 	return err1 == nil && err2 == nil && os.SameFile(procRoot, hostRoot)
 }
 

@@ -76,6 +76,10 @@ type Options struct {
 	// latencytier-sysctls mounted into the pod), read on every pass; ""
 	// or missing: the built-in allowlist only.
 	AllowedSysctlsFile string
+	// Health, when set, is told the informer caches and every pass's
+	// progress, for the agent's /healthz and /readyz (the caller serves
+	// it and tells it when the journal is owned).
+	Health *Health
 }
 
 // Observer is told what the agent did and measured, for its metrics.
@@ -93,7 +97,7 @@ type Observer interface {
 // Run starts the agent and blocks until ctx ends.
 func Run(ctx context.Context, o Options) error {
 	if o.Resync <= 0 {
-		o.Resync = 30 * time.Second
+		o.Resync = DefaultResync
 	}
 	cfg, err := restConfig(o)
 	if err != nil {
@@ -125,9 +129,11 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("create agent manager: %w", err)
 	}
+	o.Health.watchCaches(mgr.GetCache().WaitForCacheSync)
 	r := &Reconciler{Client: mgr.GetClient(), NodeName: o.NodeName, Root: o.Root, Resync: o.Resync,
-		Engine: &apply.Engine{Root: o.Root, Log: o.Log}, Meter: o.Meter,
-		Recorder: mgr.GetEventRecorder("latencytier-agent"), Observer: o.Observer, AllowedSysctlsFile: o.AllowedSysctlsFile}
+		Engine: &apply.Engine{Root: o.Root, Log: o.Log, Hook: func(apply.Stage, string) { o.Health.progress() }}, Meter: o.Meter,
+		Recorder: mgr.GetEventRecorder("latencytier-agent"), Observer: o.Observer, AllowedSysctlsFile: o.AllowedSysctlsFile,
+		Health: o.Health}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -187,6 +193,8 @@ type Reconciler struct {
 	Observer Observer
 	// AllowedSysctlsFile is the admin's sysctl unlock (Options).
 	AllowedSysctlsFile string
+	// Health is told each pass's progress; may be nil.
+	Health *Health
 
 	// refused are the opt-in refusals already told (pod UID/field).
 	refused map[string]bool
@@ -254,8 +262,16 @@ func notStatusOnly() predicate.Funcs {
 	}}
 }
 
-// Reconcile applies or reverts, then patches status when it changed.
+// Reconcile runs one pass and tells Health it started and finished.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	r.Health.progress()
+	res, err := r.pass(ctx, req)
+	r.Health.passed(err == nil)
+	return res, err
+}
+
+// pass applies or reverts, then patches status when it changed.
+func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	again := reconcile.Result{RequeueAfter: r.Resync}
 	ln := &v1alpha1.LatencyNode{}
@@ -342,6 +358,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 		log.Info("Mounted debugfs to reach the scheduler knobs", "path", r.Root.Sys("kernel", "debug"))
 	}
 	ds := desired.Render(r.Root, layout, ln.Spec.Tuning, pods, r.adminList(ctx))
+	r.Health.progress()
 	r.reportRefusals(ctx, ds.Refusals)
 	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration,
 		Undetermined: ds.Undetermined}, ds.Knobs)
@@ -355,7 +372,9 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	if rep.Written > 0 {
 		log.Info("Applied tuning", "profile", ln.Spec.Profile, "writes", rep.Written)
 	}
+	r.Health.progress()
 	kf := facts.Read(r.Root, layout.EEVDF, layout.DebugfsMounted || wasMounted(ln))
+	r.Health.progress()
 	now := metav1.Now()
 	reasserted := len(rep.Drifts)
 	if r.Observer != nil && reasserted > 0 {

@@ -88,10 +88,18 @@ func startAgent(t *testing.T, env *envtest.Environment, root *host.Root, nodeNam
 // observer (nil: none) until the test ends.
 func startObservedAgent(t *testing.T, env *envtest.Environment, root *host.Root, nodeName string, resync time.Duration, obs Observer) {
 	t.Helper()
+	runAgent(t, env, Options{NodeName: nodeName, Root: root, Resync: resync, Observer: obs})
+}
+
+// runAgent runs the agent loop with o (its log and API server config
+// filled in) until the test ends.
+func runAgent(t *testing.T, env *envtest.Environment, o Options) {
+	t.Helper()
+	o.Log, o.Config = testr.NewWithOptions(t, testr.Options{Verbosity: 1}), env.Config
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{NodeName: nodeName, Root: root, Resync: resync, Log: testr.NewWithOptions(t, testr.Options{Verbosity: 1}), Config: env.Config, Observer: obs})
+		done <- Run(ctx, o)
 	}()
 	t.Cleanup(func() {
 		cancel()

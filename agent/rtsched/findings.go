@@ -33,6 +33,7 @@ const severityWarning = "Warning"
 const (
 	maxTasks      = 1 << 16
 	maxKmsgRecs   = 1 << 15
+	maxSyslogBuf  = 16 << 20
 	maxSchedDebug = 4 << 20
 	throttleMsg   = "sched: RT throttling activated"
 )
@@ -99,7 +100,7 @@ func statusField(status, key string) string {
 }
 
 func throttled(root *host.Root) *v1alpha1.Finding {
-	logged := kmsgHas(root.Path("dev", "kmsg"), throttleMsg)
+	logged := kernelLogHas(root, throttleMsg)
 	now := throttledNow(root)
 	if !logged && len(now) == 0 {
 		return nil
@@ -116,14 +117,33 @@ func throttled(root *host.Root) *v1alpha1.Finding {
 		strings.Join(evidence, "; "))}
 }
 
+// kernelLogHas reports whether the kernel logged msg this boot: from the
+// host root's /dev/kmsg when it opens (a bare node, a privileged pod, a
+// test root's file), else through syslog(2). An unprivileged pod cannot
+// open the device (the device cgroup refuses it, and /dev is not mounted
+// from the host); syslog(2) needs CAP_SYSLOG and no device. It reads the
+// running kernel's log, so it is asked only when the root's /proc is a
+// procfs (the running kernel's): a test root without dev/kmsg has none.
+func kernelLogHas(root *host.Root, msg string) bool {
+	if found, err := kmsgHas(root.Path("dev", "kmsg"), msg); err == nil {
+		return found
+	}
+	var st unix.Statfs_t
+	if unix.Statfs(root.Proc(), &st) != nil || st.Type != unix.PROC_SUPER_MAGIC {
+		return false
+	}
+	return syslogHas(msg)
+}
+
 // kmsgHas reads the kernel log records from the start of the buffer
 // without blocking (one record a read; EAGAIN at the end) and reports
-// whether one holds msg. Raw syscalls: an os.File opened O_NONBLOCK would
-// park in the poller at the end of /dev/kmsg instead of returning.
-func kmsgHas(path, msg string) bool {
+// whether one holds msg; err is set only when path does not open. Raw
+// syscalls: an os.File opened O_NONBLOCK would park in the poller at the
+// end of /dev/kmsg instead of returning.
+func kmsgHas(path, msg string) (bool, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return false
+		return false, err
 	}
 	defer unix.Close(fd)
 	buf := make([]byte, 8192)
@@ -133,18 +153,75 @@ func kmsgHas(path, msg string) bool {
 			continue // records overwritten while reading: go on
 		}
 		if err != nil || n <= 0 {
-			return false // EAGAIN: the end (a regular file: EOF)
+			return false, nil // EAGAIN: the end (a regular file: EOF)
 		}
 		// One record a read from /dev/kmsg; a regular file (a test
 		// root) gives several: a record starts every line that does not
 		// start with a space (those continue its dictionary).
 		for _, line := range bytes.Split(buf[:n], []byte("\n")) {
 			if text, ok := kernelRecord(line); ok && strings.Contains(text, msg) {
-				return true
+				return true, nil
 			}
 		}
 	}
+	return false, nil
+}
+
+// syslog(2) actions (linux/syslog.h; golang.org/x/sys names none).
+const (
+	syslogActionReadAll    = 3
+	syslogActionSizeBuffer = 10
+)
+
+// syslogHas reads the whole kernel log buffer with syslog(2)
+// SYSLOG_ACTION_READ_ALL (CAP_SYSLOG; it consumes nothing) and reports
+// whether a record of the kernel's holds msg.
+func syslogHas(msg string) bool {
+	size, err := unix.Klogctl(syslogActionSizeBuffer, nil)
+	if err != nil || size <= 0 {
+		return false
+	}
+	// READ_ALL returns the newest records that fit, each line with its
+	// "<pri>[time] " prefix: room for those beyond the buffer's size.
+	buf := make([]byte, min(2*size, maxSyslogBuf))
+	n, err := unix.Klogctl(syslogActionReadAll, buf)
+	if err != nil || n <= 0 {
+		return false
+	}
+	return syslogTextHas(buf[:n], msg)
+}
+
+// syslogTextHas reports whether a line of SYSLOG_ACTION_READ_ALL text the
+// kernel logged holds msg.
+func syslogTextHas(text []byte, msg string) bool {
+	for _, line := range bytes.Split(text, []byte("\n")) {
+		if t, ok := syslogLine(line); ok && strings.Contains(t, msg) {
+			return true
+		}
+	}
 	return false
+}
+
+// syslogLine is the rest of a line of syslog(2) text ("<pri>[time] text",
+// the time when printk.time is on) when the kernel logged it: facility
+// (pri >> 3) 0, the rule kernelRecord keeps for /dev/kmsg. The kernel
+// repeats the prefix on every line of a multi-line record, so a
+// continuation line carries its record's facility; a line without a prefix
+// (none should come) is nobody's word.
+func syslogLine(line []byte) (string, bool) {
+	rest, ok := bytes.CutPrefix(line, []byte("<"))
+	if !ok {
+		return "", false
+	}
+	pri, text, ok := bytes.Cut(rest, []byte(">"))
+	if !ok {
+		return "", false
+	}
+	p, err := strconv.Atoi(string(pri))
+	if err != nil || p < 0 || p>>3 != 0 {
+		return "", false
+	}
+	return string(text), true
 }
 
 // kernelRecord is the message of a /dev/kmsg record

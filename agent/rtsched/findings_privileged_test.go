@@ -22,7 +22,13 @@ import (
 func TestKmsgReadReturnsAtTheEnd(t *testing.T) {
 	privtest.Root(t)
 	done := make(chan bool)
-	go func() { done <- kmsgHas("/dev/kmsg", "no such kernel message: latencytier test") }()
+	go func() {
+		found, err := kmsgHas("/dev/kmsg", "no such kernel message: latencytier test")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- found
+	}()
 	select {
 	case found := <-done:
 		if found {
