@@ -111,7 +111,8 @@ deploy: ## Install CRDs, RBAC, admission policy and the manager into the current
 	kubectl apply -k config/default
 
 .PHONY: undeploy
-undeploy:
+undeploy: build ## Revert every node (latencytier uninstall), then remove the operator, CRDs included.
+	$(BIN) uninstall --timeout=15m
 	kubectl delete -k config/default --ignore-not-found
 
 .PHONY: help

@@ -17,7 +17,7 @@ import (
 
 // keptCapabilities are the agent's only capabilities, each with the call
 // that needs it (the real-cluster e2e, hack/e2e.sh, runs the agent with
-// exactly these; docs/security.md lists them too).
+// exactly these; the README's Security table lists them too).
 var keptCapabilities = map[corev1.Capability]string{
 	"SYS_ADMIN":  "mount debugfs for the scheduler's debug knobs",
 	"SYS_NICE":   "sched_setattr on other processes' threads (realtime grants and their restore)",

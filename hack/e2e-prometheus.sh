@@ -14,8 +14,8 @@
 #
 #   E2E_PROM_PORT   Prometheus' port on 127.0.0.1 (default 19090)
 #   E2E_PROM_KEEP=1 leave Prometheus running (its directory is printed)
-#   AGENT_METRICS_PORT the agent's metrics port (default 9849, the manager's
-#                   --agent-metrics-port)
+#   AGENT_METRICS_PORT the agent's metrics port (default 9849, the chart's
+#                   agent.metricsPort)
 
 PROM_PORT="${E2E_PROM_PORT:-19090}"
 AGENT_METRICS_PORT="${AGENT_METRICS_PORT:-9849}"

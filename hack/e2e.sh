@@ -384,3 +384,55 @@ check "e2e-rollout deleted" k delete latencyprofile e2e-rollout --timeout="${TIM
 check "LatencyNode removed" wait_until "$TIMEOUT" "LatencyNode removal" ln_gone
 check "server quota restored" server_quota_is "pod=50000 container=50000"
 stop_load
+
+# --- Install, upgrade, uninstall (issue 23): the chart is how the cluster
+# got latencytier (hack/local-cluster deploy); upgrade it the documented way
+# and uninstall it with a node tuned: its pre-delete hook reverts first.
+agent_pod_field() {
+  k -n latencytier-system get pods -l app.kubernetes.io/component=agent --field-selector "spec.nodeName=$NODE" \
+    -o jsonpath="{.items[0].$1}" 2>/dev/null
+}
+# least_privilege: the running agent is not privileged, drops every
+# capability but the kept ones, and has no host root mount.
+least_privilege() {
+  local sc vols
+  sc=$(agent_pod_field 'spec.containers[0].securityContext')
+  vols=$(agent_pod_field 'spec.volumes[*].hostPath.path')
+  [[ "$sc" == *'"privileged":false'* && "$sc" == *'"drop":["ALL"]'* && "$sc" == *'"readOnlyRootFilesystem":true'* ]] ||
+    { echo "    securityContext: $sc" >&2; return 1; }
+  [[ " $vols " != *" / "* ]] || { echo "    host paths: $vols" >&2; return 1; }
+}
+agent_args_have() { [[ "$(agent_pod_field 'spec.containers[0].args')" == *"$1"* ]]; }
+agent_rolled() { k -n latencytier-system rollout status ds/latencytier-agent --timeout=5s >/dev/null 2>&1 && agent_ready && agent_args_have "$1"; }
+no_latencytier_objects() {
+  [[ -z "$(k get latencyprofiles,latencynodes -o name 2>/dev/null)" ]] || { echo "    left: $(k get latencyprofiles,latencynodes -o name)" >&2; return 1; }
+}
+namespace_gone() { ! k get namespace latencytier-system >/dev/null 2>&1; }
+node_unlabelled() {
+  local l
+  l=$(k get node "$NODE" -o jsonpath='{.metadata.labels}')
+  [[ "$l" != *latencytier.io/profile* && "$l" != *latencytier-agent* ]] || { echo "    labels: $l" >&2; return 1; }
+}
+
+say "Upgrade through the chart: CRDs server-side, then helm upgrade; the agent rolls, the tuning holds"
+BEFORE_UNINSTALL=$(kernel_snapshot)
+must "label node" k label node "$NODE" "$PROFILE_LABEL=" --overwrite
+must "apply profile" apply_profile
+must "LatencyNode $NODE Applied" wait_until "$TIMEOUT" "Applied" applied
+check "the agent runs with least privilege (not privileged, capabilities dropped, no host /)" least_privilege
+check "the standard agent (no hostPID) on a node without realtime" test "$(agent_pod_field spec.hostPID)" != true
+gen=$(k get latencyprofile "$PROFILE" -o jsonpath='{.metadata.generation}')
+must "upgrade (agent.logLevel=1)" "$LC" upgrade --set agent.logLevel=1
+check "agent DaemonSet rolled out with the new value" wait_until "$TIMEOUT" "agent rollout" agent_rolled "--v=1"
+check "LatencyNode Applied at generation $gen after the upgrade" wait_until "$TIMEOUT" "generation $gen" ln_generation_is "$gen"
+check "kernel.sched_autogroup_enabled still 0" sysctl_is sched_autogroup_enabled 0
+
+say "Uninstall through the chart with a node tuned: every node reverted first, nothing left"
+must "helm uninstall" "$LC" undeploy
+check "no LatencyProfile or LatencyNode left (no finalizer stuck)" no_latencytier_objects
+AFTER_UNINSTALL=$(kernel_snapshot)
+if [[ "$BEFORE_UNINSTALL" == "$AFTER_UNINSTALL" ]]; then pass "kernel after uninstall == before the profile"; else
+  fail "kernel after uninstall != before the profile"; diff <(echo "$BEFORE_UNINSTALL") <(echo "$AFTER_UNINSTALL") | sed 's/^/    /'
+fi
+check "node has neither the profile nor the agent label" node_unlabelled
+check "nothing of ours runs (namespace latencytier-system gone)" wait_until "$TIMEOUT" "namespace removal" namespace_gone

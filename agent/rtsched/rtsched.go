@@ -32,9 +32,10 @@
 // sched_setattr takes a tid in the caller's pid namespace, while the
 // threads are found under the host root's /proc (the host's namespace).
 // Read and Write refuse unless the two are the same namespace, so a tid is
-// never applied to an unrelated task of the agent's own namespace. The
-// agent DaemonSet shares the host's pid namespace (hostPID) only while a
-// profile grants realtime; the check is made on every pass.
+// never applied to an unrelated task of the agent's own namespace. Only
+// the latencytier-agent-hostpid DaemonSet shares the host's pid namespace,
+// and the manager places it only on nodes whose profile grants realtime or
+// whose threads are still held; the check is made on every pass.
 package rtsched
 
 import (
@@ -143,12 +144,12 @@ func (v Value) attr() *unix.SchedAttr {
 }
 
 // errOtherNamespace refuses a thread path when the agent's pid namespace is
-// not the host root's. It names the remedy: the manager renders the agent
-// DaemonSet with hostPID only while a profile grants realtime
-// (controllers/daemonset.go), so an agent without it is one whose pod has
-// not been restarted with it yet, or one run outside that DaemonSet.
+// not the host root's. It names the remedy: the manager moves a node to the
+// hostPID agent (latencytier-agent-hostpid, config/agent) only while its
+// profile grants realtime, so an agent without it is one whose node has not
+// switched yet, or one run outside those DaemonSets.
 var errOtherNamespace = errors.New("the agent's pid namespace is not the host's: sched_setattr would name other tasks than the host root's /proc lists; " +
-	"grant realtime in a LatencyProfile (spec.realtime): the agent DaemonSet then gets hostPID and its pods restart with it")
+	"grant realtime in the node's LatencyProfile (spec.realtime): the manager then moves the node to the hostPID agent (DaemonSet latencytier-agent-hostpid)")
 
 // sameNamespace reports nil when the agent's pid namespace is the one the
 // host root's /proc belongs to: there the agent's own status (self) lists a
