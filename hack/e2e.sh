@@ -427,6 +427,29 @@ check "agent DaemonSet rolled out with the new value" wait_until "$TIMEOUT" "age
 check "LatencyNode Applied at generation $gen after the upgrade" wait_until "$TIMEOUT" "generation $gen" ln_generation_is "$gen"
 check "kernel.sched_autogroup_enabled still 0" sysctl_is sched_autogroup_enabled 0
 
+say "Realtime on this node: the manager moves it to the hostPID agent and back; the journal carries over"
+# rt_profile: the e2e profile with CPU 1 isolated and realtime granted to
+# the default namespace (realtime requires cpus.isolated).
+rt_profile() {
+  profile | sed 's|^  cpus:$|  realtime:\n    namespaceSelector:\n      matchLabels: {kubernetes.io/metadata.name: default}\n  cpus:\n    isolated: "1"\n    namespaceSelector:\n      matchLabels: {kubernetes.io/metadata.name: default}|'
+}
+node_agent_is() { [[ "$(k get node "$NODE" -o jsonpath='{.metadata.labels.node-restriction\.kubernetes\.io/latencytier-agent}')" == "$1" ]]; }
+hostpid_agent_ready() { agent_ready && [[ "$(agent_pod_field spec.hostPID)" == "$1" ]]; }
+node_event() { k get events -A --field-selector "reason=AgentHostPID,involvedObject.kind=Node,involvedObject.name=$NODE" -o name | grep -q .; }
+apply_rt_profile() { rt_profile | k apply -f -; }
+must "grant realtime on $NODE (cpus.isolated 1)" apply_rt_profile
+check "node labelled for the hostPID agent" wait_until "$TIMEOUT" "agent label hostpid" node_agent_is hostpid
+check "the hostPID agent runs on $NODE" wait_until "$TIMEOUT" "hostPID agent" hostpid_agent_ready true
+check "AgentHostPID event on the node" wait_until 30 "node event" node_event
+gen=$(k get latencyprofile "$PROFILE" -o jsonpath='{.metadata.generation}')
+check "LatencyNode Applied at generation $gen under the hostPID agent" wait_until "$TIMEOUT" "generation $gen" ln_generation_is "$gen"
+check "kernel.sched_autogroup_enabled still 0 (the journal carried over)" sysctl_is sched_autogroup_enabled 0
+must "withdraw realtime" apply_profile
+check "node back on the standard agent" wait_until "$TIMEOUT" "agent label standard" node_agent_is standard
+check "the standard agent runs on $NODE" wait_until "$TIMEOUT" "standard agent" hostpid_agent_ready ""
+gen=$(k get latencyprofile "$PROFILE" -o jsonpath='{.metadata.generation}')
+check "LatencyNode Applied at generation $gen" wait_until "$TIMEOUT" "generation $gen" ln_generation_is "$gen"
+
 say "Uninstall through the chart with a node tuned: every node reverted first, nothing left"
 must "helm uninstall" "$LC" undeploy
 check "no LatencyProfile or LatencyNode left (no finalizer stuck)" no_latencytier_objects
