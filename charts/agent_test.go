@@ -16,15 +16,14 @@ import (
 )
 
 // keptCapabilities are the agent's only capabilities, each with the call
-// that needs it (the real-cluster e2e, hack/e2e.sh, runs the agent with
-// exactly these; the README's Security table lists them too).
+// that needs it: agent/captest removes each on the real kernel and shows its
+// call fail (and that BPF and PERFMON add nothing beside SYS_ADMIN); the
+// real-cluster e2e, hack/e2e.sh, runs the agent with exactly these.
 var keptCapabilities = map[corev1.Capability]string{
-	"SYS_ADMIN":  "mount debugfs for the scheduler's debug knobs",
+	"SYS_ADMIN":  "mount debugfs for the scheduler's debug knobs; the kernel also takes it for BPF and PERFMON (the eBPF programs)",
 	"SYS_NICE":   "sched_setattr on other processes' threads (realtime grants and their restore)",
-	"SYS_PTRACE": "read /proc/<pid>/exe, environ and root of processes with more capabilities (irqbalance, the host's init)",
-	"BPF":        "load the run-queue latency programs",
-	"PERFMON":    "attach them to the scheduler's tracepoints",
-	"SYSLOG":     "read the kernel log (RT throttling) with syslog(2), without /dev/kmsg",
+	"SYS_PTRACE": "read /proc/<pid>/exe and root of processes with more capabilities (irqbalance, the host's init)",
+	"SYSLOG":     "read the kernel log (RT throttling) with syslog(2), without /dev/kmsg, under dmesg_restrict=1",
 }
 
 // hostPaths are the only host paths the agent mounts, and whether it may
