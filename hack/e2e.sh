@@ -246,6 +246,8 @@ must "measurement on" set_measurement Auto
 gen=$(k get latencyprofile "$PROFILE" -o jsonpath='{.metadata.generation}')
 check "LatencyNode Applied at generation $gen" wait_until "$TIMEOUT" "generation $gen" ln_generation_is "$gen"
 check "a measurement reported" wait_until 60 "status.latency.measuredAt" measured
+check "measured by the eBPF tracer (not the schedstat fallback) without privileged" \
+  test "$(k get latencynode "$NODE" -o jsonpath='{.status.latency.source}')" = EBPF
 sleep 10
 read -r ln_writes lp_writes <<<"$(writes_over 60)"
 check "measurement on: at most 7 LatencyNode writes in 60s (saw $ln_writes)" at_most "$ln_writes" 7
