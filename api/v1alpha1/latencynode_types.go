@@ -307,8 +307,8 @@ type LatencyNodeStatus struct {
 	// changed and has not restored yet (from its journal, whatever the
 	// bounded settings list shows or leaves out). A thread whose restore
 	// fails stays counted until it is restored or the thread exits. While
-	// any node holds one the manager keeps the agent's hostPID, which
-	// restoring them needs.
+	// a node holds one the manager keeps that node on the hostPID agent
+	// (latencytier-agent-hostpid), which restoring them needs.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	HeldThreads int32 `json:"heldThreads,omitempty"`
