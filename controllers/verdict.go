@@ -108,6 +108,9 @@ func judge(g gate, baseline, current *v1alpha1.LatencyEvidence) verdict {
 	tb, tc := parseRatio(baseline.ThrottledRatio), parseRatio(current.ThrottledRatio)
 	switch {
 	case ratio > g.maxRatio:
+		if n := neighbourChanged(baseline.Neighbours, current.Neighbours); n != "" {
+			return inconclusive("neighbour load changed: %s; %s > %s×", n, figures, formatRatio(g.maxRatio))
+		}
 		return verdict{v1alpha1.VerdictRegressed, fmt.Sprintf("%s > %s×", figures, formatRatio(g.maxRatio))}
 	case tc-tb > g.maxThrottled:
 		return verdict{v1alpha1.VerdictRegressed, fmt.Sprintf("throttled ratio %s → %s, +%s > +%s",
@@ -123,6 +126,48 @@ func judge(g gate, baseline, current *v1alpha1.LatencyEvidence) verdict {
 	default:
 		return verdict{v1alpha1.VerdictUnchanged, fmt.Sprintf("%s ≤ %s×", figures, formatRatio(g.maxRatio))}
 	}
+}
+
+// Thresholds of neighbourChanged.
+const (
+	// neighbourMajority: neighbours took at least this share of the
+	// measured pods' wait in the current window.
+	neighbourMajority = 50
+	// neighbourGrowth: and their wait per second grew at least this much
+	// over the baseline's.
+	neighbourGrowth = 2.0
+	// neighbourFloor: a baseline below this counts as this, so a neighbour
+	// that appears from nothing must still matter (1 ms of wait a second).
+	neighbourFloor = time.Millisecond
+)
+
+// neighbourChanged describes the neighbour whose load explains a
+// regression, "" when none does: in the current window neighbours took
+// most of the measured pods' run-queue wait, and that wait per second grew
+// at least neighbourGrowth× over the baseline's. Then the extra delay is
+// a neighbour that started or grew across the windows, not the profile's
+// change, and a regression would roll a good change back: the node is
+// judged Inconclusive (and judged again on the next window) instead.
+func neighbourChanged(b, c *v1alpha1.NeighbourWait) string {
+	if c == nil || c.PerSecond == nil || c.SharePercent < neighbourMajority {
+		return ""
+	}
+	before := neighbourFloor
+	if b != nil && b.PerSecond != nil && b.PerSecond.Duration > before {
+		before = b.PerSecond.Duration
+	}
+	if float64(c.PerSecond.Duration) < neighbourGrowth*float64(before) {
+		return ""
+	}
+	was := "none"
+	if b != nil && b.PerSecond != nil {
+		was = b.PerSecond.Duration.String() + "/s"
+	}
+	top := c.Top
+	if top == "" {
+		top = "neighbours"
+	}
+	return fmt.Sprintf("%s took %d%% of the measured pods' wait, %s/s (baseline %s)", top, c.SharePercent, c.PerSecond.Duration, was)
 }
 
 // judgedP99 picks the figure the verdict rests on. Where the node runs

@@ -56,6 +56,30 @@ func TestJudge(t *testing.T) {
 			e.Pods.Samples = 99
 			return e
 		}(), v1alpha1.VerdictRegressed, "run-queue p99 412µs → 2ms"},
+		// A neighbour that started across the windows took most of the
+		// pods' extra wait: not the profile's doing, so not rolled back.
+		{"regressed by a neighbour that appeared", std, withNeighbours(base, nil),
+			withNeighbours(evidence(v1alpha1.ActionApply, "r", 1900*time.Microsecond, 5000, "0.01"), neighbours(71, 8*time.Millisecond, "Pod batch/nightly-tar")),
+			v1alpha1.VerdictInconclusive, "neighbour load changed: Pod batch/nightly-tar took 71% of the measured pods' wait, 8ms/s (baseline none)"},
+		{"regressed by a neighbour that grew", std, withNeighbours(base, neighbours(60, 2*time.Millisecond, "Pod batch/x")),
+			withNeighbours(evidence(v1alpha1.ActionApply, "r", 1900*time.Microsecond, 5000, "0.01"), neighbours(80, 5*time.Millisecond, "Pod batch/x")),
+			v1alpha1.VerdictInconclusive, "5ms/s (baseline 2ms/s)"},
+		// The same neighbour at the same load: the regression is ours.
+		{"regressed, neighbour unchanged", std, withNeighbours(base, neighbours(70, 5*time.Millisecond, "Pod batch/x")),
+			withNeighbours(evidence(v1alpha1.ActionApply, "r", 1900*time.Microsecond, 5000, "0.01"), neighbours(70, 6*time.Millisecond, "Pod batch/x")),
+			v1alpha1.VerdictRegressed, "4.61× > 1.2×"},
+		// Neighbours grew but took a minority of the wait.
+		{"regressed, neighbours a minority", std, withNeighbours(base, nil),
+			withNeighbours(evidence(v1alpha1.ActionApply, "r", 1900*time.Microsecond, 5000, "0.01"), neighbours(30, 9*time.Millisecond, "Pod batch/x")),
+			v1alpha1.VerdictRegressed, "4.61× > 1.2×"},
+		// A neighbour of under a millisecond a second does not excuse a regression.
+		{"regressed, neighbour negligible", std, withNeighbours(base, nil),
+			withNeighbours(evidence(v1alpha1.ActionApply, "r", 1900*time.Microsecond, 5000, "0.01"), neighbours(90, 1500*time.Microsecond, "KernelThread ksoftirqd/1")),
+			v1alpha1.VerdictRegressed, "4.61× > 1.2×"},
+		// Throttling growth is the pod's own quota, never a neighbour's.
+		{"throttling grew with a neighbour", std, withNeighbours(base, nil),
+			withNeighbours(evidence(v1alpha1.ActionApply, "r", 400*time.Microsecond, 5000, "0.2"), neighbours(90, 9*time.Millisecond, "Pod batch/x")),
+			v1alpha1.VerdictRegressed, "throttled ratio"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,6 +89,16 @@ func TestJudge(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withNeighbours(e *v1alpha1.LatencyEvidence, n *v1alpha1.NeighbourWait) *v1alpha1.LatencyEvidence {
+	e = e.DeepCopy()
+	e.Neighbours = n
+	return e
+}
+
+func neighbours(share int32, perSecond time.Duration, top string) *v1alpha1.NeighbourWait {
+	return &v1alpha1.NeighbourWait{SharePercent: share, PerSecond: &metav1.Duration{Duration: perSecond}, Top: top}
 }
 
 func TestGateOfReadsPolicyAndBudget(t *testing.T) {

@@ -226,6 +226,11 @@ type LatencyStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	PSICPUSomeAvg10 string `json:"psiCPUSomeAvg10,omitempty"`
+	// pods says, per measured pod, what it waited for in the run queue
+	// (eBPF only): at most 16 pods, the longest waits first.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	Pods []PodWait `json:"pods,omitempty"`
 }
 
 // PodThrottling is one pod's CFS throttling over the last interval.

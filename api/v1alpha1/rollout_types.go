@@ -315,6 +315,10 @@ type LatencyEvidence struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=12
 	ThrottledRatio string `json:"throttledRatio,omitempty"`
+	// neighbours is the measured pods' wait charged to neighbours over
+	// the window (eBPF attribution); absent without it.
+	// +optional
+	Neighbours *NeighbourWait `json:"neighbours,omitempty"`
 }
 
 // RevisionSetAtAnnotation on a LatencyNode is when the controller last
