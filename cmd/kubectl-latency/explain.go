@@ -130,6 +130,12 @@ func explainLatency(out io.Writer, n *v1alpha1.LatencyNode) {
 		t.row("  "+c.Class, dur(c.P50), dur(c.P99), dur(c.P999), dur(c.Max), fmt.Sprint(c.Samples))
 	}
 	_ = t.flush()
+	if len(st.Latency.Pods) > 0 {
+		fmt.Fprintln(out, "  who made the measured pods wait:")
+		for i := range st.Latency.Pods {
+			fmt.Fprintf(out, "    %s\n", podWait(&st.Latency.Pods[i]))
+		}
+	}
 }
 
 func section(out io.Writer, title string) { fmt.Fprintf(out, "\n%s:\n", title) }

@@ -155,3 +155,38 @@ func p99(d *metav1.Duration) int64 {
 	}
 	return int64(d.Duration)
 }
+
+// offenderWords says what an offender class is, for a person.
+var offenderWords = map[v1alpha1.OffenderClass]string{
+	v1alpha1.OffenderSamePod:       "its own pod",
+	v1alpha1.OffenderMeasuredPod:   "measured pod",
+	v1alpha1.OffenderPod:           "pod",
+	v1alpha1.OffenderSystemService: "system service",
+	v1alpha1.OffenderKernelThread:  "kernel thread",
+	v1alpha1.OffenderInterrupt:     "interrupts",
+	v1alpha1.OffenderIdle:          "idle exit",
+	v1alpha1.OffenderSelfThrottled: "its own CPU quota",
+	v1alpha1.OffenderOther:         "other",
+}
+
+// podWait is one measured pod's line: "checkout/gateway-7f waited 38ms per
+// second: 71 % batch/nightly-tar (pod), 20 % ksoftirqd/1 (kernel thread),
+// 9 % idle exit". Names come from tenants (pods, cgroups, threads): escaped.
+func podWait(w *v1alpha1.PodWait) string {
+	var parts []string
+	for _, o := range w.Offenders {
+		what := offenderWords[o.Class]
+		if what == "" {
+			what = string(o.Class)
+		}
+		if o.Name != "" {
+			what = fmt.Sprintf("%s (%s)", o.Name, what)
+		}
+		parts = append(parts, fmt.Sprintf("%d %% %s", o.SharePercent, what))
+	}
+	line := fmt.Sprintf("%s/%s waited %s per second", w.Namespace, w.Name, dur(w.WaitPerSecond))
+	if len(parts) > 0 {
+		line += ": " + strings.Join(parts, ", ")
+	}
+	return safe(line)
+}

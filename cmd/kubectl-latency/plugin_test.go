@@ -94,6 +94,19 @@ status:
     window: 30s
     classes:
     - {class: Node, samples: 70000, p50: 20us, p99: 1.2ms, p999: 4ms, max: 9ms}
+    pods:
+    - namespace: shop
+      name: gateway-0
+      waitPerSecond: 38ms
+      offenders:
+      - {class: Pod, name: batch/nightly-tar, sharePercent: 70}
+      - {class: KernelThread, name: ksoftirqd/1, sharePercent: 20}
+      - {class: Idle, sharePercent: 10}
+    - namespace: shop
+      name: "evil\x1b[2J"
+      waitPerSecond: 1ms
+      offenders:
+      - {class: SystemService, name: "system.slice/x\x1b]0;pwned\x07.service", sharePercent: 100}
   baseline: {action: Baseline, measuredAt: "2026-01-01T00:00:00Z", window: 30s, runQueue: {samples: 60000, p50: 15us, p99: 300us, max: 3ms}}
   current: {action: Apply, revision: gateway-7f9c, measuredAt: "2026-01-01T00:01:00Z", window: 30s, runQueue: {samples: 70000, p50: 20us, p99: 1.2ms, max: 9ms}}
   verdict: {type: Verdict, status: "False", reason: Regressed, message: "run-queue p99 300µs → 1.2ms, 4.00× > 1.2×", lastTransitionTime: "2026-01-01T00:01:00Z"}
@@ -278,6 +291,8 @@ func TestExplainShowsFindingsBudgetSettingsAndKernel(t *testing.T) {
 		`^  scheduler/autogroup\s+0\s+0\s+Applied`,
 		`^  6\.1\.0-31-amd64, scheduler CFS, cgroup v2 \(systemd driver\), online CPUs 0-7$`,
 		`^  shop/gateway-0\s+true\s+600\s+120\s+0\.2\s+3s$`,
+		`^  who made the measured pods wait:$`,
+		`^    shop/gateway-0 waited 38ms per second: 70 % batch/nightly-tar \(pod\), 20 % ksoftirqd/1 \(kernel thread\), 10 % idle exit$`,
 	} {
 		if lineIndex(out, re) < 0 {
 			t.Errorf("no line matches %s", re)
@@ -298,6 +313,12 @@ func TestTopRanksNodesByP99(t *testing.T) {
 	w1 := lineIndex(out, `^w-1\s+gateway\s+Node\s+6µs\s+80µs\s+200µs\s+1ms\s+90000\s+-\s+within$`)
 	if w2 < 0 || w3 < 0 || w1 < 0 || !(w2 < w3 && w3 < w1) {
 		t.Errorf("top: w-2 at %d, w-3 at %d, w-1 at %d; want all present, highest p99 first", w2, w3, w1)
+	}
+	if lineIndex(out, `^w-2  shop/gateway-0 waited 38ms per second: 70 % batch/nightly-tar \(pod\), 20 % ksoftirqd/1`) < 0 {
+		t.Errorf("top: no line for w-2's measured pod and who made it wait:\n%s", out)
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("top printed a tenant's terminal escape:\n%q", out)
 	}
 	out, err = run(t, "top", "--class", "Isolated")
 	if err != nil {

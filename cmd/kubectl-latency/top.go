@@ -72,7 +72,18 @@ func top(out io.Writer, nodes []v1alpha1.LatencyNode, class string) error {
 		t.row(n.Name, orDash(n.Spec.Profile), class, dur(c.P50), dur(c.P99), dur(c.P999), dur(c.Max),
 			fmt.Sprint(c.Samples), orDash(n.Status.ThrottledRatio), budget(n))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	// Each node's measured pods, in the same order: who made them wait.
+	for _, l := range lines {
+		if lat := l.node.Status.Latency; lat != nil {
+			for i := range lat.Pods {
+				fmt.Fprintf(out, "%s  %s\n", l.node.Name, podWait(&lat.Pods[i]))
+			}
+		}
+	}
+	return nil
 }
 
 // budget is the WithinBudget condition as a word.
