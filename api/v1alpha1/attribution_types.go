@@ -4,7 +4,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // OffenderClass is what a measured pod's task waited for while it was
 // runnable: what ran on its CPU instead, or why nothing did.
-// +kubebuilder:validation:Enum=SamePod;MeasuredPod;Pod;SystemService;KernelThread;Interrupt;Idle;SelfThrottled;Other
+// +kubebuilder:validation:Enum=SamePod;MeasuredPod;Pod;SystemService;KernelThread;Interrupt;Idle;SelfThrottling;Unattributed;Other
 type OffenderClass string
 
 // Offender classes. Only these are ever a label of a metric; offender
@@ -26,9 +26,11 @@ const (
 	// OffenderIdle: the CPU was idle; the wait is wake-up and idle-exit
 	// latency (power.maxIdleExitLatency limits it).
 	OffenderIdle OffenderClass = "Idle"
-	// OffenderSelfThrottled: the pod's own CFS quota held it back (not a
+	// OffenderSelfThrottling: the pod's own CFS quota held it back (not a
 	// neighbour: cpuQuota removes it).
-	OffenderSelfThrottled OffenderClass = "SelfThrottled"
+	OffenderSelfThrottling OffenderClass = "SelfThrottling"
+	// OffenderUnattributed: wait the tracer could not split.
+	OffenderUnattributed OffenderClass = "Unattributed"
 	// OffenderOther: what the bounded maps could not tell apart.
 	OffenderOther OffenderClass = "Other"
 )
@@ -50,8 +52,8 @@ type Offender struct {
 	// +required
 	Class OffenderClass `json:"class"`
 	// name of the offender: namespace/name of a pod, a cgroup path of a
-	// system service, a kernel thread's comm; empty for Interrupt, Idle,
-	// SelfThrottled and Other. Escaped: tenants name cgroups and threads.
+	// system service, a kernel thread's comm; empty for Idle,
+	// SelfThrottling, Unattributed and Other. Escaped: tenants name cgroups and threads.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`

@@ -158,15 +158,16 @@ func p99(d *metav1.Duration) int64 {
 
 // offenderWords says what an offender class is, for a person.
 var offenderWords = map[v1alpha1.OffenderClass]string{
-	v1alpha1.OffenderSamePod:       "its own pod",
-	v1alpha1.OffenderMeasuredPod:   "measured pod",
-	v1alpha1.OffenderPod:           "pod",
-	v1alpha1.OffenderSystemService: "system service",
-	v1alpha1.OffenderKernelThread:  "kernel thread",
-	v1alpha1.OffenderInterrupt:     "interrupts",
-	v1alpha1.OffenderIdle:          "idle exit",
-	v1alpha1.OffenderSelfThrottled: "its own CPU quota",
-	v1alpha1.OffenderOther:         "other",
+	v1alpha1.OffenderSamePod:        "its own pod",
+	v1alpha1.OffenderMeasuredPod:    "measured pod",
+	v1alpha1.OffenderPod:            "pod",
+	v1alpha1.OffenderSystemService:  "system service",
+	v1alpha1.OffenderKernelThread:   "kernel thread",
+	v1alpha1.OffenderInterrupt:      "interrupts",
+	v1alpha1.OffenderIdle:           "idle exit",
+	v1alpha1.OffenderSelfThrottling: "its own CPU quota",
+	v1alpha1.OffenderUnattributed:   "unattributed",
+	v1alpha1.OffenderOther:          "other",
 }
 
 // podWait is one measured pod's line: "checkout/gateway-7f waited 38ms per
