@@ -24,6 +24,33 @@
 //
 // Two copies of the programs exist: tp_btf (typed, where the kernel offers
 // BPF tracing programs) and raw_tp (everywhere else). User space loads one set.
+//
+// Attribution (who made a measured pod wait; on when user space sets
+// attribution = 1 at load time, otherwise the verifier drops the code):
+//   - a measured task (its cpu cgroup in pod_cgroups) is stamped at enqueue
+//     in vstart with its cgroup, the CPU it waits on and whether its own cfs
+//     bandwidth group is throttled (se.cfs_rq->throttle_count > 0), and the
+//     CPU's waiting counter goes up;
+//   - every CPU keeps the time its current task switched in (cpu_state.since)
+//     and, while a measured task waits on it, a ring of the last RING
+//     runner intervals [since, switch-out) with the runner's offender key:
+//     idle (pid 0), kernel thread (PF_KTHREAD, by comm) or task (by cpu cgroup
+//     ID; user space says which pod or system service that is);
+//   - when the measured task switches in, its wait [enqueue, now] is split
+//     over the ring entries it overlaps, newest first (the runner it waited
+//     behind at the end is the one just switched out). A wait that started
+//     while its own group was throttled is charged whole to self-throttling.
+//     What the ring no longer covers, and a wait that migrated from another
+//     CPU's queue before the ring saw it, goes to "unknown".
+// Interrupt time is not measured apart (no IRQ_TIME_ACCOUNTING here): hard
+// and soft IRQs that run in a task's context count to that task; ksoftirqd
+// and threaded handlers (irq/...) are kernel threads, which user space
+// reports as interrupt time by their comm.
+// Each charge goes into attr keyed (victim cgroup, offender); when attr is
+// full the charge goes to the victim's other_ns in victims, never an error.
+// The per-switch cost with measured pods: one per-CPU array write on every
+// switch, a ring append only on CPUs where a measured task waits, and a
+// hash update per overlapped interval when a measured task switches in.
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -32,6 +59,20 @@
 
 #define TASK_RUNNING 0
 #define MAX_ENTRIES 10240
+#define PF_KTHREAD 0x00200000
+#define TASK_COMM_LEN 16
+#define RING 128 // a power of two
+#define ATTR_ENTRIES 8192
+
+// Offender classes (keep in sync with agent/measure/bpf/tracer.go).
+#define OFF_UNKNOWN 0
+#define OFF_TASK 1
+#define OFF_KTHREAD 2
+#define OFF_IDLE 3
+#define OFF_THROTTLED 4
+
+// attribution is set by user space before load; 0 compiles attribution out.
+volatile const __u32 attribution = 0;
 
 // Histogram layout; keep in sync with agent/measure/hist.go.
 #define SUB_BITS 3
@@ -96,6 +137,88 @@ struct {
 	__type(value, __u64);
 } pod_maxes SEC(".maps");
 
+// offender is what ran on a CPU: class, cgroup ID (OFF_TASK) and comm
+// (OFF_KTHREAD).
+struct offender {
+	__u64 id;
+	__u32 class;
+	__u32 pad;
+	char comm[TASK_COMM_LEN];
+};
+
+struct attr_key {
+	__u64 victim; // the waiting task's cpu cgroup ID
+	struct offender off;
+};
+
+// Wait charged per (victim, offender), in ns; user space reads and deletes.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ATTR_ENTRIES);
+	__type(key, struct attr_key);
+	__type(value, __u64);
+} attr SEC(".maps");
+
+// victim is one measured cgroup's total wait in the window: the sum of every
+// charge plus other_ns, what did not fit in attr.
+struct victim {
+	__u64 wait_ns;
+	__u64 waits;
+	__u64 other_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096); // pod_cgroups' size: every victim fits
+	__type(key, __u64);
+	__type(value, struct victim);
+} victims SEC(".maps");
+
+#define VS_THROTTLED 1
+
+// vstart is start for measured tasks, with what attribution needs.
+struct vstamp {
+	__u64 ts;
+	__u64 cg;
+	__u32 cpu;
+	__u32 flags;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct vstamp);
+} vstart SEC(".maps");
+
+// waiting[cpu] counts measured tasks stamped to wait on that CPU. Written
+// from other CPUs at wakeup (bpf_map_lookup_percpu_elem), hence atomics.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64);
+} waiting SEC(".maps");
+
+struct interval {
+	__u64 start, end;
+	struct offender off;
+};
+
+struct cpu_state {
+	__u64 since; // when the current task switched in (0: not seen yet)
+	__u32 head;  // next ring slot
+	__u32 pad;
+	struct interval ring[RING];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_state);
+} cpu_states SEC(".maps");
+
 // task_struct.state was renamed __state in 5.14.
 struct task_struct___o {
 	volatile long int state;
@@ -153,17 +276,6 @@ static __always_inline __u32 slot(__u64 ns)
 	return (e - SUB_BITS + 1) * SUBS + ((u >> (e - SUB_BITS)) & (SUBS - 1));
 }
 
-static __always_inline int enqueue(__u32 pid)
-{
-	__u64 ts;
-
-	if (!pid)
-		return 0;
-	ts = bpf_ktime_get_ns();
-	bpf_map_update_elem(&start, &pid, &ts, BPF_ANY);
-	return 0;
-}
-
 // cpu_cgroup_id is the kernfs ID of task's cgroup in the cpu controller
 // (probe reads, so it serves raw_tp and tp_btf alike); 0 if unreadable.
 static __always_inline __u64 cpu_cgroup_id(struct task_struct *task)
@@ -197,71 +309,292 @@ static __always_inline void record(void *hists_map, void *maxes_map, __s64 delta
 		*m = delta;
 }
 
+// pods_measured says pod_cgroups has entries.
+static __always_inline bool pods_measured(void)
+{
+	__u32 key = 0, *on;
+
+	on = bpf_map_lookup_elem(&pods_on, &key);
+	return on && *on;
+}
+
 // in_measured_pod says next runs in a cgroup user space put in pod_cgroups.
 static __always_inline bool in_measured_pod(struct task_struct *next)
 {
-	__u32 key = 0, *on;
 	__u64 id;
 
-	on = bpf_map_lookup_elem(&pods_on, &key);
-	if (!on || !*on)
+	if (!pods_measured())
 		return false;
 	id = cpu_cgroup_id(next);
 	return id && bpf_map_lookup_elem(&pod_cgroups, &id);
 }
 
-// on_switch re-queues a preempted prev (still TASK_RUNNING) and records how
-// long next waited.
-static __always_inline int on_switch(bool prev_runnable, __u32 prev_pid, struct task_struct *next, __u32 pid)
+// task_struct.cpu moved into thread_info (THREAD_INFO_IN_TASK) in 5.16.
+struct task_struct___cpu {
+	unsigned int cpu;
+} __attribute__((preserve_access_index));
+
+// task_cpu_of is the CPU whose run queue p is on (a woken task: its target).
+static __always_inline __u32 task_cpu_of(struct task_struct *p)
 {
+	struct task_struct___cpu *o = (void *)p;
+
+	if (bpf_core_field_exists(p->thread_info.cpu))
+		return BPF_CORE_READ(p, thread_info.cpu);
+	if (bpf_core_field_exists(o->cpu))
+		return BPF_CORE_READ(o, cpu);
+	return bpf_get_smp_processor_id();
+}
+
+// group_throttled says p's cfs group, or one above it, is out of CFS
+// bandwidth quota right now (throttle_count counts throttled ancestors too).
+static __always_inline bool group_throttled(struct task_struct *p)
+{
+	struct cfs_rq *cfs;
+
+	if (!bpf_core_field_exists(p->se.cfs_rq))
+		return false;
+	cfs = BPF_CORE_READ(p, se.cfs_rq);
+	if (!cfs || !bpf_core_field_exists(cfs->throttle_count))
+		return false;
+	return BPF_CORE_READ(cfs, throttle_count) > 0;
+}
+
+static __always_inline void add_waiting(__u32 cpu, __s64 n)
+{
+	__u32 zero = 0;
+	__s64 *w = bpf_map_lookup_percpu_elem(&waiting, &zero, cpu);
+
+	if (w)
+		__sync_fetch_and_add(w, n);
+}
+
+// venqueue stamps p in vstart if it is a measured task. cpu is the CPU it
+// waits on, or -1 for task_cpu (a wakeup from another CPU).
+static __always_inline void venqueue(struct task_struct *p, __u32 pid, __s64 cpu, __u64 ts)
+{
+	struct vstamp v = {}, *old;
+	__u64 cg;
+
+	cg = cpu_cgroup_id(p);
+	if (!cg || !bpf_map_lookup_elem(&pod_cgroups, &cg))
+		return;
+	old = bpf_map_lookup_elem(&vstart, &pid);
+	if (old)
+		add_waiting(old->cpu, -1);
+	v.ts = ts;
+	v.cg = cg;
+	v.cpu = cpu < 0 ? task_cpu_of(p) : cpu;
+	v.flags = group_throttled(p) ? VS_THROTTLED : 0;
+	if (bpf_map_update_elem(&vstart, &pid, &v, BPF_ANY)) {
+		if (old)
+			bpf_map_delete_elem(&vstart, &pid);
+		return;
+	}
+	add_waiting(v.cpu, 1);
+}
+
+static __always_inline int enqueue(struct task_struct *p, __u32 pid, __s64 cpu, __u64 ts, bool attr)
+{
+	if (!pid)
+		return 0;
+	bpf_map_update_elem(&start, &pid, &ts, BPF_ANY);
+	if (attr)
+		venqueue(p, pid, cpu, ts);
+	return 0;
+}
+
+static __always_inline int wakeup(struct task_struct *p, __u32 pid)
+{
+	return enqueue(p, pid, -1, bpf_ktime_get_ns(), attribution && pods_measured());
+}
+
+// offender_of fills o with what t is.
+static __always_inline void offender_of(struct task_struct *t, struct offender *o)
+{
+	__u32 flags;
+
+	o->id = 0;
+	o->pad = 0;
+	__builtin_memset(o->comm, 0, sizeof(o->comm));
+	if (!BPF_CORE_READ(t, pid)) {
+		o->class = OFF_IDLE;
+		return;
+	}
+	flags = BPF_CORE_READ(t, flags);
+	if (flags & PF_KTHREAD) {
+		o->class = OFF_KTHREAD;
+		bpf_probe_read_kernel_str(o->comm, sizeof(o->comm), &t->comm);
+		return;
+	}
+	o->class = OFF_TASK;
+	o->id = cpu_cgroup_id(t);
+}
+
+// cpu_switch keeps this CPU's runner intervals: prev ran [since, now]. The
+// interval goes into the ring only while a measured task waits here (or is
+// the one switching in).
+static __always_inline void cpu_switch(struct task_struct *prev, __u64 now, bool force)
+{
+	__u32 zero = 0, h;
+	struct cpu_state *st;
+	struct interval *iv;
+	__s64 *w;
+
+	st = bpf_map_lookup_elem(&cpu_states, &zero);
+	if (!st)
+		return;
+	w = bpf_map_lookup_elem(&waiting, &zero);
+	if (st->since && (force || (w && *w > 0))) {
+		h = st->head & (RING - 1);
+		iv = &st->ring[h];
+		iv->start = st->since;
+		iv->end = now;
+		offender_of(prev, &iv->off);
+		st->head = h + 1;
+	}
+	st->since = now;
+}
+
+// charge adds ns to (victim, offender) or, when attr is full, to the
+// victim's other_ns.
+static __always_inline void charge(struct attr_key *k, __u64 ns, struct victim *vt)
+{
+	__u64 zero = 0, *val;
+
+	if (!ns)
+		return;
+	val = bpf_map_lookup_elem(&attr, k);
+	if (!val) {
+		bpf_map_update_elem(&attr, k, &zero, BPF_NOEXIST);
+		val = bpf_map_lookup_elem(&attr, k);
+	}
+	if (val)
+		__sync_fetch_and_add(val, ns);
+	else
+		__sync_fetch_and_add(&vt->other_ns, ns);
+}
+
+// attribute splits a measured task's wait [vs->ts, now] over this CPU's
+// runner intervals, newest first.
+static __always_inline void attribute(struct vstamp *vs, __u64 now)
+{
+	struct victim zero_v = {}, *vt;
+	struct attr_key k = {};
+	struct cpu_state *st;
+	struct interval *iv;
+	__u64 wait, left, lo, ov;
+	__u32 zero = 0, i, head;
+
+	vt = bpf_map_lookup_elem(&victims, &vs->cg);
+	if (!vt) {
+		bpf_map_update_elem(&victims, &vs->cg, &zero_v, BPF_NOEXIST);
+		vt = bpf_map_lookup_elem(&victims, &vs->cg);
+		if (!vt)
+			return;
+	}
+	wait = now - vs->ts;
+	__sync_fetch_and_add(&vt->wait_ns, wait);
+	__sync_fetch_and_add(&vt->waits, 1);
+	k.victim = vs->cg;
+	if (vs->flags & VS_THROTTLED) {
+		k.off.class = OFF_THROTTLED;
+		charge(&k, wait, vt);
+		return;
+	}
+	left = wait;
+	st = bpf_map_lookup_elem(&cpu_states, &zero);
+	if (st) {
+		head = st->head;
+		for (i = 0; i < RING && left; i++) {
+			iv = &st->ring[(head - 1 - i) & (RING - 1)];
+			if (iv->end <= vs->ts || iv->end > now)
+				break; // before the wait began, or stale
+			lo = iv->start > vs->ts ? iv->start : vs->ts;
+			ov = iv->end - lo;
+			if (ov > left)
+				ov = left;
+			k.off = iv->off;
+			charge(&k, ov, vt);
+			left -= ov;
+			if (iv->start <= vs->ts)
+				break;
+		}
+	}
+	__builtin_memset(&k.off, 0, sizeof(k.off)); // OFF_UNKNOWN
+	charge(&k, left, vt);
+}
+
+// on_switch re-queues a preempted prev (still TASK_RUNNING) and records how
+// long next waited (and, with attribution, behind what).
+static __always_inline int on_switch(struct task_struct *prev, bool prev_runnable, __u32 prev_pid,
+				     struct task_struct *next, __u32 pid)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct vstamp *v = NULL, vs;
+	bool attr = false, measured;
 	__u64 *tsp;
 	__s64 delta;
 
-	if (prev_runnable)
-		enqueue(prev_pid);
-
+	if (attribution)
+		attr = pods_measured();
 	tsp = bpf_map_lookup_elem(&start, &pid);
+	if (attr && tsp)
+		v = bpf_map_lookup_elem(&vstart, &pid);
+	if (attr)
+		cpu_switch(prev, now, v != NULL);
+	if (prev_runnable)
+		enqueue(prev, prev_pid, bpf_get_smp_processor_id(), now, attr);
+
 	if (!tsp)
 		return 0;
-	delta = bpf_ktime_get_ns() - *tsp;
+	delta = now - *tsp;
 	bpf_map_delete_elem(&start, &pid);
+	if (v) {
+		vs = *v;
+		bpf_map_delete_elem(&vstart, &pid);
+		add_waiting(vs.cpu, -1);
+	}
 	if (delta < 0)
 		return 0;
 
 	record(&hists, &maxes, delta);
-	if (in_measured_pod(next))
+	measured = attr ? v != NULL : in_measured_pod(next);
+	if (measured)
 		record(&pod_hists, &pod_maxes, delta);
+	if (v && now > vs.ts)
+		attribute(&vs, now);
 	return 0;
 }
 
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(ltb_wakeup, struct task_struct *p)
 {
-	return enqueue(p->pid);
+	return wakeup(p, p->pid);
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(ltb_wakeup_new, struct task_struct *p)
 {
-	return enqueue(p->pid);
+	return wakeup(p, p->pid);
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(ltb_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(task_state_btf(prev) == TASK_RUNNING, prev->pid, next, next->pid);
+	return on_switch(prev, task_state_btf(prev) == TASK_RUNNING, prev->pid, next, next->pid);
 }
 
 SEC("raw_tp/sched_wakeup")
 int BPF_PROG(ltr_wakeup, struct task_struct *p)
 {
-	return enqueue(BPF_CORE_READ(p, pid));
+	return wakeup(p, BPF_CORE_READ(p, pid));
 }
 
 SEC("raw_tp/sched_wakeup_new")
 int BPF_PROG(ltr_wakeup_new, struct task_struct *p)
 {
-	return enqueue(BPF_CORE_READ(p, pid));
+	return wakeup(p, BPF_CORE_READ(p, pid));
 }
 
 SEC("raw_tp/sched_switch")
@@ -269,7 +602,7 @@ int BPF_PROG(ltr_switch, bool preempt, struct task_struct *prev, struct task_str
 {
 	bool runnable = task_state(prev) == TASK_RUNNING;
 
-	return on_switch(runnable, runnable ? BPF_CORE_READ(prev, pid) : 0, next, BPF_CORE_READ(next, pid));
+	return on_switch(prev, runnable, runnable ? BPF_CORE_READ(prev, pid) : 0, next, BPF_CORE_READ(next, pid));
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -13,15 +13,63 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type runqlatAttrKey struct {
+	_      structs.HostLayout
+	Victim uint64
+	Off    struct {
+		_     structs.HostLayout
+		Id    uint64
+		Class uint32
+		Pad   uint32
+		Comm  [16]int8
+	}
+}
+
+type runqlatCpuState struct {
+	_     structs.HostLayout
+	Since uint64
+	Head  uint32
+	Pad   uint32
+	Ring  [128]struct {
+		_     structs.HostLayout
+		Start uint64
+		End   uint64
+		Off   struct {
+			_     structs.HostLayout
+			Id    uint64
+			Class uint32
+			Pad   uint32
+			Comm  [16]int8
+		}
+	}
+}
+
 type runqlatHist struct {
 	_     structs.HostLayout
 	Slots [256]uint64
+}
+
+type runqlatVictim struct {
+	_       structs.HostLayout
+	WaitNs  uint64
+	Waits   uint64
+	OtherNs uint64
+}
+
+type runqlatVstamp struct {
+	_     structs.HostLayout
+	Ts    uint64
+	Cg    uint64
+	Cpu   uint32
+	Flags uint32
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	runqlatMapAttr          = "attr"
+	runqlatMapCpuStates     = "cpu_states"
 	runqlatMapHists         = "hists"
 	runqlatMapMaxes         = "maxes"
 	runqlatMapPodCgroups    = "pod_cgroups"
@@ -29,12 +77,16 @@ const (
 	runqlatMapPodMaxes      = "pod_maxes"
 	runqlatMapPodsOn        = "pods_on"
 	runqlatMapStart         = "start"
+	runqlatMapVictims       = "victims"
+	runqlatMapVstart        = "vstart"
+	runqlatMapWaiting       = "waiting"
 	runqlatProgLtbSwitch    = "ltb_switch"
 	runqlatProgLtbWakeup    = "ltb_wakeup"
 	runqlatProgLtbWakeupNew = "ltb_wakeup_new"
 	runqlatProgLtrSwitch    = "ltr_switch"
 	runqlatProgLtrWakeup    = "ltr_wakeup"
 	runqlatProgLtrWakeupNew = "ltr_wakeup_new"
+	runqlatVarAttribution   = "attribution"
 )
 
 // loadRunqlat returns the embedded CollectionSpec for runqlat.
@@ -91,6 +143,8 @@ type runqlatProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type runqlatMapSpecs struct {
+	Attr       *ebpf.MapSpec `ebpf:"attr"`
+	CpuStates  *ebpf.MapSpec `ebpf:"cpu_states"`
 	Hists      *ebpf.MapSpec `ebpf:"hists"`
 	Maxes      *ebpf.MapSpec `ebpf:"maxes"`
 	PodCgroups *ebpf.MapSpec `ebpf:"pod_cgroups"`
@@ -98,12 +152,16 @@ type runqlatMapSpecs struct {
 	PodMaxes   *ebpf.MapSpec `ebpf:"pod_maxes"`
 	PodsOn     *ebpf.MapSpec `ebpf:"pods_on"`
 	Start      *ebpf.MapSpec `ebpf:"start"`
+	Victims    *ebpf.MapSpec `ebpf:"victims"`
+	Vstart     *ebpf.MapSpec `ebpf:"vstart"`
+	Waiting    *ebpf.MapSpec `ebpf:"waiting"`
 }
 
 // runqlatVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type runqlatVariableSpecs struct {
+	Attribution *ebpf.VariableSpec `ebpf:"attribution"`
 }
 
 // runqlatObjects contains all objects after they have been loaded into the kernel.
@@ -126,6 +184,8 @@ func (o *runqlatObjects) Close() error {
 //
 // It can be passed to loadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type runqlatMaps struct {
+	Attr       *ebpf.Map `ebpf:"attr"`
+	CpuStates  *ebpf.Map `ebpf:"cpu_states"`
 	Hists      *ebpf.Map `ebpf:"hists"`
 	Maxes      *ebpf.Map `ebpf:"maxes"`
 	PodCgroups *ebpf.Map `ebpf:"pod_cgroups"`
@@ -133,10 +193,15 @@ type runqlatMaps struct {
 	PodMaxes   *ebpf.Map `ebpf:"pod_maxes"`
 	PodsOn     *ebpf.Map `ebpf:"pods_on"`
 	Start      *ebpf.Map `ebpf:"start"`
+	Victims    *ebpf.Map `ebpf:"victims"`
+	Vstart     *ebpf.Map `ebpf:"vstart"`
+	Waiting    *ebpf.Map `ebpf:"waiting"`
 }
 
 func (m *runqlatMaps) Close() error {
 	return _RunqlatClose(
+		m.Attr,
+		m.CpuStates,
 		m.Hists,
 		m.Maxes,
 		m.PodCgroups,
@@ -144,6 +209,9 @@ func (m *runqlatMaps) Close() error {
 		m.PodMaxes,
 		m.PodsOn,
 		m.Start,
+		m.Victims,
+		m.Vstart,
+		m.Waiting,
 	)
 }
 
@@ -151,6 +219,7 @@ func (m *runqlatMaps) Close() error {
 //
 // It can be passed to loadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type runqlatVariables struct {
+	Attribution *ebpf.Variable `ebpf:"attribution"`
 }
 
 // runqlatPrograms contains all programs after they have been loaded into the kernel.

@@ -2,8 +2,10 @@
 // by hack/generate-bpf.sh into runqlat_bpfel.o and its bpf2go loader): it
 // loads it, attaches it to sched_wakeup, sched_wakeup_new and sched_switch
 // (tp_btf where the kernel has BPF tracing programs, raw_tp otherwise) and
-// reads the per-CPU log-linear histograms. It knows nothing about CPU
-// classes or percentiles; package measure does.
+// reads the per-CPU log-linear histograms and, with attribution (on unless
+// WithoutAttribution), the measured pods' waits split by what ran on their
+// CPU meanwhile (attribution.go). It knows nothing about CPU classes,
+// percentiles or pods; package measure does.
 package bpf
 
 import (
@@ -56,6 +58,12 @@ type Tracer struct {
 	links  []link.Link
 	// tracked are the IDs now in pod_cgroups.
 	tracked map[uint64]bool
+	// attribution says the attribution code is loaded (attr and victims
+	// are nil otherwise).
+	attribution bool
+	attr        *ebpf.Map
+	victims     *ebpf.Map
+	others      []*ebpf.Map // loaded maps only the kernel uses, for Close
 }
 
 // class is one histogram and its max: every task (node) or the measured
@@ -73,41 +81,76 @@ type objects struct {
 	PodsOn     *ebpf.Map     `ebpf:"pods_on"`
 	PodHists   *ebpf.Map     `ebpf:"pod_hists"`
 	PodMaxes   *ebpf.Map     `ebpf:"pod_maxes"`
+	Attr       *ebpf.Map     `ebpf:"attr"`
+	Victims    *ebpf.Map     `ebpf:"victims"`
+	Vstart     *ebpf.Map     `ebpf:"vstart"`
+	Waiting    *ebpf.Map     `ebpf:"waiting"`
+	CPUStates  *ebpf.Map     `ebpf:"cpu_states"`
+}
+
+// Option changes how the program is loaded.
+type Option func(*options)
+
+type options struct{ attribution bool }
+
+// WithoutAttribution loads the program with attribution compiled out by the
+// verifier (the "without" side of the cost benchmark).
+func WithoutAttribution() Option { return func(o *options) { o.attribution = false } }
+
+func optionsOf(opts []Option) options {
+	o := options{attribution: true}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 var tracepoints = []string{"sched_wakeup", "sched_wakeup_new", "sched_switch"}
 
 // OpenAttach loads and attaches the program with one attach type only
 // (AttachTPBTF or AttachRawTP).
-func OpenAttach(attach string) (*Tracer, error) {
+func OpenAttach(attach string, opts ...Option) (*Tracer, error) {
 	_ = rlimit.RemoveMemlock()
+	o := optionsOf(opts)
 	switch attach {
 	case AttachTPBTF:
-		return open(AttachTPBTF, "ltb_")
+		return open(AttachTPBTF, "ltb_", o)
 	case AttachRawTP:
-		return open(AttachRawTP, "ltr_")
+		return open(AttachRawTP, "ltr_", o)
 	}
 	return nil, fmt.Errorf("unknown attach type %q", attach)
 }
 
 // Open loads and attaches the program, trying tp_btf first and raw_tp second.
-func Open() (*Tracer, error) {
+func Open(opts ...Option) (*Tracer, error) {
 	_ = rlimit.RemoveMemlock() // only matters before 5.11 (memcg accounting)
-	t, errBTF := open(AttachTPBTF, "ltb_")
+	o := optionsOf(opts)
+	t, errBTF := open(AttachTPBTF, "ltb_", o)
 	if errBTF == nil {
 		return t, nil
 	}
-	t, errRaw := open(AttachRawTP, "ltr_")
+	t, errRaw := open(AttachRawTP, "ltr_", o)
 	if errRaw == nil {
 		return t, nil
 	}
 	return nil, fmt.Errorf("load run-queue latency BPF: %w", errors.Join(errBTF, errRaw))
 }
 
-func open(attach, prefix string) (*Tracer, error) {
+func open(attach, prefix string, o options) (*Tracer, error) {
 	spec, err := loadRunqlat()
 	if err != nil {
 		return nil, err
+	}
+	on := uint32(0)
+	if o.attribution {
+		on = 1
+	}
+	v, ok := spec.Variables["attribution"]
+	if !ok {
+		return nil, errors.New("BPF object has no attribution switch")
+	}
+	if err := v.Set(on); err != nil {
+		return nil, fmt.Errorf("set attribution: %w", err)
 	}
 	keep := map[string]string{prefix + "wakeup": "wakeup", prefix + "wakeup_new": "wakeup_new", prefix + "switch": "switch"}
 	progs := map[string]*ebpf.ProgramSpec{}
@@ -123,7 +166,9 @@ func open(attach, prefix string) (*Tracer, error) {
 	}
 	t := &Tracer{attach: attach, node: class{objs.Hists, objs.Maxes}, pods: class{objs.PodHists, objs.PodMaxes},
 		start: objs.Start, podIDs: objs.PodCgroups, podsOn: objs.PodsOn, tracked: map[uint64]bool{},
-		progs: []*ebpf.Program{objs.Wakeup, objs.WakeupNew, objs.Switch}}
+		progs:       []*ebpf.Program{objs.Wakeup, objs.WakeupNew, objs.Switch},
+		attribution: o.attribution, attr: objs.Attr, victims: objs.Victims,
+		others: []*ebpf.Map{objs.Vstart, objs.Waiting, objs.CPUStates}}
 	for i, p := range t.progs {
 		l, err := attachOne(attach, tracepoints[i], p)
 		if err != nil {
@@ -229,7 +274,9 @@ func (t *Tracer) Close() error {
 			errs = append(errs, p.Close())
 		}
 	}
-	for _, m := range []*ebpf.Map{t.node.hists, t.node.maxes, t.pods.hists, t.pods.maxes, t.start, t.podIDs, t.podsOn} {
+	maps := append([]*ebpf.Map{t.node.hists, t.node.maxes, t.pods.hists, t.pods.maxes, t.start, t.podIDs, t.podsOn,
+		t.attr, t.victims}, t.others...)
+	for _, m := range maps {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}

@@ -1,0 +1,127 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
+
+// Kind is what ran on a CPU while a measured task waited there (the OFF_*
+// classes of runqlat.bpf.c). Which pod or service a KindTask cgroup is,
+// user space decides.
+type Kind uint32
+
+// Kinds, as in runqlat.bpf.c.
+const (
+	// KindUnknown is wait the program could not split: older than its
+	// per-CPU ring of runner intervals, or queued on another CPU first.
+	KindUnknown Kind = 0
+	// KindTask is a user task, identified by its cpu cgroup ID.
+	KindTask Kind = 1
+	// KindKernelThread is a PF_KTHREAD task, identified by its comm.
+	KindKernelThread Kind = 2
+	// KindIdle is the idle task: the CPU was idle (wake-up and idle-exit
+	// latency).
+	KindIdle Kind = 3
+	// KindThrottled is a wait that began while the task's own CFS
+	// bandwidth group (or one above it) was throttled.
+	KindThrottled Kind = 4
+)
+
+// AttrEntries is the size of the (victim, offender) map; charges that do
+// not fit go to the victim's OtherNs.
+const AttrEntries = 8192
+
+// Offender is one thing a measured task waited behind. Comm is raw kernel
+// bytes (a tenant may choose them): escape before showing it.
+type Offender struct {
+	Kind     Kind
+	CgroupID uint64 // KindTask
+	Comm     string // KindKernelThread
+}
+
+// Charge is wait of a measured cgroup's tasks charged to one offender.
+type Charge struct {
+	Victim   uint64 // the waiting task's cpu cgroup ID
+	Offender Offender
+	Ns       uint64
+}
+
+// VictimWait is one measured cgroup's total wait: every Charge of it plus
+// OtherNs, the wait whose charge found the map full.
+type VictimWait struct {
+	Victim  uint64
+	WaitNs  uint64
+	Waits   uint64
+	OtherNs uint64
+}
+
+// Attribution is what ReadAttribution returns: the window's charges and
+// the totals per measured cgroup.
+type Attribution struct {
+	Charges []Charge
+	Victims []VictimWait
+}
+
+// ErrNoAttribution is returned by ReadAttribution on a tracer opened
+// WithoutAttribution.
+var ErrNoAttribution = errors.New("BPF program loaded without attribution")
+
+// ReadAttribution returns what accumulated since the previous call and
+// empties the maps. A charge the program adds between this read and the
+// delete of its entry is lost (nanoseconds of a window of seconds).
+func (t *Tracer) ReadAttribution() (*Attribution, error) {
+	if !t.attribution {
+		return nil, ErrNoAttribution
+	}
+	out := &Attribution{}
+	var errs []error
+	var ak runqlatAttrKey
+	var ns uint64
+	var keys []runqlatAttrKey
+	it := t.attr.Iterate()
+	for it.Next(&ak, &ns) {
+		keys = append(keys, ak)
+		out.Charges = append(out.Charges, Charge{Victim: ak.Victim, Ns: ns, Offender: Offender{
+			Kind: Kind(ak.Off.Class), CgroupID: ak.Off.Id, Comm: commString(ak.Off.Comm)}})
+	}
+	errs = append(errs, it.Err())
+	for i := range keys {
+		if err := t.attr.Delete(&keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	var vk uint64
+	var vv runqlatVictim
+	var vkeys []uint64
+	vit := t.victims.Iterate()
+	for vit.Next(&vk, &vv) {
+		vkeys = append(vkeys, vk)
+		out.Victims = append(out.Victims, VictimWait{Victim: vk, WaitNs: vv.WaitNs, Waits: vv.Waits, OtherNs: vv.OtherNs})
+	}
+	errs = append(errs, vit.Err())
+	for _, k := range vkeys {
+		if err := t.victims.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return out, fmt.Errorf("read attribution: %w", err)
+	}
+	return out, nil
+}
+
+// Attribution says the attribution code is loaded.
+func (t *Tracer) Attribution() bool { return t.attribution }
+
+func commString(c [16]int8) string {
+	b := make([]byte, 0, len(c))
+	for _, ch := range c {
+		if ch == 0 {
+			break
+		}
+		b = append(b, byte(ch))
+	}
+	return string(b)
+}
