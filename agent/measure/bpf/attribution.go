@@ -3,6 +3,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cilium/ebpf"
 )
@@ -68,13 +69,25 @@ type Attribution struct {
 // WithoutAttribution.
 var ErrNoAttribution = errors.New("BPF program loaded without attribution")
 
+// inFlight is how long ReadAttribution waits after flipping the generation
+// for programs that read the old one to finish: they run for microseconds
+// with preemption off.
+const inFlight = 2 * time.Millisecond
+
 // ReadAttribution returns what accumulated since the previous call and
-// empties the maps. A charge the program adds between this read and the
-// delete of its entry is lost (nanoseconds of a window of seconds).
+// deletes it from the maps. It flips the generation the program charges
+// to and reads the old one, so a wait and all its charges are in the same
+// window.
 func (t *Tracer) ReadAttribution() (*Attribution, error) {
 	if !t.attribution {
 		return nil, ErrNoAttribution
 	}
+	old := t.curGen
+	if err := t.gen.Put(uint32(0), old^1); err != nil {
+		return nil, fmt.Errorf("flip attribution generation: %w", err)
+	}
+	t.curGen = old ^ 1
+	time.Sleep(inFlight)
 	out := &Attribution{}
 	var errs []error
 	var ak runqlatAttrKey
@@ -82,6 +95,9 @@ func (t *Tracer) ReadAttribution() (*Attribution, error) {
 	var keys []runqlatAttrKey
 	it := t.attr.Iterate()
 	for it.Next(&ak, &ns) {
+		if ak.Gen != old {
+			continue
+		}
 		keys = append(keys, ak)
 		out.Charges = append(out.Charges, Charge{Victim: ak.Victim, Ns: ns, Offender: Offender{
 			Kind: Kind(ak.Off.Class), CgroupID: ak.Off.Id, Comm: commString(ak.Off.Comm)}})
@@ -92,17 +108,20 @@ func (t *Tracer) ReadAttribution() (*Attribution, error) {
 			errs = append(errs, err)
 		}
 	}
-	var vk uint64
+	var vk runqlatVictimKey
 	var vv runqlatVictim
-	var vkeys []uint64
+	var vkeys []runqlatVictimKey
 	vit := t.victims.Iterate()
 	for vit.Next(&vk, &vv) {
+		if vk.Gen != old {
+			continue
+		}
 		vkeys = append(vkeys, vk)
-		out.Victims = append(out.Victims, VictimWait{Victim: vk, WaitNs: vv.WaitNs, Waits: vv.Waits, OtherNs: vv.OtherNs})
+		out.Victims = append(out.Victims, VictimWait{Victim: vk.Cg, WaitNs: vv.WaitNs, Waits: vv.Waits, OtherNs: vv.OtherNs})
 	}
 	errs = append(errs, vit.Err())
-	for _, k := range vkeys {
-		if err := t.victims.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	for i := range vkeys {
+		if err := t.victims.Delete(&vkeys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			errs = append(errs, err)
 		}
 	}

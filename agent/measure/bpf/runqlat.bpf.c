@@ -46,8 +46,9 @@
 // and soft IRQs that run in a task's context count to that task; ksoftirqd
 // and threaded handlers (irq/...) are kernel threads, which user space
 // reports as interrupt time by their comm.
-// Each charge goes into attr keyed (victim cgroup, offender); when attr is
-// full the charge goes to the victim's other_ns in victims, never an error.
+// Each charge goes into attr keyed (victim cgroup, generation, offender);
+// when attr is full the charge goes to the victim's other_ns in victims,
+// never an error. User space flips the generation to read a window.
 // The per-switch cost with measured pods: one per-CPU array write on every
 // switch, a ring append only on CPUs where a measured task waits, and a
 // hash update per overlapped interval when a measured task switches in.
@@ -148,8 +149,20 @@ struct offender {
 
 struct attr_key {
 	__u64 victim; // the waiting task's cpu cgroup ID
+	__u32 gen;    // gen[0] when charged
+	__u32 pad;
 	struct offender off;
 };
+
+// gen[0] is the generation charges go to. User space flips it, waits for
+// programs in flight, and reads and deletes the other generation: a wait
+// and all its charges land in one window.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} gen SEC(".maps");
 
 // Wait charged per (victim, offender), in ns; user space reads and deletes.
 struct {
@@ -167,10 +180,16 @@ struct victim {
 	__u64 other_ns;
 };
 
+struct victim_key {
+	__u64 cg;
+	__u32 gen;
+	__u32 pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096); // pod_cgroups' size: every victim fits
-	__type(key, __u64);
+	__uint(max_entries, 2 * 4096); // pod_cgroups' size per generation: every victim fits
+	__type(key, struct victim_key);
 	__type(value, struct victim);
 } victims SEC(".maps");
 
@@ -480,16 +499,20 @@ static __always_inline void charge(struct attr_key *k, __u64 ns, struct victim *
 static __always_inline void attribute(struct vstamp *vs, __u64 now)
 {
 	struct victim zero_v = {}, *vt;
+	struct victim_key vk = {};
 	struct attr_key k = {};
 	struct cpu_state *st;
 	struct interval *iv;
 	__u64 wait, left, lo, ov;
-	__u32 zero = 0, i, head;
+	__u32 zero = 0, i, head, *g;
 
-	vt = bpf_map_lookup_elem(&victims, &vs->cg);
+	g = bpf_map_lookup_elem(&gen, &zero);
+	vk.cg = vs->cg;
+	vk.gen = g ? *g & 1 : 0;
+	vt = bpf_map_lookup_elem(&victims, &vk);
 	if (!vt) {
-		bpf_map_update_elem(&victims, &vs->cg, &zero_v, BPF_NOEXIST);
-		vt = bpf_map_lookup_elem(&victims, &vs->cg);
+		bpf_map_update_elem(&victims, &vk, &zero_v, BPF_NOEXIST);
+		vt = bpf_map_lookup_elem(&victims, &vk);
 		if (!vt)
 			return;
 	}
@@ -497,6 +520,7 @@ static __always_inline void attribute(struct vstamp *vs, __u64 now)
 	__sync_fetch_and_add(&vt->wait_ns, wait);
 	__sync_fetch_and_add(&vt->waits, 1);
 	k.victim = vs->cg;
+	k.gen = vk.gen;
 	if (vs->flags & VS_THROTTLED) {
 		k.off.class = OFF_THROTTLED;
 		charge(&k, wait, vt);

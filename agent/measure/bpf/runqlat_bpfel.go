@@ -16,6 +16,8 @@ import (
 type runqlatAttrKey struct {
 	_      structs.HostLayout
 	Victim uint64
+	Gen    uint32
+	Pad    uint32
 	Off    struct {
 		_     structs.HostLayout
 		Id    uint64
@@ -56,6 +58,13 @@ type runqlatVictim struct {
 	OtherNs uint64
 }
 
+type runqlatVictimKey struct {
+	_   structs.HostLayout
+	Cg  uint64
+	Gen uint32
+	Pad uint32
+}
+
 type runqlatVstamp struct {
 	_     structs.HostLayout
 	Ts    uint64
@@ -70,6 +79,7 @@ type runqlatVstamp struct {
 const (
 	runqlatMapAttr          = "attr"
 	runqlatMapCpuStates     = "cpu_states"
+	runqlatMapGen           = "gen"
 	runqlatMapHists         = "hists"
 	runqlatMapMaxes         = "maxes"
 	runqlatMapPodCgroups    = "pod_cgroups"
@@ -145,6 +155,7 @@ type runqlatProgramSpecs struct {
 type runqlatMapSpecs struct {
 	Attr       *ebpf.MapSpec `ebpf:"attr"`
 	CpuStates  *ebpf.MapSpec `ebpf:"cpu_states"`
+	Gen        *ebpf.MapSpec `ebpf:"gen"`
 	Hists      *ebpf.MapSpec `ebpf:"hists"`
 	Maxes      *ebpf.MapSpec `ebpf:"maxes"`
 	PodCgroups *ebpf.MapSpec `ebpf:"pod_cgroups"`
@@ -186,6 +197,7 @@ func (o *runqlatObjects) Close() error {
 type runqlatMaps struct {
 	Attr       *ebpf.Map `ebpf:"attr"`
 	CpuStates  *ebpf.Map `ebpf:"cpu_states"`
+	Gen        *ebpf.Map `ebpf:"gen"`
 	Hists      *ebpf.Map `ebpf:"hists"`
 	Maxes      *ebpf.Map `ebpf:"maxes"`
 	PodCgroups *ebpf.Map `ebpf:"pod_cgroups"`
@@ -202,6 +214,7 @@ func (m *runqlatMaps) Close() error {
 	return _RunqlatClose(
 		m.Attr,
 		m.CpuStates,
+		m.Gen,
 		m.Hists,
 		m.Maxes,
 		m.PodCgroups,

@@ -63,6 +63,8 @@ type Tracer struct {
 	attribution bool
 	attr        *ebpf.Map
 	victims     *ebpf.Map
+	gen         *ebpf.Map
+	curGen      uint32
 	others      []*ebpf.Map // loaded maps only the kernel uses, for Close
 }
 
@@ -83,6 +85,7 @@ type objects struct {
 	PodMaxes   *ebpf.Map     `ebpf:"pod_maxes"`
 	Attr       *ebpf.Map     `ebpf:"attr"`
 	Victims    *ebpf.Map     `ebpf:"victims"`
+	Gen        *ebpf.Map     `ebpf:"gen"`
 	Vstart     *ebpf.Map     `ebpf:"vstart"`
 	Waiting    *ebpf.Map     `ebpf:"waiting"`
 	CPUStates  *ebpf.Map     `ebpf:"cpu_states"`
@@ -167,7 +170,7 @@ func open(attach, prefix string, o options) (*Tracer, error) {
 	t := &Tracer{attach: attach, node: class{objs.Hists, objs.Maxes}, pods: class{objs.PodHists, objs.PodMaxes},
 		start: objs.Start, podIDs: objs.PodCgroups, podsOn: objs.PodsOn, tracked: map[uint64]bool{},
 		progs:       []*ebpf.Program{objs.Wakeup, objs.WakeupNew, objs.Switch},
-		attribution: o.attribution, attr: objs.Attr, victims: objs.Victims,
+		attribution: o.attribution, attr: objs.Attr, victims: objs.Victims, gen: objs.Gen,
 		others: []*ebpf.Map{objs.Vstart, objs.Waiting, objs.CPUStates}}
 	for i, p := range t.progs {
 		l, err := attachOne(attach, tracepoints[i], p)
@@ -275,7 +278,7 @@ func (t *Tracer) Close() error {
 		}
 	}
 	maps := append([]*ebpf.Map{t.node.hists, t.node.maxes, t.pods.hists, t.pods.maxes, t.start, t.podIDs, t.podsOn,
-		t.attr, t.victims}, t.others...)
+		t.attr, t.victims, t.gen}, t.others...)
 	for _, m := range maps {
 		if m != nil {
 			errs = append(errs, m.Close())
