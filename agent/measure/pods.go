@@ -50,16 +50,18 @@ func measuredPods(t v1alpha1.TuningSpec, pods []podcgroup.Pod) []podcgroup.Pod {
 
 // podCgroupIDs are the cgroup IDs (directory inode numbers, which are the
 // kernfs node IDs on 64-bit kernels) of the pods' cgroups and their
-// containers' in the cpu controller, at most bpf.MaxPodCgroups. A pod
-// without a cgroup right now is skipped: its tasks are not on this node.
-func (m *Measurer) podCgroupIDs(pods []podcgroup.Pod) ([]uint64, map[uint64]podRef, error) {
-	var ids []uint64
+// containers' in the cpu controller, at most bpf.MaxPodCgroups, each marked
+// Limited when the pod has a CFS quota. A pod without a cgroup right now is
+// skipped: its tasks are not on this node.
+func (m *Measurer) podCgroupIDs(pods []podcgroup.Pod) ([]bpf.PodCgroup, map[uint64]podRef, error) {
+	var ids []bpf.PodCgroup
 	refs := map[uint64]podRef{}
 	for _, p := range pods {
 		dirs, err := podcgroup.Find(m.root, p.UID, m.thr.opts...)
 		if err != nil {
 			continue
 		}
+		limited := m.thr.hasLimit(dirs)
 		for _, dir := range append([]string{dirs.Pod}, dirs.Containers...) {
 			ino, err := m.root.Inode(dir)
 			if err != nil {
@@ -68,7 +70,7 @@ func (m *Measurer) podCgroupIDs(pods []podcgroup.Pod) ([]uint64, map[uint64]podR
 			if len(ids) == bpf.MaxPodCgroups {
 				return ids, refs, fmt.Errorf("more than %d pod and container cgroups; measuring the first", bpf.MaxPodCgroups)
 			}
-			ids = append(ids, ino)
+			ids = append(ids, bpf.PodCgroup{ID: ino, Limited: limited})
 			refs[ino] = podRef{uid: p.UID, namespace: p.Namespace, name: p.Name}
 		}
 	}

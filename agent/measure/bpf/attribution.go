@@ -49,8 +49,8 @@ type Charge struct {
 	Ns       uint64
 }
 
-// VictimWait is one measured cgroup's total wait: every Charge of it plus
-// OtherNs, the wait whose charge found the map full.
+// VictimWait is one measured cgroup's total wait in the window: the sum of
+// its Charges plus OtherNs, the wait whose charge found the map full.
 type VictimWait struct {
 	Victim  uint64
 	WaitNs  uint64
@@ -89,18 +89,35 @@ func (t *Tracer) ReadAttribution() (*Attribution, error) {
 	t.curGen = old ^ 1
 	time.Sleep(inFlight)
 	out := &Attribution{}
+	totals := map[uint64]*VictimWait{}
+	total := func(cg uint64) *VictimWait {
+		v := totals[cg]
+		if v == nil {
+			v = &VictimWait{Victim: cg}
+			totals[cg] = v
+		}
+		return v
+	}
 	var errs []error
 	var ak runqlatAttrKey
-	var ns uint64
+	var perCPU []runqlatCharged
 	var keys []runqlatAttrKey
 	it := t.attr.Iterate()
-	for it.Next(&ak, &ns) {
+	for it.Next(&ak, &perCPU) {
 		if ak.Gen != old {
 			continue
 		}
 		keys = append(keys, ak)
-		out.Charges = append(out.Charges, Charge{Victim: ak.Victim, Ns: ns, Offender: Offender{
+		var c runqlatCharged
+		for _, p := range perCPU {
+			c.Ns += p.Ns
+			c.Waits += p.Waits
+		}
+		out.Charges = append(out.Charges, Charge{Victim: ak.Victim, Ns: c.Ns, Offender: Offender{
 			Kind: Kind(ak.Off.Class), CgroupID: ak.Off.Id, Comm: commString(ak.Off.Comm)}})
+		v := total(ak.Victim)
+		v.WaitNs += c.Ns
+		v.Waits += c.Waits
 	}
 	errs = append(errs, it.Err())
 	for i := range keys {
@@ -109,21 +126,27 @@ func (t *Tracer) ReadAttribution() (*Attribution, error) {
 		}
 	}
 	var vk runqlatVictimKey
-	var vv runqlatVictim
+	var c runqlatCharged
 	var vkeys []runqlatVictimKey
-	vit := t.victims.Iterate()
-	for vit.Next(&vk, &vv) {
+	vit := t.others.Iterate()
+	for vit.Next(&vk, &c) {
 		if vk.Gen != old {
 			continue
 		}
 		vkeys = append(vkeys, vk)
-		out.Victims = append(out.Victims, VictimWait{Victim: vk.Cg, WaitNs: vv.WaitNs, Waits: vv.Waits, OtherNs: vv.OtherNs})
+		v := total(vk.Cg)
+		v.WaitNs += c.Ns
+		v.Waits += c.Waits
+		v.OtherNs += c.Ns
 	}
 	errs = append(errs, vit.Err())
 	for i := range vkeys {
-		if err := t.victims.Delete(&vkeys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		if err := t.others.Delete(&vkeys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			errs = append(errs, err)
 		}
+	}
+	for _, v := range totals {
+		out.Victims = append(out.Victims, *v)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return out, fmt.Errorf("read attribution: %w", err)

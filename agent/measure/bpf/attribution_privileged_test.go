@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"latencytier.io/latencytier/agent/host"
+
 	"latencytier.io/latencytier/agent/internal/cgtest"
 	"latencytier.io/latencytier/agent/podcgroup"
 )
@@ -36,7 +38,7 @@ func TestAttributionMapFull(t *testing.T) {
 		k := runqlatAttrKey{Victim: fake}
 		k.Off.Class = uint32(KindTask)
 		k.Off.Id = uint64(1000 + i)
-		if err := tr.attr.Put(&k, uint64(1)); err == nil {
+		if err := tr.attr.Put(&k, make([]runqlatCharged, possibleCPUs(t))); err == nil {
 			filled++
 		}
 	}
@@ -44,7 +46,7 @@ func TestAttributionMapFull(t *testing.T) {
 		t.Fatalf("filled %d entries of %d", filled, AttrEntries)
 	}
 	cgtest.StartIn(t, pod.CtrDir, "sh", "-c", "while :; do sleep 0.001; done")
-	if err := tr.SetPodCgroups([]uint64{ino}); err != nil {
+	if err := tr.SetPodCgroups([]PodCgroup{{ID: ino}}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
@@ -82,6 +84,15 @@ func TestAttributionMapFull(t *testing.T) {
 	if v.Waits == 0 || v.OtherNs != 0 || charged != v.WaitNs {
 		t.Errorf("after the read emptied the map, the next window should be attributed: %+v, %d ns charged", v, charged)
 	}
+}
+
+func possibleCPUs(t *testing.T) int {
+	t.Helper()
+	n, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func victimOf(a *Attribution, id uint64) VictimWait {

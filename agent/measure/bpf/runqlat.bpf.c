@@ -28,9 +28,10 @@
 // Attribution (who made a measured pod wait; on when user space sets
 // attribution = 1 at load time, otherwise the verifier drops the code):
 //   - a measured task (its cpu cgroup in pod_cgroups) is stamped at enqueue
-//     in vstart with its cgroup, the CPU it waits on and whether its own cfs
-//     bandwidth group is throttled (se.cfs_rq->throttle_count > 0), and the
-//     CPU's waiting counter goes up;
+//     (in start, beside the time) with its cgroup, the CPU it waits on and
+//     whether its own cfs bandwidth group is throttled
+//     (se.cfs_rq->throttle_count > 0), and that CPU's waiting counter goes
+//     up;
 //   - every CPU keeps the time its current task switched in (cpu_state.since)
 //     and, while a measured task waits on it, a ring of the last RING
 //     runner intervals [since, switch-out) with the runner's offender key:
@@ -47,11 +48,12 @@
 // and threaded handlers (irq/...) are kernel threads, which user space
 // reports as interrupt time by their comm.
 // Each charge goes into attr keyed (victim cgroup, generation, offender);
-// when attr is full the charge goes to the victim's other_ns in victims,
-// never an error. User space flips the generation to read a window.
+// when attr is full the charge goes to the victim's entry in others, never
+// an error. User space flips the generation to read a window.
 // The per-switch cost with measured pods: one per-CPU array write on every
-// switch, a ring append only on CPUs where a measured task waits, and a
-// hash update per overlapped interval when a measured task switches in.
+// switch, a ring append only on CPUs where a measured task waits (the
+// runner's cgroup cached when it was a measured task itself), and a hash
+// update per overlapped interval when a measured task switches in.
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -85,11 +87,24 @@ struct hist {
 	__u64 slots[NR_SLOTS];
 };
 
+#define ST_THROTTLED 1
+#define PC_MEASURED 1
+#define PC_LIMITED 2
+
+// stamp is when a task began to wait and, for a measured task (cg != 0),
+// what attribution needs.
+struct stamp {
+	__u64 ts;
+	__u64 cg;  // cpu cgroup ID of a measured task, else 0
+	__u32 cpu; // the CPU whose queue it waits on
+	__u32 flags;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_ENTRIES);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct stamp);
 } start SEC(".maps");
 
 struct {
@@ -107,7 +122,9 @@ struct {
 	__type(value, __u64);
 } maxes SEC(".maps");
 
-// Cgroup IDs of the measured pods and their containers (value unused).
+// Cgroup IDs of the measured pods and their containers; the value is
+// PC_MEASURED, plus PC_LIMITED when the pod has a CFS quota (only then is
+// its tasks' throttle state read).
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -164,22 +181,23 @@ struct {
 	__type(value, __u32);
 } gen SEC(".maps");
 
-// Wait charged per (victim, offender), in ns; user space reads and deletes.
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, ATTR_ENTRIES);
-	__type(key, struct attr_key);
-	__type(value, __u64);
-} attr SEC(".maps");
-
-// victim is one measured cgroup's total wait in the window: the sum of every
-// charge plus other_ns, what did not fit in attr.
-struct victim {
-	__u64 wait_ns;
+// charged is wait charged to one (victim, offender): ns, and waits, the
+// number of waits whose newest part it is (so they sum to the victim's).
+struct charged {
+	__u64 ns;
 	__u64 waits;
-	__u64 other_ns;
 };
 
+// Per CPU: a charge is made on the CPU the victim switches in on, so no
+// atomics; user space sums the CPUs.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, ATTR_ENTRIES);
+	__type(key, struct attr_key);
+	__type(value, struct charged);
+} attr SEC(".maps");
+
+// others holds, per victim and generation, what did not fit in attr.
 struct victim_key {
 	__u64 cg;
 	__u32 gen;
@@ -190,25 +208,8 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 2 * 4096); // pod_cgroups' size per generation: every victim fits
 	__type(key, struct victim_key);
-	__type(value, struct victim);
-} victims SEC(".maps");
-
-#define VS_THROTTLED 1
-
-// vstart is start for measured tasks, with what attribution needs.
-struct vstamp {
-	__u64 ts;
-	__u64 cg;
-	__u32 cpu;
-	__u32 flags;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_ENTRIES);
-	__type(key, __u32);
-	__type(value, struct vstamp);
-} vstart SEC(".maps");
+	__type(value, struct charged);
+} others SEC(".maps");
 
 // waiting[cpu] counts measured tasks stamped to wait on that CPU. Written
 // from other CPUs at wakeup (bpf_map_lookup_percpu_elem), hence atomics.
@@ -225,8 +226,10 @@ struct interval {
 };
 
 struct cpu_state {
-	__u64 since; // when the current task switched in (0: not seen yet)
-	__u32 head;  // next ring slot
+	__u64 since;  // when the current task switched in (0: not seen yet)
+	__u64 cur_cg; // its cgroup when it is a measured task (else 0)
+	__u64 cur;    // the task's address when cur_cg is set (compared, never read)
+	__u32 head;   // next ring slot
 	__u32 pad;
 	struct interval ring[RING];
 };
@@ -382,44 +385,54 @@ static __always_inline bool group_throttled(struct task_struct *p)
 static __always_inline void add_waiting(__u32 cpu, __s64 n)
 {
 	__u32 zero = 0;
-	__s64 *w = bpf_map_lookup_percpu_elem(&waiting, &zero, cpu);
+	__s64 *w;
+
+	if (cpu == bpf_get_smp_processor_id())
+		w = bpf_map_lookup_elem(&waiting, &zero); // inlined
+	else
+		w = bpf_map_lookup_percpu_elem(&waiting, &zero, cpu);
 
 	if (w)
 		__sync_fetch_and_add(w, n);
 }
 
-// venqueue stamps p in vstart if it is a measured task. cpu is the CPU it
-// waits on, or -1 for task_cpu (a wakeup from another CPU).
-static __always_inline void venqueue(struct task_struct *p, __u32 pid, __s64 cpu, __u64 ts)
-{
-	struct vstamp v = {}, *old;
-	__u64 cg;
-
-	cg = cpu_cgroup_id(p);
-	if (!cg || !bpf_map_lookup_elem(&pod_cgroups, &cg))
-		return;
-	old = bpf_map_lookup_elem(&vstart, &pid);
-	if (old)
-		add_waiting(old->cpu, -1);
-	v.ts = ts;
-	v.cg = cg;
-	v.cpu = cpu < 0 ? task_cpu_of(p) : cpu;
-	v.flags = group_throttled(p) ? VS_THROTTLED : 0;
-	if (bpf_map_update_elem(&vstart, &pid, &v, BPF_ANY)) {
-		if (old)
-			bpf_map_delete_elem(&vstart, &pid);
-		return;
-	}
-	add_waiting(v.cpu, 1);
-}
-
+// enqueue stamps pid (task p) as waiting since ts; with attribution, a
+// measured task's stamp says which cgroup and CPU. cpu is the CPU it waits
+// on, or -1 for task_cpu (a wakeup from another CPU).
 static __always_inline int enqueue(struct task_struct *p, __u32 pid, __s64 cpu, __u64 ts, bool attr)
 {
+	struct stamp st = {}, *old;
+	__u8 *pc = NULL;
+	__u64 cg;
+
 	if (!pid)
 		return 0;
-	bpf_map_update_elem(&start, &pid, &ts, BPF_ANY);
-	if (attr)
-		venqueue(p, pid, cpu, ts);
+	st.ts = ts;
+	if (attr) {
+		cg = cpu_cgroup_id(p);
+		if (cg)
+			pc = bpf_map_lookup_elem(&pod_cgroups, &cg);
+		if (pc) {
+			st.cg = cg;
+			st.cpu = cpu < 0 ? task_cpu_of(p) : cpu;
+			if ((*pc & PC_LIMITED) && group_throttled(p))
+				st.flags = ST_THROTTLED;
+			// Usually the task has no stamp; a re-stamp corrects the
+			// counter of the CPU it was counted on.
+			if (bpf_map_update_elem(&start, &pid, &st, BPF_NOEXIST)) {
+				old = bpf_map_lookup_elem(&start, &pid);
+				if (old && old->cg)
+					add_waiting(old->cpu, -1);
+				if (bpf_map_update_elem(&start, &pid, &st, BPF_ANY)) {
+					bpf_map_delete_elem(&start, &pid);
+					return 0;
+				}
+			}
+			add_waiting(st.cpu, 1);
+			return 0;
+		}
+	}
+	bpf_map_update_elem(&start, &pid, &st, BPF_ANY);
 	return 0;
 }
 
@@ -428,13 +441,19 @@ static __always_inline int wakeup(struct task_struct *p, __u32 pid)
 	return enqueue(p, pid, -1, bpf_ktime_get_ns(), attribution && pods_measured());
 }
 
-// offender_of fills o with what t is.
-static __always_inline void offender_of(struct task_struct *t, struct offender *o)
+// offender_of fills o with what t is; st caches the cgroup of a measured
+// runner.
+static __always_inline void offender_of(struct task_struct *t, struct cpu_state *st, struct offender *o)
 {
 	__u32 flags;
 
 	o->id = 0;
 	o->pad = 0;
+	if (st->cur_cg && st->cur == (__u64)t) {
+		o->class = OFF_TASK;
+		o->id = st->cur_cg;
+		return;
+	}
 	__builtin_memset(o->comm, 0, sizeof(o->comm));
 	if (!BPF_CORE_READ(t, pid)) {
 		o->class = OFF_IDLE;
@@ -452,8 +471,8 @@ static __always_inline void offender_of(struct task_struct *t, struct offender *
 
 // cpu_switch keeps this CPU's runner intervals: prev ran [since, now]. The
 // interval goes into the ring only while a measured task waits here (or is
-// the one switching in).
-static __always_inline void cpu_switch(struct task_struct *prev, __u64 now, bool force)
+// the one switching in: next_cg, its cgroup, is non-zero).
+static __always_inline struct cpu_state *cpu_switch(struct task_struct *prev, __u64 now, __u64 next_cg, __u64 next)
 {
 	__u32 zero = 0, h;
 	struct cpu_state *st;
@@ -462,91 +481,93 @@ static __always_inline void cpu_switch(struct task_struct *prev, __u64 now, bool
 
 	st = bpf_map_lookup_elem(&cpu_states, &zero);
 	if (!st)
-		return;
+		return NULL;
 	w = bpf_map_lookup_elem(&waiting, &zero);
-	if (st->since && (force || (w && *w > 0))) {
+	if (st->since && (next_cg || (w && *w > 0))) {
 		h = st->head & (RING - 1);
 		iv = &st->ring[h];
 		iv->start = st->since;
 		iv->end = now;
-		offender_of(prev, &iv->off);
+		offender_of(prev, st, &iv->off);
 		st->head = h + 1;
 	}
 	st->since = now;
+	st->cur_cg = next_cg;
+	st->cur = next;
+	return st;
 }
 
-// charge adds ns to (victim, offender) or, when attr is full, to the
-// victim's other_ns.
-static __always_inline void charge(struct attr_key *k, __u64 ns, struct victim *vt)
+// charge adds ns (and waits) to (victim, offender) or, when attr is full,
+// to the victim's entry in others.
+static __always_inline void charge(struct attr_key *k, __u64 ns, __u64 waits)
 {
-	__u64 zero = 0, *val;
-
-	if (!ns)
-		return;
-	val = bpf_map_lookup_elem(&attr, k);
-	if (!val) {
-		bpf_map_update_elem(&attr, k, &zero, BPF_NOEXIST);
-		val = bpf_map_lookup_elem(&attr, k);
-	}
-	if (val)
-		__sync_fetch_and_add(val, ns);
-	else
-		__sync_fetch_and_add(&vt->other_ns, ns);
-}
-
-// attribute splits a measured task's wait [vs->ts, now] over this CPU's
-// runner intervals, newest first.
-static __always_inline void attribute(struct vstamp *vs, __u64 now)
-{
-	struct victim zero_v = {}, *vt;
+	struct charged zero = {}, *c;
 	struct victim_key vk = {};
+
+	if (!ns && !waits)
+		return;
+	c = bpf_map_lookup_elem(&attr, k);
+	if (!c) {
+		bpf_map_update_elem(&attr, k, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&attr, k);
+	}
+	if (c) { // this CPU's value: programs on one CPU do not nest
+		c->ns += ns;
+		c->waits += waits;
+		return;
+	}
+	vk.cg = k->victim;
+	vk.gen = k->gen;
+	c = bpf_map_lookup_elem(&others, &vk);
+	if (!c) {
+		bpf_map_update_elem(&others, &vk, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&others, &vk);
+		if (!c)
+			return;
+	}
+	__sync_fetch_and_add(&c->ns, ns);
+	if (waits)
+		__sync_fetch_and_add(&c->waits, waits);
+}
+
+// attribute splits a measured task's wait [s->ts, now] over this CPU's
+// runner intervals, newest first.
+static __always_inline void attribute(struct stamp *s, __u64 now, struct cpu_state *st)
+{
 	struct attr_key k = {};
-	struct cpu_state *st;
 	struct interval *iv;
-	__u64 wait, left, lo, ov;
+	__u64 left, lo, ov, waits = 1;
 	__u32 zero = 0, i, head, *g;
 
 	g = bpf_map_lookup_elem(&gen, &zero);
-	vk.cg = vs->cg;
-	vk.gen = g ? *g & 1 : 0;
-	vt = bpf_map_lookup_elem(&victims, &vk);
-	if (!vt) {
-		bpf_map_update_elem(&victims, &vk, &zero_v, BPF_NOEXIST);
-		vt = bpf_map_lookup_elem(&victims, &vk);
-		if (!vt)
-			return;
-	}
-	wait = now - vs->ts;
-	__sync_fetch_and_add(&vt->wait_ns, wait);
-	__sync_fetch_and_add(&vt->waits, 1);
-	k.victim = vs->cg;
-	k.gen = vk.gen;
-	if (vs->flags & VS_THROTTLED) {
+	k.victim = s->cg;
+	k.gen = g ? *g & 1 : 0;
+	left = now - s->ts;
+	if (s->flags & ST_THROTTLED) {
 		k.off.class = OFF_THROTTLED;
-		charge(&k, wait, vt);
+		charge(&k, left, 1);
 		return;
 	}
-	left = wait;
-	st = bpf_map_lookup_elem(&cpu_states, &zero);
 	if (st) {
 		head = st->head;
 		for (i = 0; i < RING && left; i++) {
 			iv = &st->ring[(head - 1 - i) & (RING - 1)];
-			if (iv->end <= vs->ts || iv->end > now)
+			if (iv->end <= s->ts || iv->end > now)
 				break; // before the wait began, or stale
-			lo = iv->start > vs->ts ? iv->start : vs->ts;
+			lo = iv->start > s->ts ? iv->start : s->ts;
 			ov = iv->end - lo;
 			if (ov > left)
 				ov = left;
 			k.off = iv->off;
-			charge(&k, ov, vt);
+			charge(&k, ov, waits);
+			waits = 0;
 			left -= ov;
-			if (iv->start <= vs->ts)
+			if (iv->start <= s->ts)
 				break;
 		}
 	}
 	__builtin_memset(&k.off, 0, sizeof(k.off)); // OFF_UNKNOWN
-	charge(&k, left, vt);
+	charge(&k, left, waits);
 }
 
 // on_switch re-queues a preempted prev (still TASK_RUNNING) and records how
@@ -555,39 +576,35 @@ static __always_inline int on_switch(struct task_struct *prev, bool prev_runnabl
 				     struct task_struct *next, __u32 pid)
 {
 	__u64 now = bpf_ktime_get_ns();
-	struct vstamp *v = NULL, vs;
-	bool attr = false, measured;
-	__u64 *tsp;
+	struct cpu_state *cs = NULL;
+	struct stamp *tsp, s = {};
+	bool attr = false;
 	__s64 delta;
 
 	if (attribution)
 		attr = pods_measured();
 	tsp = bpf_map_lookup_elem(&start, &pid);
-	if (attr && tsp)
-		v = bpf_map_lookup_elem(&vstart, &pid);
+	if (tsp)
+		s = *tsp;
 	if (attr)
-		cpu_switch(prev, now, v != NULL);
+		cs = cpu_switch(prev, now, s.cg, (__u64)next);
 	if (prev_runnable)
 		enqueue(prev, prev_pid, bpf_get_smp_processor_id(), now, attr);
 
 	if (!tsp)
 		return 0;
-	delta = now - *tsp;
 	bpf_map_delete_elem(&start, &pid);
-	if (v) {
-		vs = *v;
-		bpf_map_delete_elem(&vstart, &pid);
-		add_waiting(vs.cpu, -1);
-	}
+	if (s.cg)
+		add_waiting(s.cpu, -1);
+	delta = now - s.ts;
 	if (delta < 0)
 		return 0;
 
 	record(&hists, &maxes, delta);
-	measured = attr ? v != NULL : in_measured_pod(next);
-	if (measured)
+	if (attr ? s.cg != 0 : in_measured_pod(next))
 		record(&pod_hists, &pod_maxes, delta);
-	if (v && now > vs.ts)
-		attribute(&vs, now);
+	if (attr && s.cg && delta > 0)
+		attribute(&s, now, cs);
 	return 0;
 }
 

@@ -27,9 +27,17 @@ type runqlatAttrKey struct {
 	}
 }
 
+type runqlatCharged struct {
+	_     structs.HostLayout
+	Ns    uint64
+	Waits uint64
+}
+
 type runqlatCpuState struct {
 	_     structs.HostLayout
 	Since uint64
+	CurCg uint64
+	Cur   uint64
 	Head  uint32
 	Pad   uint32
 	Ring  [128]struct {
@@ -51,11 +59,12 @@ type runqlatHist struct {
 	Slots [256]uint64
 }
 
-type runqlatVictim struct {
-	_       structs.HostLayout
-	WaitNs  uint64
-	Waits   uint64
-	OtherNs uint64
+type runqlatStamp struct {
+	_     structs.HostLayout
+	Ts    uint64
+	Cg    uint64
+	Cpu   uint32
+	Flags uint32
 }
 
 type runqlatVictimKey struct {
@@ -63,14 +72,6 @@ type runqlatVictimKey struct {
 	Cg  uint64
 	Gen uint32
 	Pad uint32
-}
-
-type runqlatVstamp struct {
-	_     structs.HostLayout
-	Ts    uint64
-	Cg    uint64
-	Cpu   uint32
-	Flags uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -82,13 +83,12 @@ const (
 	runqlatMapGen           = "gen"
 	runqlatMapHists         = "hists"
 	runqlatMapMaxes         = "maxes"
+	runqlatMapOthers        = "others"
 	runqlatMapPodCgroups    = "pod_cgroups"
 	runqlatMapPodHists      = "pod_hists"
 	runqlatMapPodMaxes      = "pod_maxes"
 	runqlatMapPodsOn        = "pods_on"
 	runqlatMapStart         = "start"
-	runqlatMapVictims       = "victims"
-	runqlatMapVstart        = "vstart"
 	runqlatMapWaiting       = "waiting"
 	runqlatProgLtbSwitch    = "ltb_switch"
 	runqlatProgLtbWakeup    = "ltb_wakeup"
@@ -158,13 +158,12 @@ type runqlatMapSpecs struct {
 	Gen        *ebpf.MapSpec `ebpf:"gen"`
 	Hists      *ebpf.MapSpec `ebpf:"hists"`
 	Maxes      *ebpf.MapSpec `ebpf:"maxes"`
+	Others     *ebpf.MapSpec `ebpf:"others"`
 	PodCgroups *ebpf.MapSpec `ebpf:"pod_cgroups"`
 	PodHists   *ebpf.MapSpec `ebpf:"pod_hists"`
 	PodMaxes   *ebpf.MapSpec `ebpf:"pod_maxes"`
 	PodsOn     *ebpf.MapSpec `ebpf:"pods_on"`
 	Start      *ebpf.MapSpec `ebpf:"start"`
-	Victims    *ebpf.MapSpec `ebpf:"victims"`
-	Vstart     *ebpf.MapSpec `ebpf:"vstart"`
 	Waiting    *ebpf.MapSpec `ebpf:"waiting"`
 }
 
@@ -200,13 +199,12 @@ type runqlatMaps struct {
 	Gen        *ebpf.Map `ebpf:"gen"`
 	Hists      *ebpf.Map `ebpf:"hists"`
 	Maxes      *ebpf.Map `ebpf:"maxes"`
+	Others     *ebpf.Map `ebpf:"others"`
 	PodCgroups *ebpf.Map `ebpf:"pod_cgroups"`
 	PodHists   *ebpf.Map `ebpf:"pod_hists"`
 	PodMaxes   *ebpf.Map `ebpf:"pod_maxes"`
 	PodsOn     *ebpf.Map `ebpf:"pods_on"`
 	Start      *ebpf.Map `ebpf:"start"`
-	Victims    *ebpf.Map `ebpf:"victims"`
-	Vstart     *ebpf.Map `ebpf:"vstart"`
 	Waiting    *ebpf.Map `ebpf:"waiting"`
 }
 
@@ -217,13 +215,12 @@ func (m *runqlatMaps) Close() error {
 		m.Gen,
 		m.Hists,
 		m.Maxes,
+		m.Others,
 		m.PodCgroups,
 		m.PodHists,
 		m.PodMaxes,
 		m.PodsOn,
 		m.Start,
-		m.Victims,
-		m.Vstart,
 		m.Waiting,
 	)
 }

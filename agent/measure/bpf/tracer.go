@@ -56,16 +56,16 @@ type Tracer struct {
 	podsOn *ebpf.Map
 	progs  []*ebpf.Program
 	links  []link.Link
-	// tracked are the IDs now in pod_cgroups.
-	tracked map[uint64]bool
-	// attribution says the attribution code is loaded (attr and victims
-	// are nil otherwise).
+	// tracked are the IDs now in pod_cgroups, with their values.
+	tracked map[uint64]uint8
+	// attribution says the attribution code is loaded (attr and others
+	// are unused otherwise).
 	attribution bool
 	attr        *ebpf.Map
-	victims     *ebpf.Map
+	others      *ebpf.Map
 	gen         *ebpf.Map
 	curGen      uint32
-	others      []*ebpf.Map // loaded maps only the kernel uses, for Close
+	kernelOnly  []*ebpf.Map // loaded maps only the kernel uses, for Close
 }
 
 // class is one histogram and its max: every task (node) or the measured
@@ -84,9 +84,8 @@ type objects struct {
 	PodHists   *ebpf.Map     `ebpf:"pod_hists"`
 	PodMaxes   *ebpf.Map     `ebpf:"pod_maxes"`
 	Attr       *ebpf.Map     `ebpf:"attr"`
-	Victims    *ebpf.Map     `ebpf:"victims"`
+	Others     *ebpf.Map     `ebpf:"others"`
 	Gen        *ebpf.Map     `ebpf:"gen"`
-	Vstart     *ebpf.Map     `ebpf:"vstart"`
 	Waiting    *ebpf.Map     `ebpf:"waiting"`
 	CPUStates  *ebpf.Map     `ebpf:"cpu_states"`
 }
@@ -168,10 +167,10 @@ func open(attach, prefix string, o options) (*Tracer, error) {
 		return nil, fmt.Errorf("%s: %w", attach, err)
 	}
 	t := &Tracer{attach: attach, node: class{objs.Hists, objs.Maxes}, pods: class{objs.PodHists, objs.PodMaxes},
-		start: objs.Start, podIDs: objs.PodCgroups, podsOn: objs.PodsOn, tracked: map[uint64]bool{},
+		start: objs.Start, podIDs: objs.PodCgroups, podsOn: objs.PodsOn, tracked: map[uint64]uint8{},
 		progs:       []*ebpf.Program{objs.Wakeup, objs.WakeupNew, objs.Switch},
-		attribution: o.attribution, attr: objs.Attr, victims: objs.Victims, gen: objs.Gen,
-		others: []*ebpf.Map{objs.Vstart, objs.Waiting, objs.CPUStates}}
+		attribution: o.attribution, attr: objs.Attr, others: objs.Others, gen: objs.Gen,
+		kernelOnly: []*ebpf.Map{objs.Waiting, objs.CPUStates}}
 	for i, p := range t.progs {
 		l, err := attachOne(attach, tracepoints[i], p)
 		if err != nil {
@@ -203,20 +202,38 @@ func (t *Tracer) Read() ([]CPUHist, error) { return t.node.read() }
 // ReadPods is Read for the tasks of the cgroups given to SetPodCgroups.
 func (t *Tracer) ReadPods() ([]CPUHist, error) { return t.pods.read() }
 
-// SetPodCgroups makes ids (cgroup IDs: the inode numbers of the pods' and
-// their containers' cgroup directories in the cpu controller) the measured
-// set, replacing the previous one. At most MaxPodCgroups IDs.
-func (t *Tracer) SetPodCgroups(ids []uint64) error {
-	if len(ids) > MaxPodCgroups {
-		return fmt.Errorf("%d pod cgroups, at most %d", len(ids), MaxPodCgroups)
+// PodCgroup is a measured cgroup: ID is the inode number of a pod's or
+// container's cgroup directory in the cpu controller; Limited says the pod
+// has a CFS quota, so attribution reads its tasks' throttle state (a wait
+// that begins throttled is self-throttling).
+type PodCgroup struct {
+	ID      uint64
+	Limited bool
+}
+
+// Values in pod_cgroups, mirrored from runqlat.bpf.c.
+const (
+	pcMeasured uint8 = 1
+	pcLimited  uint8 = 2
+)
+
+// SetPodCgroups makes cgs the measured set, replacing the previous one. At
+// most MaxPodCgroups.
+func (t *Tracer) SetPodCgroups(cgs []PodCgroup) error {
+	if len(cgs) > MaxPodCgroups {
+		return fmt.Errorf("%d pod cgroups, at most %d", len(cgs), MaxPodCgroups)
 	}
-	want := make(map[uint64]bool, len(ids))
-	for _, id := range ids {
-		want[id] = true
+	want := make(map[uint64]uint8, len(cgs))
+	for _, c := range cgs {
+		v := pcMeasured
+		if c.Limited {
+			v |= pcLimited
+		}
+		want[c.ID] |= v
 	}
 	var errs []error
 	for id := range t.tracked {
-		if !want[id] {
+		if _, ok := want[id]; !ok {
 			if err := t.podIDs.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				errs = append(errs, err)
 				continue
@@ -224,13 +241,13 @@ func (t *Tracer) SetPodCgroups(ids []uint64) error {
 			delete(t.tracked, id)
 		}
 	}
-	for id := range want {
-		if !t.tracked[id] {
-			if err := t.podIDs.Put(id, uint8(1)); err != nil {
+	for id, v := range want {
+		if cur, ok := t.tracked[id]; !ok || cur != v {
+			if err := t.podIDs.Put(id, v); err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			t.tracked[id] = true
+			t.tracked[id] = v
 		}
 	}
 	on := uint32(0)
@@ -278,7 +295,7 @@ func (t *Tracer) Close() error {
 		}
 	}
 	maps := append([]*ebpf.Map{t.node.hists, t.node.maxes, t.pods.hists, t.pods.maxes, t.start, t.podIDs, t.podsOn,
-		t.attr, t.victims, t.gen}, t.others...)
+		t.attr, t.others, t.gen}, t.kernelOnly...)
 	for _, m := range maps {
 		if m != nil {
 			errs = append(errs, m.Close())
