@@ -219,18 +219,23 @@ func TestAttributionHogInSamePod(t *testing.T) {
 var neighbours = map[OffenderClass]bool{OffenderMeasuredPod: true, OffenderPod: true, OffenderSystemService: true,
 	OffenderKernelThread: true, OffenderInterrupt: true, OffenderOther: true}
 
-// TestAttributionNoHog: alone on its CPU the victim waits mostly for the
-// CPU to leave idle; no neighbour holds more than 10 %. The host's DAMON
-// thread (kdamond.0, a kernel thread not preempted under PREEMPT_NONE)
-// holds 5-35 % of some one-second windows here, and while other suites
-// keep the CPU busy the root cgroup's tasks hold most of every window: both
-// are real neighbours, so this passes on a window they leave alone and
-// fails on a machine that never leaves the CPU idle.
+// TestAttributionNoHog: with no hog the tracer invents none: no pod
+// (measured or not) holds more than 10 % of the victim's wait. The host's
+// own tasks are real neighbours this test does not control: DAMON's
+// kdamond.0 (a kernel thread not preempted under PREEMPT_NONE) holds 5-35 %
+// of some one-second windows here, and while other suites run (make test
+// runs packages in parallel) the root cgroup's tasks hold most of every
+// window. They are logged, not held to 10 %, so the test does not fail on
+// a busy machine for telling the truth about it; on a quiet one the victim
+// waits mostly for idle exit.
 func TestAttributionNoHog(t *testing.T) {
 	runAttribution(t, attrSetup{}, func(pa PodAttribution) string {
 		for _, o := range pa.Offenders {
-			if neighbours[o.Class] && pa.Share(o) > 0.1 {
+			switch {
+			case (o.Class == OffenderPod || o.Class == OffenderMeasuredPod) && pa.Share(o) > 0.1:
 				return fmt.Sprintf("with no hog, %s %s holds %.1f%% of the victim's wait", o.Class, o.Name, 100*pa.Share(o))
+			case neighbours[o.Class] && pa.Share(o) > 0.1:
+				t.Logf("the host's own %s %s holds %.1f%% of the victim's wait", o.Class, o.Name, 100*pa.Share(o))
 			}
 		}
 		return ""
