@@ -56,6 +56,11 @@ type Result struct {
 	// pods ("" when none is listed in Throttling): the rollout's evidence,
 	// which pods outside the tier must not sway.
 	PodsThrottledRatio string `json:"podsThrottledRatio,omitempty"`
+	// Attribution is, per measured pod that waited in the window, its
+	// run-queue wait split by what ran on its CPU meanwhile, most waited
+	// first (attribution.go). Nil where BPF or attribution is off or no pod
+	// was measured through the window.
+	Attribution []PodAttribution `json:"attribution,omitempty"`
 	// Hists are the full-resolution histograms per class, for the CLI.
 	Hists map[string]*Hist `json:"-"`
 }
@@ -72,6 +77,10 @@ type Option func(*Measurer)
 // WithAttach forces an attach type (tp_btf, raw_tp) or none (schedstat only).
 func WithAttach(a string) Option { return func(m *Measurer) { m.attach = a } }
 
+// WithoutAttribution loads the BPF program without noisy-neighbour
+// attribution (Result.Attribution stays nil).
+func WithoutAttribution() Option { return func(m *Measurer) { m.noAttribution = true } }
+
 // WithPodcgroup passes options to podcgroup.Find (tests use their own
 // kubepods name).
 func WithPodcgroup(opts ...podcgroup.Option) Option {
@@ -80,9 +89,10 @@ func WithPodcgroup(opts ...podcgroup.Option) Option {
 
 // Measurer owns the BPF program and the previous counters of every source.
 type Measurer struct {
-	root   *host.Root
-	log    logr.Logger
-	attach string
+	root          *host.Root
+	log           logr.Logger
+	attach        string
+	noAttribution bool
 
 	mu       sync.Mutex
 	started  bool
@@ -98,6 +108,12 @@ type Measurer struct {
 	// podsTracked says the BPF program measured pods' cgroups in the window
 	// now running.
 	podsTracked bool
+	// victims are the measured pods' cgroup IDs in the window now running.
+	victims map[uint64]podRef
+	// cgPaths caches cgroup ID -> path in the cpu hierarchy; cgWalked says
+	// this window walked it already.
+	cgPaths  map[uint64]string
+	cgWalked bool
 }
 
 // New returns a Measurer reading the host through root.
@@ -137,13 +153,17 @@ func (m *Measurer) Start(ctx context.Context) error {
 func (m *Measurer) startBPF() error {
 	var t *bpf.Tracer
 	var err error
+	var opts []bpf.Option
+	if m.noAttribution {
+		opts = append(opts, bpf.WithoutAttribution())
+	}
 	switch m.attach {
 	case AttachNone:
 		return errors.New("BPF disabled by configuration")
 	case AttachAuto:
-		t, err = bpf.Open()
+		t, err = bpf.Open(opts...)
 	default:
-		t, err = bpf.OpenAttach(m.attach)
+		t, err = bpf.OpenAttach(m.attach, opts...)
 	}
 	if err != nil {
 		return err
@@ -207,7 +227,7 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 	}
 
 	if t := in.Tuning; t.Measurement == nil || t.Measurement.Source != v1alpha1.MeasurementDisabled {
-		res.Pods = m.podLatency(t, in.Pods)
+		res.Pods, res.Attribution = m.podLatency(t, in.Pods)
 	}
 
 	throttles, err := m.thr.collect(in.Pods, func(p podcgroup.Pod) bool { return measured(in.Tuning, p) })

@@ -50,35 +50,40 @@ func measuredPods(t v1alpha1.TuningSpec, pods []podcgroup.Pod) []podcgroup.Pod {
 
 // podCgroupIDs are the cgroup IDs (directory inode numbers, which are the
 // kernfs node IDs on 64-bit kernels) of the pods' cgroups and their
-// containers' in the cpu controller, at most bpf.MaxPodCgroups. A pod
-// without a cgroup right now is skipped: its tasks are not on this node.
-func (m *Measurer) podCgroupIDs(pods []podcgroup.Pod) ([]uint64, error) {
-	var ids []uint64
+// containers' in the cpu controller, at most bpf.MaxPodCgroups, each marked
+// Limited when the pod has a CFS quota. A pod without a cgroup right now is
+// skipped: its tasks are not on this node.
+func (m *Measurer) podCgroupIDs(pods []podcgroup.Pod) ([]bpf.PodCgroup, map[uint64]podRef, error) {
+	var ids []bpf.PodCgroup
+	refs := map[uint64]podRef{}
 	for _, p := range pods {
 		dirs, err := podcgroup.Find(m.root, p.UID, m.thr.opts...)
 		if err != nil {
 			continue
 		}
+		limited := m.thr.hasLimit(dirs)
 		for _, dir := range append([]string{dirs.Pod}, dirs.Containers...) {
 			ino, err := m.root.Inode(dir)
 			if err != nil {
 				continue
 			}
 			if len(ids) == bpf.MaxPodCgroups {
-				return ids, fmt.Errorf("more than %d pod and container cgroups; measuring the first", bpf.MaxPodCgroups)
+				return ids, refs, fmt.Errorf("more than %d pod and container cgroups; measuring the first", bpf.MaxPodCgroups)
 			}
-			ids = append(ids, ino)
+			ids = append(ids, bpf.PodCgroup{ID: ino, Limited: limited})
+			refs[ino] = podRef{uid: p.UID, namespace: p.Namespace, name: p.Name}
 		}
 	}
-	return ids, nil
+	return ids, refs, nil
 }
 
-// podLatency returns the measured pods' run delay over the window that
-// ends now (nil when no pod was measured through all of it, or on the
-// schedstat fallback) and makes pods the set measured in the next window.
-func (m *Measurer) podLatency(t v1alpha1.TuningSpec, pods []podcgroup.Pod) *v1alpha1.LatencySummary {
+// podLatency returns the measured pods' run delay and its attribution over
+// the window that ends now (nil when no pod was measured through all of it,
+// or on the schedstat fallback) and makes pods the set measured in the next
+// window.
+func (m *Measurer) podLatency(t v1alpha1.TuningSpec, pods []podcgroup.Pod) (*v1alpha1.LatencySummary, []PodAttribution) {
 	if m.bpfSrc == nil {
-		return nil
+		return nil, nil
 	}
 	var out *v1alpha1.LatencySummary
 	perCPU, err := m.bpfSrc.pods()
@@ -93,15 +98,20 @@ func (m *Measurer) podLatency(t v1alpha1.TuningSpec, pods []podcgroup.Pod) *v1al
 		c := classLatency(ClassNode, &h)
 		out = &v1alpha1.LatencySummary{Samples: c.Samples, P50: c.P50, P99: c.P99, P999: c.P999, Max: c.Max}
 	}
-	ids, err := m.podCgroupIDs(measuredPods(t, pods))
+	attr, err := m.readAttribution(pods)
+	if err != nil {
+		m.log.Info("Read no run-delay attribution", "reason", err.Error())
+	}
+	ids, refs, err := m.podCgroupIDs(measuredPods(t, pods))
 	if err != nil {
 		m.log.Info("Measuring pods' run delay partly", "reason", err.Error())
 	}
 	if err := m.bpfSrc.t.SetPodCgroups(ids); err != nil {
 		m.log.Info("Measuring no pod's run delay next window", "reason", err.Error())
-		ids = nil
+		ids, refs = nil, nil
 		_ = m.bpfSrc.t.SetPodCgroups(nil)
 	}
 	m.podsTracked = len(ids) > 0
-	return out
+	m.victims = refs
+	return out, attr
 }

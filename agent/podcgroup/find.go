@@ -223,3 +223,13 @@ func ShortID(id string) string {
 	}
 	return id
 }
+
+// KubepodsName is the top-level pod cgroup name opts set (DefaultKubepods
+// without WithKubepods).
+func KubepodsName(opts ...Option) string {
+	o := options{kubepods: DefaultKubepods}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o.kubepods
+}

@@ -245,6 +245,12 @@ else echo "_Scenario did not produce results; see hack/bench/out/logs/idle.log._
 
 ## 5. Measurement overhead
 
+\`hack/bench/measure-overhead.sh\`: BenchmarkOverheadVsRunqlat (the agent's programs against runqlat's on the same
+events) and BenchmarkAttributionCost (issue 24: the cost per scheduler event with noisy-neighbour attribution
+against the same program loaded without it, as the median of 5 interleaved pairs with min and max, goal
+≤ 1.3×, runqlat's cost in the same windows; \`measured\`: every event a measured pod's task, the worst case;
+\`victim\`: a measured victim among unmeasured load).
+
 \`\`\`
 $(cat "$OUT/logs/overhead.txt" 2>/dev/null || echo "not run")
 \`\`\`

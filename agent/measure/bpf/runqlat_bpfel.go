@@ -13,28 +13,90 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type runqlatAttrKey struct {
+	_      structs.HostLayout
+	Victim uint64
+	Gen    uint32
+	Pad    uint32
+	Off    struct {
+		_     structs.HostLayout
+		Id    uint64
+		Class uint32
+		Pad   uint32
+		Comm  [16]int8
+	}
+}
+
+type runqlatCharged struct {
+	_     structs.HostLayout
+	Ns    uint64
+	Waits uint64
+}
+
+type runqlatCpuState struct {
+	_     structs.HostLayout
+	Since uint64
+	CurCg uint64
+	Cur   uint64
+	Head  uint32
+	Pad   uint32
+	Ring  [128]struct {
+		_     structs.HostLayout
+		Start uint64
+		End   uint64
+		Off   struct {
+			_     structs.HostLayout
+			Id    uint64
+			Class uint32
+			Pad   uint32
+			Comm  [16]int8
+		}
+	}
+}
+
 type runqlatHist struct {
 	_     structs.HostLayout
 	Slots [256]uint64
+}
+
+type runqlatStamp struct {
+	_     structs.HostLayout
+	Ts    uint64
+	Cg    uint64
+	Cpu   uint32
+	Flags uint32
+}
+
+type runqlatVictimKey struct {
+	_   structs.HostLayout
+	Cg  uint64
+	Gen uint32
+	Pad uint32
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	runqlatMapAttr          = "attr"
+	runqlatMapCpuStates     = "cpu_states"
+	runqlatMapGen           = "gen"
 	runqlatMapHists         = "hists"
 	runqlatMapMaxes         = "maxes"
+	runqlatMapOthers        = "others"
 	runqlatMapPodCgroups    = "pod_cgroups"
 	runqlatMapPodHists      = "pod_hists"
 	runqlatMapPodMaxes      = "pod_maxes"
 	runqlatMapPodsOn        = "pods_on"
 	runqlatMapStart         = "start"
+	runqlatMapWaiting       = "waiting"
 	runqlatProgLtbSwitch    = "ltb_switch"
 	runqlatProgLtbWakeup    = "ltb_wakeup"
 	runqlatProgLtbWakeupNew = "ltb_wakeup_new"
 	runqlatProgLtrSwitch    = "ltr_switch"
 	runqlatProgLtrWakeup    = "ltr_wakeup"
 	runqlatProgLtrWakeupNew = "ltr_wakeup_new"
+	runqlatVarAttribution   = "attribution"
 )
 
 // loadRunqlat returns the embedded CollectionSpec for runqlat.
@@ -91,19 +153,25 @@ type runqlatProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type runqlatMapSpecs struct {
+	Attr       *ebpf.MapSpec `ebpf:"attr"`
+	CpuStates  *ebpf.MapSpec `ebpf:"cpu_states"`
+	Gen        *ebpf.MapSpec `ebpf:"gen"`
 	Hists      *ebpf.MapSpec `ebpf:"hists"`
 	Maxes      *ebpf.MapSpec `ebpf:"maxes"`
+	Others     *ebpf.MapSpec `ebpf:"others"`
 	PodCgroups *ebpf.MapSpec `ebpf:"pod_cgroups"`
 	PodHists   *ebpf.MapSpec `ebpf:"pod_hists"`
 	PodMaxes   *ebpf.MapSpec `ebpf:"pod_maxes"`
 	PodsOn     *ebpf.MapSpec `ebpf:"pods_on"`
 	Start      *ebpf.MapSpec `ebpf:"start"`
+	Waiting    *ebpf.MapSpec `ebpf:"waiting"`
 }
 
 // runqlatVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type runqlatVariableSpecs struct {
+	Attribution *ebpf.VariableSpec `ebpf:"attribution"`
 }
 
 // runqlatObjects contains all objects after they have been loaded into the kernel.
@@ -126,24 +194,34 @@ func (o *runqlatObjects) Close() error {
 //
 // It can be passed to loadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type runqlatMaps struct {
+	Attr       *ebpf.Map `ebpf:"attr"`
+	CpuStates  *ebpf.Map `ebpf:"cpu_states"`
+	Gen        *ebpf.Map `ebpf:"gen"`
 	Hists      *ebpf.Map `ebpf:"hists"`
 	Maxes      *ebpf.Map `ebpf:"maxes"`
+	Others     *ebpf.Map `ebpf:"others"`
 	PodCgroups *ebpf.Map `ebpf:"pod_cgroups"`
 	PodHists   *ebpf.Map `ebpf:"pod_hists"`
 	PodMaxes   *ebpf.Map `ebpf:"pod_maxes"`
 	PodsOn     *ebpf.Map `ebpf:"pods_on"`
 	Start      *ebpf.Map `ebpf:"start"`
+	Waiting    *ebpf.Map `ebpf:"waiting"`
 }
 
 func (m *runqlatMaps) Close() error {
 	return _RunqlatClose(
+		m.Attr,
+		m.CpuStates,
+		m.Gen,
 		m.Hists,
 		m.Maxes,
+		m.Others,
 		m.PodCgroups,
 		m.PodHists,
 		m.PodMaxes,
 		m.PodsOn,
 		m.Start,
+		m.Waiting,
 	)
 }
 
@@ -151,6 +229,7 @@ func (m *runqlatMaps) Close() error {
 //
 // It can be passed to loadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type runqlatVariables struct {
+	Attribution *ebpf.Variable `ebpf:"attribution"`
 }
 
 // runqlatPrograms contains all programs after they have been loaded into the kernel.

@@ -2,8 +2,10 @@
 // by hack/generate-bpf.sh into runqlat_bpfel.o and its bpf2go loader): it
 // loads it, attaches it to sched_wakeup, sched_wakeup_new and sched_switch
 // (tp_btf where the kernel has BPF tracing programs, raw_tp otherwise) and
-// reads the per-CPU log-linear histograms. It knows nothing about CPU
-// classes or percentiles; package measure does.
+// reads the per-CPU log-linear histograms and, with attribution (on unless
+// WithoutAttribution), the measured pods' waits split by what ran on their
+// CPU meanwhile (attribution.go). It knows nothing about CPU classes,
+// percentiles or pods; package measure does.
 package bpf
 
 import (
@@ -54,8 +56,16 @@ type Tracer struct {
 	podsOn *ebpf.Map
 	progs  []*ebpf.Program
 	links  []link.Link
-	// tracked are the IDs now in pod_cgroups.
-	tracked map[uint64]bool
+	// tracked are the IDs now in pod_cgroups, with their values.
+	tracked map[uint64]uint8
+	// attribution says the attribution code is loaded (attr and others
+	// are unused otherwise).
+	attribution bool
+	attr        *ebpf.Map
+	others      *ebpf.Map
+	gen         *ebpf.Map
+	curGen      uint32
+	kernelOnly  []*ebpf.Map // loaded maps only the kernel uses, for Close
 }
 
 // class is one histogram and its max: every task (node) or the measured
@@ -73,41 +83,76 @@ type objects struct {
 	PodsOn     *ebpf.Map     `ebpf:"pods_on"`
 	PodHists   *ebpf.Map     `ebpf:"pod_hists"`
 	PodMaxes   *ebpf.Map     `ebpf:"pod_maxes"`
+	Attr       *ebpf.Map     `ebpf:"attr"`
+	Others     *ebpf.Map     `ebpf:"others"`
+	Gen        *ebpf.Map     `ebpf:"gen"`
+	Waiting    *ebpf.Map     `ebpf:"waiting"`
+	CPUStates  *ebpf.Map     `ebpf:"cpu_states"`
+}
+
+// Option changes how the program is loaded.
+type Option func(*options)
+
+type options struct{ attribution bool }
+
+// WithoutAttribution loads the program with attribution compiled out by the
+// verifier (the "without" side of the cost benchmark).
+func WithoutAttribution() Option { return func(o *options) { o.attribution = false } }
+
+func optionsOf(opts []Option) options {
+	o := options{attribution: true}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 var tracepoints = []string{"sched_wakeup", "sched_wakeup_new", "sched_switch"}
 
 // OpenAttach loads and attaches the program with one attach type only
 // (AttachTPBTF or AttachRawTP).
-func OpenAttach(attach string) (*Tracer, error) {
+func OpenAttach(attach string, opts ...Option) (*Tracer, error) {
 	_ = rlimit.RemoveMemlock()
+	o := optionsOf(opts)
 	switch attach {
 	case AttachTPBTF:
-		return open(AttachTPBTF, "ltb_")
+		return open(AttachTPBTF, "ltb_", o)
 	case AttachRawTP:
-		return open(AttachRawTP, "ltr_")
+		return open(AttachRawTP, "ltr_", o)
 	}
 	return nil, fmt.Errorf("unknown attach type %q", attach)
 }
 
 // Open loads and attaches the program, trying tp_btf first and raw_tp second.
-func Open() (*Tracer, error) {
+func Open(opts ...Option) (*Tracer, error) {
 	_ = rlimit.RemoveMemlock() // only matters before 5.11 (memcg accounting)
-	t, errBTF := open(AttachTPBTF, "ltb_")
+	o := optionsOf(opts)
+	t, errBTF := open(AttachTPBTF, "ltb_", o)
 	if errBTF == nil {
 		return t, nil
 	}
-	t, errRaw := open(AttachRawTP, "ltr_")
+	t, errRaw := open(AttachRawTP, "ltr_", o)
 	if errRaw == nil {
 		return t, nil
 	}
 	return nil, fmt.Errorf("load run-queue latency BPF: %w", errors.Join(errBTF, errRaw))
 }
 
-func open(attach, prefix string) (*Tracer, error) {
+func open(attach, prefix string, o options) (*Tracer, error) {
 	spec, err := loadRunqlat()
 	if err != nil {
 		return nil, err
+	}
+	on := uint32(0)
+	if o.attribution {
+		on = 1
+	}
+	v, ok := spec.Variables["attribution"]
+	if !ok {
+		return nil, errors.New("BPF object has no attribution switch")
+	}
+	if err := v.Set(on); err != nil {
+		return nil, fmt.Errorf("set attribution: %w", err)
 	}
 	keep := map[string]string{prefix + "wakeup": "wakeup", prefix + "wakeup_new": "wakeup_new", prefix + "switch": "switch"}
 	progs := map[string]*ebpf.ProgramSpec{}
@@ -122,8 +167,10 @@ func open(attach, prefix string) (*Tracer, error) {
 		return nil, fmt.Errorf("%s: %w", attach, err)
 	}
 	t := &Tracer{attach: attach, node: class{objs.Hists, objs.Maxes}, pods: class{objs.PodHists, objs.PodMaxes},
-		start: objs.Start, podIDs: objs.PodCgroups, podsOn: objs.PodsOn, tracked: map[uint64]bool{},
-		progs: []*ebpf.Program{objs.Wakeup, objs.WakeupNew, objs.Switch}}
+		start: objs.Start, podIDs: objs.PodCgroups, podsOn: objs.PodsOn, tracked: map[uint64]uint8{},
+		progs:       []*ebpf.Program{objs.Wakeup, objs.WakeupNew, objs.Switch},
+		attribution: o.attribution, attr: objs.Attr, others: objs.Others, gen: objs.Gen,
+		kernelOnly: []*ebpf.Map{objs.Waiting, objs.CPUStates}}
 	for i, p := range t.progs {
 		l, err := attachOne(attach, tracepoints[i], p)
 		if err != nil {
@@ -155,20 +202,38 @@ func (t *Tracer) Read() ([]CPUHist, error) { return t.node.read() }
 // ReadPods is Read for the tasks of the cgroups given to SetPodCgroups.
 func (t *Tracer) ReadPods() ([]CPUHist, error) { return t.pods.read() }
 
-// SetPodCgroups makes ids (cgroup IDs: the inode numbers of the pods' and
-// their containers' cgroup directories in the cpu controller) the measured
-// set, replacing the previous one. At most MaxPodCgroups IDs.
-func (t *Tracer) SetPodCgroups(ids []uint64) error {
-	if len(ids) > MaxPodCgroups {
-		return fmt.Errorf("%d pod cgroups, at most %d", len(ids), MaxPodCgroups)
+// PodCgroup is a measured cgroup: ID is the inode number of a pod's or
+// container's cgroup directory in the cpu controller; Limited says the pod
+// has a CFS quota, so attribution reads its tasks' throttle state (a wait
+// that begins throttled is self-throttling).
+type PodCgroup struct {
+	ID      uint64
+	Limited bool
+}
+
+// Values in pod_cgroups, mirrored from runqlat.bpf.c.
+const (
+	pcMeasured uint8 = 1
+	pcLimited  uint8 = 2
+)
+
+// SetPodCgroups makes cgs the measured set, replacing the previous one. At
+// most MaxPodCgroups.
+func (t *Tracer) SetPodCgroups(cgs []PodCgroup) error {
+	if len(cgs) > MaxPodCgroups {
+		return fmt.Errorf("%d pod cgroups, at most %d", len(cgs), MaxPodCgroups)
 	}
-	want := make(map[uint64]bool, len(ids))
-	for _, id := range ids {
-		want[id] = true
+	want := make(map[uint64]uint8, len(cgs))
+	for _, c := range cgs {
+		v := pcMeasured
+		if c.Limited {
+			v |= pcLimited
+		}
+		want[c.ID] |= v
 	}
 	var errs []error
 	for id := range t.tracked {
-		if !want[id] {
+		if _, ok := want[id]; !ok {
 			if err := t.podIDs.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				errs = append(errs, err)
 				continue
@@ -176,13 +241,13 @@ func (t *Tracer) SetPodCgroups(ids []uint64) error {
 			delete(t.tracked, id)
 		}
 	}
-	for id := range want {
-		if !t.tracked[id] {
-			if err := t.podIDs.Put(id, uint8(1)); err != nil {
+	for id, v := range want {
+		if cur, ok := t.tracked[id]; !ok || cur != v {
+			if err := t.podIDs.Put(id, v); err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			t.tracked[id] = true
+			t.tracked[id] = v
 		}
 	}
 	on := uint32(0)
@@ -229,7 +294,9 @@ func (t *Tracer) Close() error {
 			errs = append(errs, p.Close())
 		}
 	}
-	for _, m := range []*ebpf.Map{t.node.hists, t.node.maxes, t.pods.hists, t.pods.maxes, t.start, t.podIDs, t.podsOn} {
+	maps := append([]*ebpf.Map{t.node.hists, t.node.maxes, t.pods.hists, t.pods.maxes, t.start, t.podIDs, t.podsOn,
+		t.attr, t.others, t.gen}, t.kernelOnly...)
+	for _, m := range maps {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
