@@ -68,8 +68,9 @@ func budgetCondition(in budgetInput) metav1.Condition {
 
 // ChangedMaterially reports whether cur differs enough from prev to be worth
 // a status write: a source appeared or went, a class p99 moved by more than
-// 10%, the throttled ratio, the set of finding types and severities, or the
-// budget verdict changed. Counts and evidence that move every window do not.
+// 10%, the throttled ratio, the set of finding types and severities, the
+// budget verdict, or who made the measured pods wait (podWaitsMoved)
+// changed. Counts and evidence that move every window do not.
 func ChangedMaterially(prev, cur *Result) bool {
 	if prev == nil || cur == nil {
 		return prev != cur
@@ -94,7 +95,7 @@ func ChangedMaterially(prev, cur *Result) bool {
 			return true
 		}
 	}
-	return false
+	return podWaitsMoved(prev.Latency.Pods, cur.Latency.Pods)
 }
 
 func findingKeys(fs []v1alpha1.Finding) string {

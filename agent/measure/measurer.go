@@ -61,6 +61,9 @@ type Result struct {
 	// first (attribution.go). Nil where BPF or attribution is off or no pod
 	// was measured through the window.
 	Attribution []PodAttribution `json:"attribution,omitempty"`
+	// Neighbours is the measured pods' wait charged to neighbours in the
+	// window (the rollout's evidence); nil without Attribution.
+	Neighbours *v1alpha1.NeighbourWait `json:"neighbours,omitempty"`
 	// Hists are the full-resolution histograms per class, for the CLI.
 	Hists map[string]*Hist `json:"-"`
 }
@@ -250,6 +253,15 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 		irqs: [2]counterTable{prevIRQ, m.irqs}, softirqs: [2]counterTable{prevSoft, m.softirqs},
 		haveIRQs: hadIRQ && m.haveIRQ, haveSoft: hadSoft && m.haveSoft}
 	res.Findings = c.findings()
+	if len(res.Attribution) > 0 {
+		if res.Latency != nil {
+			res.Latency.Pods = podWaits(res.Attribution, window)
+		}
+		res.Neighbours = neighbours(res.Attribution, window)
+		if f := noisyNeighbor(res.Attribution, window); f != nil {
+			res.Findings = append(res.Findings, *f)
+		}
+	}
 
 	res.Budget = budgetCondition(budgetInput{
 		budget: in.Tuning.LatencyBudget, p99: res.RunQueueP99,

@@ -1,0 +1,88 @@
+package measure
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+func victim(wait time.Duration, offenders ...Offender) PodAttribution {
+	by := map[OffenderClass]time.Duration{}
+	for _, o := range offenders {
+		by[o.Class] += o.Wait
+	}
+	return PodAttribution{Namespace: "shop", Name: "gateway-0", Wait: wait, ByClass: by, Offenders: offenders}
+}
+
+// A hog pod holding 71 % of a measured pod's 38 ms of wait a second is in
+// status with rounded figures, in the rollout's evidence as the top
+// neighbour, and a NoisyNeighbor finding with the remedy for a pod.
+func TestAttributionInStatus(t *testing.T) {
+	const window = 2 * time.Second
+	att := []PodAttribution{victim(76*time.Millisecond,
+		Offender{Class: OffenderPod, Name: "batch/nightly-tar", Wait: 54 * time.Millisecond},
+		Offender{Class: OffenderKernelThread, Name: "ksoftirqd/1", Wait: 15 * time.Millisecond},
+		Offender{Class: OffenderIdle, Wait: 7 * time.Millisecond})}
+	pw := podWaits(att, window)
+	if len(pw) != 1 || pw[0].WaitPerSecond.Duration != 38*time.Millisecond {
+		t.Fatalf("podWaits = %+v, want one pod waiting 38ms/s", pw)
+	}
+	want := []v1alpha1.Offender{{Class: v1alpha1.OffenderPod, Name: "batch/nightly-tar", SharePercent: 70},
+		{Class: v1alpha1.OffenderKernelThread, Name: "ksoftirqd/1", SharePercent: 20}, {Class: v1alpha1.OffenderIdle, SharePercent: 10}}
+	for i, o := range pw[0].Offenders {
+		if o != want[i] {
+			t.Errorf("offender %d = %+v, want %+v", i, o, want[i])
+		}
+	}
+	n := neighbours(att, window)
+	if n.Top != "Pod batch/nightly-tar" || n.SharePercent != 90 || n.PerSecond.Duration != 35*time.Millisecond {
+		t.Errorf("neighbours = %+v (%v/s), want Pod batch/nightly-tar, 90%%, 35ms/s", n, n.PerSecond)
+	}
+	f := noisyNeighbor(att, window)
+	if f == nil || f.Type != findingNoisyNeighbor || !strings.Contains(f.Message, "shop/gateway-0 waited 38ms a second") ||
+		!strings.Contains(f.Message, "70% of it behind Pod batch/nightly-tar") || !strings.Contains(f.Message, "cpus.isolated") {
+		t.Errorf("finding = %+v", f)
+	}
+}
+
+// No finding when the pod's own CPU quota or the CPU's idle exit made it
+// wait, or when the wait is negligible.
+func TestNoNoisyNeighborWithoutANeighbour(t *testing.T) {
+	const window = time.Second
+	for name, att := range map[string][]PodAttribution{
+		"own quota": {victim(50*time.Millisecond, Offender{Class: OffenderSelfThrottling, Wait: 50 * time.Millisecond})},
+		"idle exit": {victim(50*time.Millisecond, Offender{Class: OffenderIdle, Wait: 45 * time.Millisecond},
+			Offender{Class: OffenderPod, Name: "a/b", Wait: 5 * time.Millisecond})},
+		"negligible": {victim(500*time.Microsecond, Offender{Class: OffenderPod, Name: "a/b", Wait: 500 * time.Microsecond})},
+	} {
+		if f := noisyNeighbor(att, window); f != nil {
+			t.Errorf("%s: finding %s", name, f.Message)
+		}
+	}
+}
+
+// A window that only jitters is not a status write; a new top offender or
+// a share that moves by 10 points is.
+func TestPodWaitsMovedMaterially(t *testing.T) {
+	const window = time.Second
+	base := podWaits([]PodAttribution{victim(40*time.Millisecond,
+		Offender{Class: OffenderPod, Name: "a/hog", Wait: 30 * time.Millisecond},
+		Offender{Class: OffenderIdle, Wait: 10 * time.Millisecond})}, window)
+	jitter := podWaits([]PodAttribution{victim(42*time.Millisecond,
+		Offender{Class: OffenderPod, Name: "a/hog", Wait: 31 * time.Millisecond},
+		Offender{Class: OffenderIdle, Wait: 11 * time.Millisecond})}, window)
+	swapped := podWaits([]PodAttribution{victim(40*time.Millisecond,
+		Offender{Class: OffenderIdle, Wait: 30 * time.Millisecond},
+		Offender{Class: OffenderPod, Name: "a/hog", Wait: 10 * time.Millisecond})}, window)
+	shifted := podWaits([]PodAttribution{victim(40*time.Millisecond,
+		Offender{Class: OffenderPod, Name: "a/hog", Wait: 25 * time.Millisecond},
+		Offender{Class: OffenderIdle, Wait: 15 * time.Millisecond})}, window)
+	if podWaitsMoved(base, jitter) {
+		t.Error("jitter counted as a change")
+	}
+	if !podWaitsMoved(base, swapped) || !podWaitsMoved(base, shifted) || !podWaitsMoved(base, nil) {
+		t.Error("a new ranking, a 10-point share move or the list going must count")
+	}
+}
