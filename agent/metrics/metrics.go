@@ -31,7 +31,11 @@ var (
 		"The profile's latencyBudget.runQueueP99 for this node.", []string{"profile"}, nil)
 	withinDesc = prometheus.NewDesc("latencytier_node_within_budget",
 		"1 while the node's WithinBudget condition is True, 0 while False.", []string{"profile"}, nil)
-	podLabels   = []string{"namespace", "pod", "opted_in"}
+	// podLabels name the measured pod with labels no scraper sets: the
+	// Prometheus Operator (and any kubernetes_sd relabelling) sets
+	// namespace and pod to the scraped pod's, the agent's own, and would
+	// rename ours to exported_namespace / exported_pod.
+	podLabels   = []string{"pod_namespace", "pod_name", "opted_in"}
 	periodsDesc = prometheus.NewDesc("latencytier_pod_cfs_periods_total",
 		"CFS periods (nr_periods) of a measured or opted-in pod's cgroup.", podLabels, nil)
 	throttledDesc = prometheus.NewDesc("latencytier_pod_throttled_periods_total",

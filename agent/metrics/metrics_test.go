@@ -41,13 +41,13 @@ func TestCollectorCountsPodsWhileMeasured(t *testing.T) {
 	want := `
 # HELP latencytier_pod_cfs_periods_total CFS periods (nr_periods) of a measured or opted-in pod's cgroup.
 # TYPE latencytier_pod_cfs_periods_total counter
-latencytier_pod_cfs_periods_total{namespace="shop",opted_in="true",pod="gw-0"} 200
+latencytier_pod_cfs_periods_total{opted_in="true",pod_name="gw-0",pod_namespace="shop"} 200
 # HELP latencytier_pod_throttled_periods_total CFS periods in which the pod was throttled (nr_throttled).
 # TYPE latencytier_pod_throttled_periods_total counter
-latencytier_pod_throttled_periods_total{namespace="shop",opted_in="true",pod="gw-0"} 3
+latencytier_pod_throttled_periods_total{opted_in="true",pod_name="gw-0",pod_namespace="shop"} 3
 # HELP latencytier_pod_throttled_seconds_total Time the pod was throttled (throttled_time, throttled_usec).
 # TYPE latencytier_pod_throttled_seconds_total counter
-latencytier_pod_throttled_seconds_total{namespace="shop",opted_in="true",pod="gw-0"} 0.05
+latencytier_pod_throttled_seconds_total{opted_in="true",pod_name="gw-0",pod_namespace="shop"} 0.05
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "latencytier_pod_cfs_periods_total",
 		"latencytier_pod_throttled_periods_total", "latencytier_pod_throttled_seconds_total"); err != nil {
