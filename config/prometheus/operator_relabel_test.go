@@ -376,6 +376,7 @@ func TestPodSeriesSurviveOperatorRelabelling(t *testing.T) {
 						"summary": "Opted-in pod shop/gateway-0 is CFS-throttled",
 						"description": "20% of the CFS periods of shop/gateway-0 on node " + agentNode +
 							" were throttled over 5 minutes although the pod opted into quota removal.",
+						"runbook_url": runbookURL("LatencyTierOptedInPodThrottled"),
 					},
 				}},
 			}},
