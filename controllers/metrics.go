@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"sync"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -20,6 +23,21 @@ var (
 		"Nodes of a LatencyProfile's rollout by their latest verdict (Improved, Unchanged, Regressed, Inconclusive).",
 		"profile", "verdict")
 
+	profileRolloutFailed = gaugeVec("latencytier_profile_rollout_failed_nodes",
+		"Nodes that hold the LatencyProfile's rollout revision and failed it (regressed, failed to apply or timed out); a rollback that moved them back makes it 0.",
+		"profile")
+	profileReportInterval = gaugeVec("latencytier_profile_report_interval_seconds",
+		"How often the agents of the LatencyProfile measure and report (measurement.interval); absent when it measures nothing.",
+		"profile")
+
+	// Per node: bounded by the fleet, one series per node a profile owns.
+	nodeSelected = gaugeVec("latencytier_node_selected",
+		"1 for each node the LatencyProfile owns (selects and wins): its agent should run there.",
+		"node", "profile")
+	nodeLastReport = gaugeVec("latencytier_node_last_report_timestamp_seconds",
+		"When the agent of a node the LatencyProfile owns ended its latest measurement window (status.latency.measuredAt); absent before its first and when the profile measures nothing.",
+		"node", "profile")
+
 	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "latencytier_reconcile_errors_total",
 		Help: "Reconciles that returned an error, by controller.",
@@ -31,7 +49,8 @@ func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 }
 
 func init() {
-	metrics.Registry.MustRegister(profileNodes, profileWorstP99, profileRolloutNodes, reconcileErrors)
+	metrics.Registry.MustRegister(profileNodes, profileWorstP99, profileRolloutNodes, profileRolloutFailed,
+		profileReportInterval, nodeSelected, nodeLastReport, reconcileErrors)
 }
 
 var allNodeStates = []v1alpha1.ProfileNodeState{
@@ -51,8 +70,10 @@ func recordProfileMetrics(profile string, counts map[v1alpha1.ProfileNodeState]i
 			v1alpha1.VerdictRegressed: r.Regressed, v1alpha1.VerdictInconclusive: r.Inconclusive} {
 			profileRolloutNodes.WithLabelValues(profile, verdict).Set(float64(n))
 		}
+		profileRolloutFailed.WithLabelValues(profile).Set(float64(r.Failed))
 	} else {
 		profileRolloutNodes.DeletePartialMatch(prometheus.Labels{"profile": profile})
+		profileRolloutFailed.DeleteLabelValues(profile)
 	}
 	if st.WorstRunQueueP99 == nil {
 		profileWorstP99.DeleteLabelValues(profile)
@@ -65,5 +86,98 @@ func recordProfileMetrics(profile string, counts map[v1alpha1.ProfileNodeState]i
 func forgetProfileMetrics(profile string) {
 	profileNodes.DeletePartialMatch(prometheus.Labels{"profile": profile})
 	profileRolloutNodes.DeletePartialMatch(prometheus.Labels{"profile": profile})
+	profileRolloutFailed.DeleteLabelValues(profile)
 	profileWorstP99.DeleteLabelValues(profile)
+	profileReportInterval.DeleteLabelValues(profile)
+	recordNodeMetrics(profile, nil)
+}
+
+// agentMeasureInterval is the agent's measurement interval when the
+// profile names none (agent/loop's defaultMeasureInterval).
+const agentMeasureInterval = 30 * time.Second
+
+// nodeReport is a node a profile owns and when its agent last reported.
+type nodeReport struct {
+	node       string
+	lastReport *time.Time // nil: no report, or the profile measures nothing
+}
+
+// nodeReports lists the nodes in.Profile owns (as status and the rollout
+// count them: it wins them, no tie) and their agents' latest reports.
+func nodeReports(in statusInput) []nodeReport {
+	name := in.Profile.Name
+	measured := !unmeasured(in.Profile)
+	var out []nodeReport
+	for i := range in.Nodes {
+		node := &in.Nodes[i]
+		if resolveNode(node.Labels, in.Candidates).Winner != name {
+			continue
+		}
+		r := nodeReport{node: node.Name}
+		if ln := in.LatencyNodes[node.Name]; measured && ln != nil && ln.Status.Latency != nil && ln.Status.Latency.MeasuredAt != nil {
+			t := ln.Status.Latency.MeasuredAt.Time
+			r.lastReport = &t
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// reportInterval is how often p's agents report, false when they measure
+// nothing.
+func reportInterval(p *v1alpha1.LatencyProfile) (time.Duration, bool) {
+	if unmeasured(p) {
+		return 0, false
+	}
+	if m := p.Spec.Measurement; m != nil && m.Interval != nil && m.Interval.Duration > 0 {
+		return m.Interval.Duration, true
+	}
+	return agentMeasureInterval, true
+}
+
+// recordProfileReports sets the report interval and the per-node series
+// of one pass of profile p.
+func recordProfileReports(p *v1alpha1.LatencyProfile, reports []nodeReport) {
+	if d, ok := reportInterval(p); ok {
+		profileReportInterval.WithLabelValues(p.Name).Set(d.Seconds())
+	} else {
+		profileReportInterval.DeleteLabelValues(p.Name)
+	}
+	recordNodeMetrics(p.Name, reports)
+}
+
+// nodeSeries remembers which nodes hold series of each profile, so a pass
+// drops exactly the nodes the profile no longer owns (deleting and
+// re-adding all would show a scrape between the two no nodes at all).
+var nodeSeries = struct {
+	sync.Mutex
+	byProfile map[string]map[string]bool
+}{byProfile: map[string]map[string]bool{}}
+
+// recordNodeMetrics sets profile's per-node series to reports (none: the
+// profile is gone).
+func recordNodeMetrics(profile string, reports []nodeReport) {
+	nodeSeries.Lock()
+	defer nodeSeries.Unlock()
+	now := make(map[string]bool, len(reports))
+	for _, r := range reports {
+		now[r.node] = true
+		nodeSelected.WithLabelValues(r.node, profile).Set(1)
+		if r.lastReport != nil {
+			nodeLastReport.WithLabelValues(r.node, profile).Set(float64(r.lastReport.Unix()))
+		} else {
+			nodeLastReport.DeleteLabelValues(r.node, profile)
+		}
+	}
+	for node := range nodeSeries.byProfile[profile] {
+		if !now[node] {
+			nodeSelected.DeleteLabelValues(node, profile)
+			nodeLastReport.DeleteLabelValues(node, profile)
+		}
+	}
+	if len(now) == 0 {
+		delete(nodeSeries.byProfile, profile)
+		return
+	}
+	nodeSeries.byProfile[profile] = now
 }

@@ -79,6 +79,7 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	in.Rollout = rollout
 	st, counts := computeStatus(p.Status, in)
 	recordProfileMetrics(p.Name, counts, st)
+	recordProfileReports(p, nodeReports(in))
 	gated, err := r.patchStatus(ctx, p, st)
 	if err != nil {
 		return ctrl.Result{}, err

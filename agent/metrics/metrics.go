@@ -31,7 +31,11 @@ var (
 		"The profile's latencyBudget.runQueueP99 for this node.", []string{"profile"}, nil)
 	withinDesc = prometheus.NewDesc("latencytier_node_within_budget",
 		"1 while the node's WithinBudget condition is True, 0 while False.", []string{"profile"}, nil)
-	podLabels   = []string{"namespace", "pod", "opted_in"}
+	// podLabels name the measured pod with labels no scraper sets: the
+	// Prometheus Operator (and any kubernetes_sd relabelling) sets
+	// namespace and pod to the scraped pod's, the agent's own, and would
+	// rename ours to exported_namespace / exported_pod.
+	podLabels   = []string{"pod_namespace", "pod_name", "opted_in"}
 	periodsDesc = prometheus.NewDesc("latencytier_pod_cfs_periods_total",
 		"CFS periods (nr_periods) of a measured or opted-in pod's cgroup.", podLabels, nil)
 	throttledDesc = prometheus.NewDesc("latencytier_pod_throttled_periods_total",
@@ -39,9 +43,11 @@ var (
 	throttledSecDesc = prometheus.NewDesc("latencytier_pod_throttled_seconds_total",
 		"Time the pod was throttled (throttled_time, throttled_usec).", podLabels, nil)
 	stateDesc = prometheus.NewDesc("latencytier_setting_state",
-		"1 for the state a setting is in, 0 for the states it was in before.", []string{"setting", "state"}, nil)
+		"1 for each state a setting is in (a pod's settings of one kind count as one), 0 for the states it was in before.",
+		[]string{"setting", "state"}, nil)
 	reassertDesc = prometheus.NewDesc("latencytier_drift_reasserts_total",
-		"Times the agent found a setting changed by something else and wrote it back.", []string{"setting"}, nil)
+		"Times the agent found a setting (a pod's settings of one kind count as one) changed by something else and wrote it back.",
+		[]string{"setting"}, nil)
 	journalDesc = prometheus.NewDesc("latencytier_journal_entries",
 		"Originals held in the journal (what a revert restores).", nil, nil)
 )
@@ -71,8 +77,8 @@ type Collector struct {
 	profile   string
 	budget    *metav1.Duration
 	within    metav1.ConditionStatus
-	states    map[string]map[v1alpha1.SettingState]bool // setting → state → current
-	reasserts map[string]uint64
+	states    map[string]map[v1alpha1.SettingState]bool // seriesKey → state → current
+	reasserts map[string]uint64                         // seriesKey → count
 }
 
 // New returns a Collector that reads the journal under root on each scrape.
@@ -119,6 +125,8 @@ func (c *Collector) Measured(res *measure.Result) {
 
 // Observed takes a pass's status: setting states, the budget and the
 // WithinBudget condition. Settings no longer in status lose their series.
+// Settings sharing a seriesKey (a pod's threads, containers, incarnations)
+// are one series per state: 1 while any of them is in it.
 func (c *Collector) Observed(spec v1alpha1.LatencyNodeSpec, st v1alpha1.LatencyNodeStatus) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -133,14 +141,17 @@ func (c *Collector) Observed(spec v1alpha1.LatencyNodeSpec, st v1alpha1.LatencyN
 	}
 	now := make(map[string]bool, len(st.Settings))
 	for _, s := range st.Settings {
-		now[s.Setting] = true
-		states := c.states[s.Setting]
+		key := seriesKey(s.Setting)
+		states := c.states[key]
 		if states == nil {
 			states = map[v1alpha1.SettingState]bool{}
-			c.states[s.Setting] = states
+			c.states[key] = states
 		}
-		for k := range states {
-			states[k] = false
+		if !now[key] {
+			now[key] = true
+			for k := range states {
+				states[k] = false
+			}
 		}
 		states[s.State] = true
 	}
@@ -157,7 +168,7 @@ func (c *Collector) Reasserted(settings []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range settings {
-		c.reasserts[id]++
+		c.reasserts[seriesKey(id)]++
 	}
 }
 

@@ -41,13 +41,13 @@ func TestCollectorCountsPodsWhileMeasured(t *testing.T) {
 	want := `
 # HELP latencytier_pod_cfs_periods_total CFS periods (nr_periods) of a measured or opted-in pod's cgroup.
 # TYPE latencytier_pod_cfs_periods_total counter
-latencytier_pod_cfs_periods_total{namespace="shop",opted_in="true",pod="gw-0"} 200
+latencytier_pod_cfs_periods_total{opted_in="true",pod_name="gw-0",pod_namespace="shop"} 200
 # HELP latencytier_pod_throttled_periods_total CFS periods in which the pod was throttled (nr_throttled).
 # TYPE latencytier_pod_throttled_periods_total counter
-latencytier_pod_throttled_periods_total{namespace="shop",opted_in="true",pod="gw-0"} 3
+latencytier_pod_throttled_periods_total{opted_in="true",pod_name="gw-0",pod_namespace="shop"} 3
 # HELP latencytier_pod_throttled_seconds_total Time the pod was throttled (throttled_time, throttled_usec).
 # TYPE latencytier_pod_throttled_seconds_total counter
-latencytier_pod_throttled_seconds_total{namespace="shop",opted_in="true",pod="gw-0"} 0.05
+latencytier_pod_throttled_seconds_total{opted_in="true",pod_name="gw-0",pod_namespace="shop"} 0.05
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "latencytier_pod_cfs_periods_total",
 		"latencytier_pod_throttled_periods_total", "latencytier_pod_throttled_seconds_total"); err != nil {
@@ -72,12 +72,12 @@ func TestCollectorSettingStatesAndReasserts(t *testing.T) {
 	c.Reasserted([]string{"irq/24"})
 	set(v1alpha1.SettingApplied, v1alpha1.SettingApplied)
 	want := `
-# HELP latencytier_setting_state 1 for the state a setting is in, 0 for the states it was in before.
+# HELP latencytier_setting_state 1 for each state a setting is in (a pod's settings of one kind count as one), 0 for the states it was in before.
 # TYPE latencytier_setting_state gauge
 latencytier_setting_state{setting="irq/24",state="Applied"} 1
 latencytier_setting_state{setting="scheduler/autogroup",state="Applied"} 1
 latencytier_setting_state{setting="scheduler/autogroup",state="Failed"} 0
-# HELP latencytier_drift_reasserts_total Times the agent found a setting changed by something else and wrote it back.
+# HELP latencytier_drift_reasserts_total Times the agent found a setting (a pod's settings of one kind count as one) changed by something else and wrote it back.
 # TYPE latencytier_drift_reasserts_total counter
 latencytier_drift_reasserts_total{setting="irq/24"} 2
 `
@@ -87,7 +87,7 @@ latencytier_drift_reasserts_total{setting="irq/24"} 2
 	}
 	set(v1alpha1.SettingApplied) // irq/24 left the spec
 	want = `
-# HELP latencytier_setting_state 1 for the state a setting is in, 0 for the states it was in before.
+# HELP latencytier_setting_state 1 for each state a setting is in (a pod's settings of one kind count as one), 0 for the states it was in before.
 # TYPE latencytier_setting_state gauge
 latencytier_setting_state{setting="scheduler/autogroup",state="Applied"} 1
 latencytier_setting_state{setting="scheduler/autogroup",state="Failed"} 0

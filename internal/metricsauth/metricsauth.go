@@ -3,6 +3,8 @@
 package metricsauth
 
 import (
+	"crypto/tls"
+
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -13,7 +15,10 @@ import (
 // SubjectAccessReview for get on the non-resource URL /metrics, both made
 // with the server's own identity, whose role must allow creating them
 // (config/rbac for the manager, config/agent/role.yaml for the agent);
-// otherwise plain HTTP to anyone who reaches addr, for local use.
+// otherwise plain HTTP to anyone who reaches addr, for local use. HTTPS
+// offers HTTP/1.1 only (HTTP/2's stream handling has had denial-of-service
+// flaws, CVE-2023-44487 and CVE-2023-39325, and a scraper gains nothing
+// from it), as kubebuilder's scaffold does.
 func ServerOptions(addr string, secure bool) metricsserver.Options {
 	if !secure {
 		return metricsserver.Options{BindAddress: addr}
@@ -22,5 +27,8 @@ func ServerOptions(addr string, secure bool) metricsserver.Options {
 		BindAddress:    addr,
 		SecureServing:  true,
 		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		TLSOpts:        []func(*tls.Config){disableHTTP2},
 	}
 }
+
+func disableHTTP2(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
