@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -42,6 +43,9 @@ var (
 		"CFS periods in which the pod was throttled (nr_throttled).", podLabels, nil)
 	throttledSecDesc = prometheus.NewDesc("latencytier_pod_throttled_seconds_total",
 		"Time the pod was throttled (throttled_time, throttled_usec).", podLabels, nil)
+	waitDesc = prometheus.NewDesc("latencytier_pod_runqueue_wait_seconds_total",
+		"Run-queue wait of a measured pod's tasks, by what ran on its CPU meanwhile (class: SamePod, MeasuredPod, Pod, SystemService, KernelThread, Interrupt, Idle, SelfThrottling, Unattributed, Other). Offender names are in the LatencyNode's status, never labels.",
+		[]string{"pod_namespace", "pod_name", "class"}, nil)
 	stateDesc = prometheus.NewDesc("latencytier_setting_state",
 		"1 for each state a setting is in (a pod's settings of one kind count as one), 0 for the states it was in before.",
 		[]string{"setting", "state"}, nil)
@@ -58,6 +62,12 @@ type podKey struct {
 	optedIn         bool
 }
 
+// waitKey names a pod's attributed wait of one class.
+type waitKey struct {
+	namespace, name string
+	class           measure.OffenderClass
+}
+
 // podCounters are a pod's throttling since the agent first measured it.
 type podCounters struct {
 	periods, throttled int64
@@ -71,9 +81,12 @@ type podCounters struct {
 type Collector struct {
 	root *host.Root
 
-	mu        sync.Mutex
-	hists     map[string]*measure.Hist
-	pods      map[podKey]*podCounters
+	mu    sync.Mutex
+	hists map[string]*measure.Hist
+	pods  map[podKey]*podCounters
+	// waits are each measured pod's attributed run-queue wait by class,
+	// since the agent first measured it: pods × classes series, no more.
+	waits     map[waitKey]time.Duration
 	profile   string
 	budget    *metav1.Duration
 	within    metav1.ConditionStatus
@@ -83,7 +96,7 @@ type Collector struct {
 
 // New returns a Collector that reads the journal under root on each scrape.
 func New(root *host.Root) *Collector {
-	return &Collector{root: root, hists: map[string]*measure.Hist{}, pods: map[podKey]*podCounters{},
+	return &Collector{root: root, hists: map[string]*measure.Hist{}, pods: map[podKey]*podCounters{}, waits: map[waitKey]time.Duration{},
 		states: map[string]map[v1alpha1.SettingState]bool{}, reasserts: map[string]uint64{}}
 }
 
@@ -119,6 +132,26 @@ func (c *Collector) Measured(res *measure.Result) {
 	for k := range c.pods {
 		if !seen[k] {
 			delete(c.pods, k)
+		}
+	}
+	c.addWaits(res.Attribution)
+}
+
+// addWaits adds a window's attributed waits; pods no longer attributed
+// (gone, or no longer measured) lose their series.
+func (c *Collector) addWaits(att []measure.PodAttribution) {
+	measured := map[[2]string]bool{}
+	for _, a := range att {
+		measured[[2]string{a.Namespace, a.Name}] = true
+		for class, d := range a.ByClass {
+			if d > 0 {
+				c.waits[waitKey{a.Namespace, a.Name, class}] += d
+			}
+		}
+	}
+	for k := range c.waits {
+		if !measured[[2]string{k.namespace, k.name}] {
+			delete(c.waits, k)
 		}
 	}
 }
@@ -175,7 +208,7 @@ func (c *Collector) Reasserted(settings []string) {
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{runQueueDesc, budgetDesc, withinDesc, periodsDesc, throttledDesc,
-		throttledSecDesc, stateDesc, reassertDesc, journalDesc} {
+		throttledSecDesc, waitDesc, stateDesc, reassertDesc, journalDesc} {
 		ch <- d
 	}
 }
@@ -202,6 +235,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(periodsDesc, prometheus.CounterValue, float64(pc.periods), lv...)
 		ch <- prometheus.MustNewConstMetric(throttledDesc, prometheus.CounterValue, float64(pc.throttled), lv...)
 		ch <- prometheus.MustNewConstMetric(throttledSecDesc, prometheus.CounterValue, pc.seconds, lv...)
+	}
+	for k, d := range c.waits {
+		ch <- prometheus.MustNewConstMetric(waitDesc, prometheus.CounterValue, d.Seconds(), k.namespace, k.name, string(k.class))
 	}
 	for id, states := range c.states {
 		for state, current := range states {

@@ -137,3 +137,30 @@ latencytier_journal_entries 2
 		t.Errorf("promlint: %v %v", lint, err)
 	}
 }
+
+// TestCollectorCountsAttributedWaits: each measured pod's wait by class
+// accumulates across windows, classes are the only new label (offender
+// names never are), and a pod no longer attributed loses its series.
+func TestCollectorCountsAttributedWaits(t *testing.T) {
+	c := New(host.New(t.TempDir()))
+	pod := func(ns, name string, by map[measure.OffenderClass]time.Duration) measure.PodAttribution {
+		return measure.PodAttribution{Namespace: ns, Name: name, ByClass: by,
+			Offenders: []measure.Offender{{Class: measure.OffenderPod, Name: "batch/tenant-named-this", Wait: time.Second}}}
+	}
+	c.Measured(&measure.Result{Attribution: []measure.PodAttribution{
+		pod("shop", "gw-0", map[measure.OffenderClass]time.Duration{measure.OffenderPod: 300 * time.Millisecond, measure.OffenderIdle: 100 * time.Millisecond}),
+		pod("shop", "gw-1", map[measure.OffenderClass]time.Duration{measure.OffenderKernelThread: time.Second}),
+	}})
+	c.Measured(&measure.Result{Attribution: []measure.PodAttribution{
+		pod("shop", "gw-0", map[measure.OffenderClass]time.Duration{measure.OffenderPod: 200 * time.Millisecond}),
+	}})
+	want := `
+# HELP latencytier_pod_runqueue_wait_seconds_total Run-queue wait of a measured pod's tasks, by what ran on its CPU meanwhile (class: SamePod, MeasuredPod, Pod, SystemService, KernelThread, Interrupt, Idle, SelfThrottling, Unattributed, Other). Offender names are in the LatencyNode's status, never labels.
+# TYPE latencytier_pod_runqueue_wait_seconds_total counter
+latencytier_pod_runqueue_wait_seconds_total{class="Idle",pod_name="gw-0",pod_namespace="shop"} 0.1
+latencytier_pod_runqueue_wait_seconds_total{class="Pod",pod_name="gw-0",pod_namespace="shop"} 0.5
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "latencytier_pod_runqueue_wait_seconds_total"); err != nil {
+		t.Error(err)
+	}
+}
