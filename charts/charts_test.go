@@ -60,6 +60,9 @@ func TestChartRendersConfigDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := objects(t, "helm template", kustomize(t, dir))
+	for _, obj := range got {
+		dropHelmLabels(obj)
+	}
 	want := objects(t, "kustomize build config/default", kustomize(t, filepath.Join("..", "config", "default")))
 
 	for key, w := range want {
@@ -118,6 +121,90 @@ func TestChartValuesReachTheObjects(t *testing.T) {
 			t.Errorf("%s still in latencytier-system with namespace.name=tier", key)
 		}
 	}
+}
+
+// helmLabels are Helm's own standard labels, which the chart puts on the
+// metadata of every object it renders and config/default cannot know (the
+// release, the chart's version, who manages it). They are the only
+// difference the comparison with config/default ignores.
+var helmLabels = []string{
+	"helm.sh/chart",
+	"app.kubernetes.io/instance",
+	"app.kubernetes.io/version",
+	"app.kubernetes.io/managed-by",
+}
+
+// dropHelmLabels removes helmLabels from the object's metadata.labels (and
+// the map when nothing else is left); nothing else.
+func dropHelmLabels(obj map[string]any) {
+	md, _ := obj["metadata"].(map[string]any)
+	labels, _ := md["labels"].(map[string]any)
+	if labels == nil {
+		return
+	}
+	for _, l := range helmLabels {
+		delete(labels, l)
+	}
+	if len(labels) == 0 {
+		delete(md, "labels")
+	}
+}
+
+// TestChartStandardLabels: every object the chart renders (hooks included;
+// the CRDs in crds/ are copied, not templated, so Helm cannot label them)
+// carries Helm's standard labels on its metadata, and no selector or pod
+// template carries the Helm-only ones: a selector is immutable, so a label
+// that changes with the release or the chart version there would make
+// every upgrade fail, and in a pod template it would restart every agent
+// on a chart-only bump.
+func TestChartStandardLabels(t *testing.T) {
+	chart := chartMeta(t)
+	want := map[string]string{
+		"helm.sh/chart":                fmt.Sprintf("latencytier-%s", chart["version"]),
+		"app.kubernetes.io/name":       "latencytier",
+		"app.kubernetes.io/instance":   "rel",
+		"app.kubernetes.io/version":    fmt.Sprint(chart["appVersion"]),
+		"app.kubernetes.io/managed-by": "Helm",
+	}
+	objs := objects(t, "helm template", helm(t, "template", "rel", chartDir, "--namespace", "tier", "--kube-version", kubeVersion))
+	if len(objs) < 20 {
+		t.Fatalf("rendered only %v", keys(objs))
+	}
+	for key, obj := range objs {
+		md, _ := obj["metadata"].(map[string]any)
+		labels, _ := md["labels"].(map[string]any)
+		for k, v := range want {
+			if got := fmt.Sprint(labels[k]); got != v {
+				t.Errorf("%s: label %s = %q, want %q", key, k, got, v)
+			}
+		}
+		spec, _ := obj["spec"].(map[string]any)
+		sel, _ := spec["selector"].(map[string]any)
+		tmpl, _ := spec["template"].(map[string]any)
+		tmd, _ := tmpl["metadata"].(map[string]any)
+		for where, m := range map[string]any{"spec.selector.matchLabels": sel["matchLabels"], "spec.template.metadata.labels": tmd["labels"]} {
+			m, _ := m.(map[string]any)
+			for _, l := range helmLabels {
+				if _, ok := m[l]; ok {
+					t.Errorf("%s: %s carries %s", key, where, l)
+				}
+			}
+		}
+	}
+}
+
+// chartMeta reads the chart's Chart.yaml.
+func chartMeta(t *testing.T) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // isHook: the object is a Helm hook, run by Helm around an install,
