@@ -98,6 +98,7 @@ docker-build: ## Build the image (needs a Docker engine; none runs on the CI VMs
 
 .PHONY: chart
 chart: ## Lint the Helm chart and check it renders what config/default does (charts/charts_test.go).
+	go tool helm lint --strict charts/latencytier
 	go tool helm lint --strict --kube-version 1.37.2 charts/latencytier
 	go test -count=1 ./charts/
 

@@ -38,6 +38,43 @@ func helm(t *testing.T, args ...string) []byte {
 	return out
 }
 
+// helmFails runs helm expecting it to fail, and returns what it printed.
+func helmFails(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"tool", "helm"}, args...)...).CombinedOutput()
+	if err == nil {
+		t.Fatalf("helm %s succeeded, want a failure", strings.Join(args, " "))
+	}
+	return string(out)
+}
+
+// TestChartRendersWithoutKubeVersion: helm template with Helm's own default
+// cluster version (no --kube-version), as a newcomer runs it first. It
+// failed while Chart.yaml had kubeVersion >=1.30 (Helm assumes 1.20).
+func TestChartRendersWithoutKubeVersion(t *testing.T) {
+	objs := objects(t, "helm template", helm(t, "template", "rel", chartDir))
+	if _, ok := objs["ValidatingAdmissionPolicy/latencytier-agent-own-node"]; !ok {
+		t.Errorf("no admission policies rendered: %v", keys(objs))
+	}
+	out := helm(t, "lint", "--strict", chartDir)
+	if !bytes.Contains(out, []byte("0 chart(s) failed")) {
+		t.Fatalf("helm lint without --kube-version:\n%s", out)
+	}
+}
+
+// TestChartRefusesClusterWithoutAdmissionPolicies: the 1.30 floor still
+// holds where it matters, against a cluster (whose discovery lists kinds,
+// as --api-versions group/version/Kind simulates) that does not serve
+// ValidatingAdmissionPolicy v1; one that serves it renders.
+func TestChartRefusesClusterWithoutAdmissionPolicies(t *testing.T) {
+	out := helmFails(t, "template", "rel", chartDir, "--api-versions", "v1/Namespace", "--kube-version", "1.29.0")
+	if !strings.Contains(out, "needs Kubernetes 1.30 or later") {
+		t.Errorf("refusal does not say why:\n%s", out)
+	}
+	helm(t, "template", "rel", chartDir, "--api-versions", "v1/Namespace",
+		"--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy", "--kube-version", kubeVersion)
+}
+
 func TestChartLints(t *testing.T) {
 	out := helm(t, "lint", "--strict", "--kube-version", kubeVersion, chartDir)
 	if !bytes.Contains(out, []byte("0 chart(s) failed")) {
@@ -166,7 +203,7 @@ func TestChartStandardLabels(t *testing.T) {
 		"app.kubernetes.io/version":    fmt.Sprint(chart["appVersion"]),
 		"app.kubernetes.io/managed-by": "Helm",
 	}
-	objs := objects(t, "helm template", helm(t, "template", "rel", chartDir, "--namespace", "tier", "--kube-version", kubeVersion))
+	objs := objects(t, "helm template", helm(t, "template", "rel", chartDir, "--namespace", "tier"))
 	if len(objs) < 20 {
 		t.Fatalf("rendered only %v", keys(objs))
 	}
