@@ -244,6 +244,46 @@ func chartMeta(t *testing.T) map[string]any {
 	return m
 }
 
+// TestChartImageTagIsAppVersion: with image.tag unset, the manager, the
+// agents and the uninstall hook run the image of the chart's appVersion
+// (Helm's convention: a chart release installs the image it was released
+// with), checked on a copy of the chart with another appVersion; image.tag
+// still overrides it.
+func TestChartImageTagIsAppVersion(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "latencytier")
+	if err := os.CopyFS(dir, os.DirFS(chartDir)); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := os.ReadFile(filepath.Join(dir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta = []byte(strings.Replace(string(meta), "\nappVersion: dev\n", "\nappVersion: \"9.8.7\"\n", 1))
+	if err := os.WriteFile(filepath.Join(dir, "Chart.yaml"), meta, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for tag, want := range map[string]string{"": "latencytier:9.8.7", "v1.2.3": "latencytier:v1.2.3"} {
+		rendered := helm(t, "template", "rel", dir, "--set", "image.tag="+tag)
+		images := map[string]bool{}
+		for key, obj := range objects(t, "helm template", rendered) {
+			spec, _ := obj["spec"].(map[string]any)
+			tmpl, _ := spec["template"].(map[string]any)
+			pod, _ := tmpl["spec"].(map[string]any)
+			containers, _ := pod["containers"].([]any)
+			for _, c := range containers {
+				image := fmt.Sprint(c.(map[string]any)["image"])
+				images[image] = true
+				if image != want {
+					t.Errorf("image.tag=%q: %s runs %s, want %s", tag, key, image, want)
+				}
+			}
+		}
+		if len(images) == 0 {
+			t.Errorf("image.tag=%q: no containers rendered", tag)
+		}
+	}
+}
+
 // isHook: the object is a Helm hook, run by Helm around an install,
 // upgrade or uninstall, not part of the installed objects.
 func isHook(obj map[string]any) bool {

@@ -1,6 +1,6 @@
 {{/* The manager's image reference. */}}
 {{- define "latencytier.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
 {{/* The agent's image reference: agent.image, else the manager's. */}}
