@@ -82,11 +82,19 @@ func TestChartLints(t *testing.T) {
 	}
 }
 
+// configDefaultLayout are the values that render config/default's layout:
+// everything in latencytier-system, a Namespace the release owns (the
+// chart's default is the release's namespace, which Helm creates).
+var configDefaultLayout = []string{"--namespace", "default",
+	"--set", "namespace.name=latencytier-system", "--set", "namespace.create=true"}
+
 // TestChartRendersConfigDefault fails when the chart and config/default
 // drift apart: an RBAC marker, a CRD field, a manager flag or an admission
-// rule changed in one and not in the other.
+// rule changed in one and not in the other. The chart's values are its
+// defaults but for configDefaultLayout; its objects' Helm-only labels
+// (helmLabels) are dropped, nothing else is.
 func TestChartRendersConfigDefault(t *testing.T) {
-	rendered := helm(t, "template", "latencytier", chartDir, "--include-crds", "--kube-version", kubeVersion)
+	rendered := helm(t, append([]string{"template", "latencytier", chartDir, "--include-crds", "--kube-version", kubeVersion}, configDefaultLayout...)...)
 	// Both sides go through kustomize's YAML parser and printer, so that
 	// two parsers' readings of one folded scalar are not a difference.
 	dir := t.TempDir()
@@ -281,6 +289,50 @@ func TestChartImageTagIsAppVersion(t *testing.T) {
 		if len(images) == 0 {
 			t.Errorf("image.tag=%q: no containers rendered", tag)
 		}
+	}
+}
+
+// TestChartReleaseNamespace: by default everything namespaced lands in
+// the release's namespace, and whatever names a namespace follows it (RBAC
+// subjects, the sysctl policy's paramRef, the hook); the chart renders no
+// Namespace then (helm install --create-namespace makes it). It failed
+// while everything went to latencytier-system whatever -n said.
+// namespace.create renders a privileged Namespace, but never the release's
+// own, which Helm cannot own.
+func TestChartReleaseNamespace(t *testing.T) {
+	rendered := helm(t, "template", "rel", chartDir, "--namespace", "tier")
+	objs := objects(t, "helm template", rendered)
+	for key := range objs {
+		if strings.HasPrefix(key, "Namespace/") {
+			t.Errorf("%s rendered with namespace.create unset", key)
+		}
+	}
+	for _, key := range []string{"Deployment/tier/latencytier-manager", "DaemonSet/tier/latencytier-agent",
+		"DaemonSet/tier/latencytier-agent-hostpid", "ConfigMap/tier/latencytier-sysctls", "Job/tier/latencytier-uninstall"} {
+		if _, ok := objs[key]; !ok {
+			t.Errorf("no %s; rendered %v", key, keys(objs))
+		}
+	}
+	// Every namespace named anywhere (metadata, subjects, paramRef) is tier.
+	if n := strings.Count(string(rendered), "latencytier-system"); n != 0 {
+		t.Errorf("latencytier-system named %d times with --namespace tier", n)
+	}
+	if n := strings.Count(string(rendered), "namespace: tier"); n < 12 {
+		t.Errorf("namespace tier named only %d times", n)
+	}
+
+	objs = objects(t, "helm template", helm(t, "template", "rel", chartDir, "--namespace", "default",
+		"--set", "namespace.name=latencytier-system", "--set", "namespace.create=true"))
+	ns, ok := objs["Namespace/latencytier-system"]
+	labels, _ := ns["metadata"].(map[string]any)["labels"].(map[string]any)
+	if !ok || labels["pod-security.kubernetes.io/enforce"] != "privileged" {
+		t.Errorf("namespace.create: Namespace latencytier-system %v, labels %v", ok, labels)
+	}
+	if out := helmFails(t, "template", "rel", chartDir, "-n", "tier", "--set", "namespace.create=true"); !strings.Contains(out, "set it") {
+		t.Errorf("namespace.create without a name:\n%s", out)
+	}
+	if out := helmFails(t, "template", "rel", chartDir, "-n", "tier", "--set", "namespace.create=true", "--set", "namespace.name=tier"); !strings.Contains(out, "release's own namespace") {
+		t.Errorf("namespace.create of the release namespace:\n%s", out)
 	}
 }
 

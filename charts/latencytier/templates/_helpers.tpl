@@ -1,3 +1,11 @@
+{{/*
+The namespace of the manager, the agents, their service accounts and the
+sysctl ConfigMap: namespace.name, else the release's (helm install -n).
+*/}}
+{{- define "latencytier.namespace" -}}
+{{ .Values.namespace.name | default .Release.Namespace }}
+{{- end }}
+
 {{/* The manager's image reference. */}}
 {{- define "latencytier.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
