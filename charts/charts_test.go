@@ -95,16 +95,7 @@ var configDefaultLayout = []string{"--namespace", "default",
 // (helmLabels) are dropped, nothing else is.
 func TestChartRendersConfigDefault(t *testing.T) {
 	rendered := helm(t, append([]string{"template", "latencytier", chartDir, "--include-crds", "--kube-version", kubeVersion}, configDefaultLayout...)...)
-	// Both sides go through kustomize's YAML parser and printer, so that
-	// two parsers' readings of one folded scalar are not a difference.
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "chart.yaml"), rendered, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("resources: [chart.yaml]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got := objects(t, "helm template", kustomize(t, dir))
+	got := objects(t, "helm template", throughKustomize(t, rendered))
 	for _, obj := range got {
 		dropHelmLabels(obj)
 	}
@@ -345,6 +336,21 @@ func isHook(obj map[string]any) bool {
 	return ok
 }
 
+// throughKustomize passes a rendered stream through kustomize's YAML parser
+// and printer, as the kustomize side of a comparison goes, so that two
+// parsers' readings of one folded scalar are not a difference.
+func throughKustomize(t *testing.T, rendered []byte) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "chart.yaml"), rendered, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("resources: [chart.yaml]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return kustomize(t, dir)
+}
+
 // kustomize builds a kustomization directory with the kustomize Go API.
 func kustomize(t *testing.T, dir string) []byte {
 	t.Helper()
@@ -409,4 +415,13 @@ func diff(t *testing.T, want, got map[string]any) string {
 	}
 	out, _ := exec.Command("diff", "-u", wf, gf).CombinedOutput()
 	return string(out)
+}
+
+func mustYAML(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
