@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -28,7 +29,7 @@ const kubeVersion = "1.37.2"
 // helm runs the helm CLI pinned in go.mod as a Go tool.
 func helm(t *testing.T, args ...string) []byte {
 	t.Helper()
-	cmd := exec.Command("go", append([]string{"tool", "helm"}, args...)...)
+	cmd := exec.Command(helmBinary(t), args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -38,10 +39,26 @@ func helm(t *testing.T, args ...string) []byte {
 	return out
 }
 
+var helmPath = sync.OnceValues(func() (string, error) {
+	out, err := exec.Command("go", "tool", "-n", "helm").Output()
+	return strings.TrimSpace(string(out)), err
+})
+
+// helmBinary is the path of the pinned helm that go tool builds (once,
+// not once per call: the tests run helm about a hundred times).
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	p, err := helmPath()
+	if err != nil {
+		t.Fatalf("go tool -n helm: %v", err)
+	}
+	return p
+}
+
 // helmFails runs helm expecting it to fail, and returns what it printed.
 func helmFails(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("go", append([]string{"tool", "helm"}, args...)...).CombinedOutput()
+	out, err := exec.Command(helmBinary(t), args...).CombinedOutput()
 	if err == nil {
 		t.Fatalf("helm %s succeeded, want a failure", strings.Join(args, " "))
 	}
