@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -28,7 +29,7 @@ const kubeVersion = "1.37.2"
 // helm runs the helm CLI pinned in go.mod as a Go tool.
 func helm(t *testing.T, args ...string) []byte {
 	t.Helper()
-	cmd := exec.Command("go", append([]string{"tool", "helm"}, args...)...)
+	cmd := exec.Command(helmBinary(t), args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -38,6 +39,59 @@ func helm(t *testing.T, args ...string) []byte {
 	return out
 }
 
+var helmPath = sync.OnceValues(func() (string, error) {
+	out, err := exec.Command("go", "tool", "-n", "helm").Output()
+	return strings.TrimSpace(string(out)), err
+})
+
+// helmBinary is the path of the pinned helm that go tool builds (once,
+// not once per call: the tests run helm about a hundred times).
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	p, err := helmPath()
+	if err != nil {
+		t.Fatalf("go tool -n helm: %v", err)
+	}
+	return p
+}
+
+// helmFails runs helm expecting it to fail, and returns what it printed.
+func helmFails(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(helmBinary(t), args...).CombinedOutput()
+	if err == nil {
+		t.Fatalf("helm %s succeeded, want a failure", strings.Join(args, " "))
+	}
+	return string(out)
+}
+
+// TestChartRendersWithoutKubeVersion: helm template with Helm's own default
+// cluster version (no --kube-version), as a newcomer runs it first. It
+// failed while Chart.yaml had kubeVersion >=1.30 (Helm assumes 1.20).
+func TestChartRendersWithoutKubeVersion(t *testing.T) {
+	objs := objects(t, "helm template", helm(t, "template", "rel", chartDir))
+	if _, ok := objs["ValidatingAdmissionPolicy/latencytier-agent-own-node"]; !ok {
+		t.Errorf("no admission policies rendered: %v", keys(objs))
+	}
+	out := helm(t, "lint", "--strict", chartDir)
+	if !bytes.Contains(out, []byte("0 chart(s) failed")) {
+		t.Fatalf("helm lint without --kube-version:\n%s", out)
+	}
+}
+
+// TestChartRefusesClusterWithoutAdmissionPolicies: the 1.30 floor still
+// holds where it matters, against a cluster (whose discovery lists kinds,
+// as --api-versions group/version/Kind simulates) that does not serve
+// ValidatingAdmissionPolicy v1; one that serves it renders.
+func TestChartRefusesClusterWithoutAdmissionPolicies(t *testing.T) {
+	out := helmFails(t, "template", "rel", chartDir, "--api-versions", "v1/Namespace", "--kube-version", "1.29.0")
+	if !strings.Contains(out, "needs Kubernetes 1.30 or later") {
+		t.Errorf("refusal does not say why:\n%s", out)
+	}
+	helm(t, "template", "rel", chartDir, "--api-versions", "v1/Namespace",
+		"--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy", "--kube-version", kubeVersion)
+}
+
 func TestChartLints(t *testing.T) {
 	out := helm(t, "lint", "--strict", "--kube-version", kubeVersion, chartDir)
 	if !bytes.Contains(out, []byte("0 chart(s) failed")) {
@@ -45,21 +99,23 @@ func TestChartLints(t *testing.T) {
 	}
 }
 
+// configDefaultLayout are the values that render config/default's layout:
+// everything in latencytier-system, a Namespace the release owns (the
+// chart's default is the release's namespace, which Helm creates).
+var configDefaultLayout = []string{"--namespace", "default",
+	"--set", "namespace.name=latencytier-system", "--set", "namespace.create=true"}
+
 // TestChartRendersConfigDefault fails when the chart and config/default
 // drift apart: an RBAC marker, a CRD field, a manager flag or an admission
-// rule changed in one and not in the other.
+// rule changed in one and not in the other. The chart's values are its
+// defaults but for configDefaultLayout; its objects' Helm-only labels
+// (helmLabels) are dropped, nothing else is.
 func TestChartRendersConfigDefault(t *testing.T) {
-	rendered := helm(t, "template", "latencytier", chartDir, "--include-crds", "--kube-version", kubeVersion)
-	// Both sides go through kustomize's YAML parser and printer, so that
-	// two parsers' readings of one folded scalar are not a difference.
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "chart.yaml"), rendered, 0o644); err != nil {
-		t.Fatal(err)
+	rendered := helm(t, append([]string{"template", "latencytier", chartDir, "--include-crds", "--kube-version", kubeVersion}, configDefaultLayout...)...)
+	got := objects(t, "helm template", throughKustomize(t, rendered))
+	for _, obj := range got {
+		dropHelmLabels(obj)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("resources: [chart.yaml]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got := objects(t, "helm template", kustomize(t, dir))
 	want := objects(t, "kustomize build config/default", kustomize(t, filepath.Join("..", "config", "default")))
 
 	for key, w := range want {
@@ -120,6 +176,174 @@ func TestChartValuesReachTheObjects(t *testing.T) {
 	}
 }
 
+// helmLabels are Helm's own standard labels, which the chart puts on the
+// metadata of every object it renders and config/default cannot know (the
+// release, the chart's version, who manages it). They are the only
+// difference the comparison with config/default ignores.
+var helmLabels = []string{
+	"helm.sh/chart",
+	"app.kubernetes.io/instance",
+	"app.kubernetes.io/version",
+	"app.kubernetes.io/managed-by",
+}
+
+// dropHelmLabels removes helmLabels from the object's metadata.labels (and
+// the map when nothing else is left); nothing else.
+func dropHelmLabels(obj map[string]any) {
+	md, _ := obj["metadata"].(map[string]any)
+	labels, _ := md["labels"].(map[string]any)
+	if labels == nil {
+		return
+	}
+	for _, l := range helmLabels {
+		delete(labels, l)
+	}
+	if len(labels) == 0 {
+		delete(md, "labels")
+	}
+}
+
+// TestChartStandardLabels: every object the chart renders (hooks included;
+// the CRDs in crds/ are copied, not templated, so Helm cannot label them)
+// carries Helm's standard labels on its metadata, and no selector or pod
+// template carries the Helm-only ones: a selector is immutable, so a label
+// that changes with the release or the chart version there would make
+// every upgrade fail, and in a pod template it would restart every agent
+// on a chart-only bump.
+func TestChartStandardLabels(t *testing.T) {
+	chart := chartMeta(t)
+	want := map[string]string{
+		"helm.sh/chart":                fmt.Sprintf("latencytier-%s", chart["version"]),
+		"app.kubernetes.io/name":       "latencytier",
+		"app.kubernetes.io/instance":   "rel",
+		"app.kubernetes.io/version":    fmt.Sprint(chart["appVersion"]),
+		"app.kubernetes.io/managed-by": "Helm",
+	}
+	objs := objects(t, "helm template", helm(t, "template", "rel", chartDir, "--namespace", "tier"))
+	if len(objs) < 20 {
+		t.Fatalf("rendered only %v", keys(objs))
+	}
+	for key, obj := range objs {
+		md, _ := obj["metadata"].(map[string]any)
+		labels, _ := md["labels"].(map[string]any)
+		for k, v := range want {
+			if got := fmt.Sprint(labels[k]); got != v {
+				t.Errorf("%s: label %s = %q, want %q", key, k, got, v)
+			}
+		}
+		spec, _ := obj["spec"].(map[string]any)
+		sel, _ := spec["selector"].(map[string]any)
+		tmpl, _ := spec["template"].(map[string]any)
+		tmd, _ := tmpl["metadata"].(map[string]any)
+		for where, m := range map[string]any{"spec.selector.matchLabels": sel["matchLabels"], "spec.template.metadata.labels": tmd["labels"]} {
+			m, _ := m.(map[string]any)
+			for _, l := range helmLabels {
+				if _, ok := m[l]; ok {
+					t.Errorf("%s: %s carries %s", key, where, l)
+				}
+			}
+		}
+	}
+}
+
+// chartMeta reads the chart's Chart.yaml.
+func chartMeta(t *testing.T) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestChartImageTagIsAppVersion: with image.tag unset, the manager, the
+// agents and the uninstall hook run the image of the chart's appVersion
+// (Helm's convention: a chart release installs the image it was released
+// with), checked on a copy of the chart with another appVersion; image.tag
+// still overrides it.
+func TestChartImageTagIsAppVersion(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "latencytier")
+	if err := os.CopyFS(dir, os.DirFS(chartDir)); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := os.ReadFile(filepath.Join(dir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta = []byte(strings.Replace(string(meta), "\nappVersion: dev\n", "\nappVersion: \"9.8.7\"\n", 1))
+	if err := os.WriteFile(filepath.Join(dir, "Chart.yaml"), meta, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for tag, want := range map[string]string{"": "latencytier:9.8.7", "v1.2.3": "latencytier:v1.2.3"} {
+		rendered := helm(t, "template", "rel", dir, "--set", "image.tag="+tag)
+		images := map[string]bool{}
+		for key, obj := range objects(t, "helm template", rendered) {
+			spec, _ := obj["spec"].(map[string]any)
+			tmpl, _ := spec["template"].(map[string]any)
+			pod, _ := tmpl["spec"].(map[string]any)
+			containers, _ := pod["containers"].([]any)
+			for _, c := range containers {
+				image := fmt.Sprint(c.(map[string]any)["image"])
+				images[image] = true
+				if image != want {
+					t.Errorf("image.tag=%q: %s runs %s, want %s", tag, key, image, want)
+				}
+			}
+		}
+		if len(images) == 0 {
+			t.Errorf("image.tag=%q: no containers rendered", tag)
+		}
+	}
+}
+
+// TestChartReleaseNamespace: by default everything namespaced lands in
+// the release's namespace, and whatever names a namespace follows it (RBAC
+// subjects, the sysctl policy's paramRef, the hook); the chart renders no
+// Namespace then (helm install --create-namespace makes it). It failed
+// while everything went to latencytier-system whatever -n said.
+// namespace.create renders a privileged Namespace, but never the release's
+// own, which Helm cannot own.
+func TestChartReleaseNamespace(t *testing.T) {
+	rendered := helm(t, "template", "rel", chartDir, "--namespace", "tier")
+	objs := objects(t, "helm template", rendered)
+	for key := range objs {
+		if strings.HasPrefix(key, "Namespace/") {
+			t.Errorf("%s rendered with namespace.create unset", key)
+		}
+	}
+	for _, key := range []string{"Deployment/tier/latencytier-manager", "DaemonSet/tier/latencytier-agent",
+		"DaemonSet/tier/latencytier-agent-hostpid", "ConfigMap/tier/latencytier-sysctls", "Job/tier/latencytier-uninstall"} {
+		if _, ok := objs[key]; !ok {
+			t.Errorf("no %s; rendered %v", key, keys(objs))
+		}
+	}
+	// Every namespace named anywhere (metadata, subjects, paramRef) is tier.
+	if n := strings.Count(string(rendered), "latencytier-system"); n != 0 {
+		t.Errorf("latencytier-system named %d times with --namespace tier", n)
+	}
+	if n := strings.Count(string(rendered), "namespace: tier"); n < 12 {
+		t.Errorf("namespace tier named only %d times", n)
+	}
+
+	objs = objects(t, "helm template", helm(t, "template", "rel", chartDir, "--namespace", "default",
+		"--set", "namespace.name=latencytier-system", "--set", "namespace.create=true"))
+	ns, ok := objs["Namespace/latencytier-system"]
+	labels, _ := ns["metadata"].(map[string]any)["labels"].(map[string]any)
+	if !ok || labels["pod-security.kubernetes.io/enforce"] != "privileged" {
+		t.Errorf("namespace.create: Namespace latencytier-system %v, labels %v", ok, labels)
+	}
+	if out := helmFails(t, "template", "rel", chartDir, "-n", "tier", "--set", "namespace.create=true"); !strings.Contains(out, "set it") {
+		t.Errorf("namespace.create without a name:\n%s", out)
+	}
+	if out := helmFails(t, "template", "rel", chartDir, "-n", "tier", "--set", "namespace.create=true", "--set", "namespace.name=tier"); !strings.Contains(out, "release's own namespace") {
+		t.Errorf("namespace.create of the release namespace:\n%s", out)
+	}
+}
+
 // isHook: the object is a Helm hook, run by Helm around an install,
 // upgrade or uninstall, not part of the installed objects.
 func isHook(obj map[string]any) bool {
@@ -127,6 +351,21 @@ func isHook(obj map[string]any) bool {
 	ann, _ := md["annotations"].(map[string]any)
 	_, ok := ann["helm.sh/hook"]
 	return ok
+}
+
+// throughKustomize passes a rendered stream through kustomize's YAML parser
+// and printer, as the kustomize side of a comparison goes, so that two
+// parsers' readings of one folded scalar are not a difference.
+func throughKustomize(t *testing.T, rendered []byte) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "chart.yaml"), rendered, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("resources: [chart.yaml]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return kustomize(t, dir)
 }
 
 // kustomize builds a kustomization directory with the kustomize Go API.
@@ -193,4 +432,13 @@ func diff(t *testing.T, want, got map[string]any) string {
 	}
 	out, _ := exec.Command("diff", "-u", wf, gf).CombinedOutput()
 	return string(out)
+}
+
+func mustYAML(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

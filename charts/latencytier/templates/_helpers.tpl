@@ -1,11 +1,34 @@
+{{/*
+The namespace of the manager, the agents, their service accounts and the
+sysctl ConfigMap: namespace.name, else the release's (helm install -n).
+*/}}
+{{- define "latencytier.namespace" -}}
+{{ .Values.namespace.name | default .Release.Namespace }}
+{{- end }}
+
 {{/* The manager's image reference. */}}
 {{- define "latencytier.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
 {{/* The agent's image reference: agent.image, else the manager's. */}}
 {{- define "latencytier.agentImage" -}}
 {{ .Values.agent.image | default (include "latencytier.image" .) }}
+{{- end }}
+
+{{/*
+Helm's standard labels, on the metadata of every object the chart renders
+(never in a selector, which is immutable, nor in a pod template, so that a
+chart-only bump does not restart every agent). app.kubernetes.io/name is
+also in config/default; the other four are Helm's own, and
+charts_test.go ignores exactly those when it compares the two.
+*/}}
+{{- define "latencytier.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: latencytier
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/* Labels of the manager's Deployment and pods. */}}

@@ -1,0 +1,56 @@
+package charts
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestValuesSchemaRefusesBadValues: values.schema.json makes helm refuse
+// what would otherwise render silently and fail later, or never: an
+// unknown key at any level (a misspelling), a wrong type, a timeout that
+// is not a Go duration (the manager and the uninstall command would exit
+// on it after the install), a port out of range, an unknown pull policy.
+// Each case rendered before the schema existed.
+func TestValuesSchemaRefusesBadValues(t *testing.T) {
+	for _, c := range []struct{ set, says string }{
+		{"bogus.value=1", "additional properties 'bogus' not allowed"},
+		{"image.bogus=x", "additional properties 'bogus' not allowed"},
+		{"agent.updateStrategy.rollingUpdate.bogus=1", "additional properties 'bogus' not allowed"},
+		{"monitoring.podMonitor.bogus=true", "additional properties 'bogus' not allowed"},
+		{"manager.resources.request.cpu=1", "additional properties 'request' not allowed"},
+		{"agent.tolerations[0].keys=x", "additional properties 'keys' not allowed"},
+		{"namespace.create=yes", "want boolean"},
+		{"metrics.secure=1", "want boolean"},
+		{"agent.logLevel=high", "want integer"},
+		{"image.tag=12", "want string"},
+		{"manager.nodeUnreachableTimeout=10", "want string"},
+		{"manager.nodeUnreachableTimeout=ten minutes", "does not match pattern"},
+		{"uninstall.timeout=15", "want string"},
+		{"uninstall.timeout=15min", "does not match pattern"},
+		{"monitoring.podMonitor.interval=often", "does not match pattern"},
+		{"metrics.port=65536", "maximum"},
+		{"metrics.port=-1", "minimum"},
+		{"agent.metricsPort=70000", "maximum"},
+		{"agent.healthPort=0", "minimum"},
+		{"manager.healthProbePort=0", "minimum"},
+		{"image.pullPolicy=Sometimes", "value must be one of"},
+		{"agent.tolerations[0].operator=Maybe", "value must be one of"},
+		{"namespace.name=Not_A_Namespace", "does not match pattern"},
+		{"agent.kubeletDir=var/lib/kubelet", "does not match pattern"},
+	} {
+		out := helmFails(t, "template", "rel", chartDir, "--set", c.set)
+		if !strings.Contains(out, "values don't meet the specifications of the schema") || !strings.Contains(out, c.says) {
+			t.Errorf("--set %s: want a schema refusal saying %q, got:\n%s", c.set, c.says, out)
+		}
+	}
+}
+
+// TestValuesSchemaAcceptsGoodValues: the defaults, a values file that sets
+// every value (testdata/everything-on.yaml), and the disabling zeros render.
+func TestValuesSchemaAcceptsGoodValues(t *testing.T) {
+	helm(t, "template", "rel", chartDir)
+	helm(t, "template", "rel", chartDir, "-n", "default", "-f", "testdata/everything-on.yaml")
+	helm(t, "template", "rel", chartDir, "--set", "metrics.port=0", "--set", "agent.metricsPort=0",
+		"--set", "manager.nodeUnreachableTimeout=90s", "--set", "uninstall.timeout=1h30m",
+		"--set", "agent.extraArgs=--resync=10s", "--set", "agent.updateStrategy.rollingUpdate.maxUnavailable=2")
+}
