@@ -116,6 +116,7 @@ type (
 				Port          string `json:"port"`
 				Scheme        string `json:"scheme"`
 				Interval      string `json:"interval"`
+				HonorLabels   bool   `json:"honorLabels"`
 				Authorization struct {
 					Type        string `json:"type"`
 					Credentials struct {
