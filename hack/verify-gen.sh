@@ -36,7 +36,7 @@ fi
 big=$(git ls-files -z | while IFS= read -r -d '' f; do
   [[ -f "$f" ]] || continue
   case "$f" in */testdata/*|testdata/*|agent/measure/bpf/vmlinux.h) continue ;; esac
-  (($(stat -c %s "$f") > 1048576)) && echo "$f ($(stat -c %s "$f") bytes)"
+  if (($(stat -c %s "$f") > 1048576)); then echo "$f ($(stat -c %s "$f") bytes)"; fi
 done)
 if [[ -n "$big" ]]; then
   echo "verify-gen: tracked files over 1 MB (keep them out of git, or under testdata/):" >&2; echo "$big" >&2; exit 1
