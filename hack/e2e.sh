@@ -381,6 +381,41 @@ check "server quota removed again (revision 1's tuning)" wait_until 30 "quota re
 check "RolloutRolledBack event on the profile" rolled_back_event
 record_rollout rollout_regress
 
+say "Who made the measured pod wait: a busy pod on the node is the rollout server's top offender"
+# e2e-hog: two workers of hack/bench's workload asking for 20x the CPU the
+# node has, without a limit, beside the measured rollout-server.
+hog_pod() {
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: e2e-hog, namespace: default, labels: {app: e2e-hog}}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: hog
+    image: latencytier.local/workload:1
+    imagePullPolicy: Never
+    args: ["-n", "100000000", "-r", "20000", "-s", "1000", "-w", "2", "-T", "300", "-l", "e2e-hog"]
+    # A request of one CPU: cpu.shares 1024 against the server's 102, so it
+    # takes the CPU from it. As BestEffort (shares 2) it barely ran: the
+    # server then waited behind its own workers (SamePod), truthfully.
+    resources:
+      requests: {cpu: "1"}
+YAML
+}
+start_hog() { hog_pod | k apply -f - >/dev/null && k wait --for=condition=Ready pod/e2e-hog --timeout=60s >/dev/null; }
+top_offender() {
+  k get latencynode "$NODE" -o jsonpath='{range .status.latency.pods[?(@.name=="rollout-server")]}{.offenders[0].class} {.offenders[0].name}{end}'
+}
+hog_is_top() { [[ "$(top_offender)" == "Pod default/e2e-hog" ]]; }
+noisy_finding() { k get latencynode "$NODE" -o jsonpath='{.status.findings[?(@.type=="NoisyNeighbor")].message}' | grep -q "default/e2e-hog"; }
+must "e2e-hog running beside rollout-server" start_hog
+check "status.latency.pods: rollout-server's top offender is Pod default/e2e-hog" wait_until 90 "attribution" hog_is_top
+check "a NoisyNeighbor finding names default/e2e-hog" wait_until 30 "NoisyNeighbor finding" noisy_finding
+echo "  (rollout-server: $(k get latencynode "$NODE" -o jsonpath='{range .status.latency.pods[?(@.name=="rollout-server")]}{.waitPerSecond}/s:{range .offenders[*]} {.sharePercent}% {.class} {.name};{end}{end}'))"
+k delete pod e2e-hog --wait=true --timeout=60s >/dev/null 2>&1 || true
+
 say "Rollout profile deleted: the kubelet's quota is back"
 check "e2e-rollout deleted" k delete latencyprofile e2e-rollout --timeout="${TIMEOUT}s"
 check "LatencyNode removed" wait_until "$TIMEOUT" "LatencyNode removal" ln_gone
