@@ -85,9 +85,9 @@ func truncateName(s string) string {
 	return s[:most-3] + "..."
 }
 
-// neighbours sums the measured pods' wait charged to neighbours over the
+// neighbourWaits sums the measured pods' wait charged to neighbours over the
 // window, for the rollout's evidence; nil without attribution.
-func neighbours(att []PodAttribution, window time.Duration) *v1alpha1.NeighbourWait {
+func neighbourWaits(att []PodAttribution, window time.Duration) *v1alpha1.NeighbourWait {
 	if len(att) == 0 {
 		return nil
 	}

@@ -36,7 +36,7 @@ func TestAttributionInStatus(t *testing.T) {
 			t.Errorf("offender %d = %+v, want %+v", i, o, want[i])
 		}
 	}
-	n := neighbours(att, window)
+	n := neighbourWaits(att, window)
 	if n.Top != "Pod batch/nightly-tar" || n.SharePercent != 90 || n.PerSecond.Duration != 35*time.Millisecond {
 		t.Errorf("neighbours = %+v (%v/s), want Pod batch/nightly-tar, 90%%, 35ms/s", n, n.PerSecond)
 	}

@@ -257,7 +257,7 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 		if res.Latency != nil {
 			res.Latency.Pods = podWaits(res.Attribution, window)
 		}
-		res.Neighbours = neighbours(res.Attribution, window)
+		res.Neighbours = neighbourWaits(res.Attribution, window)
 		if f := noisyNeighbor(res.Attribution, window); f != nil {
 			res.Findings = append(res.Findings, *f)
 		}
