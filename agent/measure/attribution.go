@@ -12,6 +12,8 @@ import (
 	"latencytier.io/latencytier/agent/measure/bpf"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/internal/printable"
+
+	"latencytier.io/latencytier/api/v1alpha1"
 )
 
 // Attribution: who made a measured pod wait. The BPF program splits every
@@ -19,42 +21,23 @@ import (
 // meanwhile (see runqlat.bpf.c for the method and its limits); this file
 // reads the split once per window, names the offenders and ranks them.
 
-// OffenderClass is the kind of thing a measured pod waited behind. The set
-// is fixed (metrics may use it as a label); offender names never are.
-type OffenderClass string
+// OffenderClass is the kind of thing a measured pod waited behind: the
+// API's classes (api/v1alpha1/attribution_types.go documents each), one
+// definition for the tracer, status and metrics.
+type OffenderClass = v1alpha1.OffenderClass
 
-// Offender classes.
+// The classes, by their short names in this package.
 const (
-	// OffenderSamePod is a task of the waiting pod itself (another
-	// container or thread of it).
-	OffenderSamePod OffenderClass = "SamePod"
-	// OffenderMeasuredPod is a task of another measured pod.
-	OffenderMeasuredPod OffenderClass = "MeasuredPod"
-	// OffenderPod is a task of a pod that is not measured (Name is
-	// namespace/name, or the cgroup path when the pod is not in the list).
-	OffenderPod OffenderClass = "Pod"
-	// OffenderSystemService is a task in a cgroup outside kubepods (Name is
-	// its path in the cpu controller, e.g. system.slice/cron.service).
-	OffenderSystemService OffenderClass = "SystemService"
-	// OffenderKernelThread is a kernel thread (Name is its comm).
-	OffenderKernelThread OffenderClass = "KernelThread"
-	// OffenderInterrupt is interrupt work in a thread of its own: ksoftirqd
-	// and threaded IRQ handlers (Name is the comm). IRQs served in another
-	// task's context count to that task: the kernel here keeps no
-	// per-CPU IRQ time (no CONFIG_IRQ_TIME_ACCOUNTING) to subtract.
-	OffenderInterrupt OffenderClass = "Interrupt"
-	// OffenderIdle is the idle task: the CPU was idle while the task was
-	// already queued (wake-up and idle-exit latency).
-	OffenderIdle OffenderClass = "Idle"
-	// OffenderSelfThrottling is wait that began while the pod's own CFS
-	// quota was exhausted (its group throttled).
-	OffenderSelfThrottling OffenderClass = "SelfThrottling"
-	// OffenderUnattributed is wait the program could not split (longer than
-	// its per-CPU history, or queued first on another CPU).
-	OffenderUnattributed OffenderClass = "Unattributed"
-	// OffenderOther sums the offenders beyond the first MaxOffenders and
-	// the charges that did not fit the kernel's bounded map.
-	OffenderOther OffenderClass = "Other"
+	OffenderSamePod        = v1alpha1.OffenderSamePod
+	OffenderMeasuredPod    = v1alpha1.OffenderMeasuredPod
+	OffenderPod            = v1alpha1.OffenderPod
+	OffenderSystemService  = v1alpha1.OffenderSystemService
+	OffenderKernelThread   = v1alpha1.OffenderKernelThread
+	OffenderInterrupt      = v1alpha1.OffenderInterrupt
+	OffenderIdle           = v1alpha1.OffenderIdle
+	OffenderSelfThrottling = v1alpha1.OffenderSelfThrottling
+	OffenderUnattributed   = v1alpha1.OffenderUnattributed
+	OffenderOther          = v1alpha1.OffenderOther
 )
 
 // OffenderClasses is every class, in a fixed order.

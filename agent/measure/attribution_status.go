@@ -68,7 +68,7 @@ func podWaits(att []PodAttribution, window time.Duration) []v1alpha1.PodWait {
 			if len(pw.Offenders) == 5 {
 				break
 			}
-			pw.Offenders = append(pw.Offenders, v1alpha1.Offender{Class: v1alpha1.OffenderClass(o.Class),
+			pw.Offenders = append(pw.Offenders, v1alpha1.Offender{Class: o.Class,
 				Name: truncateName(o.Name), SharePercent: sharePercent(o.Wait, a.Wait)})
 		}
 		out = append(out, pw)
@@ -96,12 +96,12 @@ func neighbourWaits(att []PodAttribution, window time.Duration) *v1alpha1.Neighb
 	for _, a := range att {
 		total += a.Wait
 		for c, d := range a.ByClass {
-			if v1alpha1.OffenderClass(c).IsNeighbour() {
+			if c.IsNeighbour() {
 				theirs += d
 			}
 		}
 		for _, o := range a.Offenders {
-			if v1alpha1.OffenderClass(o.Class).IsNeighbour() {
+			if o.Class.IsNeighbour() {
 				byName[offenderLabel(o)] += o.Wait
 			}
 		}
@@ -147,7 +147,7 @@ func noisyNeighbor(att []PodAttribution, window time.Duration) *v1alpha1.Finding
 		}
 		for j := range a.Offenders {
 			o := &a.Offenders[j]
-			if !v1alpha1.OffenderClass(o.Class).IsNeighbour() {
+			if !o.Class.IsNeighbour() {
 				continue
 			}
 			if s := a.Share(*o); s*100 >= noisyShare && s > bestShare {

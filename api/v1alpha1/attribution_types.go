@@ -14,24 +14,29 @@ const (
 	OffenderSamePod OffenderClass = "SamePod"
 	// OffenderMeasuredPod: a task of another measured pod.
 	OffenderMeasuredPod OffenderClass = "MeasuredPod"
-	// OffenderPod: a task of another pod (named namespace/name).
+	// OffenderPod: a task of another pod (named namespace/name, or its
+	// cgroup path when the pod is not in the node's pod list).
 	OffenderPod OffenderClass = "Pod"
-	// OffenderSystemService: a task outside every pod (named by its
-	// cgroup: a systemd unit or slice).
+	// OffenderSystemService: a task outside every pod (named by its path
+	// in the cpu controller, e.g. system.slice/cron.service).
 	OffenderSystemService OffenderClass = "SystemService"
 	// OffenderKernelThread: a kernel thread (named by its comm).
 	OffenderKernelThread OffenderClass = "KernelThread"
-	// OffenderInterrupt: hard or soft interrupt time on the CPU.
+	// OffenderInterrupt: interrupt work in a thread of its own (ksoftirqd,
+	// threaded IRQ handlers; named by comm). IRQs served in another task's
+	// context count to that task without CONFIG_IRQ_TIME_ACCOUNTING.
 	OffenderInterrupt OffenderClass = "Interrupt"
 	// OffenderIdle: the CPU was idle; the wait is wake-up and idle-exit
 	// latency (power.maxIdleExitLatency limits it).
 	OffenderIdle OffenderClass = "Idle"
-	// OffenderSelfThrottling: the pod's own CFS quota held it back (not a
-	// neighbour: cpuQuota removes it).
+	// OffenderSelfThrottling: wait that began while the pod's own CFS quota
+	// was exhausted (not a neighbour: cpuQuota removes it).
 	OffenderSelfThrottling OffenderClass = "SelfThrottling"
-	// OffenderUnattributed: wait the tracer could not split.
+	// OffenderUnattributed: wait the tracer could not split (longer than
+	// its per-CPU history, or queued first on another CPU).
 	OffenderUnattributed OffenderClass = "Unattributed"
-	// OffenderOther: what the bounded maps could not tell apart.
+	// OffenderOther: offenders beyond the first five and what the bounded
+	// maps could not tell apart.
 	OffenderOther OffenderClass = "Other"
 )
 
