@@ -110,7 +110,7 @@ func nodeReports(in statusInput) []nodeReport {
 	var out []nodeReport
 	for i := range in.Nodes {
 		node := &in.Nodes[i]
-		if resolveNode(node.Labels, in.Candidates).Winner != name {
+		if in.resolution(node).Winner != name {
 			continue
 		}
 		r := nodeReport{node: node.Name}

@@ -124,6 +124,7 @@ func (r *profileReconciler) statusInput(ctx context.Context, p *v1alpha1.Latency
 	return statusInput{
 		Profile: p, Nodes: nodes, Candidates: cands, LatencyNodes: byName,
 		Now: readClock(r.Now), UnreachableAfter: r.UnreachableAfter, Revision: currentRevision(p),
+		resolved: make(map[string]resolution, len(nodes)),
 	}, nil
 }
 

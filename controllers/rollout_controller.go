@@ -87,7 +87,7 @@ func rolloutNodes(in statusInput) ([]rolloutNode, map[string]*v1alpha1.LatencyNo
 	var out []rolloutNode
 	for i := range in.Nodes {
 		node := &in.Nodes[i]
-		if resolveNode(node.Labels, in.Candidates).Winner != p.Name {
+		if in.resolution(node).Winner != p.Name {
 			continue
 		}
 		isCanary := canary != nil && canary.Matches(selectable(node.Labels))
