@@ -53,6 +53,14 @@ type LatencyNodeSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Revision string `json:"revision,omitempty"`
+
+	// verifyAfter is when the rollout's verification window for this
+	// node's revision ends. The agent reports the first full measurement
+	// window that ends at or after it at once, whatever else changed, so
+	// the controller can judge the node without waiting for a heartbeat.
+	// Absent outside a rollout.
+	// +optional
+	VerifyAfter *metav1.Time `json:"verifyAfter,omitempty"`
 }
 
 // SettingState is the outcome of one setting on the node.
@@ -106,6 +114,13 @@ type SettingResult struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Message string `json:"message,omitempty"`
+	// count is how many settings this line stands for: IRQ lines are
+	// summarised, one entry per target mask and state, setting naming
+	// the IRQs in range form (irq/24-31,40/smp_affinity_list). Absent
+	// (or 1) for a single setting.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Count int32 `json:"count,omitempty"`
 }
 
 // KernelFacts describe the node's kernel as the agent found it.
@@ -280,8 +295,23 @@ type Finding struct {
 	Message string `json:"message"`
 }
 
-// LatencyNodeStatus is written by the node's agent only.
+// LatencyNodeStatus is written by the node's agent only. The agent writes it
+// when something a reader acts on changed (a setting's state, a condition, a
+// finding, the evidence a verdict needs, the run-queue p99's bucket) and
+// otherwise once per heartbeatInterval; Prometheus, not this status, keeps
+// the fine-grained series.
 type LatencyNodeStatus struct {
+	// reportedAt is when the agent last wrote this status. A node whose
+	// report is older than two heartbeatIntervals is shown Stale.
+	// +optional
+	ReportedAt *metav1.Time `json:"reportedAt,omitempty"`
+	// heartbeatInterval is the agent's longest silence between two writes
+	// when nothing changed (its --status-heartbeat).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
+	HeartbeatInterval *metav1.Duration `json:"heartbeatInterval,omitempty"`
 	// observedGeneration is the spec generation the agent last acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

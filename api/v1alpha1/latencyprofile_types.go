@@ -40,7 +40,7 @@ type LatencyProfileSpec struct {
 }
 
 // ProfileNodeState is a node's state as seen from its LatencyProfile.
-// +kubebuilder:validation:Enum=Pending;Applied;Degraded;Drifted;Conflicted;Reverting;Reverted;Unreachable
+// +kubebuilder:validation:Enum=Pending;Applied;Degraded;Drifted;Conflicted;Reverting;Reverted;Unreachable;Stale
 type ProfileNodeState string
 
 const (
@@ -52,6 +52,10 @@ const (
 	NodeStateReverting   ProfileNodeState = "Reverting"
 	NodeStateReverted    ProfileNodeState = "Reverted"
 	NodeStateUnreachable ProfileNodeState = "Unreachable"
+	// NodeStateStale: the node's agent has not written its status for more
+	// than two of its heartbeat intervals; what it last said may no longer
+	// hold, so the node does not count as healthy.
+	NodeStateStale ProfileNodeState = "Stale"
 )
 
 // ProfileNodeStatus is one node's line in a LatencyProfile's status.
@@ -112,6 +116,10 @@ type LatencyProfileStatus struct {
 	// rebootRequired counts nodes whose kernel command line lacks isolation flags.
 	// +optional
 	RebootRequired int32 `json:"rebootRequired"`
+	// stale counts nodes whose agent has been silent for more than two
+	// heartbeat intervals (also counted in degraded).
+	// +optional
+	Stale int32 `json:"stale"`
 
 	// worstRunQueueP99 is the highest p99 run-queue latency across nodes.
 	// +optional

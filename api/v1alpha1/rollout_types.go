@@ -224,6 +224,43 @@ type RolloutStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+	// verdicts lists the nodes whose latest verdict is Regressed or
+	// Inconclusive, with the reason and figures, worst first, at most 32
+	// (verdictsOmitted counts the rest). The counts above cover every
+	// node. The controller recomputes them each pass from the nodes'
+	// evidence; this list is also its memory of why a node was rolled back.
+	// +optional
+	// +listType=map
+	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=32
+	Verdicts []NodeVerdictStatus `json:"verdicts,omitempty"`
+	// verdictsOmitted counts the judged nodes left out of verdicts.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	VerdictsOmitted int32 `json:"verdictsOmitted,omitempty"`
+}
+
+// NodeVerdictStatus is one node's verdict in a profile's rollout status.
+type NodeVerdictStatus struct {
+	// node is the node's name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+	// verdict is Improved, Unchanged, Regressed or Inconclusive.
+	// +required
+	// +kubebuilder:validation:Enum=Improved;Unchanged;Regressed;Inconclusive
+	Verdict string `json:"verdict"`
+	// revision is the revision the verdict judged.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Revision string `json:"revision,omitempty"`
+	// message carries the figures ("run-queue p99 412µs → 1.9ms, 4.6× > 1.2×").
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+	// lastTransitionTime is when the node got this verdict.
+	// +optional
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
 }
 
 // LatencySummary is a run-queue latency distribution over one window.
