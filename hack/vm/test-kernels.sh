@@ -6,6 +6,7 @@
 #   hack/vm/test-kernels.sh                 # every row
 #   VM_ROWS=6.12-cgroup2 hack/vm/test-kernels.sh
 #   VM_PKGS="./agent/vmtest" VM_RUN=TestSystemd hack/vm/test-kernels.sh   # packages, -test.run
+#   VM_RUN_DIR=/tmp/vmrun-x hack/vm/test-kernels.sh   # a run of its own (logs, shares)
 #
 # Nothing on the host changes: kernels are unpacked (never installed) into
 # the cache, the VMs have no network (-nic none), the root disk is opened
@@ -32,7 +33,8 @@ rootfs="$("$ROOT/hack/vm/rootfs.sh")"
 # for the host they run on (cgroup v1, its IRQs, envtest binaries) and fail
 # by design where a prerequisite is missing (internal/privtest), so in a row
 # they fail for the row's layout, not for a defect; VM_PKGS can name them.
-run="$VM_CACHE/run"; rm -rf "$run"; mkdir -p "$run/bin"
+# VM_RUN_DIR lets two runs share the image cache without sharing a run.
+run="${VM_RUN_DIR:-$VM_CACHE/run}"; rm -rf "$run"; mkdir -p "$run/bin"
 VM_PKGS="${VM_PKGS:-./agent/vmtest}"
 # shellcheck disable=SC2086
 mapfile -t pkgs < <(cd "$ROOT" && go list -tags privileged -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}|{{.Dir}}{{end}}' $VM_PKGS)
