@@ -4,11 +4,17 @@
 # the way a cluster's Prometheus would (HTTPS, bearer token of a service
 # account bound to latencytier-metrics-reader, the self-signed certificate not
 # verified), loads config/prometheus/latencytier.rules.yaml, and a query for
-# the run-queue p99 returns a number.
+# the run-queue p99 returns a number. It scrapes the manager too, and
+# dashboard_checks runs every query of the Grafana dashboard
+# (config/grafana/latencytier.json) against it and requires data for each.
 #
-# hack/e2e.sh sources this file and calls prometheus_checks once the agent
-# measures. Run alone against a cluster that is already up with a profile
-# applied and measuring (E2E_KEEP=1 make test-e2e, or make demo):
+# hack/e2e.sh sources this file, calls prometheus_checks once the agent
+# measures (Prometheus keeps running, scraping) and dashboard_checks once a
+# rollout and the attribution step have made every series the dashboard
+# reads; its exit trap calls prom_stop. Run alone against a cluster that is
+# already up with a profile applied and measuring (E2E_KEEP=1 make
+# test-e2e, or make demo); with no rollout done, the rollout panels are
+# empty and dashboard_checks says so:
 #
 #   hack/e2e-prometheus.sh
 #
@@ -16,16 +22,23 @@
 #   E2E_PROM_KEEP=1 leave Prometheus running (its directory is printed)
 #   AGENT_METRICS_PORT the agent's metrics port (default 9849, the chart's
 #                   agent.metricsPort)
+#   MANAGER_METRICS_PORT the manager's (default 9847, the chart's
+#                   metrics.port; the local cluster runs it on the host
+#                   network)
 
 PROM_PORT="${E2E_PROM_PORT:-19090}"
 AGENT_METRICS_PORT="${AGENT_METRICS_PORT:-9849}"
+MANAGER_METRICS_PORT="${MANAGER_METRICS_PORT:-9847}"
 PROM_SA=latencytier-e2e-scraper
 PROM_DIR=
 PROM_PID=
+PROM_T0=
 
-# prom_config TOKEN_FILE RULES_FILE NODE: the scrape configuration, one
-# static target: this node's agent, labelled with the node as the
-# PodMonitor's relabeling does (the alert rules join on it).
+# prom_config TOKEN_FILE RULES_FILE NODE: the scrape configuration, two
+# static targets: this node's agent, labelled with the node as the
+# PodMonitor's relabeling does (the alert rules join on it), and the
+# manager, labelled component only: its per-node series carry their own
+# node label.
 prom_config() {
   cat <<EOF
 global:
@@ -48,6 +61,9 @@ scrape_configs:
     labels:
       node: $3
       component: agent
+  - targets: ['127.0.0.1:$MANAGER_METRICS_PORT']
+    labels:
+      component: manager
 EOF
 }
 
@@ -92,6 +108,7 @@ prom_start() {
   prometheus --config.file="$PROM_DIR/prometheus.yml" --storage.tsdb.path="$PROM_DIR/data" \
     --web.listen-address="127.0.0.1:$PROM_PORT" >"$PROM_DIR/prometheus.log" 2>&1 &
   PROM_PID=$!
+  PROM_T0=$SECONDS
 }
 
 # prom_stop stops the Prometheus this script started (by its PID) and
@@ -126,7 +143,8 @@ prometheus_checks() {
   prom_config "$PROM_DIR/token" "$ROOT/config/prometheus/latencytier.rules.yaml" "$NODE" >"$PROM_DIR/prometheus.yml"
   must "promtool check config (scrape config and config/prometheus rules)" promtool_check
   prom_start
-  check "Prometheus target up" wait_until 60 "up == 1" prom_is 'up{job="latencytier-agent"}' 1
+  check "Prometheus target up" wait_until 60 "up == 1" prom_is 'up{job="latencytier-agent",component="agent"}' 1
+  check "Prometheus scrapes the manager" wait_until 60 "manager up == 1" prom_is 'up{job="latencytier-agent",component="manager"}' 1
   q='histogram_quantile(0.99, sum by (le) (rate(latencytier_node_runqueue_latency_seconds_bucket{job="latencytier-agent",class="node"}[1m])))'
   check "run-queue p99 query returns a number" wait_until 90 "a p99" prom_number "$q"
   p99=$(prom_query "$q") || true
@@ -138,12 +156,40 @@ prometheus_checks() {
   echo "  (selected series:)"
   grep -E '^latencytier_(node_runqueue_latency_seconds_(bucket\{class="node",le="(1.6e-05|3.2e-05|6.4e-05|0.000128|\+Inf)"|count)|setting_state\{setting="scheduler/autogroup"|drift_reasserts_total|journal_entries|pod_)' \
     "$PROM_DIR/scrape.txt" | sed 's/^/    /' || true
+  # Prometheus keeps scraping: dashboard_checks reads what it collects
+  # through the rest of the run.
+}
+
+# dashboard_checks: every query of the Grafana dashboard, with each
+# variable at All, as a range query over the time since Prometheus
+# started, returns data (config/grafana/check; docs/metrics.md). Then
+# Prometheus stops, unless E2E_PROM_KEEP=1.
+dashboard_checks() {
+  say "Grafana dashboard: every query has data in the real Prometheus"
+  if [[ -z "$PROM_PID" ]]; then
+    fail "dashboard queries: no Prometheus (prometheus_checks did not run)"
+    return
+  fi
+  must "build config/grafana/check" dashboard_build
+  check "every dashboard query returns data" dashboard_query_data
+  sed 's/^/    /' "$PROM_DIR/dashboard.txt"
   if [[ "${E2E_PROM_KEEP:-}" == 1 ]]; then
     echo "  Prometheus left running (pid $PROM_PID, http://127.0.0.1:$PROM_PORT, $PROM_DIR)"
     PROM_PID=
     return 0
   fi
   prom_stop
+}
+
+dashboard_build() { (cd "$ROOT" && go build -o "$PROM_DIR/dashboard-check" ./config/grafana/check); }
+
+# dashboard_query_data runs the check, its report in dashboard.txt: range
+# queries back to Prometheus' start, $__rate_interval 1m (12 scrapes),
+# waiting up to 90 s for the last series to arrive.
+dashboard_query_data() {
+  "$PROM_DIR/dashboard-check" -prometheus "http://127.0.0.1:$PROM_PORT" \
+    -dashboard "$ROOT/config/grafana/latencytier.json" -range "$((SECONDS - PROM_T0 + 60))s" \
+    -rate-interval 1m -step 15s -wait 90s >"$PROM_DIR/dashboard.txt" 2>&1
 }
 
 # prom_is EXPR VALUE: the query's value is VALUE.
@@ -161,6 +207,7 @@ if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   must() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; exit 1; fi; }
   trap 'prom_stop' EXIT
   prometheus_checks
+  dashboard_checks
   if ((${#failures[@]})); then
     printf 'e2e-prometheus: %d failure(s):\n' "${#failures[@]}"
     printf '  - %s\n' "${failures[@]}"

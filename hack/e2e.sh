@@ -414,6 +414,9 @@ must "e2e-hog running beside rollout-server" start_hog
 check "status.latency.pods: rollout-server's top offender is Pod default/e2e-hog" wait_until 90 "attribution" hog_is_top
 check "a NoisyNeighbor finding names default/e2e-hog" wait_until 30 "NoisyNeighbor finding" noisy_finding
 echo "  (rollout-server: $(k get latencynode "$NODE" -o jsonpath='{range .status.latency.pods[?(@.name=="rollout-server")]}{.waitPerSecond}/s:{range .offenders[*]} {.sharePercent}% {.class} {.name};{end}{end}'))"
+# Every series the dashboard reads exists by now (rollout verdicts,
+# attributed waits, drift re-asserts): hack/e2e-prometheus.sh.
+dashboard_checks
 k delete pod e2e-hog --wait=true --timeout=60s >/dev/null 2>&1 || true
 
 say "Rollout profile deleted: the kubelet's quota is back"
