@@ -229,6 +229,9 @@ func TestManifestVersionIsSemver(t *testing.T) {
 // platform (the others from fakes) and the archive's binary runs and
 // reports the version dist.sh was given.
 func TestRealBuildRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the real build compiles the plugin from scratch once (-trimpath), minutes on a small machine")
+	}
 	host := runtime.GOOS + "/" + runtime.GOARCH
 	var others []string
 	for _, p := range []string{"darwin/amd64", "darwin/arm64", "linux/amd64", "linux/arm64"} {
