@@ -109,9 +109,7 @@ func explainLatency(out io.Writer, n *v1alpha1.LatencyNode) {
 			fmt.Fprintf(out, "  %-6s -\n", ev.name)
 			continue
 		}
-		fmt.Fprintf(out, "  %-6s p99 %s (p50 %s, max %s, %d samples) under %s %s, window %s ending %s\n",
-			ev.name, dur(ev.e.RunQueue.P99), dur(ev.e.RunQueue.P50), dur(ev.e.RunQueue.Max), ev.e.RunQueue.Samples,
-			ev.e.Action, safe(orDash(ev.e.Revision)), dur(ev.e.Window), ev.e.MeasuredAt.UTC().Format("2006-01-02T15:04:05Z"))
+		fmt.Fprintf(out, "  %-6s %s\n", ev.name, evidence(ev.e))
 	}
 	if v := st.Verdict; v != nil {
 		fmt.Fprintf(out, "  verdict %s: %s\n", safe(v.Reason), safe(v.Message))

@@ -1,7 +1,10 @@
 // Command kubectl-latency is a kubectl plugin ("kubectl latency") that
 // answers per-node latency questions from LatencyProfiles and LatencyNodes:
 // status (profile → nodes → settings, worst first, with each node's
-// before/after run-queue latency), explain NODE and top (nodes by p99).
+// before/after run-queue latency), explain NODE and top (nodes by p99),
+// each also as -o json|yaml (and kubectl's other object formats) through
+// cli-runtime's printers; version; completion of its commands, flags,
+// profile and node names (cobra's).
 //
 // It is its own binary, not a subcommand of the latencytier binary, because
 // kubectl finds plugins by executable name (kubectl-latency on PATH) and
@@ -16,12 +19,9 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"latencytier.io/latencytier/api/v1alpha1"
 )
 
 func main() {
@@ -32,9 +32,11 @@ func main() {
 }
 
 // newRootCommand builds "kubectl latency" with kubectl's connection flags
-// (--kubeconfig, --context, --server, --token, ...).
+// (--kubeconfig, --context, --server, --token, ...) but --namespace: both
+// kinds are cluster-scoped, so a namespace would mean nothing.
 func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
+	flags.Namespace = nil
 	root := &cobra.Command{
 		Use:           "kubectl-latency",
 		Short:         "Run-queue latency and tuning of latency-tier nodes",
@@ -47,12 +49,23 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root.SetErr(streams.ErrOut)
 	flags.AddFlags(root.PersistentFlags())
 	connect := func() (client.Client, error) { return newClient(flags) }
+	statusOut, explainOut := newOutput(true), newOutput(false)
 	root.AddCommand(
 		command("status [PROFILE]", "Profiles, their nodes (worst first, before/after p99) and the settings that do not hold",
-			cobra.MaximumNArgs(1), streams.Out, connect, status),
+			cobra.MaximumNArgs(1), streams.Out, connect, statusOut, completeProfiles(connect),
+			func(ctx context.Context, c client.Client, out io.Writer, args []string) error {
+				return status(ctx, c, out, statusOut, args)
+			}),
 		command("explain NODE", "One node: findings, budget, what the profile changed and what the kernel reports",
-			cobra.ExactArgs(1), streams.Out, connect, explainNode),
+			cobra.ExactArgs(1), streams.Out, connect, explainOut, completeNodes(connect),
+			func(ctx context.Context, c client.Client, out io.Writer, args []string) error {
+				if !explainOut.table() {
+					return printNode(ctx, c, out, explainOut, args[0])
+				}
+				return explainNode(ctx, c, out, args)
+			}),
 		newTopCommand(streams.Out, connect),
+		newVersionCommand(streams.Out),
 	)
 	return root
 }
@@ -63,10 +76,6 @@ func newClient(flags *genericclioptions.ConfigFlags) (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
 	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
@@ -74,11 +83,25 @@ func newClient(flags *genericclioptions.ConfigFlags) (client.Client, error) {
 // so --help needs no cluster).
 type connectFunc func() (client.Client, error)
 
-// command is what every subcommand shares: connect, then print to out.
-func command(use, short string, args cobra.PositionalArgs, out io.Writer, connect connectFunc,
-	run func(ctx context.Context, c client.Client, out io.Writer, args []string) error) *cobra.Command {
-	return &cobra.Command{
-		Use: use, Short: short, Args: args,
+// command is what every subcommand shares: -o, then, before any request,
+// the validation of -o and of whatever else validate checks; connect; run,
+// printing to out. complete, if set, completes the positional argument.
+func command(use, short string, args cobra.PositionalArgs, out io.Writer, connect connectFunc, o *output,
+	complete cobra.CompletionFunc, run func(ctx context.Context, c client.Client, out io.Writer, args []string) error,
+	validate ...func() error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use: use, Short: short, Args: args, ValidArgsFunction: complete,
+		PreRunE: func(*cobra.Command, []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			for _, v := range validate {
+				if err := v(); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := connect()
 			if err != nil {
@@ -87,4 +110,9 @@ func command(use, short string, args cobra.PositionalArgs, out io.Writer, connec
 			return run(cmd.Context(), c, out, args)
 		},
 	}
+	if complete == nil {
+		cmd.ValidArgsFunction = cobra.NoFileCompletions
+	}
+	o.addFlags(cmd)
+	return cmd
 }

@@ -6,14 +6,16 @@ import (
 	"io"
 	"strconv"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
 // status prints each profile (or the one named), then its nodes worst
-// first, then under each node the settings that are not Applied.
-func status(ctx context.Context, c client.Client, out io.Writer, args []string) error {
+// first, then under each node the settings that are not Applied; with -o
+// json|yaml|..., a List of those profiles and their LatencyNodes.
+func status(ctx context.Context, c client.Client, out io.Writer, o *output, args []string) error {
 	var profiles []v1alpha1.LatencyProfile
 	if len(args) == 1 {
 		var p v1alpha1.LatencyProfile
@@ -28,7 +30,7 @@ func status(ctx context.Context, c client.Client, out io.Writer, args []string) 
 		}
 		profiles = list.Items
 	}
-	if len(profiles) == 0 {
+	if len(profiles) == 0 && o.table() {
 		_, err := fmt.Fprintln(out, "No LatencyProfiles found.")
 		return err
 	}
@@ -40,27 +42,54 @@ func status(ctx context.Context, c client.Client, out io.Writer, args []string) 
 	for _, n := range nodes.Items {
 		byProfile[n.Spec.Profile] = append(byProfile[n.Spec.Profile], n)
 	}
+	if !o.table() {
+		return printProfiles(out, o, profiles, byProfile)
+	}
 	for i := range profiles {
 		if i > 0 {
 			fmt.Fprintln(out)
 		}
-		if err := printProfile(out, &profiles[i], byProfile[profiles[i].Name]); err != nil {
+		if err := printProfile(out, &profiles[i], byProfile[profiles[i].Name], o.isWide()); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func printProfile(out io.Writer, p *v1alpha1.LatencyProfile, nodes []v1alpha1.LatencyNode) error {
+// printProfiles prints each profile followed by its nodes, worst first, as
+// one List.
+func printProfiles(out io.Writer, o *output, profiles []v1alpha1.LatencyProfile, byProfile map[string][]v1alpha1.LatencyNode) error {
+	var objs []runtime.Object
+	for i := range profiles {
+		objs = append(objs, &profiles[i])
+		nodes := byProfile[profiles[i].Name]
+		worstFirst(nodes)
+		for j := range nodes {
+			objs = append(objs, &nodes[j])
+		}
+	}
+	l, err := list(objs...)
+	if err != nil {
+		return err
+	}
+	return o.printObject(out, l)
+}
+
+// printProfile prints a profile's table and its nodes'; wide adds the
+// profile's conflicted and stale counts and each node's revision and its
+// measured pods' p99 after the change.
+func printProfile(out io.Writer, p *v1alpha1.LatencyProfile, nodes []v1alpha1.LatencyNode, wide bool) error {
 	st := p.Status
 	rollout := "-"
 	if st.Rollout != nil && st.Rollout.Phase != "" {
 		rollout = string(st.Rollout.Phase)
 	}
 	t := newTable(out)
-	t.row("PROFILE", "READY", "MATCHED", "APPLIED", "DEGRADED", "OUTSIDE-BUDGET", "WORST-P99", "THROTTLED", "ROLLOUT")
-	t.row(p.Name, condition(st.Conditions, v1alpha1.ProfileReady), itoa(st.Matched), itoa(st.Applied),
-		itoa(st.Degraded), itoa(st.OutsideBudget), dur(st.WorstRunQueueP99), orDash(st.MaxThrottledRatio), rollout)
+	t.row(wideCells(wide, []string{"PROFILE", "READY", "MATCHED", "APPLIED", "DEGRADED", "OUTSIDE-BUDGET", "WORST-P99", "THROTTLED", "ROLLOUT"},
+		"CONFLICTED", "STALE")...)
+	t.row(wideCells(wide, []string{p.Name, condition(st.Conditions, v1alpha1.ProfileReady), itoa(st.Matched), itoa(st.Applied),
+		itoa(st.Degraded), itoa(st.OutsideBudget), dur(st.WorstRunQueueP99), orDash(st.MaxThrottledRatio), rollout},
+		itoa(st.Conflicted), itoa(st.Stale))...)
 	if err := t.flush(); err != nil {
 		return err
 	}
@@ -73,11 +102,12 @@ func printProfile(out io.Writer, p *v1alpha1.LatencyProfile, nodes []v1alpha1.La
 	}
 	worstFirst(nodes)
 	t = newTable(out)
-	t.row("  NODE", "STATE", "BEFORE-P99", "AFTER-P99", "CHANGE", "VERDICT", "THROTTLED", "SETTINGS")
+	t.row(wideCells(wide, []string{"  NODE", "STATE", "BEFORE-P99", "AFTER-P99", "CHANGE", "VERDICT", "THROTTLED", "SETTINGS"},
+		"REVISION", "POD-P99")...)
 	for i := range nodes {
 		n := &nodes[i]
-		t.row("  "+n.Name, nodeState(n), dur(before(n)), dur(after(n)), change(n), verdict(n),
-			orDash(n.Status.ThrottledRatio), settingsSummary(n))
+		t.row(wideCells(wide, []string{"  " + n.Name, nodeState(n), dur(before(n)), dur(after(n)), change(n), verdict(n),
+			orDash(n.Status.ThrottledRatio), settingsSummary(n)}, orDash(n.Spec.Revision), podP99(n))...)
 		for _, s := range n.Status.Settings {
 			if s.State == v1alpha1.SettingApplied || s.State == v1alpha1.SettingReverted {
 				continue
@@ -112,3 +142,20 @@ func settingsSummary(n *v1alpha1.LatencyNode) string {
 }
 
 func itoa(i int32) string { return strconv.Itoa(int(i)) }
+
+// wideCells is cells, and with -o wide the extra ones after them.
+func wideCells(wide bool, cells []string, extra ...string) []string {
+	if wide {
+		return append(cells, extra...)
+	}
+	return cells
+}
+
+// podP99 is the measured pods' run-queue p99 in the node's current
+// evidence, "-" without one.
+func podP99(n *v1alpha1.LatencyNode) string {
+	if n.Status.Current == nil || n.Status.Current.Pods == nil {
+		return "-"
+	}
+	return dur(n.Status.Current.Pods.P99)
+}
