@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -88,14 +89,26 @@ func (o *output) validate() error {
 	return nil
 }
 
-// printObject prints obj with the printer -o names. List items get their
-// apiVersion and kind too (the printers set only the top object's).
+// printObject prints obj with the printer -o names; -o name, which takes
+// no lists, prints a list's items one by one, as kubectl get does.
 func (o *output) printObject(out io.Writer, obj runtime.Object) error {
 	p, err := o.print.ToPrinter()
 	if err != nil {
 		return err
 	}
-	return p.PrintObj(obj, out)
+	if o.format != "name" || !meta.IsListType(obj) {
+		return p.PrintObj(obj, out)
+	}
+	items, err := meta.ExtractList(obj)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		if err := p.PrintObj(it, out); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // list is a v1 List of objs (as kubectl get prints several kinds), each
