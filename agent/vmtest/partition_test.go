@@ -440,3 +440,73 @@ func TestPartitionUnsupportedWritesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestMain doubles as an agent that crashes: with LT_VM_PARTITION_CGROUP
+// set, the binary partitions that container cgroup's CPUs
+// (LT_VM_PARTITION_CPUS, isolated) on the real kernel and SIGKILLs itself
+// at the LT_VM_PARTITION_CRASH_AT-th write, as a node losing the agent pod
+// mid-apply does.
+func TestMain(m *testing.M) {
+	rel := os.Getenv("LT_VM_PARTITION_CGROUP")
+	if rel == "" {
+		os.Exit(m.Run())
+	}
+	root := host.New("/")
+	cpus, _ := cpulist.Parse(os.Getenv("LT_VM_PARTITION_CPUS"))
+	at := 0
+	_, _ = fmt.Sscan(os.Getenv("LT_VM_PARTITION_CRASH_AT"), &at)
+	knobs, _ := partition.Knobs(root, partition.Probe(root, partition.DefaultKubepods),
+		[]partition.Request{{Cgroup: rel, CPUs: cpus.String(), Type: string(partition.Isolated)}}, partition.Options{Within: cpus})
+	seen := 0
+	e := engine(root)
+	e.Hook = func(s apply.Stage, _ string) {
+		if s == apply.StageWritten {
+			if seen++; seen == at {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+		}
+	}
+	if _, err := e.Apply(apply.Meta{Profile: "vm"}, knobs); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// An agent killed after each write of a partition's apply, on the real
+// kernel: the revert that follows restores every file, the root's
+// isolated list, the workqueue mask and the scheduler domains.
+func TestPartitionCrashMidApplyThenRevert(t *testing.T) {
+	root, row := vm(t)
+	partitionRow(t, root, row)
+	cpus := cpuset.New(2, 3)
+	rel := kubeletTree(t, cpus)
+	sleep := exec.Command("sleep", "600")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleep.Process.Kill(); _ = sleep.Wait() })
+	write(t, root.Cgroup(rel)+"/cgroup.procs", itoa(sleep.Process.Pid))
+	before := view(t, rel)
+	e := engine(root)
+	t.Cleanup(func() { _, _ = e.Revert() })
+	const writes = 5 // kubepods, QoS, pod, container exclusive CPUs; the type
+	for at := 1; at <= writes; at++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "LT_VM_PARTITION_CGROUP="+rel, "LT_VM_PARTITION_CPUS="+cpus.String(), "LT_VM_PARTITION_CRASH_AT="+itoa(at))
+		out, err := cmd.CombinedOutput()
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if err == nil || !ws.Signaled() {
+			t.Fatalf("the agent was not killed at write %d: %v\n%s", at, err, out)
+		}
+		mid := view(t, rel)
+		if _, err := e.Revert(); err != nil {
+			t.Fatal(err)
+		}
+		if d := before.diff(view(t, rel)); len(d) > 0 {
+			t.Errorf("crash at write %d (kernel then: isolated %q, partition %q), revert left:\n%s", at, mid.isolated,
+				mid.files[root.Cgroup(rel)+"/"+partition.PartitionFile], strings.Join(d, "\n"))
+		}
+	}
+}
