@@ -25,7 +25,12 @@ const partitionScope = "partition"
 // this pass leave the partition scope undetermined rather than reverted.
 func (s *State) partitions(root *host.Root, t v1alpha1.TuningSpec, isolated cpuset.CPUSet, pods []podcgroup.Pod, state *cpumanager.State) {
 	typ := partitionType(t.CPUs.Partition)
-	if typ == "" || !state.OwnsPlacement() {
+	if typ == "" {
+		return
+	}
+	if !state.OwnsPlacement() {
+		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: partitionScope + "/kubelet", Desired: string(typ), State: v1alpha1.SettingUnsupported,
+			Message: "cpus.partition partitions the exclusive CPUs kubelet's static CPU manager assigns, and kubelet here has no static CPU manager state (cpuManagerPolicy: static, with reservedSystemCPUs the reserved CPUs)"})
 		return
 	}
 	node := partition.Probe(root, partition.DefaultKubepods)

@@ -1,6 +1,7 @@
 package desired_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -98,5 +99,20 @@ func TestPartitionForKubeletsExclusiveCPUs(t *testing.T) {
 	}
 	if v := testroot.Read(t, root.Cgroup(partApp, "cpuset.cpus.partition")); v != "member" {
 		t.Errorf("app partition after the profile dropped partitions = %q, want member", v)
+	}
+	// Without kubelet's static CPU manager there are no exclusive CPUs to
+	// partition: one Unsupported result says so.
+	if err := os.Remove(root.KubeletDir("cpu_manager_state")); err != nil {
+		t.Fatal(err)
+	}
+	ds = desired.Render(root, sysctl.Layout{}, spec(v1alpha1.CPUPartitionRoot), pods, nil)
+	var kubelet []v1alpha1.SettingResult
+	for _, r := range ds.Results {
+		if strings.HasPrefix(r.Setting, "partition/") {
+			kubelet = append(kubelet, r)
+		}
+	}
+	if got := partKnobs(ds); len(got) != 0 || len(kubelet) != 1 || kubelet[0].State != v1alpha1.SettingUnsupported || !strings.Contains(kubelet[0].Message, "static CPU manager") {
+		t.Errorf("without kubelet's static policy: knobs %v, results %+v; want one Unsupported result naming the static CPU manager", got, kubelet)
 	}
 }

@@ -340,6 +340,7 @@ func TestPartitionIsolatesCPUsOnTheKernel(t *testing.T) {
 	}
 	check("after apply")
 	t.Logf("after apply: %+v", view(t, rel))
+	hogNeverOn(t, cpus)
 	if out, err := exec.Command("systemctl", "daemon-reload").CombinedOutput(); err != nil {
 		t.Fatalf("daemon-reload: %v %s", err, out)
 	}
@@ -509,4 +510,40 @@ func TestPartitionCrashMidApplyThenRevert(t *testing.T) {
 				mid.files[root.Cgroup(rel)+"/"+partition.PartitionFile], strings.Join(d, "\n"))
 		}
 	}
+}
+
+// hogNeverOn runs a busy loop in a scope under system.slice for 2 s and
+// fails if it is ever allowed or seen on cpus.
+func hogNeverOn(t *testing.T, cpus cpuset.CPUSet) {
+	t.Helper()
+	dir := "/sys/fs/cgroup/system.slice/latencytier-vmtest-hog.scope"
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hog := exec.Command("sh", "-c", "while :; do :; done")
+	if err := hog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hog.Process.Kill(); _ = hog.Wait(); _ = syscall.Rmdir(dir) }()
+	write(t, dir+"/cgroup.procs", itoa(hog.Process.Pid))
+	seen := map[int]bool{}
+	for start := time.Now(); time.Since(start) < 2*time.Second; time.Sleep(10 * time.Millisecond) {
+		seen[onCPU(t, hog.Process.Pid)] = true
+	}
+	var allowed string
+	for _, line := range strings.Split(readOr(fmt.Sprintf("/proc/%d/status", hog.Process.Pid)), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			allowed = strings.TrimSpace(v)
+		}
+	}
+	a, err := cpulist.Parse(allowed)
+	if err != nil || a.Intersection(cpus).Size() > 0 {
+		t.Errorf("a system.slice hog may run on %q (%v), want none of %s", allowed, err, cpus)
+	}
+	for c := range seen {
+		if cpus.Contains(c) {
+			t.Errorf("a system.slice hog ran on CPU %d of the partition %s (seen on %v)", c, cpus, seen)
+		}
+	}
+	t.Logf("system.slice hog: allowed %s, seen on CPUs %v", allowed, seen)
 }
