@@ -547,3 +547,95 @@ func hogNeverOn(t *testing.T, cpus cpuset.CPUSet) {
 	}
 	t.Logf("system.slice hog: allowed %s, seen on CPUs %v", allowed, seen)
 }
+
+// A partition the kernel invalidates after the agent made it: both its
+// CPUs go offline (hotplug), the kernel reads "isolated invalid (No cpu
+// available due to hotplug)", and the next pass reports it as drift with
+// the kernel's state and re-asserts it (6.12 then holds it valid on the
+// offline CPUs; a kernel that kept it invalid is reported Invalid with
+// the reason); with the CPUs back a pass finds it applied, and revert
+// restores everything.
+func TestPartitionInvalidatedByHotplugIsReported(t *testing.T) {
+	root, row := vm(t)
+	partitionRow(t, root, row)
+	cpus := cpuset.New(2, 3)
+	rel := kubeletTree(t, cpus)
+	ctr := root.Cgroup(rel)
+	sleep := exec.Command("sleep", "600")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleep.Process.Kill(); _ = sleep.Wait() })
+	write(t, ctr+"/cgroup.procs", itoa(sleep.Process.Pid))
+	before := view(t, rel)
+	e := applyPartition(t, root, rel, cpus, partition.Isolated)
+	online := func(v string) {
+		for _, c := range []int{3, 2} {
+			write(t, fmt.Sprintf("/sys/devices/system/cpu/cpu%d/online", c), v)
+		}
+	}
+	t.Cleanup(func() {
+		for _, c := range []int{2, 3} {
+			_ = os.WriteFile(fmt.Sprintf("/sys/devices/system/cpu/cpu%d/online", c), []byte("1"), 0)
+		}
+	})
+	knobs, _ := partition.Knobs(root, partition.Probe(root, partition.DefaultKubepods),
+		[]partition.Request{{Cgroup: rel, CPUs: cpus.String(), Type: string(partition.Isolated)}}, partition.Options{Within: cpus})
+	id := knobs[len(knobs)-1].ID
+	online("0")
+	st, err := partition.ParseState(readOr(ctr + "/" + partition.PartitionFile))
+	if err != nil || !st.Invalid {
+		t.Fatalf("with CPUs %s offline the partition reads %q (%v), want an invalid isolated partition", cpus, readOr(ctr+"/"+partition.PartitionFile), err)
+	}
+	t.Logf("kernel's reason with the CPUs offline: %q", st.Reason)
+	rep, err := e.Apply(apply.Meta{Profile: "vm"}, knobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res v1alpha1.SettingResult
+	for _, r := range partition.Explain(rep.Results) {
+		if r.Setting == id {
+			res = r
+		}
+	}
+	drifted := false
+	for _, d := range rep.Drifts {
+		drifted = drifted || (d.ID == id && strings.Contains(d.Theirs, "invalid ("+st.Reason+")"))
+	}
+	if !drifted || st.Reason == "" {
+		t.Errorf("pass with the CPUs offline: drifts %+v, want %s with the kernel's invalid state %q", rep.Drifts, id, st.Reason)
+	}
+	// The re-assertion either brings the partition back (6.12 does: an
+	// exclusive effective set of offline CPUs is valid) or leaves it
+	// invalid, reported Invalid with the reason.
+	switch {
+	case res.State == v1alpha1.SettingApplied && readOr(ctr+"/"+partition.PartitionFile) == "isolated":
+	case res.State == v1alpha1.SettingInvalid && strings.Contains(res.Message, st.Reason):
+	default:
+		t.Errorf("pass with the CPUs offline: %+v, want Applied (re-asserted) or Invalid naming %q", res, st.Reason)
+	}
+	t.Logf("pass with the CPUs offline: %s %q %s", res.State, res.Actual, res.Message)
+	online("1")
+	t.Logf("after the CPUs came back the kernel reads %q", readOr(ctr+"/"+partition.PartitionFile))
+	rep, err = e.Apply(apply.Meta{Profile: "vm"}, knobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range partition.Explain(rep.Results) {
+		if r.State != v1alpha1.SettingApplied {
+			t.Errorf("pass with the CPUs back: %s %s %q (%s)", r.Setting, r.State, r.Actual, r.Message)
+		}
+	}
+	if got := readOr(ctr + "/" + partition.PartitionFile); got != "isolated" {
+		t.Errorf("partition after the CPUs came back and a pass = %q, want isolated", got)
+	}
+	if got := readOr("/sys/fs/cgroup/" + partition.IsolatedFile); got != cpus.String() {
+		t.Errorf("root cpuset.cpus.isolated = %q, want %s", got, cpus)
+	}
+	if _, err := e.Revert(); err != nil {
+		t.Fatal(err)
+	}
+	if d := before.diff(view(t, rel)); len(d) > 0 {
+		t.Errorf("revert left:\n%s", strings.Join(d, "\n"))
+	}
+}
