@@ -11,6 +11,7 @@ import (
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/kerr"
+	"latencytier.io/latencytier/agent/partition"
 	"latencytier.io/latencytier/agent/plan"
 	"latencytier.io/latencytier/agent/rtsched"
 	"latencytier.io/latencytier/agent/sysctl"
@@ -234,10 +235,12 @@ func oursList(w []string) string {
 }
 
 // Equal is the comparison revert uses without a knob at hand: values equal
-// after collapsing whitespace, or cpulists naming the same CPUs.
+// after collapsing whitespace, cpulists naming the same CPUs, or cpuset
+// partition states of one type ("isolated invalid (...)", a partition of
+// the agent's the kernel has since invalidated, is still its "isolated").
 func Equal(a, b string) bool {
 	fa, fb := strings.Join(strings.Fields(a), " "), strings.Join(strings.Fields(b), " ")
-	if fa == fb {
+	if fa == fb || partition.SameType(fa, fb) {
 		return true
 	}
 	if !isCPUList(fa) || !isCPUList(fb) {

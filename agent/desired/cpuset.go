@@ -57,6 +57,7 @@ func (s *State) cpusets(root *host.Root, t v1alpha1.TuningSpec, reserved cpuset.
 	}
 	s.add(k, r)
 	s.Undetermined = append(s.Undetermined, failedIDs(r)...)
+	s.partitions(root, t, isolated, isolatedPods, state)
 }
 
 // online reports whether every CPU of set (the spec's field) is online.

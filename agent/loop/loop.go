@@ -49,6 +49,7 @@ import (
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/measure"
+	"latencytier.io/latencytier/agent/partition"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/knobs"
@@ -362,6 +363,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	r.reportRefusals(ctx, ds.Refusals)
 	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration,
 		Undetermined: ds.Undetermined}, ds.Knobs)
+	rep.Results = partition.Explain(rep.Results)
 	if len(rep.Held) > 0 {
 		log.V(1).Info("Left settings as applied that this pass could not determine", "scopes", ds.Undetermined, "settings", len(rep.Held))
 	}
@@ -387,6 +389,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	rep.Drifts = r.drifts(rep.Drifts, now.Time)
 	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
 		Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Reasserted: reasserted, Now: now})
+	st.Isolation = partition.Account(ln.Spec.Tuning.CPUs, partition.Probe(r.Root, partition.DefaultKubepods), kf.CmdlineIsolation, rep.Results, ds.Results)
 	r.held(ln, ln.Spec.Tuning, ds.Pods, err == nil)
 	r.measure(ctx, ln, &st)
 	return st, err

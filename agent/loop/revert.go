@@ -57,7 +57,9 @@ func (r *Reconciler) revert(ctx context.Context, ln *v1alpha1.LatencyNode) v1alp
 	kf := facts.Read(r.Root, layout.EEVDF, wasMounted(ln))
 	pods, _ := r.pods(ctx)
 	r.held(ln, measurementOnly(ln.Spec), pods, err == nil)
-	return revertStatus(ln.Status, revertInput{Node: ln, Report: rep, Err: err, Kernel: kf, Now: metav1.Now()})
+	st := revertStatus(ln.Status, revertInput{Node: ln, Report: rep, Err: err, Kernel: kf, Now: metav1.Now()})
+	st.Isolation = nil // reverted: nothing of the profile's isolates the CPUs any more
+	return st
 }
 
 // revertOrphan restores a journal when the node has no LatencyNode: the

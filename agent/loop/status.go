@@ -231,6 +231,8 @@ func culprit(id string, irqbalancePID int) string {
 		return "systemd (AllowedCPUs) or kubelet"
 	case strings.HasPrefix(id, "rtsched/"):
 		return "the pod itself (a thread calling sched_setscheduler) or chrt"
+	case strings.HasPrefix(id, "partition/"):
+		return "the kernel (CPU hotplug, a sibling cgroup claiming the CPUs) or a container runtime writing cpuset partitions"
 	case strings.HasPrefix(id, "power/"):
 		return "tuned, power-profiles-daemon, cpupower or CRI-O's cpu-c-states annotation"
 	default:

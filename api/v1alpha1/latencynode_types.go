@@ -347,6 +347,10 @@ type LatencyNodeStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	HeldThreads int32 `json:"heldThreads,omitempty"`
+	// isolation is what isolates the profile's isolated CPUs on this node
+	// live and which goals still need boot parameters.
+	// +optional
+	Isolation *IsolationStatus `json:"isolation,omitempty"`
 	// kernel holds the facts the agent found.
 	// Written whole by the agent alone: managedFields name it, not each
 	// field in it.
@@ -424,6 +428,8 @@ type LatencyNodeStatus struct {
 // +kubebuilder:printcolumn:name="Drift",type=string,JSONPath=`.status.conditions[?(@.type=="Drifted")].status`
 // +kubebuilder:printcolumn:name="Budget",type=string,JSONPath=`.status.conditions[?(@.type=="WithinBudget")].status`,priority=1
 // +kubebuilder:printcolumn:name="Reboot",type=string,JSONPath=`.status.conditions[?(@.type=="RebootRequired")].status`,priority=1
+// +kubebuilder:printcolumn:name="Partitions",type=string,JSONPath=`.status.isolation.partitions`,priority=1
+// +kubebuilder:printcolumn:name="Needs-Boot",type=string,JSONPath=`.status.isolation.needsBoot`,priority=1
 // +kubebuilder:printcolumn:name="Kernel",type=string,JSONPath=`.status.kernel.version`,priority=1
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.spec.revision`,priority=1
 // +kubebuilder:printcolumn:name="Verdict-Message",type=string,JSONPath=`.status.verdict.message`,priority=1

@@ -217,6 +217,15 @@ type CPUSpec struct {
 	// the isolated CPUs are a scarcer grant than an unthrottled pod.
 	// +optional
 	NamespaceSelector *NamespaceSelector `json:"namespaceSelector,omitempty"`
+
+	// partition isolates, at run time, the exclusive CPUs kubelet's static
+	// CPU manager gives a granted pod's containers within isolated: None
+	// (default), Isolated (no load balancing: one busy or pinned thread per
+	// CPU) or Root (balanced only among the container's CPUs). Needs cgroup
+	// v2 and Linux 6.7+; elsewhere it is reported Unsupported. See
+	// CPUPartition.
+	// +optional
+	Partition CPUPartition `json:"partition,omitempty"`
 }
 
 // NamespaceSelector selects namespaces by their labels (Kubernetes label

@@ -16,11 +16,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # name | suite series | extra kernel arguments | reboot (1: the row runs the
 # journal-across-reboot test; boot ids and the journal do not depend on the
-# kernel, so one row reboots and the others save a boot)
+# kernel, so one row reboots and the others save a boot) | vCPUs (the 6.12
+# row has 4: its partition tests isolate 2 CPUs beside 2 housekeeping ones)
 ROWS=(
-  "6.1-cgroup2|bookworm 6.1||1"
-  "6.1-cgroup1|bookworm 6.1|systemd.unified_cgroup_hierarchy=0|0"
-  "6.12-cgroup2|trixie 6.12||0"
+  "6.1-cgroup2|bookworm 6.1||1|2"
+  "6.1-cgroup1|bookworm 6.1|systemd.unified_cgroup_hierarchy=0|0|2"
+  "6.12-cgroup2|trixie 6.12||0|4"
 )
 VM_ACCEL="${VM_ACCEL:-tcg,thread=single}"   # see the comment in the row loop
 VM_TIMEOUT="${VM_TIMEOUT:-600}"   # per VM, both boots: rows take 20-130 s (idle to load 8); CI must end
@@ -50,7 +51,7 @@ done
 # status, 124 after VM_TIMEOUT, and 125 when the guest kernel panicked
 # (qemu is stopped then, instead of waiting out the timeout).
 boot() {
-  qemu-system-x86_64 -accel "$1" -cpu max -machine q35 -smp 2 -m 1G \
+  qemu-system-x86_64 -accel "$1" -cpu max -machine q35 -smp "$smp" -m 1G \
     -nographic -nic none -kernel "$kdir/vmlinuz" -initrd "$initrd" \
     -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 $extra" \
     -drive "file=$rootfs,if=virtio,format=raw,snapshot=on" \
@@ -71,7 +72,7 @@ boot() {
 
 summary=() failed=0
 for row in "${ROWS[@]}"; do
-  IFS='|' read -r name kernel extra reboot <<<"$row"
+  IFS='|' read -r name kernel extra reboot smp <<<"$row"
   [[ -z "${VM_ROWS:-}" || " $VM_ROWS " == *" $name "* ]] || continue
   # shellcheck disable=SC2086
   kdir="$("$ROOT/hack/vm/kernel.sh" $kernel)"

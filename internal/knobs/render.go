@@ -73,6 +73,7 @@ func markdown(c Census) string {
 	b.WriteString("- `irq/<number>`, `irq/default_smp_affinity` — IRQ affinity\n")
 	b.WriteString("- `cpuset/<slice>` (`cpuset/system.slice`, …), `cpuset/cgroup.subtree_control`, `cpuset/pod/<namespace>/<pod>/…` — cpusets\n")
 	b.WriteString("- `cpuquota/<namespace>/<pod>/…` — CFS quota of an opted-in pod and its containers\n")
+	b.WriteString("- `partition/exclusive/<cgroup>`, `partition/<pod slice>/<container>` — cpuset partitions of `spec.cpus.partition` (section below)\n")
 	b.WriteString("- `" + PowerID("<N>", ResumeLatencyLeaf) + "`, `" + PowerID("<N>", IdleDisableLeaf("<K>")) + "`, `" + PowerID("<N>", GovernorLeaf) +
 		"` — `spec.power` (section below); `" + PowerClassID("<class>", GovernorLeaf) + "` for a result about a whole class\n\n")
 	b.WriteString("## Typed scheduler knobs\n\n")
@@ -91,6 +92,7 @@ func markdown(c Census) string {
 	}
 	b.WriteString("\nA raw sysctl naming one of these `/proc/sys` files is refused (admission and agent): set the typed field.\n\n")
 	powerMarkdown(&b)
+	partitionMarkdown(&b)
 	sysctlMarkdown(&b)
 	b.WriteString(censusStart)
 	c.markdown(&b)
