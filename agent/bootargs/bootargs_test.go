@@ -1,6 +1,8 @@
 package bootargs
 
 import (
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -208,5 +210,71 @@ func TestCheck(t *testing.T) {
 	if b.BootID != "b1" || strings.Join(b.Present, " ") != "nohz_full=2-3 rcu_nocbs=2-3" ||
 		strings.Join(b.Missing, " ") != "isolcpus=managed_irq,2-3 irqaffinity=0" || b.NohzFull != "2-3" || b.Isolated != "" {
 		t.Errorf("%+v", b)
+	}
+}
+
+// TestGRUBStageRevert stages, restages and reverts on a temp root whose
+// "update-grub" is recorded: the drop-in appears and goes, the tool runs
+// once per change, someone else's file of the same name and conflicting
+// arguments are refused before any write.
+func TestGRUBStageRevert(t *testing.T) {
+	root := testroot.Files(t, map[string]string{
+		"etc/default/grub": "GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\nGRUB_CMDLINE_LINUX=\"\"\n",
+	})
+	var runs []string
+	g := GRUB{Root: root, Run: func(_ context.Context, unit string, argv []string) error {
+		runs = append(runs, unit+" "+strings.Join(argv, " "))
+		return nil
+	}}
+	args, _ := Derive(set("0-3"), set("0"), set("2-3"), Extras{})
+	ctx := context.Background()
+	if changed, err := g.Stage(ctx, args, "trading"); err != nil || !changed {
+		t.Fatalf("stage: changed %v, %v", changed, err)
+	}
+	if got, err := g.Staged(); err != nil || Line(got) != Line(args) {
+		t.Errorf("staged %q (%v), want %q", Line(got), err, Line(args))
+	}
+	if changed, err := g.Stage(ctx, args, "trading"); err != nil || changed {
+		t.Errorf("restage of the same: changed %v, %v", changed, err)
+	}
+	args2, _ := Derive(set("0-3"), set("0-1"), set("2-3"), Extras{})
+	if changed, err := g.Stage(ctx, args2, "trading"); err != nil || !changed {
+		t.Errorf("stage of a new revision over our own: changed %v, %v", changed, err)
+	}
+	if changed, err := g.Revert(ctx); err != nil || !changed {
+		t.Fatalf("revert: changed %v, %v", changed, err)
+	}
+	if root.Exists(root.Path(DropIn)) {
+		t.Error("drop-in left after revert")
+	}
+	if changed, err := g.Revert(ctx); err != nil || changed {
+		t.Errorf("second revert: changed %v, %v", changed, err)
+	}
+	if len(runs) != 3 || runs[0] != "latencytier-update-grub.service /usr/sbin/update-grub" {
+		t.Errorf("update-grub runs %q, want 3 (stage, new revision, revert)", runs)
+	}
+
+	// Conflicts: someone set nohz_full in /etc/default/grub.
+	testroot.Write(t, root.Path("etc/default/grub"), "GRUB_CMDLINE_LINUX=\"nohz_full=1-3\"\n")
+	runs = nil
+	var ce *ConflictError
+	if _, err := g.Stage(ctx, args, "trading"); !errors.As(err, &ce) || !strings.Contains(err.Error(), "nohz_full=1-3 in /etc/default/grub GRUB_CMDLINE_LINUX") {
+		t.Errorf("stage over a conflicting argument: %v", err)
+	}
+	if root.Exists(root.Path(DropIn)) || len(runs) != 0 {
+		t.Errorf("a refused stage wrote (drop-in %v, runs %q)", root.Exists(root.Path(DropIn)), runs)
+	}
+
+	// Someone else's file of our name is neither overwritten nor removed.
+	testroot.Write(t, root.Path("etc/default/grub"), "")
+	testroot.Write(t, root.Path(DropIn), "GRUB_TIMEOUT=1\n")
+	if _, err := g.Stage(ctx, args, "trading"); err == nil || !strings.Contains(err.Error(), "not the agent's") {
+		t.Errorf("stage over a foreign file: %v", err)
+	}
+	if _, err := g.Revert(ctx); err == nil {
+		t.Error("revert removed a foreign file")
+	}
+	if b := testroot.Read(t, root.Path(DropIn)); b != "GRUB_TIMEOUT=1" {
+		t.Errorf("foreign file now %q", b)
 	}
 }
