@@ -16,12 +16,18 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # name | suite series | extra kernel arguments | reboot (1: the row runs the
 # journal-across-reboot test; boot ids and the journal do not depend on the
-# kernel, so one row reboots and the others save a boot)
+# kernel, so one row reboots and the others save a boot) | loader (direct:
+# qemu loads the kernel; grub: OVMF and real GRUB from the disk, so a
+# bootloader change takes effect across the guest's reboots, and the row
+# runs the boot-argument tests only)
 ROWS=(
-  "6.1-cgroup2|bookworm 6.1||1"
-  "6.1-cgroup1|bookworm 6.1|systemd.unified_cgroup_hierarchy=0|0"
-  "6.12-cgroup2|trixie 6.12||0"
+  "6.1-cgroup2|bookworm 6.1||1|direct"
+  "6.1-cgroup1|bookworm 6.1|systemd.unified_cgroup_hierarchy=0|0|direct"
+  "6.12-cgroup2|trixie 6.12||0|direct"
+  "6.12-grub-cgroup2|trixie 6.12||0|grub"
 )
+GRUB_ROW_TESTS='^(TestRowIsWhatItSays|TestHostToolThroughSystemd|TestBootArgsGRUB|TestBootArgsGRUBStaged|TestBootArgsGRUBReverted)$'
+OVMF_CODE=/usr/share/OVMF/OVMF_CODE.fd OVMF_VARS=/usr/share/OVMF/OVMF_VARS.fd
 VM_ACCEL="${VM_ACCEL:-tcg,thread=single}"   # see the comment in the row loop
 VM_TIMEOUT="${VM_TIMEOUT:-600}"   # per VM, both boots: rows take 20-130 s (idle to load 8); CI must end
 start=$SECONDS
@@ -50,10 +56,15 @@ done
 # status, 124 after VM_TIMEOUT, and 125 when the guest kernel panicked
 # (qemu is stopped then, instead of waiting out the timeout).
 boot() {
+  local firmware=(-kernel "$kdir/vmlinuz" -initrd "$initrd"
+    -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 $extra")
+  local disks=(-drive "file=$rootfs,if=virtio,format=raw,snapshot=on")
+  if [[ $loader == grub ]]; then
+    firmware=(-drive "if=pflash,format=raw,readonly=on,file=$OVMF_CODE" -drive "if=pflash,format=raw,file=$share/vars.fd")
+    disks=(-drive "file=$bootimg,if=virtio,format=raw,snapshot=on" -drive "file=fat:$esp,if=virtio,format=raw,readonly=on")
+  fi
   qemu-system-x86_64 -accel "$1" -cpu max -machine q35 -smp 2 -m 1G \
-    -nographic -nic none -kernel "$kdir/vmlinuz" -initrd "$initrd" \
-    -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 $extra" \
-    -drive "file=$rootfs,if=virtio,format=raw,snapshot=on" \
+    -nographic -nic none "${firmware[@]}" "${disks[@]}" \
     -virtfs "local,path=$share,mount_tag=share,security_model=none,id=share" \
     </dev/null >"$share/console.log" 2>&1 &
   local pid=$! waited=0
@@ -71,7 +82,7 @@ boot() {
 
 summary=() failed=0
 for row in "${ROWS[@]}"; do
-  IFS='|' read -r name kernel extra reboot <<<"$row"
+  IFS='|' read -r name kernel extra reboot loader <<<"$row"
   [[ -z "${VM_ROWS:-}" || " $VM_ROWS " == *" $name "* ]] || continue
   # shellcheck disable=SC2086
   kdir="$("$ROOT/hack/vm/kernel.sh" $kernel)"
@@ -79,7 +90,13 @@ for row in "${ROWS[@]}"; do
   share="$run/$name"; mkdir -p "$share/results"
   cp -al "$run/bin" "$share/pkg"
   cp "$ROOT/hack/vm/guest.sh" "$share/guest.sh"; echo "$name" >"$share/row"; echo "$reboot" >"$share/reboot"
-  echo "${VM_RUN:-.}" >"$share/filter"; echo "${VM_TEST_TIMEOUT:-10m}" >"$share/timeout"
+  filter="${VM_RUN:-.}"
+  if [[ $loader == grub ]]; then
+    read -r bootimg esp < <("$ROOT/hack/vm/boot-disk.sh" "$kdir" "$initrd")
+    cp "$OVMF_VARS" "$share/vars.fd"
+    filter="${VM_RUN:-$GRUB_ROW_TESTS}"
+  fi
+  echo "$filter" >"$share/filter"; echo "${VM_TEST_TIMEOUT:-10m}" >"$share/timeout"
   log "$name: booting $(cat "$kdir/release")"
   t0=$SECONDS
   # Multi-threaded TCG is faster but not safe for these tests. Twice the
