@@ -58,15 +58,16 @@ mmdebstrap --mode=root --variant=minbase --quiet \
   bookworm "$tmp/root" "$(mirror)" >&2
 mkdir -p "$VM_CACHE"
 mkfs.ext4 -q -F -L root -d "$tmp/root" "$img.tmp" 2G >&2
-# GRUB's EFI image finds the root disk by the file it loads.
+# GRUB's EFI image finds the root disk by its label (not by the file it
+# loads: the image's own memdisk holds a /boot/grub/grub.cfg, this one).
 cat >"$tmp/early.cfg" <<'EARLY'
 insmod ext2
-search --no-floppy --file --set=root /boot/grub/grub.cfg
+search --no-floppy --label --set=root root
 configfile ($root)/boot/grub/grub.cfg
 EARLY
 mkdir -p "$tmp/esp/EFI/BOOT"
 grub-mkstandalone -O x86_64-efi -o "$tmp/esp/EFI/BOOT/BOOTX64.EFI" \
-  --modules="ext2 part_msdos part_gpt search search_fs_file configfile linux normal echo" \
+  --modules="ext2 part_msdos part_gpt search search_label configfile linux normal echo" \
   "boot/grub/grub.cfg=$tmp/early.cfg" >&2
 rm -rf "$VM_CACHE"/bootdisk-"$rel"-*.img "$VM_CACHE"/esp-"$rel"-*
 mv "$img.tmp" "$img"; cp -r "$tmp/esp" "$esp"

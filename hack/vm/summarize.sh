@@ -53,7 +53,7 @@ if [[ -f "$R/timing" ]]; then
       if (!("boot1-tests-done" in t)) { printf "boot %d s, tests unfinished", b; exit }
       d = t["boot1-tests-done"]
       printf "boot %d s, tests %d s (systemd %d s)", b, d - b, t["systemd-tests-done"] - b
-      up = d   # each boot's uptime starts at 0: the boots' own time adds up
+      up = d   # each boot starts its uptime at 0: the boots add up
       for (k = 2; k <= 4; k++) if (("boot" k "-start") in t) {
         printf ", boot %d %d s, its tests %d s", k, t["boot" k "-start"], t["boot" k "-done"] - t["boot" k "-start"]
         up += t["boot" k "-done"] }

@@ -55,18 +55,40 @@ done
 # boot ACCEL runs the row's VM until it powers off; it returns qemu's
 # status, 124 after VM_TIMEOUT, and 125 when the guest kernel panicked
 # (qemu is stopped then, instead of waiting out the timeout).
+#
+# A direct row reboots inside qemu (-snapshot keeps the disk). A grub row
+# cannot: OVMF's reset hung under TCG for the whole VM_TIMEOUT after the
+# guest's "reboot: Restarting system", so its qemu runs with -no-reboot on
+# a copy of the boot disk and is started again on the same copy, as a
+# power cycle, at most four times.
 boot() {
   local firmware=(-kernel "$kdir/vmlinuz" -initrd "$initrd"
     -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 $extra")
-  local disks=(-drive "file=$rootfs,if=virtio,format=raw,snapshot=on")
+  local disks=(-drive "file=$rootfs,if=virtio,format=raw,snapshot=on") once=()
   if [[ $loader == grub ]]; then
+    cp --sparse=always "$bootimg" "$share/disk.img"
     firmware=(-drive "if=pflash,format=raw,readonly=on,file=$OVMF_CODE" -drive "if=pflash,format=raw,file=$share/vars.fd")
-    disks=(-drive "file=$bootimg,if=virtio,format=raw,snapshot=on" -drive "file=fat:$esp,if=virtio,format=raw,readonly=on")
+    disks=(-drive "file=$share/disk.img,if=virtio,format=raw" -drive "file=fat:$esp,if=virtio,format=raw,readonly=on")
+    once=(-no-reboot)
   fi
+  : >"$share/console.log"
+  local starts=1 rc
+  while :; do
+    rc=0; qemu_run "$1" || rc=$?
+    if [[ $rc == 0 && ${#once[@]} -gt 0 && $starts -lt 4 ]] &&
+      tail -n 3 "$share/console.log" | grep -q "reboot: Restarting system"; then
+      starts=$((starts + 1)); continue
+    fi
+    rm -f "$share/disk.img"
+    return "$rc"
+  done
+}
+
+qemu_run() {
   qemu-system-x86_64 -accel "$1" -cpu max -machine q35 -smp 2 -m 1G \
-    -nographic -nic none "${firmware[@]}" "${disks[@]}" \
+    -nographic -nic none "${once[@]}" "${firmware[@]}" "${disks[@]}" \
     -virtfs "local,path=$share,mount_tag=share,security_model=none,id=share" \
-    </dev/null >"$share/console.log" 2>&1 &
+    </dev/null >>"$share/console.log" 2>&1 &
   local pid=$! waited=0
   while kill -0 "$pid" 2>/dev/null; do
     if grep -q "Kernel panic - not syncing" "$share/console.log" 2>/dev/null; then
