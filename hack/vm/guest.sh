@@ -5,15 +5,18 @@
 # Results go back to results/<name>.{out,rc} and results/env. Boot 1 runs
 # every binary; if a test left /var/lib/latencytier-vmtest/reboot (the
 # journal-across-reboot test, in the rows whose share has reboot = 1), the
-# VM reboots once (qemu -snapshot keeps the disk) and boot 2 runs that
-# package's *AfterReboot tests. Then power off.
+# VM reboots (qemu -snapshot keeps the disk) and boot 2 runs that package's
+# *AfterReboot tests, or the -test.run pattern the marker names after the
+# package ("agent_vmtest ^TestX$"); a test of boot N may leave the marker
+# again for boot N+1 (the bootloader row boots three times), at most 4
+# boots. Then power off.
 S=/mnt/share
 R=$S/results
 mkdir -p "$R"
 # LATENCYTIER_VM_REBOOT=1: this row runs the journal-across-reboot test
 export LATENCYTIER_VM=1 LATENCYTIER_VM_ROW="$(cat $S/row)" LATENCYTIER_VM_REBOOT="$(cat $S/reboot)" \
   PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
-marker=/var/lib/latencytier-vmtest/reboot
+marker=/var/lib/latencytier-vmtest/reboot boots=/var/lib/latencytier-vmtest/boots
 # stamp NAME: guest uptime (s) at NAME, for the row's time split
 stamp() { echo "$1 $(cut -d' ' -f1 /proc/uptime)" >>"$R/timing"; }
 run() { # name phase args...
@@ -24,11 +27,20 @@ run() { # name phase args...
   tail -1 "$R/$n$p.out" | grep -q '^ok\|^PASS$' && echo 0 >"$R/$n$p.rc" || echo 1 >"$R/$n$p.rc"
   echo "latencytier-vmtest: $n (boot $p) exit $(cat "$R/$n$p.rc")" >/dev/console
 }
+# reboot_if_asked reboots when a test left the marker and boots remain.
+reboot_if_asked() {
+  if [ -f "$marker" ] && [ "$(cat "$boots" 2>/dev/null || echo 1)" -lt 4 ]; then
+    sync; echo "latencytier-vmtest: rebooting for $(cat "$marker")" >/dev/console
+    exec systemctl reboot
+  fi
+}
 if [ -f "$marker" ]; then
-  n="$(cat "$marker")"; rm -f "$marker"
-  stamp boot2-start
-  run "$n" .boot2 -test.run 'AfterReboot$'
-  stamp boot2-done
+  n="$(cut -d' ' -f1 "$marker")"; sel="$(cut -s -d' ' -f2- "$marker")"; rm -f "$marker"
+  b=$(( $(cat "$boots" 2>/dev/null || echo 1) + 1 )); echo "$b" >"$boots"
+  stamp "boot$b-start"
+  run "$n" ".boot$b" -test.run "${sel:-AfterReboot\$}"
+  stamp "boot$b-done"
+  reboot_if_asked
 else
   stamp boot1-start
   {
@@ -55,10 +67,7 @@ else
   stamp systemd-tests-done
   for d in "$S"/pkg/*/; do run "$(basename "$d")" "" -test.run "$(cat $S/filter)" -test.skip '^TestSystemd'; done
   stamp boot1-tests-done
-  if [ -f "$marker" ]; then
-    sync; echo "latencytier-vmtest: rebooting for $(cat "$marker")" >/dev/console
-    exec systemctl reboot
-  fi
+  reboot_if_asked
 fi
 sync
 exec systemctl poweroff

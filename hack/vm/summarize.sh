@@ -23,7 +23,7 @@ for d in "$share"/pkg/*/; do
     { echo "--- $row $n: did not finish (VM timeout?); end of its output:"; tail -40 "$R/$n.out" 2>/dev/null; } >>"$F"
     continue
   fi
-  for out in "$R/$n.systemd.out" "$R/$n.out" "$R/$n.boot2.out"; do
+  for out in "$R/$n.systemd.out" "$R/$n.out" "$R/$n".boot*.out; do
     [[ -f "$out" ]] || continue
     rc="$(cat "${out%.out}.rc" 2>/dev/null || echo missing)"
     pass=$((pass + $(grep -c '^--- PASS' "$out"))); skip=$((skip + $(grep -c '^--- SKIP' "$out")))
@@ -53,8 +53,11 @@ if [[ -f "$R/timing" ]]; then
       if (!("boot1-tests-done" in t)) { printf "boot %d s, tests unfinished", b; exit }
       d = t["boot1-tests-done"]
       printf "boot %d s, tests %d s (systemd %d s)", b, d - b, t["systemd-tests-done"] - b
-      if ("boot2-start" in t) printf ", boot 2 %d s, its tests %d s", t["boot2-start"], t["boot2-done"] - t["boot2-start"]
-      printf ", firmware+shutdowns %d s", total - d - (("boot2-done" in t) ? t["boot2-done"] : 0) }' "$R/timing")"
+      up = d   # each boot starts its uptime at 0: the boots add up
+      for (k = 2; k <= 4; k++) if (("boot" k "-start") in t) {
+        printf ", boot %d %d s, its tests %d s", k, t["boot" k "-start"], t["boot" k "-done"] - t["boot" k "-start"]
+        up += t["boot" k "-done"] }
+      printf ", firmware+shutdowns %d s", total - up }' "$R/timing")"
 fi
 verdict=PASS; [[ ${#bad[@]} -eq 0 ]] || verdict=FAIL
 printf '%-13s %s  %-16s %-9s %-20s %3d passed %3d skipped %2d failed  %3d s%s%s\n' "$row" "$verdict" "$kernel" "$cg" "$init" \

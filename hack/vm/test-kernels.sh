@@ -18,11 +18,17 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # journal-across-reboot test; boot ids and the journal do not depend on the
 # kernel, so one row reboots and the others save a boot) | vCPUs (the 6.12
 # row has 4: its partition tests isolate 2 CPUs beside 2 housekeeping ones)
+# | loader (direct: qemu loads the kernel; grub: OVMF and real GRUB from the
+# disk, so a bootloader change takes effect across the guest's reboots, and
+# the row runs the boot-argument tests only)
 ROWS=(
-  "6.1-cgroup2|bookworm 6.1||1|2"
-  "6.1-cgroup1|bookworm 6.1|systemd.unified_cgroup_hierarchy=0|0|2"
-  "6.12-cgroup2|trixie 6.12||0|4"
+  "6.1-cgroup2|bookworm 6.1||1|2|direct"
+  "6.1-cgroup1|bookworm 6.1|systemd.unified_cgroup_hierarchy=0|0|2|direct"
+  "6.12-cgroup2|trixie 6.12||0|4|direct"
+  "6.12-grub-cgroup2|trixie 6.12||0|2|grub"
 )
+GRUB_ROW_TESTS='^(TestRowIsWhatItSays|TestHostToolThroughSystemd|TestBootArgsGRUB|TestBootArgsGRUBStaged|TestBootArgsGRUBReverted)$'
+OVMF_CODE=/usr/share/OVMF/OVMF_CODE.fd OVMF_VARS=/usr/share/OVMF/OVMF_VARS.fd
 VM_ACCEL="${VM_ACCEL:-tcg,thread=single}"   # see the comment in the row loop
 VM_TIMEOUT="${VM_TIMEOUT:-600}"   # per VM, both boots: rows take 20-130 s (idle to load 8); CI must end
 start=$SECONDS
@@ -50,13 +56,40 @@ done
 # boot ACCEL runs the row's VM until it powers off; it returns qemu's
 # status, 124 after VM_TIMEOUT, and 125 when the guest kernel panicked
 # (qemu is stopped then, instead of waiting out the timeout).
+#
+# A direct row reboots inside qemu (-snapshot keeps the disk). A grub row
+# cannot: OVMF's reset hung under TCG for the whole VM_TIMEOUT after the
+# guest's "reboot: Restarting system", so its qemu runs with -no-reboot on
+# a copy of the boot disk and is started again on the same copy, as a
+# power cycle, at most four times.
 boot() {
+  local firmware=(-kernel "$kdir/vmlinuz" -initrd "$initrd"
+    -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 $extra")
+  local disks=(-drive "file=$rootfs,if=virtio,format=raw,snapshot=on") once=()
+  if [[ $loader == grub ]]; then
+    cp --sparse=always "$bootimg" "$share/disk.img"
+    firmware=(-drive "if=pflash,format=raw,readonly=on,file=$OVMF_CODE" -drive "if=pflash,format=raw,file=$share/vars.fd")
+    disks=(-drive "file=$share/disk.img,if=virtio,format=raw" -drive "file=fat:$esp,if=virtio,format=raw,readonly=on")
+    once=(-no-reboot)
+  fi
+  : >"$share/console.log"
+  local starts=1 rc
+  while :; do
+    rc=0; qemu_run "$1" || rc=$?
+    if [[ $rc == 0 && ${#once[@]} -gt 0 && $starts -lt 4 ]] &&
+      tail -n 3 "$share/console.log" | grep -q "reboot: Restarting system"; then
+      starts=$((starts + 1)); continue
+    fi
+    rm -f "$share/disk.img"
+    return "$rc"
+  done
+}
+
+qemu_run() {
   qemu-system-x86_64 -accel "$1" -cpu max -machine q35 -smp "$smp" -m 1G \
-    -nographic -nic none -kernel "$kdir/vmlinuz" -initrd "$initrd" \
-    -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0 $extra" \
-    -drive "file=$rootfs,if=virtio,format=raw,snapshot=on" \
+    -nographic -nic none "${once[@]}" "${firmware[@]}" "${disks[@]}" \
     -virtfs "local,path=$share,mount_tag=share,security_model=none,id=share" \
-    </dev/null >"$share/console.log" 2>&1 &
+    </dev/null >>"$share/console.log" 2>&1 &
   local pid=$! waited=0
   while kill -0 "$pid" 2>/dev/null; do
     if grep -q "Kernel panic - not syncing" "$share/console.log" 2>/dev/null; then
@@ -72,7 +105,7 @@ boot() {
 
 summary=() failed=0
 for row in "${ROWS[@]}"; do
-  IFS='|' read -r name kernel extra reboot smp <<<"$row"
+  IFS='|' read -r name kernel extra reboot smp loader <<<"$row"
   [[ -z "${VM_ROWS:-}" || " $VM_ROWS " == *" $name "* ]] || continue
   # shellcheck disable=SC2086
   kdir="$("$ROOT/hack/vm/kernel.sh" $kernel)"
@@ -80,7 +113,13 @@ for row in "${ROWS[@]}"; do
   share="$run/$name"; mkdir -p "$share/results"
   cp -al "$run/bin" "$share/pkg"
   cp "$ROOT/hack/vm/guest.sh" "$share/guest.sh"; echo "$name" >"$share/row"; echo "$reboot" >"$share/reboot"
-  echo "${VM_RUN:-.}" >"$share/filter"; echo "${VM_TEST_TIMEOUT:-10m}" >"$share/timeout"
+  filter="${VM_RUN:-.}"
+  if [[ $loader == grub ]]; then
+    read -r bootimg esp < <("$ROOT/hack/vm/boot-disk.sh" "$kdir" "$initrd")
+    cp "$OVMF_VARS" "$share/vars.fd"
+    filter="${VM_RUN:-$GRUB_ROW_TESTS}"
+  fi
+  echo "$filter" >"$share/filter"; echo "${VM_TEST_TIMEOUT:-10m}" >"$share/timeout"
   log "$name: booting $(cat "$kdir/release")"
   t0=$SECONDS
   # Multi-threaded TCG is faster but not safe for these tests. Twice the
