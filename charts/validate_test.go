@@ -129,6 +129,7 @@ type (
 				} `json:"tlsConfig"`
 				Relabelings []struct {
 					SourceLabels []string `json:"sourceLabels"`
+					Regex        string   `json:"regex"`
 					TargetLabel  string   `json:"targetLabel"`
 				} `json:"relabelings"`
 			} `json:"podMetricsEndpoints"`

@@ -393,3 +393,47 @@ func TestPodSeriesSurviveOperatorRelabelling(t *testing.T) {
 	t.Logf("promtool input (as scraped through the operator's relabelling):\n%s", b)
 	runPromtool(t, "test", "rules", testFile)
 }
+
+// TestManagerNodeLabelSurvivesOperatorRelabelling: the manager's per-node
+// series (latencytier_node_selected, latencytier_node_last_report_timestamp_seconds)
+// carry the node they describe in a label named node. The PodMonitor sets
+// node from the scraped pod's node, which is right for an agent and wrong
+// for the manager: with honorLabels false the manager's own node label came
+// out as exported_node and node named the manager pod's node, so the
+// agent-down and stale-status alerts joined on the wrong node. It failed
+// while the node relabelling applied to every pod.
+func TestManagerNodeLabelSurvivesOperatorRelabelling(t *testing.T) {
+	dir := t.TempDir()
+	pm := readPodMonitor(t)
+	reg := prometheus.NewRegistry()
+	selected := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "latencytier_node_selected", Help: "x"}, []string{"node", "profile"})
+	selected.WithLabelValues("w-7", "trading").Set(1)
+	reg.MustRegister(selected)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	t.Cleanup(srv.Close)
+	sd := []map[string]any{{
+		"targets": []string{strings.TrimPrefix(srv.URL, "http://")},
+		"labels": map[string]string{
+			"__meta_kubernetes_namespace":                                    agentNamespace,
+			"__meta_kubernetes_pod_name":                                     "latencytier-manager-5d9f",
+			"__meta_kubernetes_pod_node_name":                                "cp-0",
+			"__meta_kubernetes_pod_phase":                                    "Running",
+			"__meta_kubernetes_pod_container_name":                           "manager",
+			"__meta_kubernetes_pod_container_port_name":                      "metrics",
+			"__meta_kubernetes_pod_label_app_kubernetes_io_name":             "latencytier",
+			"__meta_kubernetes_pod_labelpresent_app_kubernetes_io_name":      "true",
+			"__meta_kubernetes_pod_label_app_kubernetes_io_component":        "manager",
+			"__meta_kubernetes_pod_labelpresent_app_kubernetes_io_component": "true",
+		},
+	}}
+	sdFile := filepath.Join(dir, "targets.json")
+	b, _ := json.Marshal(sd)
+	if err := os.WriteFile(sdFile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := runPrometheus(t, dir, operatorScrapeConfig(pm, sdFile))
+	s := querySeries(t, addr, `latencytier_node_selected`, 1)[0]
+	if s["node"] != "w-7" || s["exported_node"] != "" || s["component"] != "manager" {
+		t.Errorf("%s: want node w-7 (the node it describes), no exported_node, component manager", seriesSelector(s))
+	}
+}
