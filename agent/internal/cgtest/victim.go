@@ -3,7 +3,6 @@ package cgtest
 import (
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -14,10 +13,15 @@ import (
 // The attribution tests' victim is this test binary re-executed (the
 // kernel VMs of hack/vm have no C compiler, and every test binary there is
 // static Go): one thread that sleeps 1 ms, then burns CPU for a while, in
-// a loop. It sleeps with a raw nanosleep, so the Go runtime never sees a
-// blocking syscall and never hands its P to a new thread; with GOMAXPROCS=1,
-// no allocation (no GC) and no async preemption, the only other thread
-// that wakes is sysmon, at most every 10 ms, in the victim's cgroup too.
+// a loop. Only raw system calls (nanosleep, clock_gettime): the loop calls
+// no function the Go scheduler can preempt it in, and with no async
+// preemption, GOMAXPROCS=1 and no allocation (no GC) the runtime never
+// switches it out or hands its P to another thread. A first version slept
+// in a raw nanosleep but read the clock with time.Now: sysmon preempted it
+// in time.Now's prologue every 10 ms, and the thread hand-offs that
+// followed (it was locked to its thread) kept the victim waiting behind its
+// own threads: 20-40 % SamePod beside a hog in the emulated VMs, 90 % with
+// no hog. What remains is sysmon, waking at most every 10 ms.
 const victimEnv = "LATENCYTIER_CGTEST_VICTIM_BURN_NS"
 
 func init() {
@@ -26,16 +30,22 @@ func init() {
 		if err != nil {
 			os.Exit(2)
 		}
-		victim(time.Duration(burn))
+		victim(burn)
 	}
 }
 
-func victim(burn time.Duration) {
-	runtime.LockOSThread()
+func victim(burn int64) {
 	ms := syscall.Timespec{Nsec: int64(time.Millisecond)}
+	var now syscall.Timespec
 	for {
 		_, _, _ = syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ms)), 0, 0)
-		for end := time.Now().Add(burn); time.Now().Before(end); {
+		if burn <= 0 {
+			continue
+		}
+		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, 1, uintptr(unsafe.Pointer(&now)), 0) // CLOCK_MONOTONIC
+		end := now.Sec*1e9 + now.Nsec + burn
+		for now.Sec*1e9+now.Nsec < end {
+			_, _, _ = syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, 1, uintptr(unsafe.Pointer(&now)), 0)
 		}
 	}
 }
