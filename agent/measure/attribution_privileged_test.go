@@ -15,20 +15,20 @@ import (
 
 func TestAttributionHogInAnotherPod(t *testing.T) {
 	kernellock.Lock(t)
-	attrtest.HogInAnotherPod(t)
+	attrtest.HogInAnotherPod(t, attrtest.Open(t))
 }
 
 func TestAttributionHogInSamePod(t *testing.T) {
 	kernellock.Lock(t)
-	attrtest.HogInSamePod(t)
+	attrtest.HogInSamePod(t, attrtest.Open(t))
 }
 
 func TestAttributionNoHog(t *testing.T) {
 	kernellock.Lock(t)
-	attrtest.NoHogInvented(t)
+	attrtest.NoHogInvented(t, attrtest.Open(t))
 }
 
 func TestAttributionSelfThrottling(t *testing.T) {
 	kernellock.Lock(t)
-	attrtest.SelfThrottling(t)
+	attrtest.SelfThrottling(t, attrtest.Open(t))
 }

@@ -13,7 +13,8 @@
 // a method that charges the wrong runner fails every window.
 //
 // Callers take internal/kernellock first: the scenarios load BPF and time
-// the scheduler, which other tests' kernel changes would disturb.
+// the scheduler, which other tests' kernel changes would disturb. Scenarios
+// is the list, for a suite that runs them all on one Env.
 package attrtest
 
 import (
@@ -70,30 +71,52 @@ type Ran struct {
 	Version int
 }
 
+// Env is a measurer (its BPF tracer loaded with attribution) for
+// scenarios under one kubepods name: loading and verifying the tracer
+// takes seconds on the VMs' emulated CPUs, so a suite shares one.
+type Env struct {
+	m        *measure.Measurer
+	kubepods string
+}
+
+// Open loads the tracer for scenarios and closes it in t.Cleanup. A kernel
+// without the BPF the tracer needs fails the test with the tracer's own
+// reason (measure falls back to schedstat, which attributes nothing).
+func Open(t *testing.T) *Env {
+	t.Helper()
+	e := &Env{kubepods: "ltattr-" + cgtest.RandHex(t, 4)}
+	e.m = measure.New(host.New("/"), testr.New(t), measure.WithPodcgroup(podcgroup.WithKubepods(e.kubepods)))
+	if err := e.m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.m.Close() })
+	if e.m.Tracer() == nil || !e.m.Tracer().Attribution() {
+		t.Fatalf("BPF with attribution did not load here: %s", e.m.Source())
+	}
+	return e
+}
+
 // Run runs s and returns once a window passes check (check returns "" for
 // it); it fails the test with every window's complaint otherwise.
-func Run(t *testing.T, s Setup, check func(Ran, measure.PodAttribution) string) {
+func (e *Env) Run(t *testing.T, s Setup, check func(Ran, measure.PodAttribution) string) {
 	t.Helper()
-	victim := cgtest.CPUPod(t, "ltattr-")
+	began := time.Now()
+	victim := cgtest.CPUPodNamed(t, e.kubepods)
 	hog := victim.Sibling(t)
 	// Other tasks would also take turns on the scenario's CPU while the
 	// hog runs; the test's own kubepods tree gets the largest weight, so
 	// the scheduler moves them to the other CPU. It is this test's cgroup.
 	victim.MaxWeight(t, victim.KubepodsDir)
+	// A victim waking every millisecond waits about as often; under its
+	// quota at least once a 100 ms period (each wait then lasts the rest
+	// of the period).
+	minWaits := uint64(100)
 	if s.QuotaUs != 0 {
 		victim.SetQuota(t, victim.Dir, s.QuotaUs)
+		minWaits = 10
 	}
 	cpu := runtime.NumCPU() - 1
 	ran := Ran{Version: victim.Version}
-
-	m := measure.New(host.New("/"), testr.New(t), measure.WithPodcgroup(podcgroup.WithKubepods(victim.Kubepods)))
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	if m.Tracer() == nil || !m.Tracer().Attribution() {
-		t.Fatalf("BPF with attribution did not load here: %s", m.Source())
-	}
 	in := measure.Input{Pods: []podcgroup.Pod{
 		{UID: victim.UID, Namespace: "shop", Name: "victim", OptedIn: true},
 		{UID: hog.UID, Namespace: "batch", Name: "hog"},
@@ -107,14 +130,15 @@ func Run(t *testing.T, s Setup, check func(Ran, measure.PodAttribution) string) 
 	case HogService:
 		ran.Service = serviceHog(t, cpu)
 	}
-	time.Sleep(300 * time.Millisecond)                             // let the processes settle in their cgroups
-	if _, err := m.Collect(context.Background(), in); err != nil { // the first window starts now
+	time.Sleep(300 * time.Millisecond)                               // let the processes settle in their cgroups
+	if _, err := e.m.Collect(context.Background(), in); err != nil { // the first window starts now
 		t.Fatal(err)
 	}
+	t.Logf("set up (pods, victim and hog started) in %v", time.Since(began).Round(time.Millisecond))
 	var complaints []string
 	for w := 1; w <= Windows; w++ {
 		time.Sleep(Window)
-		res, err := m.Collect(context.Background(), in)
+		res, err := e.m.Collect(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,8 +148,8 @@ func Run(t *testing.T, s Setup, check func(Ran, measure.PodAttribution) string) 
 		pa := res.Attribution[0]
 		t.Logf("window %d: victim on CPU %d (cgroup v%d) waited %v in %d waits (%v per wait); %s", w, cpu, ran.Version,
 			pa.Wait, pa.Waits, pa.Wait/time.Duration(max(pa.Waits, 1)), Describe(pa))
-		if pa.Waits < 100 {
-			t.Fatalf("a victim waking every millisecond recorded %d waits", pa.Waits)
+		if pa.Waits < minWaits {
+			t.Fatalf("the victim recorded %d waits, want at least %d", pa.Waits, minWaits)
 		}
 		c := check(ran, pa)
 		if c == "" {
@@ -185,8 +209,8 @@ var Neighbours = map[measure.OffenderClass]bool{measure.OffenderMeasuredPod: tru
 
 // HogInAnotherPod: a busy loop in another pod, pinned to the victim's CPU,
 // is charged at least 90 % of the victim's wait, by name.
-func HogInAnotherPod(t *testing.T) {
-	Run(t, Setup{Hog: HogPod}, func(_ Ran, pa measure.PodAttribution) string {
+func HogInAnotherPod(t *testing.T, e *Env) {
+	e.Run(t, Setup{Hog: HogPod}, func(_ Ran, pa measure.PodAttribution) string {
 		if s := ShareOf(pa, measure.OffenderPod, "batch/hog"); s < 0.9 {
 			return fmt.Sprintf("the hog pod batch/hog holds %.1f%% of the victim's wait, want >= 90%%", 100*s)
 		}
@@ -196,8 +220,8 @@ func HogInAnotherPod(t *testing.T) {
 
 // HogInSamePod: the same busy loop inside the victim's own container
 // cgroup is charged (at least 90 %) to the victim's own pod.
-func HogInSamePod(t *testing.T) {
-	Run(t, Setup{Hog: HogSamePod}, func(_ Ran, pa measure.PodAttribution) string {
+func HogInSamePod(t *testing.T, e *Env) {
+	e.Run(t, Setup{Hog: HogSamePod}, func(_ Ran, pa measure.PodAttribution) string {
 		if s := ShareOf(pa, measure.OffenderSamePod, "shop/victim"); s < 0.9 {
 			return fmt.Sprintf("the victim's own pod holds %.1f%% of its wait, want >= 90%%", 100*s)
 		}
@@ -210,8 +234,8 @@ func HogInSamePod(t *testing.T) {
 // unit's own where systemd enabled the cpu controller for it, else the
 // nearest ancestor that has it (system.slice on v2; on v1 the cpu
 // hierarchy may hold it at its root, "/"). Only where systemd is init.
-func HogInSystemService(t *testing.T) {
-	Run(t, Setup{Hog: HogService}, func(r Ran, pa measure.PodAttribution) string {
+func HogInSystemService(t *testing.T, e *Env) {
+	e.Run(t, Setup{Hog: HogService}, func(r Ran, pa measure.PodAttribution) string {
 		names := []string{r.Service, filepath.Dir(r.Service)}
 		if r.Version == 1 {
 			names = append(names, "/")
@@ -237,8 +261,8 @@ func HogInSystemService(t *testing.T) {
 // every window. They are logged, not held to 10 %, so the test does not
 // fail on a busy machine for telling the truth about it; on a quiet one
 // the victim waits mostly for idle exit.
-func NoHogInvented(t *testing.T) {
-	Run(t, Setup{}, func(_ Ran, pa measure.PodAttribution) string {
+func NoHogInvented(t *testing.T, e *Env) {
+	e.Run(t, Setup{}, func(_ Ran, pa measure.PodAttribution) string {
 		for _, o := range pa.Offenders {
 			switch {
 			case (o.Class == measure.OffenderPod || o.Class == measure.OffenderMeasuredPod) && pa.Share(o) > 0.1:
@@ -254,11 +278,23 @@ func NoHogInvented(t *testing.T) {
 // SelfThrottling: a victim burning 0.5 ms per wake-up under its pod's
 // 10 % CFS quota waits mostly (at least half) for its own quota, reported
 // as self-throttling, not as a neighbour.
-func SelfThrottling(t *testing.T) {
-	Run(t, Setup{Burn: 500 * time.Microsecond, QuotaUs: 10000}, func(_ Ran, pa measure.PodAttribution) string {
+func SelfThrottling(t *testing.T, e *Env) {
+	e.Run(t, Setup{Burn: 500 * time.Microsecond, QuotaUs: 10000}, func(_ Ran, pa measure.PodAttribution) string {
 		if len(pa.Offenders) == 0 || pa.Offenders[0].Class != measure.OffenderSelfThrottling || pa.Share(pa.Offenders[0]) < 0.5 {
 			return "a victim throttled by its own quota is not mostly self-throttling"
 		}
 		return ""
 	})
+}
+
+// Scenarios are the scenarios by name, in the order a suite runs them.
+var Scenarios = []struct {
+	Name string
+	Run  func(*testing.T, *Env)
+}{
+	{"HogInAnotherPod", HogInAnotherPod},
+	{"HogInSamePod", HogInSamePod},
+	{"HogInSystemService", HogInSystemService},
+	{"NoHog", NoHogInvented},
+	{"SelfThrottling", SelfThrottling},
 }

@@ -63,8 +63,15 @@ func words(t testing.TB, path string) []string {
 // in t.Cleanup.
 func CPUPod(t testing.TB, prefix string) Pod {
 	t.Helper()
+	return CPUPodNamed(t, prefix+RandHex(t, 4))
+}
+
+// CPUPodNamed is CPUPod under the kubepods name given (unique to the
+// caller, which may reuse it once the pod's cleanup has run).
+func CPUPodNamed(t testing.TB, kubepods string) Pod {
+	t.Helper()
 	base, version := CPUController(t)
-	p := Pod{Kubepods: prefix + RandHex(t, 4), Version: version, base: base, driver: podcgroup.DriverCgroupfs}
+	p := Pod{Kubepods: kubepods, Version: version, base: base, driver: podcgroup.DriverCgroupfs}
 	if version == 2 {
 		p.driver = podcgroup.DriverSystemd
 	}

@@ -3,38 +3,51 @@ package cgtest
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // The attribution tests' victim is this test binary re-executed (the
 // kernel VMs of hack/vm have no C compiler, and every test binary there is
 // static Go): one thread that sleeps 1 ms, then burns CPU for a while, in
-// a loop. Only raw system calls (nanosleep, clock_gettime): the loop calls
-// no function the Go scheduler can preempt it in, and with no async
-// preemption, GOMAXPROCS=1 and no allocation (no GC) the runtime never
-// switches it out or hands its P to another thread. A first version slept
-// in a raw nanosleep but read the clock with time.Now: sysmon preempted it
-// in time.Now's prologue every 10 ms, and the thread hand-offs that
-// followed (it was locked to its thread) kept the victim waiting behind its
-// own threads: 20-40 % SamePod beside a hog in the emulated VMs, 90 % with
-// no hog. What remains is sysmon, waking at most every 10 ms.
-const victimEnv = "LATENCYTIER_CGTEST_VICTIM_BURN_NS"
+// a loop, alone on its CPU. Only raw system calls (nanosleep,
+// clock_gettime): the loop calls no function the Go scheduler can preempt
+// it in, and with no async preemption, GOMAXPROCS=1 and no allocation (no
+// GC) the runtime never switches it out or hands its P to another thread.
+// The runtime's one other thread, sysmon (waking up to every 10 ms), runs
+// SCHED_IDLE, so the victim never waits behind it.
+//
+// Two earlier versions in the emulated VMs: time.Now in the burn loop
+// (sysmon preempted it there every 10 ms, and the thread hand-offs that
+// followed kept it waiting behind its own threads: 41 % SamePod beside a
+// service hog, 90 % with no hog), then raw syscalls with sysmon on the same
+// CPU (still 26 % SamePod beside a hog).
+const victimEnv = "LATENCYTIER_CGTEST_VICTIM" // "<burn ns>,<cpu>"
 
 func init() {
 	if v, ok := os.LookupEnv(victimEnv); ok {
-		burn, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
+		b, c, _ := strings.Cut(v, ",")
+		burn, err1 := strconv.ParseInt(b, 10, 64)
+		cpu, err2 := strconv.Atoi(c)
+		if err1 != nil || err2 != nil {
 			os.Exit(2)
 		}
-		victim(burn)
+		victim(burn, cpu)
 	}
 }
 
-func victim(burn int64) {
+func victim(burn int64, cpu int) {
+	runtime.LockOSThread()
+	if cpu >= 0 {
+		pinAlone(cpu)
+	}
 	ms := syscall.Timespec{Nsec: int64(time.Millisecond)}
 	var now syscall.Timespec
 	for {
@@ -42,17 +55,46 @@ func victim(burn int64) {
 		if burn <= 0 {
 			continue
 		}
-		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, 1, uintptr(unsafe.Pointer(&now)), 0) // CLOCK_MONOTONIC
+		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, unix.CLOCK_MONOTONIC, uintptr(unsafe.Pointer(&now)), 0)
 		end := now.Sec*1e9 + now.Nsec + burn
 		for now.Sec*1e9+now.Nsec < end {
-			_, _, _ = syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, 1, uintptr(unsafe.Pointer(&now)), 0)
+			_, _, _ = syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, unix.CLOCK_MONOTONIC, uintptr(unsafe.Pointer(&now)), 0)
 		}
 	}
 }
 
-// StartVictim starts the victim pinned to cpu (taskset, so every thread it
-// has is pinned; cpu < 0: not pinned), burning burn of CPU per wake-up,
-// moves it into cgroup dir and returns its pid; it is killed in t.Cleanup.
+// pinAlone pins every thread of the process to cpu and makes every thread
+// but the calling one SCHED_IDLE: the victim's thread preempts them at
+// once and never waits behind them. (On the other CPUs instead, sysmon's
+// waits behind whatever runs there count as the pod's: 30-40 % of the
+// victim's wait on a busy development machine.)
+func pinAlone(cpu int) {
+	var one unix.CPUSet
+	one.Set(cpu)
+	me := unix.Gettid()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		os.Exit(3)
+	}
+	for _, e := range tasks {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &one); err != nil {
+			os.Exit(3)
+		}
+		if tid != me {
+			if err := unix.SchedSetAttr(tid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0); err != nil {
+				os.Exit(3)
+			}
+		}
+	}
+}
+
+// StartVictim starts the victim pinned to cpu (cpu < 0: not pinned),
+// burning burn of CPU per wake-up, moves it into cgroup dir and returns its
+// pid; it is killed in t.Cleanup.
 func StartVictim(t testing.TB, dir string, cpu int, burn time.Duration) int {
 	t.Helper()
 	exe, err := os.Executable()
@@ -60,10 +102,7 @@ func StartVictim(t testing.TB, dir string, cpu int, burn time.Duration) int {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe)
-	if cpu >= 0 {
-		cmd = exec.Command("taskset", "-c", strconv.Itoa(cpu), exe)
-	}
-	cmd.Env = append(os.Environ(), victimEnv+"="+strconv.FormatInt(int64(burn), 10),
+	cmd.Env = append(os.Environ(), victimEnv+"="+strconv.FormatInt(int64(burn), 10)+","+strconv.Itoa(cpu),
 		"GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1")
 	return StartCmd(t, dir, cmd)
 }
