@@ -73,7 +73,7 @@ func BenchmarkAttributionCost(b *testing.B) {
 			if load == "measured" {
 				cgtest.StartIn(b, pod.CtrDir, "sh", "-c", stress)
 			} else {
-				cgtest.StartVictim(b, pod.CtrDir, -1, 0)
+				pod.StartVictim(b, pod.CtrDir, -1, 0)
 				startLoad(b, loadSwitch, total)
 			}
 			time.Sleep(500 * time.Millisecond)

@@ -121,7 +121,7 @@ func (e *Env) Run(t *testing.T, s Setup, check func(Ran, measure.PodAttribution)
 		{UID: victim.UID, Namespace: "shop", Name: "victim", OptedIn: true},
 		{UID: hog.UID, Namespace: "batch", Name: "hog"},
 	}}
-	cgtest.StartVictim(t, victim.CtrDir, cpu, s.Burn)
+	victim.StartVictim(t, victim.CtrDir, cpu, s.Burn)
 	switch s.Hog {
 	case HogPod:
 		cgtest.SpinOn(t, hog.CtrDir, cpu)

@@ -3,6 +3,7 @@ package cgtest
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -93,18 +94,62 @@ func pinAlone(cpu int) {
 }
 
 // StartVictim starts the victim pinned to cpu (cpu < 0: not pinned),
-// burning burn of CPU per wake-up, moves it into cgroup dir and returns its
-// pid; it is killed in t.Cleanup.
-func StartVictim(t testing.TB, dir string, cpu int, burn time.Duration) int {
+// burning burn of CPU per wake-up, moves it into cgroup dir of a pod p
+// built (its runtime thread into a cgroup below, see hideRuntime) and
+// returns its pid; it is killed in t.Cleanup.
+func (p Pod) StartVictim(t testing.TB, dir string, cpu int, burn time.Duration) int {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	rt := filepath.Join(dir, "go-runtime")
+	Mkdir(t, rt)
+	if p.Version == 2 {
+		Set(t, filepath.Join(rt, "cgroup.type"), "threaded")
+		Set(t, filepath.Join(dir, "cgroup.subtree_control"), "+cpu")
+		Set(t, filepath.Join(rt, "cpu.weight"), "1")
+	} else {
+		Set(t, filepath.Join(rt, "cpu.shares"), "2")
+	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), victimEnv+"="+strconv.FormatInt(int64(burn), 10)+","+strconv.Itoa(cpu),
 		"GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1")
-	return StartCmd(t, dir, cmd)
+	pid := StartCmd(t, dir, cmd)
+	p.hideRuntime(t, rt, pid)
+	return pid
+}
+
+// hideRuntime moves every thread of pid but the first (the Go runtime's
+// sysmon) into cgroup rt below the victim's: only tasks directly in a pod
+// or container cgroup are measured, so the pod's wait is the victim
+// thread's alone, as a one-threaded C victim's would be. In the emulated
+// VMs sysmon, SCHED_IDLE beside the victim, waited behind it often enough
+// to make 30-60 % of the pod's wait SamePod. cgroup v1 places threads
+// (tasks), v2 only in a threaded cgroup (cgroup.threads).
+func (p Pod) hideRuntime(t testing.TB, rt string, pid int) {
+	t.Helper()
+	file := "tasks"
+	if p.Version == 2 {
+		file = "cgroup.threads"
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tasks) > 1 {
+			for _, e := range tasks {
+				if e.Name() != strconv.Itoa(pid) {
+					Set(t, filepath.Join(rt, file), e.Name())
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the victim (pid %d) started no runtime thread in 5 s", pid)
+		}
+	}
 }
 
 // SpinOn is Spin pinned to cpu.
