@@ -107,13 +107,15 @@ func (e *Env) Run(t *testing.T, s Setup, check func(Ran, measure.PodAttribution)
 	// hog runs; the test's own kubepods tree gets the largest weight, so
 	// the scheduler moves them to the other CPU. It is this test's cgroup.
 	victim.MaxWeight(t, victim.KubepodsDir)
-	// A victim waking every millisecond waits about as often; under its
-	// quota at least once a 100 ms period (each wait then lasts the rest
-	// of the period).
+	// A victim waking every millisecond waits about as often. Under its
+	// quota a wait lasts the rest of a 100 ms period, and in the emulated
+	// VMs on a loaded machine one host deschedule of the vCPU, charged to
+	// the running victim, can use up a period's quota at once: 7-15 waits
+	// a second there, so 5.
 	minWaits := uint64(100)
 	if s.QuotaUs != 0 {
 		victim.SetQuota(t, victim.Dir, s.QuotaUs)
-		minWaits = 10
+		minWaits = 5
 	}
 	cpu := runtime.NumCPU() - 1
 	ran := Ran{Version: victim.Version}
@@ -148,10 +150,10 @@ func (e *Env) Run(t *testing.T, s Setup, check func(Ran, measure.PodAttribution)
 		pa := res.Attribution[0]
 		t.Logf("window %d: victim on CPU %d (cgroup v%d) waited %v in %d waits (%v per wait); %s", w, cpu, ran.Version,
 			pa.Wait, pa.Waits, pa.Wait/time.Duration(max(pa.Waits, 1)), Describe(pa))
-		if pa.Waits < minWaits {
-			t.Fatalf("the victim recorded %d waits, want at least %d", pa.Waits, minWaits)
-		}
 		c := check(ran, pa)
+		if pa.Waits < minWaits {
+			c = fmt.Sprintf("the victim recorded %d waits, want at least %d", pa.Waits, minWaits)
+		}
 		if c == "" {
 			return
 		}
