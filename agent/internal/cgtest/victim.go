@@ -23,13 +23,18 @@ import (
 // it in, and with no async preemption, GOMAXPROCS=1 and no allocation (no
 // GC) the runtime never switches it out or hands its P to another thread.
 // The runtime's one other thread, sysmon (waking up to every 10 ms), runs
-// SCHED_IDLE, so the victim never waits behind it.
+// on the other CPUs, in a cgroup below the victim's (hideRuntime), so the
+// pod's wait is the victim thread's alone and it never waits behind sysmon.
 //
-// Two earlier versions in the emulated VMs: time.Now in the burn loop
-// (sysmon preempted it there every 10 ms, and the thread hand-offs that
-// followed kept it waiting behind its own threads: 41 % SamePod beside a
-// service hog, 90 % with no hog), then raw syscalls with sysmon on the same
-// CPU (still 26 % SamePod beside a hog).
+// Earlier versions, in the emulated VMs: time.Now in the burn loop (sysmon
+// preempted it there every 10 ms, and the thread hand-offs that followed
+// kept it waiting behind its own threads: 41 % SamePod beside a service
+// hog, 90 % with no hog); raw syscalls with sysmon beside it (26 %
+// SamePod beside a hog); sysmon on the other CPUs but in the victim's
+// cgroup (its waits there are the pod's: 30-40 % SystemService / on the
+// busy development machine); sysmon SCHED_IDLE beside it (30-60 % SamePod
+// in the VMs: sysmon's waits behind the victim); sysmon in the cgroup
+// below but on the victim's CPU (1-7 % charged to that cgroup).
 const victimEnv = "LATENCYTIER_CGTEST_VICTIM" // "<burn ns>,<cpu>"
 
 func init() {
@@ -64,31 +69,29 @@ func victim(burn int64, cpu int) {
 	}
 }
 
-// pinAlone pins every thread of the process to cpu and makes every thread
-// but the calling one SCHED_IDLE: the victim's thread preempts them at
-// once and never waits behind them. (On the other CPUs instead, sysmon's
-// waits behind whatever runs there count as the pod's: 30-40 % of the
-// victim's wait on a busy development machine.)
+// pinAlone pins the calling thread to cpu and every other thread of the
+// process (sysmon, which hideRuntime moves out of the measured cgroup) to
+// the other CPUs it may use, if any: the victim is alone on its CPU.
 func pinAlone(cpu int) {
-	var one unix.CPUSet
+	var others, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &others); err != nil {
+		os.Exit(3)
+	}
+	others.Clear(cpu)
 	one.Set(cpu)
-	me := unix.Gettid()
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		os.Exit(3)
+	}
+	if others.Count() == 0 {
+		return
+	}
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		os.Exit(3)
 	}
 	for _, e := range tasks {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if err := unix.SchedSetaffinity(tid, &one); err != nil {
-			os.Exit(3)
-		}
-		if tid != me {
-			if err := unix.SchedSetAttr(tid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0); err != nil {
-				os.Exit(3)
-			}
+		if tid, err := strconv.Atoi(e.Name()); err == nil && tid != unix.Gettid() {
+			_ = unix.SchedSetaffinity(tid, &others)
 		}
 	}
 }
@@ -126,7 +129,9 @@ func (p Pod) StartVictim(t testing.TB, dir string, cpu int, burn time.Duration) 
 // thread's alone, as a one-threaded C victim's would be. In the emulated
 // VMs sysmon, SCHED_IDLE beside the victim, waited behind it often enough
 // to make 30-60 % of the pod's wait SamePod. cgroup v1 places threads
-// (tasks), v2 only in a threaded cgroup (cgroup.threads).
+// (tasks), v2 only in a threaded cgroup (cgroup.threads). Its lowest
+// weight keeps it from delaying the victim where it cannot leave the
+// victim's CPU (a one-CPU machine).
 func (p Pod) hideRuntime(t testing.TB, rt string, pid int) {
 	t.Helper()
 	file := "tasks"
