@@ -5,8 +5,9 @@
 # gateway sample profile to this node with a safe rollout, show the node's
 # and the server pod's run-queue p99 before and after as the operator
 # recorded them, its verdict, the kernel values and the workloads' CFS quota
-# before and after; then on Ctrl-C delete the profile, show the values
-# restored, and tear everything down.
+# before and after; then a noisy neighbour (hack/demo/hog.sh) that `kubectl
+# latency explain` names as what the server waited behind; then on Ctrl-C
+# delete the profile, show the values restored, and tear everything down.
 #
 #   DEMO_NONINTERACTIVE=1  do not wait for Ctrl-C: hold for DEMO_HOLD seconds (default 5)
 #   DEMO_KEEP=1            leave the cluster running at the end (hack/local-cluster down removes it)
@@ -14,6 +15,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/hack/demo/lib.sh"
 source "$ROOT/hack/demo/load.sh"
+source "$ROOT/hack/demo/hog.sh"
 SAMPLE="$ROOT/config/samples/gateway.yaml"
 WAIT_APPLY="${DEMO_WAIT_APPLY:-180}"
 
@@ -42,6 +44,7 @@ finish() {
   ((finished)) && return
   finished=1
   trap '' INT TERM
+  stop_hog
   end_load
   if k get latencyprofile gateway >/dev/null 2>&1; then
     say "Deleting the profile: the agent restores every value it journaled"
@@ -92,6 +95,7 @@ if manager_present; then
   wait_until "$WAIT_APPLY" "the rollout to finish" rollout_done || true
   say "The evidence as the operator recorded it ($((SECONDS - t_apply))s after kubectl apply)"
   show_evidence gateway
+  show_noisy_neighbour
 else
   say "The manager is not in config/default yet: the profile is stored, nothing tunes the node"
 fi

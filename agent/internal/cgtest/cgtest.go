@@ -1,6 +1,8 @@
-// Package cgtest makes throwaway cgroups in the real cgroup v1 hierarchy for
-// tests: kubelet-shaped pod trees under a unique kubepods name, processes
-// moved into them, writes that fail the test, and nr_throttled counters.
+// Package cgtest makes throwaway cgroups in the real cgroup hierarchy (v1,
+// or v2 for the cpu controller: v2.go) for tests: kubelet-shaped pod trees
+// under a unique kubepods name, processes moved into them (victim.go: the
+// attribution tests' victim), writes that fail the test, and nr_throttled
+// counters.
 // Every cgroup and process it makes is removed in t.Cleanup, so tests that
 // use it change no shared kernel state and need no kernellock.
 package cgtest
@@ -95,13 +97,20 @@ func removeCgroup(dir string) error {
 	}
 }
 
-// Pod is a kubelet-shaped burstable pod with one container in a real v1
-// hierarchy.
+// Pod is a kubelet-shaped burstable pod with one container in a real
+// cgroup hierarchy (v1: one controller's; v2: the unified one).
 type Pod struct {
 	Kubepods string // the unique kubepods name (podcgroup.WithKubepods)
 	UID      string
 	Dir      string // the pod's cgroup
 	CtrDir   string // its container's cgroup
+	// KubepodsDir is the top of the tree (<kubepods> or <kubepods>.slice).
+	KubepodsDir string
+	// Version is the hierarchy's cgroup version, 1 or 2.
+	Version int
+
+	base, driver string
+	init         func(dir string)
 }
 
 // V1Pod builds a pod under a unique kubepods name (prefix + random hex) in
@@ -113,24 +122,49 @@ type Pod struct {
 // tree is removed in t.Cleanup.
 func V1Pod(t testing.TB, controller, driver, prefix string, init func(dir string)) Pod {
 	t.Helper()
-	base := V1Controller(t, controller)
-	p := Pod{Kubepods: prefix + RandHex(t, 4), UID: RandHex(t, 4) + "-0000-4000-8000-" + RandHex(t, 6)}
+	p := Pod{Kubepods: prefix + RandHex(t, 4), Version: 1, base: V1Controller(t, controller), driver: driver, init: init}
+	p.build(t)
+	return p
+}
+
+// Sibling is another burstable pod (a new uid and container) in p's
+// kubepods tree, removed in t.Cleanup.
+func (p Pod) Sibling(t testing.TB) Pod {
+	t.Helper()
+	s := Pod{Kubepods: p.Kubepods, Version: p.Version, base: p.base, driver: p.driver, init: p.init}
+	s.build(t)
+	return s
+}
+
+// build makes p's cgroups (a new uid and container id) below the levels
+// that exist already, each with a cleanup.
+func (p *Pod) build(t testing.TB) {
+	t.Helper()
+	p.UID = RandHex(t, 4) + "-0000-4000-8000-" + RandHex(t, 6)
 	cid := RandHex(t, 32)
 	rels := []string{p.Kubepods, "burstable", "pod" + p.UID, cid}
-	if driver == podcgroup.DriverSystemd {
+	if p.driver == podcgroup.DriverSystemd {
 		rels = []string{p.Kubepods + ".slice", p.Kubepods + "-burstable.slice",
 			p.Kubepods + "-burstable-pod" + strings.ReplaceAll(p.UID, "-", "_") + ".slice", "cri-containerd-" + cid + ".scope"}
 	}
-	dir := base
-	for _, r := range rels {
+	dir := p.base
+	for i, r := range rels {
 		dir = filepath.Join(dir, r)
+		if _, err := os.Stat(dir); err == nil && i < 2 {
+			continue // a sibling's kubepods and QoS levels
+		}
 		Mkdir(t, dir)
-		if init != nil {
-			init(dir)
+		if p.init != nil {
+			p.init(dir)
+		}
+		if p.Version == 2 && i < len(rels)-1 {
+			// kubelet enables cpu down to the container, so a task's cpu
+			// cgroup is its container's (no processes live in these yet)
+			Set(t, filepath.Join(dir, "cgroup.subtree_control"), "+cpu")
 		}
 	}
+	p.KubepodsDir = filepath.Join(p.base, rels[0])
 	p.CtrDir, p.Dir = dir, filepath.Dir(dir)
-	return p
 }
 
 // StartIn starts name with args, moves it into cgroup dir and returns its
@@ -138,7 +172,12 @@ func V1Pod(t testing.TB, controller, driver, prefix string, init func(dir string
 // gone before the cgroup is removed.
 func StartIn(t testing.TB, dir, name string, args ...string) int {
 	t.Helper()
-	cmd := exec.Command(name, args...)
+	return StartCmd(t, dir, exec.Command(name, args...))
+}
+
+// StartCmd is StartIn for a prepared command (its environment set).
+func StartCmd(t testing.TB, dir string, cmd *exec.Cmd) int {
+	t.Helper()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
