@@ -84,7 +84,8 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: soonest(soonest(unreachableRecheck(in), wait), gated)}, nil
+	recheck := soonest(unreachableRecheck(in), staleRecheck(in))
+	return ctrl.Result{RequeueAfter: soonest(soonest(recheck, wait), gated)}, nil
 }
 
 // soonest is the shorter of two requeue delays, 0 meaning none.

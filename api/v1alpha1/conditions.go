@@ -81,6 +81,10 @@ const (
 	ReasonNodesDegraded    = "NodesDegraded"
 	ReasonNodeConflict     = "NodeConflict"
 	ReasonOutsideBudget    = "OutsideBudget"
+	// ReasonStaleReports: the profile's Degraded (and Ready) reason when
+	// every degraded node is Stale: its agent has been silent for more
+	// than two heartbeat intervals, so what it last said may not hold.
+	ReasonStaleReports = "StaleReports"
 	ReasonAsExpected       = "AsExpected"
 	ReasonApplied          = "Applied"
 	ReasonApplyFailed      = "ApplyFailed"

@@ -71,12 +71,13 @@ func printProfile(out io.Writer, p *v1alpha1.LatencyProfile, nodes []v1alpha1.La
 		_, err := fmt.Fprintln(out, "  (no LatencyNodes)")
 		return err
 	}
-	worstFirst(nodes)
+	vs := verdictsOf(p)
+	worstFirst(nodes, vs)
 	t = newTable(out)
 	t.row("  NODE", "STATE", "BEFORE-P99", "AFTER-P99", "CHANGE", "VERDICT", "THROTTLED", "SETTINGS")
 	for i := range nodes {
 		n := &nodes[i]
-		t.row("  "+n.Name, nodeState(n), dur(before(n)), dur(after(n)), change(n), verdict(n),
+		t.row("  "+n.Name, nodeState(n, vs), dur(before(n)), dur(after(n)), change(n), vs.verdict(n),
 			orDash(n.Status.ThrottledRatio), settingsSummary(n))
 		for _, s := range n.Status.Settings {
 			if s.State == v1alpha1.SettingApplied || s.State == v1alpha1.SettingReverted {
