@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -134,6 +135,11 @@ func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyPr
 	for _, m := range moves {
 		ln := lns[m.Node]
 		spec := v1alpha1.LatencyNodeSpec{Action: m.Action, Profile: p.Name, ProfileGeneration: p.Generation, Revision: m.Revision}
+		if ro := p.Spec.Rollout; ro != nil {
+			// The agent reports the window that decides the node at once,
+			// not at its next heartbeat.
+			spec.VerifyAfter = ptr.To(metav1.NewTime(now.Truncate(time.Second).Add(window(ro))))
+		}
 		if m.Action == v1alpha1.ActionApply {
 			cr := owned[m.Revision]
 			if cr == nil {

@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -288,6 +288,21 @@ func TestRolloutCanaryThenBatchesThenNoWrites(t *testing.T) {
 	for n, rev := range revisionsOf(t, nodes) {
 		if rev != ro.Revision {
 			t.Fatalf("node %s holds %s, want %s", n, rev, ro.Revision)
+		}
+	}
+	// Each move tells the agent when its verification window ends, so it
+	// reports the deciding window at once.
+	for _, n := range nodes {
+		ln, err := getLN(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		setAt, err := time.Parse(time.RFC3339, ln.Annotations[v1alpha1.RevisionSetAtAnnotation])
+		if err != nil {
+			t.Fatalf("node %s: %v", n, err)
+		}
+		if va := ln.Spec.VerifyAfter; va == nil || !va.Time.Equal(setAt.Add(5*time.Second)) {
+			t.Fatalf("node %s: verifyAfter %v, want the move (%s) + verificationWindow 5s", n, va, setAt)
 		}
 	}
 	expectEvent(t, "ro-batch", "RolloutComplete")

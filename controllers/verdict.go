@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
