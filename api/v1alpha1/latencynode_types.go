@@ -407,10 +407,10 @@ type LatencyNodeStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`
 // +kubebuilder:printcolumn:name="Applied",type=string,JSONPath=`.status.conditions[?(@.type=="Applied")].status`
-// +kubebuilder:printcolumn:name="Drift",type=string,JSONPath=`.status.conditions[?(@.type=="Drifted")].status`
 // +kubebuilder:printcolumn:name="P99",type=string,JSONPath=`.status.runQueueP99`
 // +kubebuilder:printcolumn:name="Reported",type=date,JSONPath=`.status.reportedAt`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Drift",type=string,JSONPath=`.status.conditions[?(@.type=="Drifted")].status`,priority=1
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`,priority=1
 // +kubebuilder:printcolumn:name="Baseline-P99",type=string,JSONPath=`.status.baseline.runQueue.p99`,priority=1
 // +kubebuilder:printcolumn:name="Pod-Baseline-P99",type=string,JSONPath=`.status.baseline.pods.p99`,priority=1
