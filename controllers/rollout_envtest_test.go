@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -519,7 +520,7 @@ func TestRolloutRestartKeepsRolledBackNode(t *testing.T) {
 	expectHolding(t, nodes, map[string]string{"ro-restart-00": r1, "ro-restart-01": r1})
 
 	fresh := &profileReconciler{Client: k8s, Recorder: events.NewFakeRecorder(100), UnreachableAfter: testUnreachable,
-		Namespace: testNamespace, Gate: newStatusGate(0, nil)}
+		Namespace: testNamespace, Gate: newStatusGate(0, nil), Cache: freshCache(t)}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "ro-restart"}}
 	// Three passes of the fresh reconciler (the suite's manager runs too: a
 	// pass that loses a write to it is run again).
@@ -546,4 +547,31 @@ func TestRolloutRestartKeepsRolledBackNode(t *testing.T) {
 		!strings.Contains(v.Message, "300µs → 2ms") {
 		t.Fatalf("canary's verdict after the restart = %+v, want Regressed on %s", v, r2)
 	}
+}
+
+// freshCache is a new informer cache with the manager's indexes, as a
+// restarted manager starts with: nothing carried over from the suite's.
+func freshCache(t *testing.T) cache.Cache {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := cache.New(testEnv.Config, cacheOptionsWithScheme(testNamespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := addIndexes(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("fresh cache did not sync")
+	}
+	return c
+}
+
+func cacheOptionsWithScheme(ns string) cache.Options {
+	o := cacheOptions(ns)
+	o.Scheme = NewScheme()
+	return o
 }

@@ -408,7 +408,7 @@ func TestVerdictListIsTheMemory(t *testing.T) {
 	if v := plan2.Verdicts["back"]; v == nil || v.reason != v1alpha1.VerdictRegressed {
 		t.Fatalf("after a restart the rolled-back node's verdict = %+v, want Regressed", v)
 	}
-	if !equality.Semantic.DeepEqual(plan2.Status, st) || len(plan2.Moves) != 0 {
-		t.Fatalf("second pass differs:\n%+v\nmoves %v", plan2.Status, plan2.Moves)
+	if !equality.Semantic.DeepEqual(plan2.Status, st) {
+		t.Fatalf("second pass differs:\n%+v\nfirst:\n%+v", plan2.Status, st)
 	}
 }
