@@ -84,7 +84,11 @@ func managedBy(entries []metav1.ManagedFieldsEntry, subresource, field string) e
 		for _, e := range entries {
 			names = append(names, e.Manager+"/"+e.Subresource)
 		}
-		return fmt.Errorf("no %s entry by %s holding %s among %v", orNone(subresource), fieldOwner, field, names)
+		where := "main resource"
+		if subresource != "" {
+			where = subresource
+		}
+		return fmt.Errorf("no entry by %s for the %s holding %s among %v", fieldOwner, where, field, names)
 	}
 	return nil
 }
