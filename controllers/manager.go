@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	goruntime "runtime"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -264,6 +265,26 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// fieldOwner names the manager in managedFields and, as its user agent, in
+// the API server's audit log and metrics; the agent is latencytier-agent.
+const fieldOwner = "latencytier-manager"
+
+// managerConfig is cfg with the manager's user agent (unless the caller
+// set one: the fleet simulator names its own).
+func managerConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	if c.UserAgent == "" {
+		c.UserAgent = fieldOwner + " (" + goruntime.GOOS + "/" + goruntime.GOARCH + ")"
+	}
+	return c
+}
+
+// clientOptions make every write of the manager's client name it as the
+// field manager, whatever the user agent says.
+func clientOptions() client.Options {
+	return client.Options{FieldOwner: fieldOwner}
+}
+
 // RunManager parses the manager's flags and runs it until ctx ends.
 func RunManager(ctx context.Context, args []string) error {
 	f, err := parseManagerFlags(args)
@@ -276,8 +297,9 @@ func RunManager(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(managerConfig(cfg), ctrl.Options{
 		Scheme:                  NewScheme(),
+		Client:                  clientOptions(),
 		Cache:                   cacheOptions(f.namespace),
 		Metrics:                 metricsauth.ServerOptions(f.metricsAddr, f.metricsSecure),
 		HealthProbeBindAddress:  f.probeAddr,

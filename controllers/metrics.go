@@ -14,7 +14,7 @@ import (
 // controller-runtime's registry next to its own controller metrics.
 var (
 	profileNodes = gaugeVec("latencytier_profile_nodes",
-		"Nodes of a LatencyProfile by state (Applied, Pending, Degraded, Drifted, Conflicted, Reverting, Reverted, Unreachable).",
+		"Nodes of a LatencyProfile by state (Applied, Pending, Degraded, Drifted, Conflicted, Reverting, Reverted, Unreachable, Stale); state=\"Stale\" counts the nodes whose agent has been silent for more than two heartbeat intervals.",
 		"profile", "state")
 	profileWorstP99 = gaugeVec("latencytier_profile_worst_runqueue_p99_seconds",
 		"Highest p99 run-queue latency reported by a node of the LatencyProfile.",
@@ -27,7 +27,7 @@ var (
 		"Nodes that hold the LatencyProfile's rollout revision and failed it (regressed, failed to apply or timed out); a rollback that moved them back makes it 0.",
 		"profile")
 	profileReportInterval = gaugeVec("latencytier_profile_report_interval_seconds",
-		"How often the agents of the LatencyProfile measure and report (measurement.interval); absent when it measures nothing.",
+		"The longest an agent of the LatencyProfile stays silent between two status reports: the longest status.heartbeatInterval its nodes report, else (agents without heartbeats) measurement.interval; absent when it measures nothing and no node reports a heartbeat.",
 		"profile")
 
 	// Per node: bounded by the fleet, one series per node a profile owns.
@@ -35,7 +35,7 @@ var (
 		"1 for each node the LatencyProfile owns (selects and wins): its agent should run there.",
 		"node", "profile")
 	nodeLastReport = gaugeVec("latencytier_node_last_report_timestamp_seconds",
-		"When the agent of a node the LatencyProfile owns ended its latest measurement window (status.latency.measuredAt); absent before its first and when the profile measures nothing.",
+		"When the agent of a node the LatencyProfile owns last wrote its status (status.reportedAt; from agents without it, the end of the latest measurement window, status.latency.measuredAt, when the profile measures); absent before its first report.",
 		"node", "profile")
 
 	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -56,7 +56,7 @@ func init() {
 var allNodeStates = []v1alpha1.ProfileNodeState{
 	v1alpha1.NodeStatePending, v1alpha1.NodeStateApplied, v1alpha1.NodeStateDegraded,
 	v1alpha1.NodeStateDrifted, v1alpha1.NodeStateConflicted, v1alpha1.NodeStateReverting,
-	v1alpha1.NodeStateReverted, v1alpha1.NodeStateUnreachable,
+	v1alpha1.NodeStateReverted, v1alpha1.NodeStateUnreachable, v1alpha1.NodeStateStale,
 }
 
 // recordProfileMetrics sets the gauges of one profile from its status. The
@@ -100,6 +100,7 @@ const agentMeasureInterval = 30 * time.Second
 type nodeReport struct {
 	node       string
 	lastReport *time.Time // nil: no report, or the profile measures nothing
+	heartbeat  time.Duration
 }
 
 // nodeReports lists the nodes in.Profile owns (as status and the rollout
@@ -114,9 +115,18 @@ func nodeReports(in statusInput) []nodeReport {
 			continue
 		}
 		r := nodeReport{node: node.Name}
-		if ln := in.LatencyNodes[node.Name]; measured && ln != nil && ln.Status.Latency != nil && ln.Status.Latency.MeasuredAt != nil {
+		ln := in.LatencyNodes[node.Name]
+		switch {
+		case ln == nil:
+		case ln.Status.ReportedAt != nil:
+			t := ln.Status.ReportedAt.Time
+			r.lastReport = &t
+		case measured && ln.Status.Latency != nil && ln.Status.Latency.MeasuredAt != nil:
 			t := ln.Status.Latency.MeasuredAt.Time
 			r.lastReport = &t
+		}
+		if ln != nil && ln.Status.HeartbeatInterval != nil {
+			r.heartbeat = ln.Status.HeartbeatInterval.Duration
 		}
 		out = append(out, r)
 	}
@@ -135,10 +145,25 @@ func reportInterval(p *v1alpha1.LatencyProfile) (time.Duration, bool) {
 	return agentMeasureInterval, true
 }
 
+// longestHeartbeat is the longest heartbeatInterval the reports carry (0:
+// none, agents that report every measurement window).
+func longestHeartbeat(reports []nodeReport) time.Duration {
+	var hb time.Duration
+	for _, r := range reports {
+		hb = max(hb, r.heartbeat)
+	}
+	return hb
+}
+
 // recordProfileReports sets the report interval and the per-node series
 // of one pass of profile p.
 func recordProfileReports(p *v1alpha1.LatencyProfile, reports []nodeReport) {
-	if d, ok := reportInterval(p); ok {
+	d, ok := reportInterval(p)
+	if hb := longestHeartbeat(reports); hb > 0 {
+		// Agents with heartbeats write only on change and every heartbeat.
+		d, ok = hb, true
+	}
+	if ok {
 		profileReportInterval.WithLabelValues(p.Name).Set(d.Seconds())
 	} else {
 		profileReportInterval.DeleteLabelValues(p.Name)

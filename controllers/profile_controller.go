@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -84,7 +85,8 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: soonest(soonest(unreachableRecheck(in), wait), gated)}, nil
+	recheck := soonest(unreachableRecheck(in), staleRecheck(in))
+	return ctrl.Result{RequeueAfter: soonest(soonest(recheck, wait), gated)}, nil
 }
 
 // soonest is the shorter of two requeue delays, 0 meaning none.
@@ -258,7 +260,11 @@ func statusEvents(old, cur v1alpha1.LatencyProfileStatus) []statusEvent {
 			fmt.Sprintf("%d node(s) selected with equal priority by another profile get no profile", cur.Conflicted))})
 	}
 	if cur.Degraded > old.Degraded {
-		out = append(out, statusEvent{corev1.EventTypeWarning, eventDegraded, fmt.Sprintf("%d node(s) failed, drifted or unreachable", cur.Degraded)})
+		msg := fmt.Sprintf("%d node(s) failed, drifted or unreachable", cur.Degraded)
+		if c := meta.FindStatusCondition(cur.Conditions, v1alpha1.ProfileDegraded); c != nil && c.Status == metav1.ConditionTrue && cur.Stale > 0 {
+			msg = c.Message // says how many are stale
+		}
+		out = append(out, statusEvent{corev1.EventTypeWarning, eventDegraded, msg})
 	}
 	if becameTrue(old, cur, v1alpha1.ProfileReady) {
 		out = append(out, statusEvent{corev1.EventTypeNormal, eventApplied, fmt.Sprintf("All %d node(s) applied", cur.Applied)})

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
@@ -29,9 +31,11 @@ type rolloutNode struct {
 	// SetAt is when the controller last changed Action or Revision.
 	SetAt             time.Time
 	Baseline, Current *v1alpha1.LatencyEvidence
-	// Verdict is the one on record (status.verdict), nil when none;
-	// VerdictCurrent says it was written for the spec the node holds (its
-	// observedGeneration is the LatencyNode's generation).
+	// Verdict is the one on record (the previous pass's entry in the
+	// profile's status.rollout.verdicts), nil when none: only Regressed
+	// and Inconclusive verdicts are listed, the others are judged again
+	// from the evidence. VerdictCurrent says it judged the revision the
+	// node holds.
 	Verdict        *verdict
 	VerdictCurrent bool
 }
@@ -62,8 +66,8 @@ type nodeMove struct {
 type rolloutPlan struct {
 	Moves    []nodeMove
 	Verdicts map[string]*verdict // nil entry: the node has no verdict
-	// Kept are the nodes whose verdict stays as written, with the
-	// generation it was written for (it may be an earlier one).
+	// Kept are the nodes whose verdict stays as on record, figures and
+	// time included (it may have judged an earlier revision).
 	Kept   map[string]bool
 	Status v1alpha1.RolloutStatus
 	Events []statusEvent
@@ -101,6 +105,7 @@ func decideRollout(in rolloutInput) rolloutPlan {
 		d.advance()
 	}
 	d.count()
+	d.plan.Status.Verdicts, d.plan.Status.VerdictsOmitted = d.verdictList()
 	return d.plan
 }
 
@@ -169,8 +174,8 @@ func (d *decider) verdictOf(n *rolloutNode) *verdict {
 		// to say, and "not measured yet" on every node of a fleet would be
 		// a status write per node for no information (twice per change,
 		// with the verdict that follows). A verdict of an earlier spec
-		// stands, its observedGeneration saying which, until the first
-		// window replaces it; when nothing will be measured it goes.
+		// stands, its revision saying which, until the first window
+		// replaces it; when nothing will be measured it goes.
 		if d.in.Unmeasured {
 			return nil
 		}
@@ -179,7 +184,7 @@ func (d *decider) verdictOf(n *rolloutNode) *verdict {
 	v := judge(d.in.Gate, n.Baseline, cur)
 	if d.in.Policy == nil && n.Verdict != nil && n.VerdictCurrent && sameFinding(*n.Verdict, v) {
 		// Evidence only: the figures of the first window that found it
-		// stand; a later window's are not worth a status write per node
+		// stand; a later window's are not worth a profile status write
 		// per interval.
 		return n.Verdict
 	}
@@ -345,6 +350,58 @@ func (d *decider) count() {
 			st.Verifying++
 		}
 	}
+}
+
+// maxVerdicts caps status.rollout.verdicts (the CRD's MaxItems).
+const maxVerdicts = 32
+
+// verdictList is status.rollout.verdicts: the nodes whose verdict is not
+// a pass, Regressed first, then by name, at most maxVerdicts, and how many
+// were left out. A verdict keeps its lastTransitionTime from the previous
+// list while its reason holds; a kept one is copied as it was.
+func (d *decider) verdictList() ([]v1alpha1.NodeVerdictStatus, int32) {
+	prev := verdictsOnRecord(d.in.Last)
+	var list []v1alpha1.NodeVerdictStatus
+	for _, n := range d.in.Nodes {
+		v := d.plan.Verdicts[n.Name]
+		if v == nil || v.passed() {
+			continue
+		}
+		old := prev[n.Name]
+		if d.plan.Kept[n.Name] && old != nil {
+			list = append(list, *old.DeepCopy())
+			continue
+		}
+		e := v1alpha1.NodeVerdictStatus{Node: n.Name, Verdict: v.reason, Revision: n.Revision,
+			Message: truncate(v.message), LastTransitionTime: ptr.To(metav1.NewTime(d.in.Now))}
+		if old != nil && old.Verdict == v.reason && old.LastTransitionTime != nil {
+			e.LastTransitionTime = old.LastTransitionTime.DeepCopy()
+		}
+		list = append(list, e)
+	}
+	sort.SliceStable(list, func(i, j int) bool {
+		ri, rj := list[i].Verdict == v1alpha1.VerdictRegressed, list[j].Verdict == v1alpha1.VerdictRegressed
+		if ri != rj {
+			return ri
+		}
+		return list[i].Node < list[j].Node
+	})
+	if len(list) > maxVerdicts {
+		return list[:maxVerdicts], int32(len(list) - maxVerdicts)
+	}
+	return list, 0
+}
+
+// verdictsOnRecord indexes the previous pass's verdict list by node.
+func verdictsOnRecord(last *v1alpha1.RolloutStatus) map[string]*v1alpha1.NodeVerdictStatus {
+	out := map[string]*v1alpha1.NodeVerdictStatus{}
+	if last == nil {
+		return out
+	}
+	for i := range last.Verdicts {
+		out[last.Verdicts[i].Node] = &last.Verdicts[i]
+	}
+	return out
 }
 
 func (d *decider) countClass(c nodeClass) int {

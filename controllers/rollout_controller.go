@@ -3,10 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,17 +11,19 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// The rollout writes ControllerRevisions in the manager's namespace, the
-// nodes' spec.revision (through LatencyNode spec) and status.verdict.
+// The rollout writes ControllerRevisions in the manager's namespace and
+// the nodes' spec.revision (through LatencyNode spec); its verdicts live in
+// the profile's status.rollout. It never writes a LatencyNode's status: the
+// node's agent is its one writer.
 //
 // +kubebuilder:rbac:groups=apps,namespace=latencytier-system,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=tuning.latencytier.io,resources=latencynodes/status,verbs=get;patch
 
 // eventRolloutMoved is the reason of the event for a batch of moves (the
 // phase events are "Rollout<Phase>"), recorded with action eventActionRoll.
@@ -50,8 +49,10 @@ func (r *profileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProf
 		Policy: p.Spec.Rollout, Gate: gateOf(p), Generation: p.Generation, Unmeasured: unmeasured(p),
 		Target: currentRevision(p), Last: p.Status.Rollout, Nodes: nodes, Now: in.Now,
 	})
-	// Verdicts first: the evidence a move rests on is on record before it.
-	if err := r.patchVerdicts(ctx, plan, lns, in.Now); err != nil {
+	// Verdicts first: the evidence a move rests on (a rollback's Regressed
+	// verdict, which keeps the node from being moved again) is on record
+	// before the move.
+	if err := r.recordRollout(ctx, p, plan); err != nil {
 		return nil, 0, err
 	}
 	if err := r.moveNodes(ctx, p, plan.Moves, lns, owned, in.Now); err != nil {
@@ -84,6 +85,7 @@ func rolloutNodes(in statusInput) ([]rolloutNode, map[string]*v1alpha1.LatencyNo
 		canary, _ = metav1.LabelSelectorAsSelector(ro.Canary.Selector)
 	}
 	lns := map[string]*v1alpha1.LatencyNode{}
+	onRecord := verdictsOnRecord(p.Status.Rollout)
 	var out []rolloutNode
 	for i := range in.Nodes {
 		node := &in.Nodes[i]
@@ -97,22 +99,24 @@ func rolloutNodes(in statusInput) ([]rolloutNode, map[string]*v1alpha1.LatencyNo
 			continue
 		}
 		lns[node.Name] = ln
-		out = append(out, rolloutNodeOf(ln, isCanary))
+		out = append(out, rolloutNodeOf(ln, isCanary, onRecord[node.Name]))
 	}
 	sortByName(out)
 	return out, lns
 }
 
-func rolloutNodeOf(ln *v1alpha1.LatencyNode, canary bool) rolloutNode {
+// rolloutNodeOf is ln as the rollout sees it, with the verdict on record
+// for it in the profile's status (nil: none).
+func rolloutNodeOf(ln *v1alpha1.LatencyNode, canary bool, rec *v1alpha1.NodeVerdictStatus) rolloutNode {
 	n := rolloutNode{
 		Name: ln.Name, Canary: canary, Action: ln.Spec.Action, Revision: ln.Spec.Revision,
 		Reported: ln.Status.ObservedGeneration >= ln.Generation,
 		SetAt:    ln.CreationTimestamp.Time,
 		Baseline: ln.Status.Baseline, Current: ln.Status.Current,
 	}
-	if v := ln.Status.Verdict; v != nil {
-		n.Verdict = &verdict{reason: v.Reason, message: v.Message}
-		n.VerdictCurrent = v.ObservedGeneration == ln.Generation
+	if rec != nil {
+		n.Verdict = &verdict{reason: rec.Verdict, message: rec.Message}
+		n.VerdictCurrent = rec.Revision == ln.Spec.Revision
 	}
 	if t, err := time.Parse(time.RFC3339, ln.Annotations[v1alpha1.RevisionSetAtAnnotation]); err == nil {
 		n.SetAt = t
@@ -131,6 +135,11 @@ func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyPr
 	for _, m := range moves {
 		ln := lns[m.Node]
 		spec := v1alpha1.LatencyNodeSpec{Action: m.Action, Profile: p.Name, ProfileGeneration: p.Generation, Revision: m.Revision}
+		if ro := p.Spec.Rollout; ro != nil {
+			// The agent reports the window that decides the node at once,
+			// not at its next heartbeat.
+			spec.VerifyAfter = ptr.To(metav1.NewTime(now.Truncate(time.Second).Add(window(ro))))
+		}
 		if m.Action == v1alpha1.ActionApply {
 			cr := owned[m.Revision]
 			if cr == nil {
@@ -162,52 +171,22 @@ func (r *profileReconciler) patchSpec(ctx context.Context, ln *v1alpha1.LatencyN
 	return err
 }
 
-// verdictWriters bounds the verdict patches in flight: a change that ends
-// (or clears) the verdict of a whole fleet writes one patch per node, and
-// one at a time each waits out a full round trip to the API server.
-const verdictWriters = 8
-
-// patchVerdicts writes status.verdict where it changed, also on nodes this
-// step moves: a rollback's verdict is what the move rests on. lns gets the
-// patched objects, so the moves that follow patch the current version.
-func (r *profileReconciler) patchVerdicts(ctx context.Context, plan rolloutPlan, lns map[string]*v1alpha1.LatencyNode, now time.Time) error {
-	var (
-		mu      sync.Mutex
-		patched = map[string]*v1alpha1.LatencyNode{}
-		g, gctx = errgroup.WithContext(ctx)
-	)
-	g.SetLimit(verdictWriters)
-	for name, v := range plan.Verdicts {
-		ln := lns[name]
-		if ln == nil || plan.Kept[name] {
-			continue
-		}
-		var want *metav1.Condition
-		if v != nil {
-			want = verdictCondition(ln.Status.Verdict, *v, ln.Generation, now)
-		}
-		if equality.Semantic.DeepEqual(ln.Status.Verdict, want) {
-			continue
-		}
-		g.Go(func() error {
-			p := ln.DeepCopy()
-			p.Status.Verdict = want
-			if err := r.Status().Patch(gctx, p, client.MergeFrom(ln)); err != nil {
-				return fmt.Errorf("patching LatencyNode %s verdict: %w", name, err)
-			}
-			mu.Lock()
-			patched[name] = p
-			mu.Unlock()
-			return nil
-		})
+// recordRollout writes the plan's rollout status into the profile before
+// nodes move, when it differs from the one on record: after a crash between
+// the moves and the status write, the next pass would otherwise not know why
+// a node was moved back, judge it again and move it forward. p gets the
+// written status, so the pass's own status patch starts from it.
+func (r *profileReconciler) recordRollout(ctx context.Context, p *v1alpha1.LatencyProfile, plan rolloutPlan) error {
+	if len(plan.Moves) == 0 || equality.Semantic.DeepEqual(p.Status.Rollout, &plan.Status) {
+		return nil
 	}
-	err := g.Wait()
-	for name, p := range patched {
-		lns[name] = p
+	patched := p.DeepCopy()
+	patched.Status.Rollout = plan.Status.DeepCopy()
+	if err := r.Status().Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ignoreStale(ctx, fmt.Errorf("recording rollout status: %w", err))
 	}
-	if err != nil {
-		return ignoreStale(ctx, err)
-	}
+	r.Gate.wroteVersion(p.Name, patched.ResourceVersion)
+	p.Status.Rollout, p.ResourceVersion = patched.Status.Rollout, patched.ResourceVersion
 	return nil
 }
 

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,8 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -83,7 +88,7 @@ func (s *simAgents) pass(ctx context.Context) {
 			continue
 		}
 		s.ever[ln.Name] = true
-		ok := ln.Status.Verdict != nil && ln.Status.Verdict.Status == metav1.ConditionTrue
+		ok := s.passes(ln)
 		if !ok {
 			inFlight++
 		}
@@ -102,6 +107,15 @@ func (s *simAgents) pass(ctx context.Context) {
 			s.report(ctx, &list.Items[i])
 		}
 	}
+}
+
+// passes: the node reported a full window under the target that the
+// controller's gate passes (the sim's own evidence: the verdicts are in the
+// profile's status, which no snapshot of the LatencyNodes shows).
+func (s *simAgents) passes(ln *v1alpha1.LatencyNode) bool {
+	cur := ln.Status.Current
+	return cur != nil && cur.Action == v1alpha1.ActionApply && cur.Revision == s.target &&
+		!s.regress[ln.Name+"/"+s.target] && !s.stall[s.target+"/"+ln.Name]
 }
 
 // report writes the status the node's agent would, when it differs.
@@ -278,6 +292,21 @@ func TestRolloutCanaryThenBatchesThenNoWrites(t *testing.T) {
 			t.Fatalf("node %s holds %s, want %s", n, rev, ro.Revision)
 		}
 	}
+	// Each move tells the agent when its verification window ends, so it
+	// reports the deciding window at once.
+	for _, n := range nodes {
+		ln, err := getLN(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		setAt, err := time.Parse(time.RFC3339, ln.Annotations[v1alpha1.RevisionSetAtAnnotation])
+		if err != nil {
+			t.Fatalf("node %s: %v", n, err)
+		}
+		if va := ln.Spec.VerifyAfter; va == nil || !va.Time.Equal(setAt.Add(5*time.Second)) {
+			t.Fatalf("node %s: verifyAfter %v, want the move (%s) + verificationWindow 5s", n, va, setAt)
+		}
+	}
 	expectEvent(t, "ro-batch", "RolloutComplete")
 
 	// Complete: nothing more is written, across several informer resyncs.
@@ -427,34 +456,9 @@ func expectHolding(t *testing.T, nodes []string, want map[string]string) {
 	})
 }
 
-// TestAdmissionKeepsAgentOffVerdict: status.verdict is the controller's;
-// the agent's own status stays writable as long as it carries it through.
-func TestAdmissionKeepsAgentOffVerdict(t *testing.T) {
-	needSuite(t)
-	ctx := context.Background()
-	createNode(t, "admverdict-a", map[string]string{"tier": "admverdict"})
-	createProfile(t, "admverdict", 0, map[string]string{"tier": "admverdict"})
-	cleanup(t, []string{"admverdict-a"}, []string{"admverdict"})
-	expectApplying(t, "admverdict-a", "admverdict")
-	agent := agentClient(t, "admverdict-a")
-	eventually(t, "policy refuses the agent writing status.verdict", func() error {
-		ln, err := getLN("admverdict-a")
-		if err != nil {
-			return err
-		}
-		patched := ln.DeepCopy()
-		patched.Status.Verdict = &metav1.Condition{Type: v1alpha1.NodeVerdict, Status: metav1.ConditionTrue,
-			Reason: v1alpha1.VerdictImproved, Message: "self-assessed", LastTransitionTime: metav1.Now()}
-		return refusedByPolicy(agent.Status().Patch(ctx, patched, client.MergeFrom(ln)))
-	})
-	if err := patchStatusAs(agent, "admverdict-a"); err != nil {
-		t.Fatalf("agent refused on its own LatencyNode status: %v", err)
-	}
-}
-
-// The verdict a rollback rests on stays on record: the regressed node's
-// LatencyNode says Regressed, with the figures, after it was reverted, and
-// the profile counts it (found on the real cluster: the move skipped the
+// The verdict a rollback rests on stays on record: the profile's rollout
+// lists the regressed node as Regressed, with the figures, after it was
+// reverted, and counts it (found on the real cluster: the move skipped the
 // verdict patch and the Revert then cleared it).
 func TestRolloutFirstRevisionRegressedKeepsVerdictAfterRevert(t *testing.T) {
 	needSuite(t)
@@ -471,10 +475,11 @@ func TestRolloutFirstRevisionRegressedKeepsVerdictAfterRevert(t *testing.T) {
 		if ln.Spec.Action != v1alpha1.ActionRevert {
 			return fmt.Errorf("action %s", ln.Spec.Action)
 		}
-		if v := ln.Status.Verdict; v == nil || v.Reason != v1alpha1.VerdictRegressed || !strings.Contains(v.Message, "400µs → 2ms") {
+		ro := getProfile(t, "ro-first").Status.Rollout
+		if v := verdictIn(ro, "ro-first-00"); v == nil || v.Verdict != v1alpha1.VerdictRegressed || !strings.Contains(v.Message, "400µs → 2ms") {
 			return fmt.Errorf("verdict %+v", v)
 		}
-		if ro := getProfile(t, "ro-first").Status.Rollout; ro == nil || ro.Regressed != 1 {
+		if ro.Regressed != 1 {
 			return fmt.Errorf("rollout %+v", ro)
 		}
 		return nil
@@ -482,4 +487,91 @@ func TestRolloutFirstRevisionRegressedKeepsVerdictAfterRevert(t *testing.T) {
 	if !strings.Contains(back.Status.Rollout.Message, "rolled back 1 node(s) to no tuning") {
 		t.Fatalf("message %q", back.Status.Rollout.Message)
 	}
+}
+
+// verdictIn is node's entry in a rollout status's verdicts, nil when none.
+func verdictIn(ro *v1alpha1.RolloutStatus, node string) *v1alpha1.NodeVerdictStatus {
+	if ro == nil {
+		return nil
+	}
+	for i := range ro.Verdicts {
+		if ro.Verdicts[i].Node == node {
+			return &ro.Verdicts[i]
+		}
+	}
+	return nil
+}
+
+// TestRolloutRestartKeepsRolledBackNode: the verdicts live in the
+// profile's status, not in the manager: a fresh reconciler (a restarted
+// manager, nothing in memory) reading the same objects keeps the rolled
+// back canary on the previous revision, still Regressed with its figures,
+// and moves no node to the regressed revision.
+func TestRolloutRestartKeepsRolledBackNode(t *testing.T) {
+	needSuite(t)
+	nodes, p := rolloutFleet(t, "ro-restart", 4, rolloutPolicy(1, 2))
+	sim := startSimAgents(t, nodes, 5*time.Second)
+	r1 := currentRevision(p)
+	expectRollout(t, "ro-restart", v1alpha1.RolloutComplete)
+	r2 := revisionAfter(p, migrationCost(5*time.Millisecond))
+	sim.set(func(s *simAgents) { s.target = r2; s.regress["ro-restart-00/"+r2] = true })
+	editProfile(t, "ro-restart", migrationCost(5*time.Millisecond))
+	expectRollout(t, "ro-restart", v1alpha1.RolloutRolledBack)
+	expectHolding(t, nodes, map[string]string{"ro-restart-00": r1, "ro-restart-01": r1})
+
+	fresh := &profileReconciler{Client: k8s, Recorder: events.NewFakeRecorder(100), UnreachableAfter: testUnreachable,
+		Namespace: testNamespace, Gate: newStatusGate(0, nil), Cache: freshCache(t)}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "ro-restart"}}
+	// Three passes of the fresh reconciler (the suite's manager runs too: a
+	// pass that loses a write to it is run again).
+	for done, tries := 0, 0; done < 3; tries++ {
+		_, err := fresh.Reconcile(context.Background(), req)
+		switch {
+		case err == nil:
+			done++
+		case errors.As(err, new(staleError)) && tries < 30:
+		default:
+			t.Fatalf("fresh reconciler: %v", err)
+		}
+	}
+	for n, rev := range revisionsOf(t, nodes) {
+		if rev != r1 {
+			t.Fatalf("node %s holds %s after the restart, want %s", n, rev, r1)
+		}
+	}
+	ro := getProfile(t, "ro-restart").Status.Rollout
+	if ro.Phase != v1alpha1.RolloutRolledBack || ro.Regressed != 1 {
+		t.Fatalf("rollout after the restart = %+v", ro)
+	}
+	if v := verdictIn(ro, "ro-restart-00"); v == nil || v.Verdict != v1alpha1.VerdictRegressed || v.Revision != r2 ||
+		!strings.Contains(v.Message, "300µs → 2ms") {
+		t.Fatalf("canary's verdict after the restart = %+v, want Regressed on %s", v, r2)
+	}
+}
+
+// freshCache is a new informer cache with the manager's indexes, as a
+// restarted manager starts with: nothing carried over from the suite's.
+func freshCache(t *testing.T) cache.Cache {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := cache.New(testEnv.Config, cacheOptionsWithScheme(testNamespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := addIndexes(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("fresh cache did not sync")
+	}
+	return c
+}
+
+func cacheOptionsWithScheme(ns string) cache.Options {
+	o := cacheOptions(ns)
+	o.Scheme = NewScheme()
+	return o
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -342,5 +343,72 @@ func TestEvidenceOnlyVerdictKeepsItsFinding(t *testing.T) {
 		Nodes: []rolloutNode{onRecord(moved("moved-on", "R3"), v1alpha1.VerdictImproved, first, false)}, Now: rt0.Add(time.Hour)})
 	if v := unmeasured.Verdicts["moved-on"]; v != nil || unmeasured.Kept["moved-on"] {
 		t.Errorf("measurement disabled: verdict %+v (kept %v), want it cleared", v, unmeasured.Kept["moved-on"])
+	}
+}
+
+// TestVerdictListIsTheMemory: status.rollout.verdicts lists the nodes that
+// did not pass, Regressed first, at most 32 (the rest counted in
+// verdictsOmitted, every node in the counts), keeps a verdict's time while
+// its reason holds, and is what the next pass (a restarted manager: only
+// the API objects) reads back: a rolled-back node stays Regressed.
+func TestVerdictListIsTheMemory(t *testing.T) {
+	var nodes []rolloutNode
+	for i := range 40 {
+		nodes = append(nodes, sparse(fmt.Sprintf("s%02d", i), "R2"))
+	}
+	back := holding("back", "R1")
+	back.Baseline = evidence(v1alpha1.ActionApply, "R2", 5*time.Millisecond, 1000, "0")
+	back.Current = evidence(v1alpha1.ActionApply, "R1", 300*time.Microsecond, 1000, "0")
+	back.Verdict = &verdict{v1alpha1.VerdictRegressed, "run-queue p99 300µs → 5ms, 16.67× > 1.2×"}
+	nodes = append(nodes, back, passed("ok", "R2"))
+	sortByName(nodes)
+	lastSt := last(v1alpha1.RolloutRolledBack, "R2", "R1", 2)
+	lastSt.Verdicts = []v1alpha1.NodeVerdictStatus{
+		{Node: "back", Verdict: v1alpha1.VerdictRegressed, Revision: "R2", Message: back.Verdict.message, LastTransitionTime: &metav1.Time{Time: rt0}},
+		{Node: "s00", Verdict: v1alpha1.VerdictInconclusive, Revision: "R2", Message: "too few samples", LastTransitionTime: &metav1.Time{Time: rt0}},
+	}
+	in := rolloutInput{Policy: policy(), Gate: gateOf(&v1alpha1.LatencyProfile{}), Generation: 2, Target: "R2",
+		Last: lastSt, Nodes: nodes, Now: rt0.Add(time.Hour)}
+	plan := decideRollout(in)
+	st := plan.Status
+	if len(st.Verdicts) != maxVerdicts || st.VerdictsOmitted != 42-1-maxVerdicts {
+		t.Fatalf("%d verdicts listed, %d omitted; want %d and %d", len(st.Verdicts), st.VerdictsOmitted, maxVerdicts, 42-1-maxVerdicts)
+	}
+	if st.Regressed != 1 || st.Inconclusive != 40 || st.Improved != 1 {
+		t.Fatalf("counts %+v, want every node counted", st)
+	}
+	first := st.Verdicts[0]
+	if first.Node != "back" || first.Verdict != v1alpha1.VerdictRegressed || first.Revision != "R2" || !first.LastTransitionTime.Time.Equal(rt0) {
+		t.Fatalf("first listed %+v, want the rolled-back node's Regressed on record, as it was", first)
+	}
+	if s00 := st.Verdicts[1]; s00.Node != "s00" || !s00.LastTransitionTime.Time.Equal(rt0) {
+		t.Fatalf("second listed %+v, want s00 with its time kept (still Inconclusive)", s00)
+	}
+	if s01 := st.Verdicts[2]; s01.Node != "s01" || !s01.LastTransitionTime.Time.Equal(rt0.Add(time.Hour)) {
+		t.Fatalf("third listed %+v, want s01 stamped now", s01)
+	}
+	for _, v := range st.Verdicts {
+		if v.Node == "ok" {
+			t.Fatalf("a passing node is listed: %+v", v)
+		}
+	}
+	// The next pass, from the objects alone: the node's verdict on record
+	// is the list's (rolloutNodeOf), and the plan is the same.
+	rec := verdictsOnRecord(&st)
+	again := in
+	again.Last, again.Nodes = &st, nil
+	for _, n := range nodes {
+		n.Verdict, n.VerdictCurrent = nil, false
+		if r := rec[n.Name]; r != nil {
+			n.Verdict, n.VerdictCurrent = &verdict{r.Verdict, r.Message}, r.Revision == n.Revision
+		}
+		again.Nodes = append(again.Nodes, n)
+	}
+	plan2 := decideRollout(again)
+	if v := plan2.Verdicts["back"]; v == nil || v.reason != v1alpha1.VerdictRegressed {
+		t.Fatalf("after a restart the rolled-back node's verdict = %+v, want Regressed", v)
+	}
+	if !equality.Semantic.DeepEqual(plan2.Status, st) {
+		t.Fatalf("second pass differs:\n%+v\nfirst:\n%+v", plan2.Status, st)
 	}
 }

@@ -70,12 +70,13 @@ type nodeLine struct {
 var severity = map[v1alpha1.ProfileNodeState]int{
 	v1alpha1.NodeStateDegraded:    0,
 	v1alpha1.NodeStateUnreachable: 1,
-	v1alpha1.NodeStateConflicted:  2,
-	v1alpha1.NodeStateDrifted:     3,
-	v1alpha1.NodeStateReverting:   4,
-	v1alpha1.NodeStatePending:     5,
-	v1alpha1.NodeStateApplied:     6,
-	v1alpha1.NodeStateReverted:    7,
+	v1alpha1.NodeStateStale:       2,
+	v1alpha1.NodeStateConflicted:  3,
+	v1alpha1.NodeStateDrifted:     4,
+	v1alpha1.NodeStateReverting:   5,
+	v1alpha1.NodeStatePending:     6,
+	v1alpha1.NodeStateApplied:     7,
+	v1alpha1.NodeStateReverted:    8,
 }
 
 // profileNodeLines lists every node the profile owns, is conflicted on, or
@@ -149,6 +150,12 @@ func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) node
 		line.State, line.Message = v1alpha1.NodeStateUnreachable, "node NotReady longer than "+in.UnreachableAfter.String()
 		return line
 	}
+	if ln != nil && ln.Status.StaleAt(in.Now) {
+		// Silent for two heartbeats: what the agent last said may no
+		// longer hold, whatever it was.
+		line.State, line.Message = v1alpha1.NodeStateStale, staleWhy(&ln.Status)
+		return line
+	}
 	if ln == nil || !holdsTarget(ln, in.Profile, in.Revision) {
 		line.State, line.Message = v1alpha1.NodeStatePending, pendingWhy(ln, in.Profile)
 		return line
@@ -174,6 +181,28 @@ func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) node
 		line.State, line.Message = v1alpha1.NodeStatePending, "waiting for the node's agent"
 	}
 	return line
+}
+
+// staleWhy says since when a Stale node's agent has been silent.
+func staleWhy(st *v1alpha1.LatencyNodeStatus) string {
+	return fmt.Sprintf("no report since %s (heartbeat %s): the agent is stuck, gone or cannot write",
+		st.ReportedAt.UTC().Format(time.RFC3339), st.HeartbeatInterval.Duration)
+}
+
+// staleRecheck is when the first node of the profile that is not stale yet
+// turns stale, so status says so without another event (0: none will).
+func staleRecheck(in statusInput) time.Duration {
+	var soonest time.Duration
+	for _, ln := range in.LatencyNodes {
+		if ln.Spec.Profile != in.Profile.Name {
+			continue
+		}
+		at, ok := ln.Status.StaleAfter()
+		if wait := at.Sub(in.Now); ok && wait > 0 && (soonest == 0 || wait < soonest) {
+			soonest = wait
+		}
+	}
+	return soonest
 }
 
 // reportsCurrent reports whether the agent's status describes the current
@@ -273,6 +302,9 @@ func countLines(st *v1alpha1.LatencyProfileStatus, lines []nodeLine) lineTally {
 			st.Conflicted++
 		case v1alpha1.NodeStateDegraded, v1alpha1.NodeStateDrifted, v1alpha1.NodeStateUnreachable:
 			st.Degraded++
+		case v1alpha1.NodeStateStale:
+			st.Degraded++
+			st.Stale++
 		case v1alpha1.NodeStatePending:
 			t.pending++
 		case v1alpha1.NodeStateReverting:
@@ -346,6 +378,8 @@ func readyCondition(cond condFunc, deleting bool, st *v1alpha1.LatencyProfileSta
 		return cond(r, false, v1alpha1.ReasonReverting, fmt.Sprintf("profile deleted; %d node(s) still reverting", t.reverting))
 	case st.Matched == 0:
 		return cond(r, false, v1alpha1.ReasonNoNodesMatched, "nodeSelector matches no node this profile can own")
+	case st.Degraded > 0 && st.Stale == st.Degraded:
+		return cond(r, false, v1alpha1.ReasonStaleReports, fmt.Sprintf("%d of %d node(s) stale", st.Stale, st.Matched))
 	case st.Degraded > 0:
 		return cond(r, false, v1alpha1.ReasonNodesDegraded, fmt.Sprintf("%d of %d node(s) degraded", st.Degraded, st.Matched))
 	case st.Conflicted > 0:
@@ -383,6 +417,11 @@ func progressingCondition(cond condFunc, deleting bool, rollout *v1alpha1.Rollou
 func degradedCondition(cond condFunc, st *v1alpha1.LatencyProfileStatus) metav1.Condition {
 	r := v1alpha1.ProfileDegraded
 	switch {
+	case st.Degraded > 0 && st.Stale == st.Degraded:
+		return cond(r, true, v1alpha1.ReasonStaleReports, staleMessage(st.Stale))
+	case st.Degraded > 0 && st.Stale > 0:
+		return cond(r, true, v1alpha1.ReasonNodesDegraded, fmt.Sprintf("%d node(s) failed, drifted, unreachable or stale; %s",
+			st.Degraded, staleMessage(st.Stale)))
 	case st.Degraded > 0:
 		return cond(r, true, v1alpha1.ReasonNodesDegraded, fmt.Sprintf("%d node(s) failed, drifted or unreachable", st.Degraded))
 	case st.Conflicted > 0:
@@ -392,6 +431,10 @@ func degradedCondition(cond condFunc, st *v1alpha1.LatencyProfileStatus) metav1.
 	default:
 		return cond(r, false, v1alpha1.ReasonAsExpected, "no node is degraded")
 	}
+}
+
+func staleMessage(n int32) string {
+	return fmt.Sprintf("%d node(s) stale: their agent has not reported for more than two heartbeat intervals", n)
 }
 
 func p99(d *metav1.Duration) time.Duration {

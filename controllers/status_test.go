@@ -227,6 +227,45 @@ func TestComputeStatus(t *testing.T) {
 			expectStates(t, st, "a=Reverting", "gone=Reverting", "b=Reverted")
 		},
 		wantCond: map[string]string{"Ready": "False/Reverting", "Progressing": "True/Reverting"},
+	}, {
+		name:    "stale: silent for more than two heartbeats; an older agent (no heartbeat) and a recent report are not",
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("silent", rt, "", 0), tnode("old-agent", rt, "", 0), tnode("recent", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			silent, old, recent := lnFor("silent", p, 0, "", applied), lnFor("old-agent", p, 0, "", applied), lnFor("recent", p, 0, "", applied)
+			silent.Status.ReportedAt, silent.Status.HeartbeatInterval = &metav1.Time{Time: t0.Add(-11 * time.Minute)}, &metav1.Duration{Duration: 5 * time.Minute}
+			old.Status.ReportedAt = &metav1.Time{Time: t0.Add(-time.Hour)}
+			recent.Status.ReportedAt, recent.Status.HeartbeatInterval = &metav1.Time{Time: t0.Add(-9 * time.Minute)}, &metav1.Duration{Duration: 5 * time.Minute}
+			return []*v1alpha1.LatencyNode{silent, old, recent}
+		},
+		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			expectCounts(t, st, 3, 2, 1, 0)
+			if st.Stale != 1 {
+				t.Errorf("stale = %d, want 1", st.Stale)
+			}
+			expectStates(t, st, "silent=Stale", "old-agent=Applied", "recent=Applied")
+			if !strings.Contains(st.Nodes[0].Message, "no report since 2026-11-30T07:49:00Z (heartbeat 5m0s)") {
+				t.Errorf("stale message %q", st.Nodes[0].Message)
+			}
+		},
+		wantCond: map[string]string{"Ready": "False/StaleReports", "Degraded": "True/StaleReports"},
+	}, {
+		name:    "stale next to a failed node: Degraded names both",
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("silent", rt, "", 0), tnode("failed", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			silent := lnFor("silent", p, 0, "", drifted)
+			silent.Status.ReportedAt, silent.Status.HeartbeatInterval = &metav1.Time{Time: t0.Add(-time.Minute)}, &metav1.Duration{Duration: 30 * time.Second}
+			return []*v1alpha1.LatencyNode{silent, lnFor("failed", p, 0, "", applyFailed)}
+		},
+		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			expectCounts(t, st, 2, 0, 2, 0)
+			expectStates(t, st, "failed=Degraded", "silent=Stale")
+			if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ProfileDegraded); c == nil || !strings.Contains(c.Message, "1 node(s) stale") {
+				t.Errorf("Degraded = %+v, want it to count the stale node", c)
+			}
+		},
+		wantCond: map[string]string{"Ready": "False/NodesDegraded", "Degraded": "True/NodesDegraded"},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -396,5 +435,26 @@ func TestTruncateKeepsUTF8(t *testing.T) {
 		if !utf8.ValidString(got) || len(got) > maxMessage || !strings.HasSuffix(got, "...") {
 			t.Fatalf("truncate(%q+...) = %d bytes, valid UTF-8 %v", prefix, len(got), utf8.ValidString(got))
 		}
+	}
+}
+
+// TestStaleRecheck: the profile is requeued for the moment its first node
+// turns stale; nodes already stale, or with no heartbeat, ask for nothing.
+func TestStaleRecheck(t *testing.T) {
+	p := profile("p", 0, rt)
+	at := func(name string, ago, hb time.Duration) *v1alpha1.LatencyNode {
+		ln := lnFor(name, &p, 0, "", applied)
+		ln.Status.ReportedAt = &metav1.Time{Time: t0.Add(-ago)}
+		if hb > 0 {
+			ln.Status.HeartbeatInterval = &metav1.Duration{Duration: hb}
+		}
+		return ln
+	}
+	in := statusInput{Profile: &p, Now: t0, LatencyNodes: map[string]*v1alpha1.LatencyNode{
+		"soon": at("soon", 50*time.Second, 30*time.Second), "later": at("later", 0, time.Minute),
+		"already": at("already", time.Hour, time.Second), "no-heartbeat": at("no-heartbeat", time.Hour, 0),
+	}}
+	if got := staleRecheck(in); got != 10*time.Second {
+		t.Fatalf("staleRecheck = %s, want 10s (soon: reported 50s ago, heartbeat 30s)", got)
 	}
 }

@@ -117,8 +117,9 @@ func startSuite(ctx context.Context, cfg *rest.Config) error {
 	sync := testSyncPeriod
 	cacheOpts := cacheOptions(testNamespace)
 	cacheOpts.SyncPeriod = &sync
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(managerConfig(cfg), ctrl.Options{
 		Scheme:  NewScheme(),
+		Client:  clientOptions(),
 		Cache:   cacheOpts,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Logger:  testLogger(),

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -201,22 +199,4 @@ func formatRatio(f float64) string {
 	s := strconv.FormatFloat(f, 'f', 2, 64)
 	s = strings.TrimRight(s, "0")
 	return strings.TrimSuffix(s, ".")
-}
-
-// verdictCondition is the status.verdict condition for v on a LatencyNode of
-// generation gen; old's lastTransitionTime is kept while its status holds.
-func verdictCondition(old *metav1.Condition, v verdict, gen int64, now time.Time) *metav1.Condition {
-	status := metav1.ConditionUnknown
-	switch {
-	case v.passed():
-		status = metav1.ConditionTrue
-	case v.reason == v1alpha1.VerdictRegressed:
-		status = metav1.ConditionFalse
-	}
-	c := &metav1.Condition{Type: v1alpha1.NodeVerdict, Status: status, Reason: v.reason,
-		Message: truncate(v.message), ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)}
-	if old != nil && old.Status == status {
-		c.LastTransitionTime = old.LastTransitionTime
-	}
-	return c
 }

@@ -116,16 +116,3 @@ func TestGateOfReadsPolicyAndBudget(t *testing.T) {
 		t.Fatalf("defaults = %+v", g)
 	}
 }
-
-func TestVerdictConditionKeepsTransitionTime(t *testing.T) {
-	t0 := time.Date(2025, 1, 1, 11, 0, 0, 0, time.UTC)
-	old := verdictCondition(nil, verdict{v1alpha1.VerdictImproved, "a"}, 1, t0)
-	same := verdictCondition(old, verdict{v1alpha1.VerdictUnchanged, "b"}, 2, t0.Add(time.Hour))
-	if !same.LastTransitionTime.Equal(&old.LastTransitionTime) || same.Status != metav1.ConditionTrue {
-		t.Fatalf("True→True moved the transition time: %+v", same)
-	}
-	flip := verdictCondition(old, verdict{v1alpha1.VerdictRegressed, "c"}, 2, t0.Add(time.Hour))
-	if flip.Status != metav1.ConditionFalse || !flip.LastTransitionTime.Time.Equal(t0.Add(time.Hour)) {
-		t.Fatalf("True→False = %+v", flip)
-	}
-}

@@ -74,13 +74,17 @@ const (
 
 // Condition reasons (CamelCase, shared by both kinds).
 const (
-	ReasonAllNodesApplied  = "AllNodesApplied"
-	ReasonNoNodesMatched   = "NoNodesMatched"
-	ReasonApplying         = "Applying"
-	ReasonReverting        = "Reverting"
-	ReasonNodesDegraded    = "NodesDegraded"
-	ReasonNodeConflict     = "NodeConflict"
-	ReasonOutsideBudget    = "OutsideBudget"
+	ReasonAllNodesApplied = "AllNodesApplied"
+	ReasonNoNodesMatched  = "NoNodesMatched"
+	ReasonApplying        = "Applying"
+	ReasonReverting       = "Reverting"
+	ReasonNodesDegraded   = "NodesDegraded"
+	ReasonNodeConflict    = "NodeConflict"
+	ReasonOutsideBudget   = "OutsideBudget"
+	// ReasonStaleReports: the profile's Degraded (and Ready) reason when
+	// every degraded node is Stale: its agent has been silent for more
+	// than two heartbeat intervals, so what it last said may not hold.
+	ReasonStaleReports     = "StaleReports"
 	ReasonAsExpected       = "AsExpected"
 	ReasonApplied          = "Applied"
 	ReasonApplyFailed      = "ApplyFailed"

@@ -401,13 +401,6 @@ type LatencyNodeStatus struct {
 	// +optional
 	// +structType=atomic
 	Current *LatencyEvidence `json:"current,omitempty"`
-	// verdict is the controller's judgement of current against baseline:
-	// type Verdict, status True (Improved, Unchanged), False (Regressed) or
-	// Unknown (Inconclusive), the ratio in the message. The only status
-	// field the controller writes; the agent must carry it through as read
-	// (never set, clear or rebuild it).
-	// +optional
-	Verdict *metav1.Condition `json:"verdict,omitempty"`
 }
 
 // LatencyNode is one node's resolved tuning (spec, by the controller) and what
@@ -417,23 +410,22 @@ type LatencyNodeStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=ln,categories=latencytier
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`
-// +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`
 // +kubebuilder:printcolumn:name="Applied",type=string,JSONPath=`.status.conditions[?(@.type=="Applied")].status`
-// +kubebuilder:printcolumn:name="Baseline-P99",type=string,JSONPath=`.status.baseline.runQueue.p99`
 // +kubebuilder:printcolumn:name="P99",type=string,JSONPath=`.status.runQueueP99`
+// +kubebuilder:printcolumn:name="Reported",type=date,JSONPath=`.status.reportedAt`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Drift",type=string,JSONPath=`.status.conditions[?(@.type=="Drifted")].status`,priority=1
+// +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`,priority=1
+// +kubebuilder:printcolumn:name="Baseline-P99",type=string,JSONPath=`.status.baseline.runQueue.p99`,priority=1
 // +kubebuilder:printcolumn:name="Pod-Baseline-P99",type=string,JSONPath=`.status.baseline.pods.p99`,priority=1
 // +kubebuilder:printcolumn:name="Pod-P99",type=string,JSONPath=`.status.current.pods.p99`,priority=1
-// +kubebuilder:printcolumn:name="Verdict",type=string,JSONPath=`.status.verdict.reason`
-// +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.throttledRatio`
-// +kubebuilder:printcolumn:name="Drift",type=string,JSONPath=`.status.conditions[?(@.type=="Drifted")].status`
+// +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.throttledRatio`,priority=1
 // +kubebuilder:printcolumn:name="Budget",type=string,JSONPath=`.status.conditions[?(@.type=="WithinBudget")].status`,priority=1
 // +kubebuilder:printcolumn:name="Reboot",type=string,JSONPath=`.status.conditions[?(@.type=="RebootRequired")].status`,priority=1
 // +kubebuilder:printcolumn:name="Partitions",type=string,JSONPath=`.status.isolation.partitions`,priority=1
 // +kubebuilder:printcolumn:name="Needs-Boot",type=string,JSONPath=`.status.isolation.needsBoot`,priority=1
 // +kubebuilder:printcolumn:name="Kernel",type=string,JSONPath=`.status.kernel.version`,priority=1
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.spec.revision`,priority=1
-// +kubebuilder:printcolumn:name="Verdict-Message",type=string,JSONPath=`.status.verdict.message`,priority=1
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type LatencyNode struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -166,10 +166,12 @@ type LatencyProfileStatus struct {
 // +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.matched`
 // +kubebuilder:printcolumn:name="Applied",type=integer,JSONPath=`.status.applied`
 // +kubebuilder:printcolumn:name="Degraded",type=integer,JSONPath=`.status.degraded`
+// +kubebuilder:printcolumn:name="Stale",type=integer,JSONPath=`.status.stale`
 // +kubebuilder:printcolumn:name="Worst-P99",type=string,JSONPath=`.status.worstRunQueueP99`
-// +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.maxThrottledRatio`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.rollout.phase`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.maxThrottledRatio`,priority=1
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,priority=1
 // +kubebuilder:printcolumn:name="Conflicted",type=integer,JSONPath=`.status.conflicted`,priority=1
 // +kubebuilder:printcolumn:name="Outside-Budget",type=integer,JSONPath=`.status.outsideBudget`,priority=1
@@ -179,7 +181,6 @@ type LatencyProfileStatus struct {
 // +kubebuilder:printcolumn:name="Unchanged",type=integer,JSONPath=`.status.rollout.unchanged`,priority=1
 // +kubebuilder:printcolumn:name="Regressed",type=integer,JSONPath=`.status.rollout.regressed`,priority=1
 // +kubebuilder:printcolumn:name="Inconclusive",type=integer,JSONPath=`.status.rollout.inconclusive`,priority=1
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type LatencyProfile struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -16,8 +16,10 @@ import (
 //     controller then moves nodes to the new revision canary first, in
 //     batches, and judges each node from the evidence its agent reports.
 //   - The agent only reports numbers (status.baseline and status.current);
-//     the controller computes the verdict (status.verdict, the one status
-//     field the controller writes) so that the policy lives in one place.
+//     the controller computes each node's verdict so that the policy lives
+//     in one place, and keeps it in the profile's status.rollout (counts
+//     for every node, the nodes not Improved or Unchanged listed in
+//     verdicts): it never writes a LatencyNode's status.
 
 // RegressionPolicy says what a rollout does when a node regresses.
 // +kubebuilder:validation:Enum=Rollback;Pause
@@ -320,7 +322,7 @@ type LatencySummary struct {
 // verificationWindow after it moved the node (RevisionSetAtAnnotation); a
 // node waits to be moved until current matches the spec it holds (its
 // baseline-to-be), at most inconclusiveTimeout. The agent writes numbers
-// only: never status.verdict.
+// only; the verdict is in the profile's status.rollout.verdicts.
 type LatencyEvidence struct {
 	// revision is the spec.revision the node held for the whole window
 	// ("" under action Baseline or a spec without a revision).
@@ -363,11 +365,9 @@ type LatencyEvidence struct {
 // inconclusiveTimeout count from it. Written by the controller only.
 const RevisionSetAtAnnotation = "latencytier.io/revision-set-at"
 
-// NodeVerdict is the status.verdict condition type (controller-written).
-const NodeVerdict = "Verdict"
-
-// Verdict reasons: the status.verdict condition's reason. The message
-// carries the figures ("run-queue p99 412µs → 1.9ms, 4.6× > 1.2×").
+// Verdicts: a node's verdict in the profile's status.rollout (the counts,
+// and verdicts[].verdict). The message carries the figures ("run-queue
+// p99 412µs → 1.9ms, 4.6× > 1.2×").
 const (
 	// VerdictImproved: p99 fell to at most ImprovedRatio of the baseline.
 	VerdictImproved = "Improved"

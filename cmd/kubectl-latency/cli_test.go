@@ -70,8 +70,8 @@ func TestOutputJSONAndYAML(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(out), &n); err != nil {
 		t.Fatalf("explain -o yaml: %v", err)
 	}
-	if n.Kind != "LatencyNode" || n.APIVersion != gv || n.Name != "w-2" || n.Status.Verdict == nil || len(n.ManagedFields) != 0 {
-		t.Errorf("explain -o yaml: %s %s %s, verdict %v, %d managed fields", n.APIVersion, n.Kind, n.Name, n.Status.Verdict, len(n.ManagedFields))
+	if n.Kind != "LatencyNode" || n.APIVersion != gv || n.Name != "w-2" || n.Status.Current == nil || len(n.ManagedFields) != 0 {
+		t.Errorf("explain -o yaml: %s %s %s, current evidence %v, %d managed fields", n.APIVersion, n.Kind, n.Name, n.Status.Current, len(n.ManagedFields))
 	}
 
 	out, err = run(t, "top", "-o", "jsonpath={.items[*].metadata.name}")
@@ -96,7 +96,7 @@ func TestOutputWide(t *testing.T) {
 		`^PROFILE\s.*\sROLLOUT\s+CONFLICTED\s+STALE$`,
 		`^gateway\s+False\s+3\s+1\s+1\s+1\s+1\.2ms\s+0\.2\s+RolledBack\s+0\s+0$`,
 		`^  NODE\s.*\sSETTINGS\s+REVISION\s+POD-P99$`,
-		`^  w-1\s+Applied\s+400µs\s+80µs\s+0\.20×\s+Improved\s+-\s+1 Applied\s+gateway-7f9c\s+-$`,
+		`^  w-1\s+Applied\s+400µs\s+80µs\s+0\.20×\s+Passed\s+-\s+1 Applied\s+gateway-7f9c\s+-$`,
 		`^  w-3\s+Baseline\s.*\s-\s+-$`,
 	} {
 		if lineIndex(out, re) < 0 {
@@ -240,7 +240,7 @@ func TestEvidenceShowsDashesForEmptyValues(t *testing.T) {
 	var out bytes.Buffer
 	n := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "w-9"}, Spec: v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionBaseline}}
 	n.Status.Baseline = &v1alpha1.LatencyEvidence{Action: v1alpha1.ActionBaseline}
-	if err := explain(&out, n); err != nil {
+	if err := explain(&out, n, verdicts{}); err != nil {
 		t.Fatal(err)
 	}
 	if regexp.MustCompile(`\(\s|\s\)|\S  \(|, ,`).MatchString(strings.ReplaceAll(out.String(), "\n\n", "\n")) {

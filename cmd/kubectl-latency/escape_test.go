@@ -18,7 +18,7 @@ func TestExplainEscapesTenantStrings(t *testing.T) {
 	n.Status.Findings = []v1alpha1.Finding{{Type: "RTTasksOnReserved", Severity: "Warning", Message: "1 real-time tasks: " + evil}}
 	n.Status.Settings = []v1alpha1.SettingResult{{Setting: "rtsched/a/b/u/1@2", State: v1alpha1.SettingFailed, Message: "thread 1 (" + evil + ")"}}
 	var out bytes.Buffer
-	if err := explain(&out, n); err != nil {
+	if err := explain(&out, n, verdicts{}); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()

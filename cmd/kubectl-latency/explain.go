@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -17,13 +18,27 @@ func explainNode(ctx context.Context, c client.Client, out io.Writer, args []str
 	if err := c.Get(ctx, client.ObjectKey{Name: args[0]}, &n); err != nil {
 		return err
 	}
-	return explain(out, &n)
+	// The node's verdict is in its profile's status; a node without a
+	// profile (or one already gone) has none.
+	var vs verdicts
+	if n.Spec.Profile != "" {
+		var p v1alpha1.LatencyProfile
+		err := c.Get(ctx, client.ObjectKey{Name: n.Spec.Profile}, &p)
+		switch {
+		case err == nil:
+			vs = verdictsOf(&p)
+		case !apierrors.IsNotFound(err):
+			return err
+		}
+	}
+	return explain(out, &n, vs)
 }
 
-// explain prints one LatencyNode section by section, most useful first.
-func explain(out io.Writer, n *v1alpha1.LatencyNode) error {
+// explain prints one LatencyNode section by section, most useful first,
+// with its verdict from vs.
+func explain(out io.Writer, n *v1alpha1.LatencyNode, vs verdicts) error {
 	st := &n.Status
-	fmt.Fprintf(out, "Node:     %s (%s)\n", n.Name, nodeState(n))
+	fmt.Fprintf(out, "Node:     %s (%s)\n", n.Name, nodeState(n, vs))
 	fmt.Fprintf(out, "Profile:  %s generation %d, action %s, revision %s\n",
 		safe(orDash(n.Spec.Profile)), n.Spec.ProfileGeneration, n.Spec.Action, safe(orDash(n.Spec.Revision)))
 	if st.ObservedGeneration != n.Generation {
@@ -61,7 +76,7 @@ func explain(out io.Writer, n *v1alpha1.LatencyNode) error {
 	}
 
 	section(out, "Latency")
-	explainLatency(out, n)
+	explainLatency(out, n, vs)
 
 	section(out, "Settings (what the profile changed, what the kernel reports)")
 	t = newTable(out)
@@ -99,7 +114,7 @@ func explain(out io.Writer, n *v1alpha1.LatencyNode) error {
 }
 
 // explainLatency prints before/after, the verdict and the per-class numbers.
-func explainLatency(out io.Writer, n *v1alpha1.LatencyNode) {
+func explainLatency(out io.Writer, n *v1alpha1.LatencyNode, vs verdicts) {
 	st := &n.Status
 	for _, ev := range []struct {
 		name string
@@ -111,8 +126,10 @@ func explainLatency(out io.Writer, n *v1alpha1.LatencyNode) {
 		}
 		fmt.Fprintf(out, "  %-6s %s\n", ev.name, evidence(ev.e))
 	}
-	if v := st.Verdict; v != nil {
-		fmt.Fprintf(out, "  verdict %s: %s\n", safe(v.Reason), safe(v.Message))
+	if v := vs.entry(n); v != nil {
+		fmt.Fprintf(out, "  verdict %s: %s (revision %s)\n", safe(v.Verdict), safe(v.Message), safe(orDash(v.Revision)))
+	} else if w := vs.verdict(n); w != "-" {
+		fmt.Fprintf(out, "  verdict %s (Improved or Unchanged; the profile lists only the nodes that did not pass)\n", w)
 	}
 	if st.Latency == nil {
 		return

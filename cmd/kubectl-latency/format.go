@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,23 +87,60 @@ func change(n *v1alpha1.LatencyNode) string {
 	return fmt.Sprintf("%.2f×", float64(a.Duration)/float64(b.Duration))
 }
 
-func verdict(n *v1alpha1.LatencyNode) string {
-	if n.Status.Verdict == nil {
+// verdicts are the node verdicts of one profile's rollout status: the
+// controller keeps them there (LatencyNode status is the agent's alone),
+// listing each node that is Regressed or Inconclusive and counting the rest.
+type verdicts struct{ ro *v1alpha1.RolloutStatus }
+
+func verdictsOf(p *v1alpha1.LatencyProfile) verdicts {
+	if p == nil {
+		return verdicts{}
+	}
+	return verdicts{p.Status.Rollout}
+}
+
+// entry is n's line in the profile's verdicts, nil when none.
+func (vs verdicts) entry(n *v1alpha1.LatencyNode) *v1alpha1.NodeVerdictStatus {
+	if vs.ro == nil {
+		return nil
+	}
+	for i := range vs.ro.Verdicts {
+		if vs.ro.Verdicts[i].Node == n.Name {
+			return &vs.ro.Verdicts[i]
+		}
+	}
+	return nil
+}
+
+// verdict is n's verdict in a word: the listed one, else "Passed" for a
+// node with a window under the revision it holds when the list is whole
+// and some node passed (the controller lists only the nodes that did not
+// pass), else "-".
+func (vs verdicts) verdict(n *v1alpha1.LatencyNode) string {
+	if e := vs.entry(n); e != nil {
+		return e.Verdict
+	}
+	ro, cur := vs.ro, n.Status.Current
+	if ro == nil || ro.VerdictsOmitted > 0 || ro.Improved+ro.Unchanged == 0 ||
+		cur == nil || cur.Action != v1alpha1.ActionApply || n.Spec.Action != v1alpha1.ActionApply || cur.Revision != n.Spec.Revision {
 		return "-"
 	}
-	return n.Status.Verdict.Reason
+	return "Passed"
 }
 
 // nodeState summarises a node in one word, worst reason first.
-func nodeState(n *v1alpha1.LatencyNode) string {
+func nodeState(n *v1alpha1.LatencyNode, vs verdicts) string {
 	switch {
 	case n.Spec.Action == v1alpha1.ActionRevert:
 		if condition(n.Status.Conditions, v1alpha1.NodeReverted) == "True" {
 			return "Reverted"
 		}
 		return "Reverting"
-	case verdict(n) == v1alpha1.VerdictRegressed:
+	case vs.verdict(n) == v1alpha1.VerdictRegressed:
 		return "Regressed"
+	case n.Status.StaleAt(time.Now()):
+		// Silent for two heartbeats: what it last said may not hold.
+		return "Stale"
 	case failedSettings(n) > 0 || condition(n.Status.Conditions, v1alpha1.NodeApplied) == "False":
 		return "Degraded"
 	case condition(n.Status.Conditions, v1alpha1.NodeWithinBudget) == "False":
@@ -119,8 +157,8 @@ func nodeState(n *v1alpha1.LatencyNode) string {
 
 // stateRank orders states worst first.
 var stateRank = map[string]int{
-	"Regressed": 0, "Degraded": 1, "OutsideBudget": 2, "Drifted": 3,
-	"Pending": 4, "Reverting": 5, "Baseline": 6, "Applied": 7, "Reverted": 8,
+	"Regressed": 0, "Stale": 1, "Degraded": 2, "OutsideBudget": 3, "Drifted": 4,
+	"Pending": 5, "Reverting": 6, "Baseline": 7, "Applied": 8, "Reverted": 9,
 }
 
 // failedSettings counts settings the node could not hold.
@@ -135,9 +173,9 @@ func failedSettings(n *v1alpha1.LatencyNode) int {
 }
 
 // worstFirst sorts nodes by state, then by p99 (highest first), then name.
-func worstFirst(nodes []v1alpha1.LatencyNode) {
+func worstFirst(nodes []v1alpha1.LatencyNode, vs verdicts) {
 	sort.SliceStable(nodes, func(i, j int) bool {
-		ri, rj := stateRank[nodeState(&nodes[i])], stateRank[nodeState(&nodes[j])]
+		ri, rj := stateRank[nodeState(&nodes[i], vs)], stateRank[nodeState(&nodes[j], vs)]
 		if ri != rj {
 			return ri < rj
 		}

@@ -39,7 +39,14 @@ status:
   maxThrottledRatio: "0.2"
   conditions:
   - {type: Ready, status: "False", reason: NodesDegraded, message: 1 node degraded, lastTransitionTime: "2026-01-01T00:00:00Z"}
-  rollout: {phase: RolledBack, revision: gateway-7f9c, message: "node w-2 regressed: run-queue p99 300µs → 1.2ms, 4.00× > 1.2×; rolled back"}
+  rollout:
+    phase: RolledBack
+    revision: gateway-7f9c
+    message: "node w-2 regressed: run-queue p99 300µs → 1.2ms, 4.00× > 1.2×; rolled back"
+    improved: 1
+    regressed: 1
+    verdicts:
+    - {node: w-2, verdict: Regressed, revision: gateway-7f9c, message: "run-queue p99 300µs → 1.2ms, 4.00× > 1.2×", lastTransitionTime: "2026-01-01T00:01:00Z"}
 `
 
 // Three nodes: w-1 improved, w-2 regressed with a failed setting, w-3 still
@@ -66,7 +73,6 @@ status:
     - {class: Node, samples: 90000, p50: 6us, p99: 80us, p999: 200us, max: 1ms}
   baseline: {action: Baseline, measuredAt: "2026-01-01T00:00:00Z", window: 30s, runQueue: {samples: 80000, p50: 9us, p99: 400us, max: 6ms}}
   current: {action: Apply, revision: gateway-7f9c, measuredAt: "2026-01-01T00:01:00Z", window: 30s, runQueue: {samples: 90000, p50: 6us, p99: 80us, max: 1ms}}
-  verdict: {type: Verdict, status: "True", reason: Improved, message: "run-queue p99 400µs → 80µs, 0.20×", lastTransitionTime: "2026-01-01T00:01:00Z"}
 `, `
 metadata: {name: w-2}
 spec:
@@ -109,7 +115,6 @@ status:
       - {class: SystemService, name: "system.slice/x\x1b]0;pwned\x07.service", sharePercent: 100}
   baseline: {action: Baseline, measuredAt: "2026-01-01T00:00:00Z", window: 30s, runQueue: {samples: 60000, p50: 15us, p99: 300us, max: 3ms}}
   current: {action: Apply, revision: gateway-7f9c, measuredAt: "2026-01-01T00:01:00Z", window: 30s, runQueue: {samples: 70000, p50: 20us, p99: 1.2ms, max: 9ms}}
-  verdict: {type: Verdict, status: "False", reason: Regressed, message: "run-queue p99 300µs → 1.2ms, 4.00× > 1.2×", lastTransitionTime: "2026-01-01T00:01:00Z"}
 `, `
 metadata: {name: w-3}
 spec:
@@ -241,7 +246,7 @@ func TestStatusListsNodesWorstFirstWithBeforeAfter(t *testing.T) {
 		`^gateway\s+False\s+3\s+1\s+1\s+1\s+1\.2ms\s+0\.2\s+RolledBack$`,
 		`^  w-2\s+Regressed\s+300µs\s+1\.2ms\s+4\.00×\s+Regressed\s+0\.2\s+1 Failed, 1 Applied$`,
 		`^    scheduler/migrationCost\s+Failed\s+want 5000000\s+have 500000\s+.*permission denied$`,
-		`^  w-1\s+Applied\s+400µs\s+80µs\s+0\.20×\s+Improved\s+-\s+1 Applied$`,
+		`^  w-1\s+Applied\s+400µs\s+80µs\s+0\.20×\s+Passed\s+-\s+1 Applied$`,
 		`^  w-3\s+Baseline\s+-\s+500µs\s+-\s+-`,
 		`^Rollout gateway-7f9c: node w-2 regressed`,
 	} {
@@ -285,7 +290,7 @@ func TestExplainShowsFindingsBudgetSettingsAndKernel(t *testing.T) {
 		`^  WithinBudget\s+False\s+OutsideBudget\s+p99 1\.2ms over 100µs$`,
 		`^  before p99 300µs \(p50 15µs, max 3ms, 60000 samples\) under Baseline -`,
 		`^  after  p99 1\.2ms .* under Apply gateway-7f9c`,
-		`^  verdict Regressed: run-queue p99 300µs → 1\.2ms`,
+		`^  verdict Regressed: run-queue p99 300µs → 1\.2ms, 4\.00× > 1\.2× \(revision gateway-7f9c\)$`,
 		`^  Node\s+20µs\s+1\.2ms\s+4ms\s+9ms\s+70000$`,
 		`^  scheduler/migrationCost\s+5000000\s+500000\s+Failed\s+write`,
 		`^  scheduler/autogroup\s+0\s+0\s+Applied`,

@@ -63,7 +63,7 @@ func printProfiles(out io.Writer, o *output, profiles []v1alpha1.LatencyProfile,
 	for i := range profiles {
 		objs = append(objs, &profiles[i])
 		nodes := byProfile[profiles[i].Name]
-		worstFirst(nodes)
+		worstFirst(nodes, verdictsOf(&profiles[i]))
 		for j := range nodes {
 			objs = append(objs, &nodes[j])
 		}
@@ -100,13 +100,14 @@ func printProfile(out io.Writer, p *v1alpha1.LatencyProfile, nodes []v1alpha1.La
 		_, err := fmt.Fprintln(out, "  (no LatencyNodes)")
 		return err
 	}
-	worstFirst(nodes)
+	vs := verdictsOf(p)
+	worstFirst(nodes, vs)
 	t = newTable(out)
 	t.row(wideCells(wide, []string{"  NODE", "STATE", "BEFORE-P99", "AFTER-P99", "CHANGE", "VERDICT", "THROTTLED", "SETTINGS"},
 		"REVISION", "POD-P99")...)
 	for i := range nodes {
 		n := &nodes[i]
-		t.row(wideCells(wide, []string{"  " + n.Name, nodeState(n), dur(before(n)), dur(after(n)), change(n), verdict(n),
+		t.row(wideCells(wide, []string{"  " + n.Name, nodeState(n, vs), dur(before(n)), dur(after(n)), change(n), vs.verdict(n),
 			orDash(n.Status.ThrottledRatio), settingsSummary(n)}, orDash(n.Spec.Revision), podP99(n))...)
 		for _, s := range n.Status.Settings {
 			if s.State == v1alpha1.SettingApplied || s.State == v1alpha1.SettingReverted {

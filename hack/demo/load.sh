@@ -32,7 +32,7 @@ evidence_p99() { k get latencynode "$NODE" -o jsonpath="{.status.$1.$2.p99}" 2>/
 
 # show_evidence NAME prints what the operator recorded: the node's baseline
 # and current p99 (node-wide and the measured pod's), the throttled ratio
-# and verdict (kubectl get ln -o wide), the profile's row and its rollout.
+# (kubectl get ln -o wide), the profile's row, its rollout and the node's verdict there.
 show_evidence() {
   echo "  \$ kubectl get ln -o wide"
   k get latencynodes -o wide | sed 's/^/    /'
@@ -42,6 +42,7 @@ show_evidence() {
   for w in baseline current; do
     k get latencynode "$NODE" -o jsonpath="{\"    $w: \"}{.status.$w.action}{\" \"}{.status.$w.revision}{\": run queue p99 \"}{.status.$w.runQueue.p99}{\" (\"}{.status.$w.runQueue.samples}{\" wakeups), pod p99 \"}{.status.$w.pods.p99}{\" (\"}{.status.$w.pods.samples}{\" wakeups), pod throttled ratio \"}{.status.$w.throttledRatio}{\"\n\"}" 2>/dev/null || true
   done
-  k get latencynode "$NODE" -o jsonpath='{"    verdict:  "}{.status.verdict.reason}{": "}{.status.verdict.message}{"\n"}' 2>/dev/null || true
+  # The verdict is the profile's (listed when not Improved/Unchanged).
+  k get latencyprofile "$1" -o jsonpath='{"    verdict:  "}{.status.rollout.verdicts[?(@.node=="'"$NODE"'")].verdict}{": "}{.status.rollout.verdicts[?(@.node=="'"$NODE"'")].message}{" (improved "}{.status.rollout.improved}{", unchanged "}{.status.rollout.unchanged}{")\n"}' 2>/dev/null || true
   k get latencyprofile "$1" -o jsonpath='{"    rollout:  "}{.status.rollout.phase}{" revision "}{.status.rollout.revision}{": "}{.status.rollout.message}{"\n"}'
 }
