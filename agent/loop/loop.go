@@ -329,9 +329,9 @@ func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile
 	now, heartbeat := r.now(), r.heartbeat()
 	st.HeartbeatInterval = &metav1.Duration{Duration: heartbeat}
 	st.ReportedAt = ln.Status.ReportedAt
-	again.RequeueAfter = min(again.RequeueAfter, r.untilHeartbeat(ln.Status, now))
 	due, why := reportDue(ln.Status, st, ln.Spec, now, heartbeat)
 	if !due {
+		again.RequeueAfter = min(again.RequeueAfter, r.untilHeartbeat(ln.Status, now))
 		return again, nil
 	}
 	orig := ln.DeepCopy()
@@ -348,6 +348,7 @@ func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile
 		r.patchFailure = ""
 	}
 	log.V(1).Info("Patched LatencyNode status", "why", why, "settings", len(st.Settings))
+	again.RequeueAfter = min(again.RequeueAfter, heartbeat)
 	return again, nil
 }
 
@@ -366,12 +367,17 @@ func (r *Reconciler) heartbeat() time.Duration {
 }
 
 // untilHeartbeat is how long until written's heartbeat is due (at least a
-// second), so a pass comes then even with a longer resync.
+// second), so a pass comes then even with a resync longer than the
+// heartbeat. An overdue heartbeat (its patch refused) waits for the resync,
+// as any refused patch does.
 func (r *Reconciler) untilHeartbeat(written v1alpha1.LatencyNodeStatus, now time.Time) time.Duration {
 	if written.ReportedAt == nil {
-		return time.Second
+		return r.Resync
 	}
-	return max(written.ReportedAt.Add(r.heartbeat()).Sub(now), time.Second)
+	if d := written.ReportedAt.Add(r.heartbeat()).Sub(now); d > 0 {
+		return max(d, time.Second)
+	}
+	return r.Resync
 }
 
 // statusRefused reports a status patch the API server refused, in the log
