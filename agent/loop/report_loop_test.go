@@ -135,6 +135,8 @@ func TestNewRevisionWindowWrittenAtOnce(t *testing.T) {
 			t.Fatalf("r1 window %d repeating the figures: %d writes", i+2, n)
 		}
 	}
+	// The controller moves the node a third into a window.
+	step(t, m, fc, defaultMeasureInterval/3, false)
 	moveTo(t, c, "node-rv", v1alpha1.ActionApply, "gateway-r2", spec().Tuning)
 	pass(t, r, "node-rv")
 	if ln := getLN(t, c, "node-rv"); ln.Status.Baseline == nil || ln.Status.Baseline.Revision != "gateway-r1" || ln.Status.Current != nil {
