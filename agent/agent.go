@@ -33,7 +33,7 @@ import (
 )
 
 const usage = `Usage:
-  latencytier agent --node-name N [--host-root /] [--kubeconfig FILE] [--resync 30s] [--metrics-bind-address :9849] [--health-probe-bind-address 127.0.0.1:9850] [--allowed-sysctls-file F]
+  latencytier agent --node-name N [--host-root /] [--kubeconfig FILE] [--resync 30s] [--status-heartbeat 5m] [--metrics-bind-address :9849] [--health-probe-bind-address 127.0.0.1:9850] [--allowed-sysctls-file F]
   latencytier agent plan --node-spec FILE [--host-root /] [--allowed-sysctls-file F]     print what would change; writes nothing
   latencytier agent apply --node-spec FILE [--host-root /] [--allowed-sysctls-file F]    apply once (journaled)
   latencytier agent revert [--host-root /]                    restore every journaled original
@@ -80,6 +80,9 @@ func runLoop(ctx context.Context, args []string) error {
 	hostRoot := fs.String("host-root", "/", "the host's filesystem root (/host in the DaemonSet)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (in-cluster config when empty)")
 	fs.DurationVar(&o.Resync, "resync", loop.DefaultResync, "how often to re-check the host for drift")
+	fs.DurationVar(&o.Heartbeat, "status-heartbeat", loop.DefaultHeartbeat, "the longest the agent leaves its LatencyNode status "+
+		"unwritten when nothing a reader acts on changed (it writes at once when a setting, condition, finding, the rollout "+
+		"evidence or a figure's bucket changes; readers show a node silent for two heartbeats as Stale); <= 0 means the default")
 	fs.StringVar(&o.AllowedSysctlsFile, "allowed-sysctls-file", "", allowedSysctlsUsage)
 	verbosity := fs.Int("v", 0, "log verbosity")
 	noMeasure := fs.Bool("no-measure", false, "do not measure run-queue latency and throttling")

@@ -156,10 +156,12 @@ at_most() { [[ "$1" =~ ^[0-9]+$ ]] && (($1 <= $2)); }
 resource_versions() {
   echo "$(k get latencynode "$NODE" -o jsonpath='{.metadata.resourceVersion}') $(k get latencyprofile "$PROFILE" -o jsonpath='{.metadata.resourceVersion}')"
 }
-# movable_irqs_on CPUS: every IRQ the agent reports Applied sits on CPUS.
+# movable_irqs_on CPUS: every IRQ the agent reports Applied sits on CPUS (the
+# agent summarises IRQs with one outcome in range form: irq/24-31,40).
 movable_irqs_on() {
   local irqs irq n=0
-  irqs=$(k get latencynode "$NODE" -o jsonpath='{range .status.settings[?(@.state=="Applied")]}{.setting}{"\n"}{end}' | sed -n 's|^irq/\([0-9]*\)$|\1|p')
+  irqs=$(k get latencynode "$NODE" -o jsonpath='{range .status.settings[?(@.state=="Applied")]}{.setting}{"\n"}{end}' |
+    sed -n 's|^irq/\([0-9][0-9,-]*\)$|\1|p' | tr ',' '\n' | while IFS=- read -r lo hi; do seq "$lo" "${hi:-$lo}"; done)
   for irq in $irqs; do
     [[ "$(cat "/proc/irq/$irq/smp_affinity_list")" == "$1" ]] || { echo "    irq $irq on $(cat "/proc/irq/$irq/smp_affinity_list")" >&2; return 1; }
     n=$((n + 1))

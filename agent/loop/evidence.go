@@ -17,18 +17,16 @@ import (
 
 // evidence is status.baseline and status.current for the pass about to act
 // on ln's spec (see v1alpha1.LatencyEvidence): the Meter's newest full
-// window becomes current, and a current of another (action, revision) than
-// the spec's moves to baseline. ln is not modified.
+// window becomes current on every pass (reportDue decides whether it is
+// written), and a current of another (action, revision) than the spec's
+// moves to baseline. ln is not modified.
 func (r *Reconciler) evidence(ln *v1alpha1.LatencyNode) (baseline, current *v1alpha1.LatencyEvidence) {
 	baseline, current = ln.Status.Baseline.DeepCopy(), ln.Status.Current.DeepCopy()
 	if !r.measuring(ln) {
 		return baseline, current
 	}
-	if w := r.Meter.latest(); w != nil && w.seq > r.folded {
-		r.folded = w.seq
-		if measure.ChangedMaterially(r.published, w.res) {
-			r.published = w.res
-		}
+	if w := r.Meter.latest(); w != nil {
+		r.published = w.res
 		if w.full {
 			current = evidenceOf(w)
 		}
@@ -51,10 +49,9 @@ func (r *Reconciler) held(ln *v1alpha1.LatencyNode, t v1alpha1.TuningSpec, pods 
 	}
 }
 
-// measure copies the last published measurement into st. evidence
-// publishes a window only when it differs materially from the last one
-// (measure.ChangedMaterially), so these fields alone do not cause a write
-// per window; status.current does, once per interval.
+// measure copies the newest measurement window into st. The copies move
+// every window; reportDue writes them when they change bucket, else with
+// the heartbeat.
 func (r *Reconciler) measure(_ context.Context, ln *v1alpha1.LatencyNode, st *v1alpha1.LatencyNodeStatus) {
 	if !r.measuring(ln) {
 		setCondition(st, metav1.Condition{Type: v1alpha1.NodeWithinBudget, Status: metav1.ConditionUnknown,

@@ -4,10 +4,13 @@
 // resync interval to catch drift (reported, then re-asserted), reverts on a
 // Revert spec or when its LatencyNode is gone (so a journal left for a spec
 // it no longer has is restored on start), under action Baseline only
-// measures, and patches only its own LatencyNode's status subresource, only
-// when the status changed. Measurement runs beside the loop on its own
-// clock (Meter) and enqueues a pass after every window, which writes the
-// window as rollout evidence (status.current and status.baseline).
+// measures, and patches only its own LatencyNode's status subresource (as
+// field manager latencytier-agent): when something a reader acts on changed,
+// and otherwise once per heartbeat (reportDue). Measurement runs beside the
+// loop on its own clock (Meter) and enqueues a pass after every window,
+// which writes the window as rollout evidence (status.current and
+// status.baseline) when it is new evidence, and leaves it to the heartbeat
+// when it only repeats the written figures.
 package loop
 
 import (
@@ -29,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -60,8 +64,11 @@ type Options struct {
 	NodeName   string
 	Kubeconfig string
 	Resync     time.Duration
-	Root       *host.Root
-	Log        logr.Logger
+	// Heartbeat is the longest the agent leaves its status unwritten when
+	// nothing a reader acts on changed; <= 0: DefaultHeartbeat.
+	Heartbeat time.Duration
+	Root      *host.Root
+	Log       logr.Logger
 	// Config overrides Kubeconfig (tests pass envtest's config).
 	Config *rest.Config
 	// Meter, when set, measures beside the loop (a manager Runnable) and
@@ -95,15 +102,24 @@ type Observer interface {
 	Measured(res *measure.Result)
 }
 
+// FieldOwner is the agent's field manager and user agent: managedFields
+// and audit logs tell its writes from the manager's.
+const FieldOwner = "latencytier-agent"
+
 // Run starts the agent and blocks until ctx ends.
 func Run(ctx context.Context, o Options) error {
 	if o.Resync <= 0 {
 		o.Resync = DefaultResync
 	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
 	cfg, err := restConfig(o)
 	if err != nil {
 		return err
 	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = FieldOwner
 	ctrllog.SetLogger(o.Log)
 	if o.Metrics.BindAddress == "" {
 		o.Metrics.BindAddress = "0"
@@ -131,7 +147,8 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("create agent manager: %w", err)
 	}
 	o.Health.watchCaches(mgr.GetCache().WaitForCacheSync)
-	r := &Reconciler{Client: mgr.GetClient(), NodeName: o.NodeName, Root: o.Root, Resync: o.Resync,
+	r := &Reconciler{Client: client.WithFieldOwner(mgr.GetClient(), FieldOwner), NodeName: o.NodeName, Root: o.Root,
+		Resync: o.Resync, Heartbeat: o.Heartbeat,
 		Engine: &apply.Engine{Root: o.Root, Log: o.Log, Hook: func(apply.Stage, string) { o.Health.progress() }}, Meter: o.Meter,
 		Recorder: mgr.GetEventRecorder("latencytier-agent"), Observer: o.Observer, AllowedSysctlsFile: o.AllowedSysctlsFile,
 		Health: o.Health}
@@ -144,7 +161,8 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	o.Log.Info("Started agent", "node", o.NodeName, "hostRoot", o.Root.Dir(), "resync", o.Resync.String())
+	o.Log.Info("Started agent", "node", o.NodeName, "hostRoot", o.Root.Dir(), "resync", o.Resync.String(),
+		"statusHeartbeat", o.Heartbeat.String())
 	runErr := mgr.Start(ctx)
 	// The pod may be stopped because the node left the tier (the controller
 	// removed its label and LatencyNode, so the DaemonSet no longer runs
@@ -184,7 +202,13 @@ type Reconciler struct {
 	NodeName string
 	Root     *host.Root
 	Resync   time.Duration
-	Engine   *apply.Engine
+	// Heartbeat is the longest status stays unwritten when nothing
+	// material changed; <= 0: DefaultHeartbeat.
+	Heartbeat time.Duration
+	// Clock says when a pass runs (status.reportedAt, the heartbeat); nil:
+	// the real clock.
+	Clock  clock.PassiveClock
+	Engine *apply.Engine
 	// Meter measures beside the loop; nil when measurement is off.
 	Meter *Meter
 	// Recorder emits events: on the LatencyNode when a status patch is
@@ -200,9 +224,8 @@ type Reconciler struct {
 	// refused are the opt-in refusals already told (pod UID/field).
 	refused map[string]bool
 
-	// folded is the newest Meter window a pass took in; published is the
-	// last measurement status shows (see measure).
-	folded    uint64
+	// published is the newest measurement window, which status shows
+	// (see measure).
 	published *measure.Result
 
 	// driftSeen holds each drifted setting for driftHold after it was last
@@ -245,8 +268,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // notStatusOnly drops updates of the LatencyNode that change only its
 // status: the agent's own report coming back, which ran one more full pass
-// (every knob read again) after every report, and the controller's
-// verdict, which the agent carries through without acting on it. A new
+// (every knob read again) after every report. A new
 // spec (generation), metadata (annotations such as when the revision was
 // set, labels, deletion) and the informer's resync pass. The next pass
 // (a pod, a measurement window, the resync) reads the newest status from
@@ -271,7 +293,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return res, err
 }
 
-// pass applies or reverts, then patches status when it changed.
+// pass applies or reverts, then patches status when reportDue says so.
 func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	again := reconcile.Result{RequeueAfter: r.Resync}
@@ -304,11 +326,16 @@ func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile
 	if r.Observer != nil {
 		r.Observer.Observed(ln.Spec, st)
 	}
-	if equalStatus(st, ln.Status) {
+	now, heartbeat := r.now(), r.heartbeat()
+	st.HeartbeatInterval = &metav1.Duration{Duration: heartbeat}
+	st.ReportedAt = ln.Status.ReportedAt
+	due, why := reportDue(ln.Status, st, ln.Spec, now, heartbeat)
+	if !due {
+		again.RequeueAfter = min(again.RequeueAfter, r.untilHeartbeat(ln.Status, now))
 		return again, nil
 	}
 	orig := ln.DeepCopy()
-	ln.Status = st
+	ln.Status = reported(st, now, heartbeat)
 	if err := r.Client.Status().Patch(ctx, ln, client.MergeFrom(orig)); err != nil {
 		r.statusRefused(ctx, orig, err)
 		// Not an error for the workqueue: its backoff would grow to
@@ -320,8 +347,37 @@ func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile
 		log.Info("Patched LatencyNode status again after refusals")
 		r.patchFailure = ""
 	}
-	log.V(1).Info("Patched LatencyNode status", "settings", len(st.Settings))
+	log.V(1).Info("Patched LatencyNode status", "why", why, "settings", len(st.Settings))
+	again.RequeueAfter = min(again.RequeueAfter, heartbeat)
 	return again, nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
+}
+
+func (r *Reconciler) heartbeat() time.Duration {
+	if r.Heartbeat <= 0 {
+		return DefaultHeartbeat
+	}
+	return r.Heartbeat
+}
+
+// untilHeartbeat is how long until written's heartbeat is due (at least a
+// second), so a pass comes then even with a resync longer than the
+// heartbeat. An overdue heartbeat (its patch refused) waits for the resync,
+// as any refused patch does.
+func (r *Reconciler) untilHeartbeat(written v1alpha1.LatencyNodeStatus, now time.Time) time.Duration {
+	if written.ReportedAt == nil {
+		return r.Resync
+	}
+	if d := written.ReportedAt.Add(r.heartbeat()).Sub(now); d > 0 {
+		return max(d, time.Second)
+	}
+	return r.Resync
 }
 
 // statusRefused reports a status patch the API server refused, in the log

@@ -42,8 +42,8 @@ func applyStatus(prev v1alpha1.LatencyNodeStatus, in applyInput) v1alpha1.Latenc
 	spec := in.Node.Spec
 	st.Profile, st.ProfileGeneration = spec.Profile, spec.ProfileGeneration
 	st.Kernel = kernel(in.Kernel)
-	all := sortedSettings(append(append(append([]v1alpha1.SettingResult{}, in.Report.Results...), withHeld(in.Results, in.Report.Held)...),
-		unsettled(in.Report.Restored)...))
+	all := sortedSettings(SummariseIRQs(append(append(append([]v1alpha1.SettingResult{}, in.Report.Results...),
+		withHeld(in.Results, in.Report.Held)...), unsettled(in.Report.Restored)...)))
 	st.Settings, st.SettingsOmitted = capSettings(all)
 	st.HeldThreads = heldThreads(prev, in.Report, in.Err)
 	st.Findings = nil // measure's findings of the last window are added after the pass
@@ -84,7 +84,7 @@ func revertStatus(prev v1alpha1.LatencyNodeStatus, in revertInput) v1alpha1.Late
 		// reported (conflicts included) instead of "0 restored".
 		rev = *done
 	} else {
-		st.Settings, st.SettingsOmitted = capSettings(sortedSettings(in.Report.Results))
+		st.Settings, st.SettingsOmitted = capSettings(sortedSettings(SummariseIRQs(in.Report.Results)))
 	}
 	st.HeldThreads = heldThreads(prev, in.Report, in.Err)
 	setCondition(&st, rev, gen, in.Now)
@@ -140,7 +140,8 @@ func setCondition(st *v1alpha1.LatencyNodeStatus, c metav1.Condition, gen int64,
 }
 
 // appliedCondition is computed from every setting, before the list is cut
-// to the CRD's limit; omitted says how many the list leaves out.
+// to the CRD's limit (a summarised IRQ line counts its IRQs); omitted says
+// how many the list leaves out.
 func appliedCondition(err error, settings []v1alpha1.SettingResult, omitted int32) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.NodeApplied}
 	switch {
@@ -155,7 +156,7 @@ func appliedCondition(err error, settings []v1alpha1.SettingResult, omitted int3
 	counts := map[v1alpha1.SettingState]int{}
 	var bad []string
 	for _, s := range settings {
-		counts[s.State]++
+		counts[s.State] += weight(s)
 		if s.State == v1alpha1.SettingFailed || s.State == v1alpha1.SettingInvalid {
 			bad = append(bad, fmt.Sprintf("%s (%s)", s.Setting, s.State))
 		}
@@ -356,13 +357,14 @@ func sortedSettings(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
 }
 
 // capSettings keeps the first bound.Settings of sorted settings (so the
-// failed and conflicting ones) and says how many it left out.
+// failed and conflicting ones) and says how many settings it left out (a
+// summarised IRQ line counts its IRQs).
 func capSettings(sorted []v1alpha1.SettingResult) ([]v1alpha1.SettingResult, int32) {
 	if len(sorted) == 0 {
 		return nil, 0
 	}
 	kept := first(sorted, bound.Settings)
-	return kept, int32(len(sorted) - len(kept))
+	return kept, int32(settingCount(sorted[len(kept):]))
 }
 
 // stateRank puts the states a human must act on first.

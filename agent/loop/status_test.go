@@ -211,7 +211,7 @@ func TestWithHeld(t *testing.T) {
 func TestSettingsCapKeepsProblemsFirst(t *testing.T) {
 	var results []v1alpha1.SettingResult
 	for i := range 300 {
-		results = append(results, res(fmt.Sprintf("irq/%d", i), v1alpha1.SettingApplied))
+		results = append(results, res(fmt.Sprintf("cpuquota/ns/pod-%03d", i), v1alpha1.SettingApplied))
 	}
 	results = append(results, res("zz/failed", v1alpha1.SettingFailed), res("zz/invalid", v1alpha1.SettingInvalid))
 	in := applyInput{Node: node(1, nil), Report: apply.Report{Results: results,

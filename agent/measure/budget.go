@@ -91,7 +91,7 @@ func ChangedMaterially(prev, cur *Result) bool {
 		return true
 	}
 	for i, c := range cur.Latency.Classes {
-		if p99Moved(prev.Latency.Classes[i].P99, c.P99) {
+		if P99Moved(prev.Latency.Classes[i].P99, c.P99) {
 			return true
 		}
 	}
@@ -106,7 +106,9 @@ func findingKeys(fs []v1alpha1.Finding) string {
 	return b.String()
 }
 
-func p99Moved(a, b *metav1.Duration) bool {
+// P99Moved says a p99 moved by more than 10% (or appeared or went): the
+// move ChangedMaterially counts, and the agent's rule for its evidence.
+func P99Moved(a, b *metav1.Duration) bool {
 	if a == nil || b == nil {
 		return (a == nil) != (b == nil)
 	}

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/irq"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/measure"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -173,7 +174,7 @@ func (c *Collector) Observed(spec v1alpha1.LatencyNodeSpec, st v1alpha1.LatencyN
 		c.within = cond.Status
 	}
 	now := make(map[string]bool, len(st.Settings))
-	for _, s := range st.Settings {
+	for _, s := range perSetting(st.Settings) {
 		key := seriesKey(s.Setting)
 		states := c.states[key]
 		if states == nil {
@@ -194,6 +195,26 @@ func (c *Collector) Observed(spec v1alpha1.LatencyNodeSpec, st v1alpha1.LatencyN
 			delete(c.reasserts, id)
 		}
 	}
+}
+
+// perSetting expands the agent's summarised IRQ lines (count > 1) back
+// into one line per IRQ they list, so the state series stay one per IRQ.
+// A summary cut to the setting's length ("…+N") yields the IRQs it names.
+func perSetting(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
+	out := make([]v1alpha1.SettingResult, 0, len(rs))
+	for _, s := range rs {
+		ns, ok := irq.SummaryNumbers(s.Setting)
+		if s.Count <= 1 || !ok {
+			out = append(out, s)
+			continue
+		}
+		for _, n := range ns {
+			one := s
+			one.Setting, one.Count = irq.ID(n), 0
+			out = append(out, one)
+		}
+	}
+	return out
 }
 
 // Reasserted counts one re-assert of each setting.

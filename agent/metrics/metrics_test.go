@@ -164,3 +164,21 @@ latencytier_pod_runqueue_wait_seconds_total{class="Pod",pod_name="gw-0",pod_name
 		t.Error(err)
 	}
 }
+
+// The agent's summarised IRQ line (irq/24-25, count 2) keeps one state
+// series per IRQ, as the per-IRQ lines had.
+func TestCollectorSummarisedIRQsKeepPerIRQSeries(t *testing.T) {
+	c := New(host.New(t.TempDir()))
+	c.Observed(v1alpha1.LatencyNodeSpec{Profile: "gateway"}, v1alpha1.LatencyNodeStatus{Settings: []v1alpha1.SettingResult{
+		{Setting: "irq/24-25", State: v1alpha1.SettingApplied, Count: 2}, {Setting: "irq/36", State: v1alpha1.SettingImmovable}}})
+	want := `
+# HELP latencytier_setting_state 1 for each state a setting is in (a pod's settings of one kind count as one), 0 for the states it was in before.
+# TYPE latencytier_setting_state gauge
+latencytier_setting_state{setting="irq/24",state="Applied"} 1
+latencytier_setting_state{setting="irq/25",state="Applied"} 1
+latencytier_setting_state{setting="irq/36",state="Immovable"} 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "latencytier_setting_state"); err != nil {
+		t.Error(err)
+	}
+}

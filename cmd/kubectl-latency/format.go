@@ -166,7 +166,7 @@ func failedSettings(n *v1alpha1.LatencyNode) int {
 	k := 0
 	for _, s := range n.Status.Settings {
 		if s.State == v1alpha1.SettingFailed || s.State == v1alpha1.SettingInvalid || s.State == v1alpha1.SettingConflict {
-			k++
+			k += max(1, int(s.Count)) // a summarised IRQ line counts its IRQs
 		}
 	}
 	return k

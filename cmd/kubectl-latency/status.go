@@ -119,7 +119,8 @@ func printProfile(out io.Writer, p *v1alpha1.LatencyProfile, nodes []v1alpha1.La
 	return t.flush()
 }
 
-// settingsSummary counts a node's settings by outcome ("5 Applied, 1 Failed").
+// settingsSummary counts a node's settings by outcome ("5 Applied, 1 Failed"),
+// each IRQ of a summarised line (count) as one.
 func settingsSummary(n *v1alpha1.LatencyNode) string {
 	counts := map[v1alpha1.SettingState]int{}
 	var order []v1alpha1.SettingState
@@ -127,7 +128,7 @@ func settingsSummary(n *v1alpha1.LatencyNode) string {
 		if counts[s.State] == 0 {
 			order = append(order, s.State)
 		}
-		counts[s.State]++
+		counts[s.State] += max(1, int(s.Count)) // a summarised IRQ line counts its IRQs
 	}
 	out := ""
 	for _, st := range order {

@@ -178,6 +178,7 @@ func BenchmarkWriteCost(b *testing.B) {
 			b.Logf("%-24s %-22s %-22s %7d %8d (%d)", p.Name, Summarize(ratio[p.Name]), Summarize(per[p.Name]), bytes[p.Name], total, mf)
 			b.Logf("    ratios by round: %.2f", ratio[p.Name])
 		}
+		bn.logIRQSummary(ctx, b, per, ratio)
 		b.ReportMetric(Summarize(ratio["ln-status"]).Median, "status-patch/ref")
 		b.ReportMetric(Summarize(ratio["ln-spec"]).Median, "spec-patch/ref")
 		b.ReportMetric(Summarize(per["ln-status"]).Median, "status-cpu-s/1000")
@@ -201,6 +202,7 @@ var caseTable = []struct {
 	{"ln-status-atomiclists", "LatencyNodeAtomicLists", nil, Measurement, true},
 	{"ln-status-atomic", "LatencyNodeAtomic", nil, Measurement, true},
 	{"ln-status-256settings", "LatencyNode", ManySettings, Measurement, true},
+	{"ln-status-256irq-summarised", "LatencyNode", SummarisedIRQs, Measurement, true},
 	{"ln-status-nosettings", "LatencyNode", Without("settings"), Measurement, true},
 	{"ln-status-nolatency", "LatencyNode", Without("latency", "current"), Measurement, true},
 	{"ln-status-timestamp", "LatencyNode", nil, Timestamp, true},
@@ -209,6 +211,39 @@ var caseTable = []struct {
 	{"ln-spec-nocel", "LatencyNodeNoCEL", nil, SpecChange, false},
 	{"before-ln-status", "LatencyNodeBefore", nil, Measurement, true},
 	{"before-ln-spec", "LatencyNodeBefore", nil, SpecChange, false},
+}
+
+// logIRQSummary puts the 256-IRQ node's status before (one line per IRQ)
+// and after (summarised) side by side: stored size and API server cost.
+func (b *bench) logIRQSummary(ctx context.Context, tb testing.TB, per, ratio map[string][]float64) {
+	before, after := b.prepared("ln-status-256settings"), b.prepared("ln-status-256irq-summarised")
+	if before == nil || after == nil {
+		return
+	}
+	bt, bmf, err := b.srv.ObjectBytes(ctx, before.objs[0])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	at, amf, err := b.srv.ObjectBytes(ctx, after.objs[0])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Logf("256 IRQs, per-IRQ lines → summarised: object %d B (mf %d) → %d B (mf %d), %.2f×; CPU s/1000 %s → %s; ratio to ConfigMap %s → %s",
+		bt, bmf, at, amf, float64(at)/float64(bt), Summarize(per[before.Name]), Summarize(per[after.Name]),
+		Summarize(ratio[before.Name]), Summarize(ratio[after.Name]))
+	if tb, ok := tb.(*testing.B); ok {
+		tb.ReportMetric(float64(at)/float64(bt), "irq-summary-size/before")
+		tb.ReportMetric(Summarize(per[after.Name]).Median/Summarize(per[before.Name]).Median, "irq-summary-cpu/before")
+	}
+}
+
+func (b *bench) prepared(name string) *Prepared {
+	for _, p := range b.cases {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
 }
 
 func mustJSON(tb testing.TB, v any) []byte {

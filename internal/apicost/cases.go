@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"latencytier.io/latencytier/agent/loop"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 // LoadObject reads a JSON object (testdata/latencynode.json: one
@@ -89,6 +93,29 @@ func ManySettings(u *unstructured.Unstructured) {
 		s = append(s, map[string]any{"setting": fmt.Sprintf("irq/%d", 24+i), "desired": "0", "actual": "0", "state": "Applied"})
 	}
 	_ = unstructured.SetNestedSlice(u.Object, s, "status", "settings")
+}
+
+// SummarisedIRQs is ManySettings as the agent reports it since issue 30:
+// the 256 IRQ lines summarised by the agent's own loop.SummariseIRQs (one
+// line, irq/24-279, count 256).
+func SummarisedIRQs(u *unstructured.Unstructured) {
+	ManySettings(u)
+	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "settings")
+	rs := make([]v1alpha1.SettingResult, len(raw))
+	for i, r := range raw {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(r.(map[string]any), &rs[i]); err != nil {
+			panic(err)
+		}
+	}
+	out := []any{}
+	for _, r := range loop.SummariseIRQs(rs) {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&r)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, m)
+	}
+	_ = unstructured.SetNestedSlice(u.Object, out, "status", "settings")
 }
 
 // ConfigMapLike returns a ConfigMap named name whose data holds size bytes

@@ -85,3 +85,52 @@ func deepCopyJSON(t *testing.T, v any) any {
 	}
 	return out
 }
+
+// TestSummarisedIRQStatusSize stores a 256-IRQ node's status on the real
+// API server both ways: one line per IRQ (before issue 30) and summarised
+// as the agent now reports it. The summarised object is at most a third of
+// the per-IRQ one.
+func TestSummarisedIRQStatusSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	crd, err := LoadCRD(lnCRD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := LoadObject("testdata/latencynode.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := Start(assets(t), []*unstructured.Unstructured{crd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	ctx := context.Background()
+	size := map[string]int{}
+	for name, shape := range map[string]func(*unstructured.Unstructured){"per-irq": ManySettings, "summarised": SummarisedIRQs, "template": nil} {
+		p, err := srv.Prepare(ctx, Case{Name: name, Status: true, Change: Measurement, Object: func(i int) *unstructured.Unstructured {
+			u := Named(tmpl, "LatencyNode", name, i)
+			if shape != nil {
+				shape(u)
+			}
+			return u
+		}}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.Patch(ctx, p, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+		total, mf, err := srv.ObjectBytes(ctx, p.objs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		size[name] = total
+		t.Logf("%-10s %6d B stored (managedFields %d B)", name, total, mf)
+	}
+	if size["summarised"]*3 > size["per-irq"] {
+		t.Errorf("summarised %d B, per-IRQ %d B: want at most a third", size["summarised"], size["per-irq"])
+	}
+}

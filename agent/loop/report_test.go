@@ -1,0 +1,230 @@
+package loop
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+
+// written is a status as an agent wrote it: settings, conditions, kernel
+// facts, a finding, the measurement copies and rollout evidence.
+func written() v1alpha1.LatencyNodeStatus {
+	t0 := metav1.NewTime(time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC))
+	ev := func(rev string, p99 time.Duration, at time.Time) *v1alpha1.LatencyEvidence {
+		return &v1alpha1.LatencyEvidence{Action: v1alpha1.ActionApply, Revision: rev, MeasuredAt: metav1.NewTime(at),
+			Window: dur(30 * time.Second), ThrottledRatio: "0.012",
+			RunQueue: v1alpha1.LatencySummary{Samples: 1000, P99: dur(p99)}}
+	}
+	return v1alpha1.LatencyNodeStatus{
+		ReportedAt: &t0, HeartbeatInterval: dur(5 * time.Minute), ObservedGeneration: 3, Profile: "gw", ProfileGeneration: 2,
+		Conditions: []metav1.Condition{
+			{Type: v1alpha1.NodeApplied, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonApplied, Message: "9 applied", ObservedGeneration: 3, LastTransitionTime: t0},
+			{Type: v1alpha1.NodeWithinBudget, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonWithinBudget,
+				Message: "run-queue p99 41µs <= budget 100µs", ObservedGeneration: 3, LastTransitionTime: t0},
+		},
+		Settings: []v1alpha1.SettingResult{{Setting: "irq/24-279", Desired: "0", Actual: "0", State: v1alpha1.SettingApplied, Count: 256},
+			{Setting: "scheduler/autogroup", Desired: "0", Actual: "0", State: v1alpha1.SettingApplied}},
+		HeldThreads: 1,
+		Kernel:      &v1alpha1.KernelFacts{Version: "6.1.0", SchedulerClass: "CFS"},
+		Findings:    []v1alpha1.Finding{{Type: "IRQOnIsolatedCPU", Severity: "Warning", Message: "irq 36 fired 120 times on CPU 3"}},
+		Latency: &v1alpha1.LatencyStatus{Source: "Schedstat", MeasuredAt: &t0,
+			Classes: []v1alpha1.ClassLatency{{Class: "Node", Samples: 1000, P99: dur(41 * time.Microsecond)}},
+			Pods: []v1alpha1.PodWait{{Namespace: "a", Name: "gw", WaitPerSecond: dur(3 * time.Millisecond),
+				Offenders: []v1alpha1.Offender{{Class: v1alpha1.OffenderPod, Name: "b/batch", SharePercent: 60}}}}},
+		RunQueueP99:    dur(41 * time.Microsecond),
+		ThrottledRatio: "0.012",
+		Throttling: []v1alpha1.PodThrottling{{Namespace: "a", Name: "gw", Ratio: "0.012"},
+			{Namespace: "b", Name: "batch", Ratio: "0.003"}},
+		LastAppliedTime: &t0,
+		Baseline:        ev("r0", 80*time.Microsecond, t0.Add(-time.Hour)),
+		Current:         ev("r1", 41*time.Microsecond, t0.Time),
+	}
+}
+
+// What counts as material: everything a reader acts on is written at once,
+// the figures that move every window only when they change bucket, and
+// what only says time passed (transition times, measuredAt, a verdict the
+// agent never writes) not at all.
+func TestMaterial(t *testing.T) {
+	verifyAfter := metav1.NewTime(time.Date(2030, 1, 2, 3, 0, 20, 0, time.UTC))
+	cases := []struct {
+		name   string
+		change func(st *v1alpha1.LatencyNodeStatus, spec *v1alpha1.LatencyNodeSpec)
+		want   string // "" not material
+	}{
+		{"nothing", func(*v1alpha1.LatencyNodeStatus, *v1alpha1.LatencyNodeSpec) {}, ""},
+		{"a later reportedAt", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			t := metav1.NewTime(st.ReportedAt.Add(time.Minute))
+			st.ReportedAt = &t
+		}, ""},
+		{"condition transition time only", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Conditions[0].LastTransitionTime = metav1.NewTime(time.Unix(1, 0))
+		}, ""},
+		{"WithinBudget quoting another p99", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Conditions[1].Message = "run-queue p99 47µs <= budget 100µs"
+		}, ""},
+		{"WithinBudget turned False", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Conditions[1].Status, st.Conditions[1].Reason = metav1.ConditionFalse, v1alpha1.ReasonOutsideBudget
+		}, "conditions"},
+		{"Applied message", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Conditions[0].Message = "8 applied, 1 unsupported"
+		}, "conditions"},
+		{"condition observedGeneration", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Conditions[0].ObservedGeneration = 4
+		}, "conditions"},
+		{"drifted setting's actual", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Settings[1].Actual = "1"
+		}, "settings"},
+		{"setting state", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Settings[1].State = v1alpha1.SettingFailed
+		}, "settings"},
+		{"summarised IRQ count", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Settings[0].Setting, st.Settings[0].Count = "irq/24-280", 257
+		}, "settings"},
+		{"settingsOmitted", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) { st.SettingsOmitted = 3 }, "settings"},
+		{"finding quoting other figures", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Findings[0].Message = "irq 36 fired 131 times on CPU 3"
+		}, ""},
+		{"finding gone", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) { st.Findings = nil }, "findings"},
+		{"heldThreads", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) { st.HeldThreads = 0 }, "heldThreads"},
+		{"kernel facts", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) { st.Kernel.Version = "6.12.0" }, "kernel"},
+		{"profileGeneration", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) { st.ProfileGeneration = 3 }, "profile"},
+		{"observedGeneration", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) { st.ObservedGeneration = 4 }, "observedGeneration"},
+		{"a new apply", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			t := metav1.NewTime(st.LastAppliedTime.Add(time.Minute))
+			st.LastAppliedTime = &t
+		}, "lastAppliedTime"},
+		{"another heartbeat", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.HeartbeatInterval = dur(time.Minute)
+		}, "heartbeatInterval"},
+		{"baseline", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Baseline.RunQueue.P99 = dur(81 * time.Microsecond)
+		}, "baseline"},
+		{"current: a later window, same figures", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Current.MeasuredAt = metav1.NewTime(st.Current.MeasuredAt.Add(30 * time.Second))
+		}, ""},
+		{"current: p99 within 10%", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Current.RunQueue.P99 = dur(44 * time.Microsecond)
+		}, ""},
+		{"current: p99 moved 20%", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Current.RunQueue.P99 = dur(50 * time.Microsecond)
+		}, "current"},
+		{"current: pods measured", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Current.Pods = &v1alpha1.LatencySummary{Samples: 10, P99: dur(time.Millisecond)}
+		}, "current"},
+		{"current: throttled ratio in another bucket", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Current.ThrottledRatio = "0.025"
+		}, "current"},
+		{"current: a new revision", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Current.Revision = "r2"
+		}, "current"},
+		{"current: none yet written", nil, "current"},
+		{"current: the first window past verifyAfter", func(st *v1alpha1.LatencyNodeStatus, spec *v1alpha1.LatencyNodeSpec) {
+			spec.VerifyAfter = &verifyAfter
+			st.Current.MeasuredAt = metav1.NewTime(verifyAfter.Time)
+		}, "current"},
+		{"current: a later window past verifyAfter", func(st *v1alpha1.LatencyNodeStatus, spec *v1alpha1.LatencyNodeSpec) {
+			before := metav1.NewTime(verifyAfter.Add(-time.Hour))
+			spec.VerifyAfter = &before
+			st.Current.MeasuredAt = metav1.NewTime(st.Current.MeasuredAt.Add(30 * time.Second))
+		}, ""},
+		{"runQueueP99 within its bucket", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.RunQueueP99 = dur(48 * time.Microsecond)
+		}, ""},
+		{"runQueueP99 into the next bucket", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.RunQueueP99 = dur(52 * time.Microsecond)
+		}, "runQueueP99"},
+		{"throttledRatio within its bucket", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.ThrottledRatio = "0.019"
+		}, ""},
+		{"throttledRatio into the next bucket", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.ThrottledRatio = "0.021"
+		}, "throttledRatio"},
+		{"latency: another window, class p99 in its bucket", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			at := metav1.NewTime(st.Latency.MeasuredAt.Add(30 * time.Second))
+			st.Latency.MeasuredAt, st.Latency.Classes[0].P99, st.Latency.Classes[0].Samples = &at, dur(45*time.Microsecond), 1200
+		}, ""},
+		{"latency: class p99 in another bucket", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Latency.Classes[0].P99 = dur(19 * time.Microsecond)
+		}, "latency"},
+		{"latency: another offender", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Latency.Pods[0].Offenders[0].Name = "c/cron"
+		}, "latency"},
+		{"throttling: ratios within their buckets", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Throttling[0].Ratio, st.Throttling[0].Periods = "0.013", 300
+		}, ""},
+		{"throttling: reordered", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Throttling[0], st.Throttling[1] = st.Throttling[1], st.Throttling[0]
+		}, "throttling"},
+		{"throttling: a pod left", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Throttling = st.Throttling[:1]
+		}, "throttling"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w, n := written(), written()
+			spec := v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Revision: "r1"}
+			if c.change == nil {
+				w.Current = nil
+			} else {
+				c.change(&n, &spec)
+			}
+			if got := material(w, n, spec); got != c.want {
+				t.Errorf("material = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// Nothing material: written when the last write is a heartbeat old (or
+// from the future beyond one: a clock set back), not before.
+func TestReportDueOnHeartbeat(t *testing.T) {
+	w := written()
+	at := w.ReportedAt.Time
+	for _, c := range []struct {
+		name string
+		now  time.Time
+		due  bool
+	}{
+		{"just written", at, false},
+		{"a second short", at.Add(5*time.Minute - time.Second), false},
+		{"a heartbeat later", at.Add(5 * time.Minute), true},
+		{"long silent", at.Add(time.Hour), true},
+		{"clock set back an hour", at.Add(-time.Hour), true},
+	} {
+		if due, why := reportDue(w, written(), v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Revision: "r1"},
+			c.now, 5*time.Minute); due != c.due || (due && why != "heartbeat") {
+			t.Errorf("%s: due %v (%s), want %v", c.name, due, why, c.due)
+		}
+	}
+	never := written()
+	never.ReportedAt = nil
+	if due, _ := reportDue(never, written(), v1alpha1.LatencyNodeSpec{}, at, 5*time.Minute); !due {
+		t.Error("a status never reported by this agent is not due")
+	}
+}
+
+func TestBucket125(t *testing.T) {
+	us := float64(time.Microsecond)
+	same := [][2]float64{{10 * us, 19.9 * us}, {20 * us, 49 * us}, {50 * us, 99 * us}, {100 * us, 199 * us}, {0.01, 0.0199}}
+	for _, p := range same {
+		if bucket125(p[0]) != bucket125(p[1]) {
+			t.Errorf("%g and %g in buckets %d and %d, want one", p[0], p[1], bucket125(p[0]), bucket125(p[1]))
+		}
+	}
+	rising := []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 1, 2, 5, 10, 1000, 2000, 5000}
+	for i := 1; i < len(rising); i++ {
+		if bucket125(rising[i]) <= bucket125(rising[i-1]) {
+			t.Errorf("bucket(%g) = %d not above bucket(%g) = %d", rising[i], bucket125(rising[i]), rising[i-1], bucket125(rising[i-1]))
+		}
+	}
+	if bucket125(0) != math.MinInt || bucket125(-1) != math.MinInt || bucket125(math.NaN()) != math.MinInt || ratioBucket("") != ratioBucket("0") {
+		t.Error("zero, negative, NaN and no ratio are not one bucket")
+	}
+}
