@@ -67,12 +67,13 @@ test-e2e: build ## End-to-end on a real single-node cluster on this machine.
 bench: build ## Reproduce the field notes' incidents and write docs/benchmarks.md.
 	hack/bench/run.sh
 
-BENCH_SCALE_NODES ?= 100,300,1000
+BENCH_SCALE_NODES ?= 1000,1000,3000
+BENCH_SCALE_HEARTBEATS ?= interval,5m,5m
 BENCH_SCALE_ARGS ?=
 
 .PHONY: bench-scale
 bench-scale: build envtest ## Simulated fleets (real API server, manager, agent loops) at BENCH_SCALE_NODES; writes docs/scale.md.
-	go run ./hack/scale -nodes $(BENCH_SCALE_NODES) -manager $(BIN) -assets "$$(hack/k8s-binaries.sh --print-dir)" $(BENCH_SCALE_ARGS)
+	go run ./hack/scale -nodes $(BENCH_SCALE_NODES) -heartbeat $(BENCH_SCALE_HEARTBEATS) -manager $(BIN) -assets "$$(hack/k8s-binaries.sh --print-dir)" $(BENCH_SCALE_ARGS)
 
 ##@ Build and run
 

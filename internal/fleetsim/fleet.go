@@ -40,9 +40,13 @@ type Options struct {
 	ManagerBinary string
 	// ManagerArgs are extra manager flags (e.g. --pprof-bind-address).
 	ManagerArgs []string
-	// Interval is the profile's measurement interval (agents report
+	// Interval is the profile's measurement interval (agents measure
 	// every Interval); Resync the agents' drift re-check.
 	Interval, Resync time.Duration
+	// Heartbeat is the agents' --status-heartbeat: the longest they stay
+	// silent when nothing a reader acts on changed. Equal to Interval it
+	// is the old reporting (a write per window); 0 is the agent's default.
+	Heartbeat time.Duration
 	// Settle is waited before each window so the previous phase's tail is
 	// not counted; Steady and Quiet are the two windows measured.
 	Settle, Steady, Quiet time.Duration
@@ -88,6 +92,10 @@ type fleet struct {
 	// hostsDir holds the fake host roots (on tmpfs when there is one).
 	hostsDir string
 	obs      *observer
+	// actx is the agents' context (a silenced agent restarts under it).
+	actx context.Context
+	// vanished counts the nodes deleted so far.
+	vanished int
 }
 
 // Run simulates one fleet of o.Nodes and returns what it measured.
@@ -122,6 +130,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	defer f.mgr.Stop()
 	actx, stopAgents := context.WithCancel(ctx)
 	defer func() { stopAgents(); f.wg.Wait() }()
+	f.actx = actx
 	if f.obs, err = startObserver(actx, f.api.adminCfg, f.logf); err != nil {
 		return res, err
 	}
@@ -229,7 +238,7 @@ func (f *fleet) startAgent(ctx context.Context, name string, h *fakeHost) {
 	go func() {
 		defer f.wg.Done()
 		_ = loop.Run(actx, loop.Options{NodeName: name, Root: h.root, Resync: f.o.Resync, Log: log,
-			Config: f.api.agentCfg, Meter: meter})
+			Config: f.api.agentCfg, Meter: meter, Heartbeat: f.o.Heartbeat})
 	}()
 }
 

@@ -13,7 +13,7 @@ func assets(tb testing.TB) string { return testassets.Dir(tb) }
 
 func smallFleet(tb testing.TB, n int) Options {
 	return Options{Nodes: n, Assets: assets(tb), CRDDir: filepath.Join("..", "..", "config", "crd", "bases"),
-		Interval: 5 * time.Second, Resync: 5 * time.Second, Settle: time.Second,
+		Interval: 5 * time.Second, Resync: 5 * time.Second, Settle: time.Second, Heartbeat: 4 * time.Second,
 		Steady: 6 * time.Second, Quiet: 3 * time.Second, Timeout: time.Minute,
 		Drift: 1, Fail: 1, Regress: 1, Vanish: 1}
 }
@@ -22,7 +22,8 @@ func smallFleet(tb testing.TB, n int) Options {
 // the in-process manager, and checks the simulator itself: every node
 // reports, the failing node reports Applied False, the vanished node's
 // LatencyNode goes, agents' measurement writes show up in the API server's
-// counters under their own FlowSchema, and the report renders.
+// counters under their own FlowSchema, a silenced agent's node is shown
+// Stale within three heartbeats, and the report renders.
 func TestSmallFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an API server and 20 agents")
@@ -47,14 +48,22 @@ func TestSmallFleet(t *testing.T) {
 		t.Errorf("agents' status writes %.0f/min of %.0f requests/min in the steady window; want about 240",
 			w, res.Steady.AgentRequests)
 	}
-	if res.Quiet.AgentStatusWrites != 0 {
-		t.Errorf("agents wrote %.0f statuses/min with measurement Disabled and nothing changing", res.Quiet.AgentStatusWrites)
+	// With measurement Disabled and nothing changing, the agents write
+	// their heartbeats only: at most one per node per heartbeat.
+	if w, most := res.Quiet.AgentStatusWrites, 20*time.Minute.Seconds()/o.Heartbeat.Seconds()*1.25; w > most {
+		t.Errorf("agents wrote %.0f statuses/min with measurement Disabled and nothing changing; heartbeats allow %.0f", w, most)
+	}
+	if res.Heartbeat != o.Heartbeat {
+		t.Errorf("nodes report heartbeat %s, want %s", res.Heartbeat, o.Heartbeat)
+	}
+	if res.StaleAfter <= 0 || res.StaleAfter > 3*o.Heartbeat {
+		t.Errorf("silenced node shown Stale after %s (limit %s); want within three heartbeats", res.StaleAfter, res.StaleLimit)
 	}
 	if res.ManagerMeasured {
 		t.Error("in-process manager reported as measured")
 	}
 	md, line := Report([]Result{res}, "")
-	if !strings.Contains(md, "| 20 |") || !strings.Contains(line, "FAIL") && !strings.Contains(line, "PASS") {
+	if !strings.Contains(md, "| 20 | new (heartbeat 4s)") || !strings.Contains(line, "FAIL") && !strings.Contains(line, "PASS") {
 		t.Errorf("report:\n%s\nsummary: %s", md, line)
 	}
 }

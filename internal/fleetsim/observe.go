@@ -132,3 +132,20 @@ func (o *observer) countNodes(ctx context.Context, profile string) (int, error) 
 	}
 	return n, nil
 }
+
+// heartbeat is the longest heartbeat interval the profile's nodes report
+// (status.heartbeatInterval), 0 when none reports one.
+func (o *observer) heartbeat(ctx context.Context, profile string) time.Duration {
+	var list v1alpha1.LatencyNodeList
+	if err := o.c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return 0
+	}
+	var hb time.Duration
+	for i := range list.Items {
+		ln := &list.Items[i]
+		if ln.Spec.Profile == profile && ln.Status.HeartbeatInterval != nil {
+			hb = max(hb, ln.Status.HeartbeatInterval.Duration)
+		}
+	}
+	return hb
+}

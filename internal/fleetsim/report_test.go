@@ -29,14 +29,23 @@ apiserver_longrunning_requests{component="apiserver",group="",resource="pods",sc
 	}
 }
 
-func goodFleet(n int) Result {
+func goodFleet(n int, old bool) Result {
 	f := float64(n)
-	// A fixed part plus a linear part, as real figures have.
-	return Result{Nodes: n, Apply: 2*time.Second + time.Duration(f*3)*time.Millisecond,
-		SpecChange: 2*time.Second + time.Duration(f*2)*time.Millisecond, ManagerMeasured: true,
-		Steady: Window{ManagerCPU: 0.5 + 0.009*f, ManagerRSS: 60 << 20, ManagerRequests: f / 10,
-			AgentRequests: 2 * f, ProfileStatusWrites: 12, AgentStatusWrites: 2 * f},
+	r := Result{Nodes: n, Old: old, Heartbeat: 5 * time.Minute, Interval: 30 * time.Second,
+		Apply: 2*time.Second + time.Duration(f*3)*time.Millisecond, SpecChange: 2*time.Second + time.Duration(f*2)*time.Millisecond,
+		ManagerMeasured: true, StaleLimit: 15 * time.Minute, StaleAfter: 11 * time.Minute,
+		Steady: Window{ManagerCPU: 0.5 + 0.002*f, ManagerRSS: 60 << 20, ManagerRequests: f / 10, Nodes: n,
+			AgentRequests: f / 6, ProfileStatusWrites: 12, AgentStatusWrites: f / 6, APIServerCPU: 0.1},
 		Quiet: Window{Length: time.Minute}}
+	if old {
+		r.Heartbeat, r.StaleLimit, r.StaleAfter = 30*time.Second, 90*time.Second, 70*time.Second
+		r.Steady.AgentStatusWrites, r.Steady.APIServerCPU = 2*f, 1.2
+	}
+	return r
+}
+
+func goodRuns() []Result {
+	return []Result{goodFleet(1000, true), goodFleet(1000, false), goodFleet(3000, false)}
 }
 
 // TestSummaryFlagsEachGoal checks that a regression in any one goal turns
@@ -44,48 +53,57 @@ func goodFleet(n int) Result {
 func TestSummaryFlagsEachGoal(t *testing.T) {
 	cases := []struct {
 		goal   string
+		run    int // which of goodRuns
 		breaks func(*Result)
 	}{
-		{"apply<20s", func(r *Result) { r.Apply = 25 * time.Second }},
-		{"change<20s", func(r *Result) { r.SpecChange = 21 * time.Second }},
-		{"manager<0.2core", func(r *Result) { r.Steady.ManagerCPU = 0.3 * 60 }},
-		{"manager<200MiB", func(r *Result) { r.Steady.ManagerRSS = 300 << 20 }},
-		{"status-coalesced", func(r *Result) { r.Steady.ProfileStatusWrites = 600 }},
-		{"quiet-zero-writes", func(r *Result) { r.Quiet.ManagerWrites = 1 }},
-		{"linear", func(r *Result) { r.Steady.ManagerRequests = 100 * 100 }},
+		{"apply<20s", 1, func(r *Result) { r.Apply = 25 * time.Second }},
+		{"change<20s", 1, func(r *Result) { r.SpecChange = 21 * time.Second }},
+		{"stale<3hb", 1, func(r *Result) { r.StaleAfter = 0 }},
+		{"stale<3hb", 1, func(r *Result) { r.StaleAfter = 16 * time.Minute }},
+		{"apply<30s", 2, func(r *Result) { r.Apply = 31 * time.Second }},
+		{"change<30s", 2, func(r *Result) { r.SpecChange = 40 * time.Second }},
+		{"manager<0.2core", 2, func(r *Result) { r.Steady.ManagerCPU = 0.3 * 60 }},
+		{"manager<300MiB", 2, func(r *Result) { r.Steady.ManagerRSS = 400 << 20 }},
+		{"writes<=12/node/h", 2, func(r *Result) { r.Steady.AgentStatusWrites = float64(r.Nodes) / 4 }},
+		{"apiserver<=1/5", 1, func(r *Result) { r.Steady.APIServerCPU = 0.3 }},
+		{"status-coalesced", 0, func(r *Result) { r.Steady.ProfileStatusWrites = 600 }},
+		{"quiet-zero-writes", 2, func(r *Result) { r.Quiet.ManagerWrites = 1 }},
+	}
+	if s := goalSummary(goodRuns()); strings.Contains(s, "FAIL") || strings.Contains(s, "n/a") {
+		t.Fatalf("runs meeting every goal: %s", s)
 	}
 	// A fleet that never finished applying is a FAIL of its own; the
-	// goals are judged on the largest that finished.
-	stuck := goodFleet(3000)
-	stuck.Incomplete = "profile created: only 2000 of 3000 nodes reported within 5m0s"
-	if s := goalSummary([]Result{goodFleet(100), goodFleet(1000), stuck}); !strings.Contains(s, "complete FAIL (N=3000") ||
-		strings.Count(s, "FAIL") != 1 || !strings.Contains(s, "at N=1000") {
+	// 3000-node goals are then n/a.
+	rs := goodRuns()
+	rs[2].Incomplete = "profile created: only 2000 of 3000 nodes reported within 5m0s"
+	if s := goalSummary(rs); !strings.Contains(s, "complete FAIL (N=3000") || strings.Count(s, "FAIL") != 1 ||
+		!strings.Contains(s, "3000-node goals n/a") {
 		t.Errorf("incomplete 3000-node fleet: %s", s)
 	}
-	if s := goalSummary([]Result{goodFleet(100), goodFleet(1000)}); strings.Contains(s, "FAIL") {
-		t.Fatalf("a fleet meeting every goal: %s", s)
-	}
 	for _, c := range cases {
-		big := goodFleet(1000)
-		c.breaks(&big)
-		s := goalSummary([]Result{goodFleet(100), big})
+		rs := goodRuns()
+		c.breaks(&rs[c.run])
+		s := goalSummary(rs)
 		if !strings.Contains(s, c.goal+" FAIL") || strings.Count(s, "FAIL") != 1 {
 			t.Errorf("%s broken: %s", c.goal, s)
 		}
 	}
 }
 
-// TestSummaryLinearFromZero checks the linear goal when the small fleet's
-// manager made no requests in the steady window, as a healthy one does: a
-// large fleet that also makes none passes, one that makes many fails.
-func TestSummaryLinearFromZero(t *testing.T) {
-	small, big := goodFleet(100), goodFleet(1000)
-	small.Steady.ManagerRequests, big.Steady.ManagerRequests = 0, 0
-	if s := goalSummary([]Result{small, big}); strings.Contains(s, "FAIL") {
-		t.Errorf("no manager requests at either size: %s", s)
+// TestReportOldAndNewSideBySide checks the table keeps run order and names
+// each run's reporting, so old and new at one size read side by side.
+func TestReportOldAndNewSideBySide(t *testing.T) {
+	table, _ := Report(goodRuns(), "scale.svg")
+	old := strings.Index(table, "| 1000 | old (heartbeat = interval)")
+	nw := strings.Index(table, "| 1000 | new (heartbeat 5m0s)")
+	big := strings.Index(table, "| 3000 | new (heartbeat 5m0s)")
+	if old < 0 || nw < old || big < nw {
+		t.Errorf("table rows out of run order or unnamed:\n%s", table)
 	}
-	big.Steady.ManagerRequests = 500
-	if s := goalSummary([]Result{small, big}); !strings.Contains(s, "linear FAIL") || strings.Count(s, "FAIL") != 1 {
-		t.Errorf("500 manager requests/min at 1000 nodes, none at 100: %s", s)
+	if !strings.Contains(table, "| 120.0 |") || !strings.Contains(table, "| 10.0 |") {
+		t.Errorf("status writes per node per hour (old 120, new 10): %s", table)
+	}
+	if svg := SVG(goodRuns()); strings.Count(svg, "<rect") < 3*6 {
+		t.Errorf("plot has %d rects, want bars for every run", strings.Count(svg, "<rect"))
 	}
 }

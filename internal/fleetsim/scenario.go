@@ -41,6 +41,15 @@ type Result struct {
 	// ManagerMeasured says CPU and RSS are the manager's own (subprocess).
 	ManagerMeasured bool
 	Interval        time.Duration
+	// Heartbeat is the agents' heartbeat as they report it
+	// (status.heartbeatInterval); Old says it equals Interval (the old
+	// reporting: a status write per window).
+	Heartbeat time.Duration
+	Old       bool
+	// StaleAfter is how long after one node's agent fell silent (at the
+	// start of the steady window, its Node still Ready) the profile showed
+	// the node Stale; 0 when it never did within StaleLimit.
+	StaleAfter, StaleLimit time.Duration
 	// Incomplete says which wait timed out (the figures after it are
 	// missing); empty when the run completed.
 	Incomplete string
@@ -59,6 +68,18 @@ type Window struct {
 	// ManagerWrites is the total (not per minute) in the window, and
 	// VerdictWrites those of them to LatencyNode status.
 	ManagerWrites, VerdictWrites float64
+	// APIServerCPU is the API server's CPU over the window, in cores.
+	APIServerCPU float64
+	// Nodes is how many agents were reporting in the window.
+	Nodes int
+}
+
+// StatusWritesPerNodeHour is the agents' status writes per node per hour.
+func (w Window) StatusWritesPerNodeHour() float64 {
+	if w.Nodes == 0 {
+		return 0
+	}
+	return w.AgentStatusWrites * 60 / float64(w.Nodes)
 }
 
 func (f *fleet) profile() *v1alpha1.LatencyProfile {
@@ -83,7 +104,7 @@ func (f *fleet) profile() *v1alpha1.LatencyProfile {
 // state; let the vanishing nodes go; change the spec and wait; disable
 // measurement, wait, and measure the quiet state.
 func (f *fleet) scenario(ctx context.Context) (Result, error) {
-	res := Result{Nodes: f.o.Nodes, Interval: f.o.Interval}
+	res := Result{Nodes: f.o.Nodes, Interval: f.o.Interval, Old: f.o.Heartbeat == f.o.Interval}
 	p := f.profile()
 	c0, _ := scrape(ctx, f.api.adminCfg)
 	cpu0 := f.mgr.shares()
@@ -111,9 +132,17 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 		_, res.ManagerMeasured = f.mgr.sample()
 		return res, err
 	}
+	res.Heartbeat = f.obs.heartbeat(ctx, profileName)
+	silent, silentAt := f.silence()
 	if res.Steady, err = f.window(ctx, "steady", f.o.Steady); err != nil {
 		return res, err
 	}
+	res.Steady.Nodes--
+	res.StaleLimit = 3 * res.Heartbeat
+	if res.StaleAfter, err = f.waitStale(ctx, silent, silentAt, res.StaleLimit); err != nil {
+		return res, err
+	}
+	f.resume(silent)
 	if res.VanishCleanup, err = f.vanish(ctx); err != nil {
 		return res, err
 	}
@@ -219,6 +248,7 @@ func (f *fleet) vanish(ctx context.Context) (time.Duration, error) {
 			continue
 		}
 		f.agents[f.names[i]]()
+		f.vanished++
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: f.names[i]}}
 		if err := f.api.admin.Delete(ctx, n); err != nil {
 			return 0, fmt.Errorf("delete node %s: %w", n.Name, err)
@@ -285,6 +315,7 @@ func (f *fleet) window(ctx context.Context, name string, length time.Duration) (
 		return w, err
 	}
 	u0, _ := f.mgr.sample()
+	cpu0 := f.mgr.shares()
 	start := time.Now()
 	for time.Since(start) < length {
 		select {
@@ -297,18 +328,21 @@ func (f *fleet) window(ctx context.Context, name string, length time.Duration) (
 		}
 	}
 	u1, _ := f.mgr.sample()
+	cpu1 := f.mgr.shares()
 	c1, err := scrape(ctx, f.api.adminCfg)
 	if err != nil {
 		return w, err
 	}
 	mins := time.Since(start).Minutes()
 	d := c1.minus(c0)
+	w.APIServerCPU = (cpu1.apiserver - cpu0.apiserver).Seconds() / time.Since(start).Seconds()
+	w.Nodes = f.o.Nodes - f.vanished
 	w.ManagerCPU = (u1.cpu - u0.cpu).Seconds() / mins
 	w.ManagerRequests, w.AgentRequests = d.ManagerRequests/mins, d.AgentRequests/mins
 	w.ProfileStatusWrites, w.AgentStatusWrites = d.ProfileStatusWrites/mins, d.AgentStatusWrites/mins
 	w.ManagerWrites, w.VerdictWrites = d.ManagerWrites, d.VerdictWrites
-	f.logf("%s window %s: manager %.1f req/min, %.0f writes (%.0f verdicts), %.3f core, %.0f MiB; agents %.1f req/min; profile status writes %.1f/min",
-		name, length, w.ManagerRequests, w.ManagerWrites, w.VerdictWrites, w.ManagerCPU/60, float64(w.ManagerRSS)/(1<<20), w.AgentRequests, w.ProfileStatusWrites)
+	f.logf("%s window %s: manager %.1f req/min, %.0f writes (%.0f verdicts), %.3f core, %.0f MiB; agents %.1f req/min, %.1f status writes/min; profile status writes %.1f/min; API server %.2f core",
+		name, length, w.ManagerRequests, w.ManagerWrites, w.VerdictWrites, w.ManagerCPU/60, float64(w.ManagerRSS)/(1<<20), w.AgentRequests, w.AgentStatusWrites, w.ProfileStatusWrites, w.APIServerCPU)
 	return w, f.withManager(nil)
 }
 
@@ -328,4 +362,63 @@ func (f *fleet) logWrites(phase string, c0 counters, cpu0 cpuShares, start time.
 		phase, el.Round(time.Second), d.ManagerRequests, d.ManagerWrites, d.VerdictWrites,
 		d.ProfileStatusWrites, d.AgentRequests, d.AgentStatusWrites,
 		core(cpu0.apiserver, cpu1.apiserver), core(cpu0.etcd, cpu1.etcd), core(cpu0.sim, cpu1.sim), core(cpu0.manager, cpu1.manager))
+}
+
+// silence stops the agent of the fleet's last normal node, as a node whose
+// agent hung would be: its Node stays Ready and its LatencyNode keeps the
+// last status it wrote.
+func (f *fleet) silence() (name string, at time.Time) {
+	for i := len(f.hosts) - 1; i >= 0; i-- {
+		if f.hosts[i].b == nodeNormal {
+			name = f.names[i]
+			break
+		}
+	}
+	if name == "" {
+		return "", time.Time{}
+	}
+	f.agents[name]()
+	f.logf("agent of %s silenced", name)
+	return name, time.Now()
+}
+
+// resume starts the silenced node's agent again.
+func (f *fleet) resume(name string) {
+	for i, n := range f.names {
+		if n == name {
+			f.startAgent(f.actx, name, f.hosts[i])
+			return
+		}
+	}
+}
+
+// waitStale waits until the profile's status shows the silenced node
+// Stale, at most limit after it fell silent, and returns how long that
+// took (0 when it did not within limit, a result rather than an error).
+func (f *fleet) waitStale(ctx context.Context, name string, since time.Time, limit time.Duration) (time.Duration, error) {
+	if name == "" || limit <= 0 {
+		return 0, nil
+	}
+	for {
+		var p v1alpha1.LatencyProfile
+		if err := f.api.admin.Get(ctx, client.ObjectKey{Name: profileName}, &p); err != nil {
+			return 0, err
+		}
+		for _, n := range p.Status.Nodes {
+			if n.Name == name && n.State == v1alpha1.NodeStateStale {
+				d := time.Since(since)
+				f.logf("%s shown Stale %s after its agent fell silent (stale count %d)", name, d.Round(time.Second), p.Status.Stale)
+				return d, nil
+			}
+		}
+		if time.Since(since) > limit {
+			f.logf("%s not shown Stale within %s of its agent falling silent", name, limit)
+			return 0, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
