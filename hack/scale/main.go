@@ -189,7 +189,7 @@ first window has been judged and the manager has made no write for 10 s); API re
 writes per minute, in the steady window; how long after one node's agent fell silent (at the
 start of the steady window; its Node stays Ready) the profile showed it Stale; the manager's writes in
 the quiet window (%s, measurement Disabled, nothing changing: the goal is zero). The quiet window
-starts once the manager has written the change (every node's verdict cleared) and then made no
+starts once the manager has written the change (its profile status) and then made no
 write for 10 s; the figure in brackets is when its last write of the change came, in seconds
 after the change.
 

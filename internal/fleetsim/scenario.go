@@ -124,7 +124,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	f.logf("all %d nodes reported in %s (%d Applied)", f.o.Nodes, res.Apply.Round(time.Millisecond), res.Applied)
 
 	// Steady state starts once every node's first window under the tuning
-	// has ended and been judged (one verdict write per node, the
+	// has ended and been judged (a profile status write with the verdicts, the
 	// evidence of the create): one interval, then the manager's writes end.
 	time.Sleep(f.o.Interval)
 	if _, settled, err := f.managerSettled(ctx, start); err != nil || !settled {
@@ -176,7 +176,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	if _, _, err = f.obs.waitReported(ctx, profileName, 3, remaining, start, f.o.Timeout); err != nil {
 		return f.incomplete(res, "measurement disabled", err)
 	}
-	// The change itself is written (every node's verdict cleared); the
+	// The change itself is written (the profile status); the
 	// quiet window measures what follows, once the manager has stopped.
 	var settled bool
 	if res.QuietSettle, settled, err = f.managerSettled(ctx, start); err != nil || !settled {
