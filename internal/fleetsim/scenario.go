@@ -134,12 +134,20 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	}
 	res.Heartbeat = f.obs.heartbeat(ctx, profileName)
 	silent, silentAt := f.silence()
+	res.StaleLimit = 3 * res.Heartbeat
+	// Watched from the moment of silence, through the steady window: a
+	// first look after it would only bound the time from above.
+	stale := make(chan staleSeen, 1)
+	go func() {
+		d, err := f.waitStale(ctx, silent, silentAt, res.StaleLimit)
+		stale <- staleSeen{d, err}
+	}()
 	if res.Steady, err = f.window(ctx, "steady", f.o.Steady); err != nil {
 		return res, err
 	}
 	res.Steady.Nodes--
-	res.StaleLimit = 3 * res.Heartbeat
-	if res.StaleAfter, err = f.waitStale(ctx, silent, silentAt, res.StaleLimit); err != nil {
+	seen := <-stale
+	if res.StaleAfter, err = seen.after, seen.err; err != nil {
 		return res, err
 	}
 	f.resume(silent)
@@ -390,6 +398,11 @@ func (f *fleet) resume(name string) {
 			return
 		}
 	}
+}
+
+type staleSeen struct {
+	after time.Duration
+	err   error
 }
 
 // waitStale waits until the profile's status shows the silenced node
