@@ -61,6 +61,12 @@ type LatencyNodeSpec struct {
 	// Absent outside a rollout.
 	// +optional
 	VerifyAfter *metav1.Time `json:"verifyAfter,omitempty"`
+
+	// reboot is the manager's record of this node's managed reboot
+	// (bootParameters.policy Reboot): absent unless the node is being
+	// drained, rebooted or verified after a boot.
+	// +optional
+	Reboot *NodeRebootSpec `json:"reboot,omitempty"`
 }
 
 // SettingState is the outcome of one setting on the node.
@@ -351,6 +357,11 @@ type LatencyNodeStatus struct {
 	// live and which goals still need boot parameters.
 	// +optional
 	Isolation *IsolationStatus `json:"isolation,omitempty"`
+
+	// boot is the node's boot parameters: the plan from its own CPUs, what
+	// is staged and booted, and the boots seen (issue 26).
+	// +optional
+	Boot *BootStatus `json:"boot,omitempty"`
 	// kernel holds the facts the agent found.
 	// Written whole by the agent alone: managedFields name it, not each
 	// field in it.
@@ -423,6 +434,7 @@ type LatencyNodeStatus struct {
 // +kubebuilder:printcolumn:name="Budget",type=string,JSONPath=`.status.conditions[?(@.type=="WithinBudget")].status`,priority=1
 // +kubebuilder:printcolumn:name="Reboot",type=string,JSONPath=`.status.conditions[?(@.type=="RebootRequired")].status`,priority=1
 // +kubebuilder:printcolumn:name="Partitions",type=string,JSONPath=`.status.isolation.partitions`,priority=1
+// +kubebuilder:printcolumn:name="Boot",type=string,JSONPath=`.status.boot.state`,priority=1
 // +kubebuilder:printcolumn:name="Needs-Boot",type=string,JSONPath=`.status.isolation.needsBoot`,priority=1
 // +kubebuilder:printcolumn:name="Kernel",type=string,JSONPath=`.status.kernel.version`,priority=1
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.spec.revision`,priority=1

@@ -37,6 +37,12 @@ type LatencyProfileSpec struct {
 	// Without it every node takes a change at once.
 	// +optional
 	Rollout *RolloutSpec `json:"rollout,omitempty"`
+
+	// reboot bounds the managed reboots of bootParameters.policy Reboot:
+	// drain and boot timeouts. How many nodes may be cordoned or rebooting
+	// at once across all profiles is the manager's --max-rebooting.
+	// +optional
+	Reboot *RebootSpec `json:"reboot,omitempty"`
 }
 
 // ProfileNodeState is a node's state as seen from its LatencyProfile.
@@ -154,6 +160,11 @@ type LatencyProfileStatus struct {
 	// nodes' verdicts (also kept without spec.rollout, as evidence).
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+
+	// reboots is where the managed reboots for the current revision stand
+	// (bootParameters.policy Reboot).
+	// +optional
+	Reboots *RebootRolloutStatus `json:"reboots,omitempty"`
 }
 
 // LatencyProfile turns the nodes it selects into a latency tier: the agent

@@ -23,6 +23,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.power) || !has(self.power.isolated) || (has(self.cpus) && has(self.cpus.isolated))",message="power.isolated needs cpus.isolated: it applies to the isolated CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.scheduler) || !has(self.scheduler.rtRuntime) || (self.scheduler.rtRuntime != 'Unlimited' && duration(self.scheduler.rtRuntime) < duration('1s')) || (has(self.cpus) && has(self.cpus.isolated))",message="scheduler.rtRuntime Unlimited or at least the 1s period turns RT throttling off and needs cpus.isolated: without it a spinning real-time thread starves every other task on its CPU (field note 003)"
 // +kubebuilder:validation:XValidation:rule="!has(self.realtime) || (has(self.cpus) && has(self.cpus.isolated))",message="realtime needs cpus.isolated: a real-time pod is granted its policy only when all its CPUs are isolated, so it cannot starve kubelet and the IRQ threads on shared CPUs"
+// +kubebuilder:validation:XValidation:rule="!has(self.bootParameters) || (has(self.cpus) && has(self.cpus.isolated)) || has(self.bootParameters.skewTick) || has(self.bootParameters.maxCState)",message="bootParameters needs cpus.isolated or an extra (skewTick, maxCState): the arguments are derived from the isolated CPUs, so there would be nothing to stage"
 type TuningSpec struct {
 	// scheduler sets the kernel scheduler knobs (autogroup, NUMA balancing,
 	// migration cost, time slices, RT throttling). Each is mapped to the
@@ -81,6 +82,13 @@ type TuningSpec struct {
 	// reported (condition WithinBudget=False), not hidden.
 	// +optional
 	LatencyBudget *LatencyBudget `json:"latencyBudget,omitempty"`
+
+	// bootParameters asks for the kernel arguments only the command line
+	// gives (the tick, RCU callbacks, managed IRQs), derived per node from
+	// cpus, reported as a plan and, with policy Reboot, staged through the
+	// node's bootloader and rebooted into (issue 26).
+	// +optional
+	BootParameters *BootParametersSpec `json:"bootParameters,omitempty"`
 }
 
 // SchedulerSpec holds the typed scheduler intent. Durations use Go syntax
@@ -189,6 +197,7 @@ type Sysctl struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.isolated) || has(self.namespaceSelector)",message="cpus.namespaceSelector is required with cpus.isolated: it names the namespaces whose opted-in pods may run on the isolated CPUs ({} admits every namespace)"
 // +kubebuilder:validation:XValidation:rule="!has(self.isolated) || has(self.reserved)",message="cpus.isolated needs cpus.reserved: system services must have somewhere to run"
 // +kubebuilder:validation:XValidation:rule="!has(self.isolated) || !has(self.reserved) || self.reserved.split(',').all(a, self.isolated.split(',').all(b, int(a.split('-')[0]) > int(b.split('-')[b.split('-').size() - 1]) || int(b.split('-')[0]) > int(a.split('-')[a.split('-').size() - 1])))",message="cpus.reserved and cpus.isolated must not overlap"
+// +kubebuilder:validation:XValidation:rule="!has(self.partition) || self.partition == 'None' || has(self.isolated)",message="cpus.partition Isolated or Root needs cpus.isolated: partitions are made only of granted pods' exclusive CPUs within the isolated CPUs"
 type CPUSpec struct {
 	// reserved are the housekeeping CPUs: system.slice, user.slice,
 	// init.scope and movable IRQs are confined to them.
