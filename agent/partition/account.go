@@ -67,8 +67,12 @@ func partitionsState(p v1alpha1.CPUPartition, node Capability, all []v1alpha1.Se
 	if !node.Supported {
 		return v1alpha1.IsolationUnsupported, node.Reason
 	}
-	if st, msg := mechanism(all, func(id string) bool { return strings.HasPrefix(id, "partition/") }); st == v1alpha1.IsolationFailed {
+	switch st, msg := mechanism(all, func(id string) bool { return strings.HasPrefix(id, "partition/") }); st {
+	case v1alpha1.IsolationFailed:
 		return st, msg
+	case v1alpha1.IsolationOff:
+		// Nothing partitioned is not Live: say what it waits for.
+		return v1alpha1.IsolationWaiting, "no granted pod holds exclusive CPUs within the isolated CPUs yet"
 	}
 	return v1alpha1.IsolationLive, ""
 }

@@ -45,6 +45,8 @@ func TestAccount(t *testing.T) {
 			want{v1alpha1.IsolationLive, v1alpha1.IsolationLive, v1alpha1.IsolationLive, nil, ""}},
 		{"isolcpus without managed_irq", spec(v1alpha1.CPUPartitionRoot), live, []string{"isolcpus=2-3", "nohz_full=2,3", "rcu_nocbs=0-3"}, applied,
 			want{v1alpha1.IsolationLive, v1alpha1.IsolationLive, v1alpha1.IsolationLive, []v1alpha1.BootIsolationGoal{v1alpha1.BootGoalManagedIRQs}, ""}},
+		{"no granted pod yet", spec(v1alpha1.CPUPartitionIsolated), live, full, applied[:5],
+			want{v1alpha1.IsolationWaiting, v1alpha1.IsolationLive, v1alpha1.IsolationLive, nil, "partitions: no granted pod holds exclusive CPUs"}},
 		{"partitions off", spec(""), live, full, nil,
 			want{v1alpha1.IsolationOff, v1alpha1.IsolationOff, v1alpha1.IsolationOff, nil, ""}},
 		{"6.1 kernel", spec(v1alpha1.CPUPartitionIsolated), partition.Capability{Reason: "no cpuset.cpus.exclusive (6.7)"}, full, applied,

@@ -29,12 +29,16 @@ const (
 
 // IsolationMechanism is the state of one way the agent isolates CPUs on a
 // node.
-// +kubebuilder:validation:Enum=Live;Off;Unsupported;Failed
+// +kubebuilder:validation:Enum=Live;Waiting;Off;Unsupported;Failed
 type IsolationMechanism string
 
 const (
 	// IsolationLive: the mechanism holds on this node now.
 	IsolationLive IsolationMechanism = "Live"
+	// IsolationWaiting: asked for and supported, but there is nothing to
+	// apply it to yet (partitions: no granted pod holds exclusive CPUs
+	// within the isolated CPUs).
+	IsolationWaiting IsolationMechanism = "Waiting"
 	// IsolationOff: the profile does not ask for it.
 	IsolationOff IsolationMechanism = "Off"
 	// IsolationUnsupported: the node lacks the kernel interface (the
