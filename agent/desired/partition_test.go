@@ -116,3 +116,60 @@ func TestPartitionForKubeletsExclusiveCPUs(t *testing.T) {
 		t.Errorf("without kubelet's static policy: knobs %v, results %+v; want one Unsupported result naming the static CPU manager", got, kubelet)
 	}
 }
+
+// The same pod under kubelet's cgroupfs driver (kubepods/pod<uid>/<id>, no
+// slices): the partition is made through kubepods and the pod cgroup just
+// as under systemd (before, a node with the cgroupfs driver reported the
+// partition Unsupported: "no kubepods.slice cgroup").
+func TestPartitionUnderTheCgroupfsDriver(t *testing.T) {
+	const (
+		pod = "kubepods/pod" + partUID
+		app = pod + "/1111111111110000000000000000000000000000000000000000000000000000"
+	)
+	files := map[string]string{
+		"sys/fs/cgroup/cgroup.controllers":       "cpuset cpu\n",
+		"sys/fs/cgroup/cgroup.subtree_control":   "cpuset cpu\n",
+		"sys/fs/cgroup/cpuset.cpus.isolated":     "\n",
+		"sys/fs/cgroup/system.slice/cpuset.cpus": "\n",
+		"sys/fs/cgroup/" + app + "/cpuset.cpus":  "2-3\n",
+		"var/lib/kubelet/cpu_manager_state": `{"policyName":"static","defaultCpuSet":"0-1,4-7","entries":{"` + partUID +
+			`":{"app":"2-3"}},"checksum":1}`,
+	}
+	for _, d := range []string{"kubepods", pod, app} {
+		files["sys/fs/cgroup/"+d+"/cpuset.cpus.exclusive"] = "\n"
+		files["sys/fs/cgroup/"+d+"/cpuset.cpus.partition"] = "member\n"
+		if _, ok := files["sys/fs/cgroup/"+d+"/cpuset.cpus"]; !ok {
+			files["sys/fs/cgroup/"+d+"/cpuset.cpus"] = "\n"
+		}
+	}
+	root := testroot.New(t, files)
+	res, iso := "0-1", "2-3"
+	spec := v1alpha1.TuningSpec{CPUs: &v1alpha1.CPUSpec{Reserved: &res, Isolated: &iso, NamespaceSelector: &v1alpha1.NamespaceSelector{}, Partition: v1alpha1.CPUPartitionRoot}}
+	pods := []podcgroup.Pod{{UID: partUID, Namespace: "ns", Name: "gw", QOSClass: "Guaranteed",
+		Annotations: map[string]string{v1alpha1.CPUQuotaAnnotation: v1alpha1.CPUQuotaDisable}}}
+	ds := desired.Render(root, sysctl.Layout{}, spec, pods, nil)
+	for _, r := range ds.Results {
+		if strings.HasPrefix(r.Setting, "partition/") {
+			t.Errorf("result %s %s: %s, want a knob", r.Setting, r.State, r.Message)
+		}
+	}
+	e := &apply.Engine{Root: root, Log: logr.Discard()}
+	if _, err := e.Apply(apply.Meta{Profile: "p", Undetermined: ds.Undetermined}, ds.Knobs); err != nil {
+		t.Fatal(err)
+	}
+	for d, f := range map[string]string{"kubepods": "cpuset.cpus.exclusive", pod: "cpuset.cpus.exclusive", app: "cpuset.cpus.partition"} {
+		want := "2-3"
+		if f == "cpuset.cpus.partition" {
+			want = "root"
+		}
+		if v := testroot.Read(t, root.Cgroup(d, f)); v != want {
+			t.Errorf("%s/%s = %q, want %q", d, f, v, want)
+		}
+	}
+	if _, err := e.Revert(); err != nil {
+		t.Fatal(err)
+	}
+	if v := testroot.Read(t, root.Cgroup("kubepods", "cpuset.cpus.exclusive")); v != "" {
+		t.Errorf("kubepods exclusive after revert = %q, want empty", v)
+	}
+}

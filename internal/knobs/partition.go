@@ -10,7 +10,7 @@ func partitionMarkdown(b *strings.Builder) {
 	b.WriteString("`spec.cpus.partition` (`None`, the default; `Isolated`; `Root`) makes the exclusive CPUs kubelet's static CPU manager gives a granted pod's container within `cpus.isolated` a cgroup v2 cpuset partition of that container. ")
 	b.WriteString("The agent matches a container to its assignment by its cgroup's `cpuset.cpus` (kubelet sets it to exactly the assigned CPUs) against `cpu_manager_state`; containers on the shared pool get none.\n\n")
 	b.WriteString("| setting ID | file | value |\n|---|---|---|\n")
-	b.WriteString("| `partition/exclusive/kubepods.slice`, `…/kubepods-<qos>.slice`, `…/kubepods-<qos>-pod<uid>.slice`, `…/<container short ID>` | `cpuset.cpus.exclusive` of each cgroup from kubepods down to the container | the union of the partitioned CPUs below it |\n")
+	b.WriteString("| `partition/exclusive/kubepods.slice`, `…/kubepods-<qos>.slice`, `…/kubepods-<qos>-pod<uid>.slice`, `…/<container short ID>` (with kubelet's cgroupfs driver `kubepods`, `…/pod<uid>`, …) | `cpuset.cpus.exclusive` of each cgroup from kubepods down to the container | the union of the partitioned CPUs below it |\n")
 	b.WriteString("| `partition/<pod slice>/<container short ID>` | the container's `cpuset.cpus.partition` | `isolated` or `root` |\n\n")
 	b.WriteString("Writes go top-down (every ancestor's exclusive CPUs before its children's: a child's exclusive CPUs must come from its parent's), then the partition types; everything is journaled first. ")
 	b.WriteString("Revert walks back: the types to `member`, then the exclusive CPUs removed bottom-up, so the CPUs return to every other cgroup. ")
