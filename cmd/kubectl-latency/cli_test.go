@@ -198,7 +198,7 @@ func TestCompletion(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{""}, "completion,explain,help,status,top,version"},
+		{[]string{""}, "boot,completion,explain,help,status,top,version"},
 		{[]string{"status", "--kubeconfig", kubeconfig, ""}, "gateway"},
 		{[]string{"status", "--kubeconfig", kubeconfig, "gateway", ""}, ""},
 		{[]string{"explain", "--kubeconfig", kubeconfig, "w-"}, "w-1,w-2,w-3"},

@@ -99,6 +99,9 @@ func explain(out io.Writer, n *v1alpha1.LatencyNode, vs verdicts) error {
 			fmt.Fprintf(out, "  command line: %s\n", safe(strings.Join(k.CmdlineIsolation, " ")))
 		}
 	}
+	if b := bootSummary(st.Boot); b != "" {
+		fmt.Fprintf(out, "  boot parameters: %s\n", safe(b))
+	}
 
 	if len(st.Throttling) > 0 {
 		section(out, "Throttling")

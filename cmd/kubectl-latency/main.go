@@ -1,7 +1,8 @@
 // Command kubectl-latency is a kubectl plugin ("kubectl latency") that
 // answers per-node latency questions from LatencyProfiles and LatencyNodes:
 // status (profile → nodes → settings, worst first, with each node's
-// before/after run-queue latency), explain NODE and top (nodes by p99),
+// before/after run-queue latency), explain NODE, top (nodes by p99) and
+// boot (the boot-parameter plan per node),
 // each also as -o json|yaml (and kubectl's other object formats) through
 // cli-runtime's printers; version; completion of its commands, flags,
 // profile and node names (cobra's).
@@ -65,6 +66,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 				return explainNode(ctx, c, out, args)
 			}),
 		newTopCommand(streams.Out, connect),
+		newBootCommand(streams.Out, connect),
 		newVersionCommand(streams.Out),
 	)
 	return root

@@ -58,6 +58,7 @@ spec:
   profile: gateway
   profileGeneration: 1
   revision: gateway-7f9c
+  reboot: {revision: gateway-7f9c, phase: Draining, since: "2026-01-01T00:02:00Z"}
   tuning: {scheduler: {autogroup: Disabled}, latencyBudget: {runQueueP99: 100us}}
 status:
   conditions:
@@ -73,6 +74,14 @@ status:
     - {class: Node, samples: 90000, p50: 6us, p99: 80us, p999: 200us, max: 1ms}
   baseline: {action: Baseline, measuredAt: "2026-01-01T00:00:00Z", window: 30s, runQueue: {samples: 80000, p50: 9us, p99: 400us, max: 6ms}}
   current: {action: Apply, revision: gateway-7f9c, measuredAt: "2026-01-01T00:01:00Z", window: 30s, runQueue: {samples: 90000, p50: 6us, p99: 80us, max: 1ms}}
+  boot:
+    state: Staged
+    backend: GRUB
+    bootID: 6f1c
+    arguments:
+    - {argument: "nohz_full=2-3", why: "no scheduler tick on the isolated CPUs"}
+    - {argument: "rcu_nocbs=2-3", why: "RCU callbacks on the reserved CPUs"}
+    - {argument: "irqaffinity=0-1", why: "IRQs default to the reserved CPUs", present: true}
 `, `
 metadata: {name: w-2}
 spec:
@@ -89,6 +98,7 @@ status:
   - {setting: scheduler/migrationCost, desired: "5000000", actual: "500000", state: Failed, message: "write /proc/sys/kernel/sched_migration_cost_ns: permission denied"}
   - {setting: scheduler/autogroup, desired: "0", actual: "0", state: Applied}
   kernel: {version: 6.1.0-31-amd64, schedulerClass: CFS, cgroupMode: v2, cgroupDriver: systemd, onlineCPUs: 0-7}
+  boot: {state: Unsupported, backend: Talos, message: "Talos takes kernel arguments from its machine config, not from a bootloader the agent can stage"}
   runQueueP99: 1.2ms
   throttledRatio: "0.2"
   throttling:
@@ -334,5 +344,42 @@ func TestTopRanksNodesByP99(t *testing.T) {
 	}
 	if _, err := run(t, "top", "--class", "Bogus"); err == nil {
 		t.Error("top --class Bogus succeeded")
+	}
+}
+
+// boot shows, per node of the profile, the plan before anything reboots:
+// the policy, the backend, the state, how many arguments the running
+// kernel lacks, where a managed reboot stands, and under each node every
+// argument with why; a node that reports none (w-3) is left out; -o json
+// lists the same nodes.
+func TestBootShowsThePlanPerNode(t *testing.T) {
+	out, err := run(t, "boot", "gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{
+		`^NODE\s+PROFILE\s+POLICY\s+BACKEND\s+STATE\s+MISSING\s+REBOOT\s+MESSAGE$`,
+		`^w-1\s+gateway\s+-\s+GRUB\s+Staged\s+2/3\s+Draining\s+-$`,
+		`^  nohz_full=2-3\s+missing\s+no scheduler tick on the isolated CPUs`,
+		`^  irqaffinity=0-1\s+present\s+IRQs default to the reserved CPUs`,
+		`^w-2\s+gateway\s+-\s+Talos\s+Unsupported\s+0/0\s+-\s+Talos takes kernel arguments`,
+	} {
+		if lineIndex(out, re) < 0 {
+			t.Errorf("boot: no line matches %s", re)
+		}
+	}
+	if strings.Contains(out, "w-3") {
+		t.Error("boot lists w-3, which reports no boot parameters")
+	}
+	if i, j := lineIndex(out, `^w-1\s`), lineIndex(out, `^w-2\s`); i < 0 || j < i {
+		t.Errorf("boot: w-1 at line %d, w-2 at %d; want by name", i, j)
+	}
+	out, err = run(t, "boot", "-o", "jsonpath={.items[*].metadata.name}")
+	if err != nil || out != "w-1 w-2" {
+		t.Errorf("boot -o jsonpath: %q, %v; want w-1 w-2", out, err)
+	}
+	out, err = run(t, "explain", "w-1")
+	if err != nil || !strings.Contains(out, "boot parameters: Staged (GRUB), 2 of 3 arguments missing: nohz_full=2-3 rcu_nocbs=2-3") {
+		t.Errorf("explain w-1 lacks the boot summary (%v)", err)
 	}
 }
