@@ -29,24 +29,7 @@ const (
 // none; with None there is no partition knob, and a later pass restores
 // what an earlier one made.
 func TestPartitionForKubeletsExclusiveCPUs(t *testing.T) {
-	files := map[string]string{
-		"sys/fs/cgroup/cgroup.controllers":            "cpuset cpu\n",
-		"sys/fs/cgroup/cgroup.subtree_control":        "cpuset cpu\n",
-		"sys/fs/cgroup/cpuset.cpus.isolated":          "\n",
-		"sys/fs/cgroup/system.slice/cpuset.cpus":      "\n",
-		"sys/fs/cgroup/" + partApp + "/cpuset.cpus":   "2-3\n",
-		"sys/fs/cgroup/" + partPause + "/cpuset.cpus": "0-1,4-7\n",
-		"var/lib/kubelet/cpu_manager_state": `{"policyName":"static","defaultCpuSet":"0-1,4-7","entries":{"` + partUID +
-			`":{"app":"2-3"}},"checksum":1}`,
-	}
-	for _, d := range []string{"kubepods.slice", partPod, partApp, partPause} {
-		files["sys/fs/cgroup/"+d+"/cpuset.cpus.exclusive"] = "\n"
-		files["sys/fs/cgroup/"+d+"/cpuset.cpus.partition"] = "member\n"
-		if _, ok := files["sys/fs/cgroup/"+d+"/cpuset.cpus"]; !ok {
-			files["sys/fs/cgroup/"+d+"/cpuset.cpus"] = "\n"
-		}
-	}
-	root := testroot.New(t, files)
+	root := testroot.New(t, partitionTree(map[string]string{partApp: "2-3", partPause: "0-1,4-7"}, "kubepods.slice", partPod))
 	res, iso := "0-1", "2-3"
 	spec := func(p v1alpha1.CPUPartition) v1alpha1.TuningSpec {
 		return v1alpha1.TuningSpec{CPUs: &v1alpha1.CPUSpec{Reserved: &res, Isolated: &iso, NamespaceSelector: &v1alpha1.NamespaceSelector{}, Partition: p}}
@@ -126,23 +109,7 @@ func TestPartitionUnderTheCgroupfsDriver(t *testing.T) {
 		pod = "kubepods/pod" + partUID
 		app = pod + "/1111111111110000000000000000000000000000000000000000000000000000"
 	)
-	files := map[string]string{
-		"sys/fs/cgroup/cgroup.controllers":       "cpuset cpu\n",
-		"sys/fs/cgroup/cgroup.subtree_control":   "cpuset cpu\n",
-		"sys/fs/cgroup/cpuset.cpus.isolated":     "\n",
-		"sys/fs/cgroup/system.slice/cpuset.cpus": "\n",
-		"sys/fs/cgroup/" + app + "/cpuset.cpus":  "2-3\n",
-		"var/lib/kubelet/cpu_manager_state": `{"policyName":"static","defaultCpuSet":"0-1,4-7","entries":{"` + partUID +
-			`":{"app":"2-3"}},"checksum":1}`,
-	}
-	for _, d := range []string{"kubepods", pod, app} {
-		files["sys/fs/cgroup/"+d+"/cpuset.cpus.exclusive"] = "\n"
-		files["sys/fs/cgroup/"+d+"/cpuset.cpus.partition"] = "member\n"
-		if _, ok := files["sys/fs/cgroup/"+d+"/cpuset.cpus"]; !ok {
-			files["sys/fs/cgroup/"+d+"/cpuset.cpus"] = "\n"
-		}
-	}
-	root := testroot.New(t, files)
+	root := testroot.New(t, partitionTree(map[string]string{app: "2-3"}, "kubepods", pod))
 	res, iso := "0-1", "2-3"
 	spec := v1alpha1.TuningSpec{CPUs: &v1alpha1.CPUSpec{Reserved: &res, Isolated: &iso, NamespaceSelector: &v1alpha1.NamespaceSelector{}, Partition: v1alpha1.CPUPartitionRoot}}
 	pods := []podcgroup.Pod{{UID: partUID, Namespace: "ns", Name: "gw", QOSClass: "Guaranteed",
@@ -172,4 +139,32 @@ func TestPartitionUnderTheCgroupfsDriver(t *testing.T) {
 	if v := testroot.Read(t, root.Cgroup("kubepods", "cpuset.cpus.exclusive")); v != "" {
 		t.Errorf("kubepods exclusive after revert = %q, want empty", v)
 	}
+}
+
+// partitionTree is a cgroup v2 host with cpuset partitions (6.8+): the
+// containers with the cpuset.cpus kubelet wrote (cpus: container cgroup →
+// CPUs) and their ancestors (dirs), every one with empty exclusive CPUs
+// and a member partition, and kubelet's static CPU manager state giving
+// the pod partUID's app container CPUs 2-3.
+func partitionTree(cpus map[string]string, dirs ...string) map[string]string {
+	files := map[string]string{
+		"sys/fs/cgroup/cgroup.controllers":       "cpuset cpu\n",
+		"sys/fs/cgroup/cgroup.subtree_control":   "cpuset cpu\n",
+		"sys/fs/cgroup/cpuset.cpus.isolated":     "\n",
+		"sys/fs/cgroup/system.slice/cpuset.cpus": "\n",
+		"var/lib/kubelet/cpu_manager_state": `{"policyName":"static","defaultCpuSet":"0-1,4-7","entries":{"` + partUID +
+			`":{"app":"2-3"}},"checksum":1}`,
+	}
+	for d, c := range cpus {
+		files["sys/fs/cgroup/"+d+"/cpuset.cpus"] = c + "\n"
+		dirs = append(dirs, d)
+	}
+	for _, d := range dirs {
+		files["sys/fs/cgroup/"+d+"/cpuset.cpus.exclusive"] = "\n"
+		files["sys/fs/cgroup/"+d+"/cpuset.cpus.partition"] = "member\n"
+		if _, ok := files["sys/fs/cgroup/"+d+"/cpuset.cpus"]; !ok {
+			files["sys/fs/cgroup/"+d+"/cpuset.cpus"] = "\n"
+		}
+	}
+	return files
 }

@@ -12,7 +12,6 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"latencytier.io/latencytier/agent/apply"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/partition"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -87,20 +86,7 @@ func TestPartitionFreedForTheNextPod(t *testing.T) {
 				deletePod(t, root, relA, taskA)
 			}
 			relB, _ := podTree(t, "bbbbbbbb_0000_4b1e_8f00_0123456789ab", strings.Repeat("b", 64), cpus)
-			node := partition.Probe(root, partition.DefaultKubepods)
-			knobs, results := partition.Knobs(root, node, []partition.Request{{Cgroup: relB, CPUs: cpus.String(), Type: string(partition.Isolated)}}, partition.Options{Within: cpus})
-			if len(results) != 0 {
-				t.Fatalf("Knobs for the next pod: %+v", results)
-			}
-			rep, err := e.Apply(apply.Meta{Profile: "vm"}, knobs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range partition.Explain(rep.Results) {
-				if r.State != v1alpha1.SettingApplied {
-					t.Errorf("next pod %s: %s %q (%s)", r.Setting, r.State, r.Actual, r.Message)
-				}
-			}
+			rep := applyPartitionWith(t, e, partition.Probe(root, partition.DefaultKubepods), relB, cpus, partition.Isolated)
 			for _, r := range rep.Restored {
 				if r.State == v1alpha1.SettingFailed {
 					t.Errorf("old pod %s left Failed: %s", r.Setting, r.Message)

@@ -275,12 +275,21 @@ func applyPartition(t *testing.T, root *host.Root, rel string, cpus cpuset.CPUSe
 	if !node.Supported || !node.IsolatedList {
 		t.Fatalf("Probe on %s: %+v, want supported with cpuset.cpus.isolated (6.8+)", read(t, root, root.Proc("sys", "kernel", "osrelease")), node)
 	}
-	knobs, results := partition.Knobs(root, node, []partition.Request{{Cgroup: rel, CPUs: cpus.String(), Type: string(typ)}}, partition.Options{Within: cpus})
+	e := engine(root)
+	t.Cleanup(func() { _, _ = e.Revert() })
+	applyPartitionWith(t, e, node, rel, cpus, typ)
+	return e
+}
+
+// applyPartitionWith is one pass of e that wants only rel's partition: it
+// fails the test unless every partition setting is applied, and returns
+// the report (Restored: what the pass restored of earlier requests).
+func applyPartitionWith(t *testing.T, e *apply.Engine, node partition.Capability, rel string, cpus cpuset.CPUSet, typ partition.Type) apply.Report {
+	t.Helper()
+	knobs, results := partition.Knobs(e.Root, node, []partition.Request{{Cgroup: rel, CPUs: cpus.String(), Type: string(typ)}}, partition.Options{Within: cpus})
 	if len(results) != 0 {
 		t.Fatalf("Knobs: %+v", results)
 	}
-	e := engine(root)
-	t.Cleanup(func() { _, _ = e.Revert() })
 	rep, err := e.Apply(apply.Meta{Profile: "vm"}, knobs)
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +299,7 @@ func applyPartition(t *testing.T, root *host.Root, rel string, cpus cpuset.CPUSe
 			t.Fatalf("%s: %s %q (%s)", r.Setting, r.State, r.Actual, r.Message)
 		}
 	}
-	return e
+	return rep
 }
 
 // An isolated partition on CPUs 2-3 of a kubelet-shaped container cgroup,
