@@ -164,7 +164,7 @@ func setup(mgr ctrl.Manager, o options) error {
 		Watches(&v1alpha1.LatencyNode{}, &handler.EnqueueRequestForObject{}).
 		Watches(&v1alpha1.LatencyProfile{}, handler.EnqueueRequestsFromMapFunc(nodesOfProfile(mgr.GetCache())),
 			builder.WithPredicates(profileIntentChanged())).
-		Complete(countErrors("node", nodes))
+		Complete(retryStale(nodes))
 	if err != nil {
 		return fmt.Errorf("setting up node controller: %w", err)
 	}
@@ -176,22 +176,22 @@ func setup(mgr ctrl.Manager, o options) error {
 		Watches(&v1alpha1.LatencyNode{}, latencyNodeToProfiles(gate), builder.WithPredicates(notResync())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(profilesOfNode(mgr.GetCache())),
 			builder.WithPredicates(nodeChanged(), notResync())).
-		Complete(countErrors("latencyprofile", profiles))
+		Complete(retryStale(profiles))
 	if err != nil {
 		return fmt.Errorf("setting up profile controller: %w", err)
 	}
 	return nil
 }
 
-// countErrors counts a reconciler's errors in latencytier_reconcile_errors_total.
-func countErrors(name string, r reconcile.Reconciler) reconcile.Reconciler {
+// retryStale turns a write that lost to a newer object into a requeue, not
+// an error. Errors are counted by controller-runtime itself
+// (controller_runtime_reconcile_errors_total{controller}), so a stale write
+// is not counted either.
+func retryStale(r reconcile.Reconciler) reconcile.Reconciler {
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		res, err := r.Reconcile(ctx, req)
 		if errors.As(err, new(staleError)) {
 			return reconcile.Result{RequeueAfter: staleRetry}, nil
-		}
-		if err != nil {
-			reconcileErrors.WithLabelValues(name).Inc()
 		}
 		return res, err
 	})

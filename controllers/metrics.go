@@ -37,11 +37,6 @@ var (
 	nodeLastReport = gaugeVec("latencytier_node_last_report_timestamp_seconds",
 		"When the agent of a node the LatencyProfile owns last wrote its status (status.reportedAt; from agents without it, the end of the latest measurement window, status.latency.measuredAt, when the profile measures); absent before its first report.",
 		"node", "profile")
-
-	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "latencytier_reconcile_errors_total",
-		Help: "Reconciles that returned an error, by controller.",
-	}, []string{"controller"})
 )
 
 func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
@@ -50,7 +45,7 @@ func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 
 func init() {
 	metrics.Registry.MustRegister(profileNodes, profileWorstP99, profileRolloutNodes, profileRolloutFailed,
-		profileReportInterval, nodeSelected, nodeLastReport, reconcileErrors)
+		profileReportInterval, nodeSelected, nodeLastReport)
 }
 
 var allNodeStates = []v1alpha1.ProfileNodeState{

@@ -311,7 +311,7 @@ func ignoreStale(ctx context.Context, err error) error {
 }
 
 // staleError is a write that lost to a newer object. The reconcile is
-// retried (countErrors turns it into a requeue, not an error): the newer
+// retried (retryStale turns it into a requeue, not an error): the newer
 // object's own event may never come to this controller (status-only updates
 // of a LatencyNode are filtered out), and at 1000 nodes 189 spec patches
 // were dropped that way and never retried. Spec writes now lose only to

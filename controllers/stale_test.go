@@ -30,7 +30,7 @@ func TestLostWriteIsRetried(t *testing.T) {
 		{"other error", errors.New("boom"), false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := countErrors("test", reconcile.Func(func(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+			r := retryStale(reconcile.Func(func(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 				return reconcile.Result{}, ignoreStale(ctx, fmt.Errorf("patching LatencyNode spec: %w", tc.err))
 			}))
 			res, err := r.Reconcile(context.Background(), reconcile.Request{})

@@ -151,6 +151,21 @@ settle() {
   done
   echo "    still writing after 90s" >&2
 }
+# transcript NAME SHOWN COMMAND...: runs COMMAND, prints its output and
+# writes it, under the command line SHOWN, to docs/transcripts/NAME.txt: the
+# outputs the README shows come from this run, and internal/transcripts
+# fails when the README's copy differs (modulo figures, ages and names).
+transcript() {
+  local name=$1 shown=$2 out; shift 2
+  out=$("$@" 2>&1) || true
+  mkdir -p "$ROOT/docs/transcripts"
+  printf '# hack/e2e.sh %s node=%s kernel=%s\n$ %s\n%s\n' "$(date -u +%FT%TZ)" "$NODE" "$(uname -r)" "$shown" "$out" \
+    >"$ROOT/docs/transcripts/$name.txt"
+  sed 's/^/    /' <<<"$out"
+}
+# kubectl_latency runs the kubectl plugin built at the start (bin/kubectl-latency).
+kubectl_latency() { "$ROOT/bin/kubectl-latency" --kubeconfig "$("$LC" kubeconfig)" "$@"; }
+apply_bad_cpus() { bad_profile bad '  cpus: {reserved: "0-1", isolated: "1"}' | k apply -f -; }
 # at_most N MAX: N is a count no larger than MAX.
 at_most() { [[ "$1" =~ ^[0-9]+$ ]] && (($1 <= $2)); }
 resource_versions() {
@@ -173,6 +188,7 @@ movable_irqs_on() {
 # through it.
 "$ROOT/hack/install-deps.sh"
 "$ROOT/hack/k8s-binaries.sh" all >/dev/null
+make -s -C "$ROOT" kubectl-latency >/dev/null
 # Hold the kernel-test lock for the whole run: the snapshots below must not
 # see a Go test's temporary kernel values.
 lock_kernel
@@ -200,6 +216,7 @@ check "overlapping cpus"             rejected "must not overlap" '  cpus: {reser
 check "irq Reserved without cpus"    rejected "needs cpus.reserved" '  irq: {affinity: Reserved}'
 check "quota removal for any namespace" rejected "cpuQuota.namespaceSelector is required" '  cpuQuota: {policy: Remove}'
 check "measurement.interval: 1s"     rejected "spec.measurement.interval" '  measurement: {interval: 1s}'
+transcript apply-bad "kubectl apply -f bad.yaml" apply_bad_cpus
 
 # explain_has FIELD TEXT: kubectl explain documents FIELD with TEXT (the
 # output is captured first: grep -q closing the pipe early would fail the
@@ -254,6 +271,12 @@ sleep 10
 read -r ln_writes lp_writes <<<"$(writes_over 60)"
 check "measurement on: at most 7 LatencyNode writes in 60s (saw $ln_writes)" at_most "$ln_writes" 7
 echo "  (LatencyProfile writes in the same 60s: $lp_writes)"
+# The README's worked example: what a person reads once the node is tuned.
+transcript get-lp "kubectl get lp" k get latencyprofiles
+transcript get-ln "kubectl get ln" k get latencynodes
+transcript get-lp-wide "kubectl get lp -o wide" k get latencyprofiles -o wide
+transcript get-ln-wide "kubectl get ln -o wide" k get latencynodes -o wide
+transcript latency-status "kubectl latency status $PROFILE" kubectl_latency status "$PROFILE"
 
 say "Drift: autogroup written back to 1"
 echo 1 >/proc/sys/kernel/sched_autogroup_enabled
@@ -378,6 +401,9 @@ check "verdict passed (Improved or Unchanged)" verdict_passed
 RATIO=$(pod_p99_ratio)
 check "the measured pod's own p99 fell (after/before = $RATIO < 0.9)" ratio_below "$RATIO" 0.9
 check "server quota removed" server_quota_is "pod=-1 container=-1"
+transcript rollout-passed-ln "kubectl get ln -o wide" k get latencynodes -o wide
+transcript rollout-passed-lp "kubectl get lp e2e-rollout -o wide" k get latencyprofile e2e-rollout -o wide
+transcript rollout-passed-status "kubectl latency status e2e-rollout" kubectl_latency status e2e-rollout
 record_rollout rollout_improve
 
 say "Rollout (b): a spec change that brings the quota back (policy Keep): Regressed, rolled back to revision 1"
@@ -395,6 +421,9 @@ check "judged on the measured pod's own p99, which rose under revision 2 (${RATI
 check "profile Ready False, reason RolledBack" ready_reason_is e2e-rollout RolledBack
 check "server quota removed again (revision 1's tuning)" wait_until 30 "quota removal" server_quota_is "pod=-1 container=-1"
 check "RolloutRolledBack event on the profile" rolled_back_event
+transcript rollout-rolledback-ln "kubectl get ln -o wide" k get latencynodes -o wide
+transcript rollout-rolledback-lp "kubectl get lp e2e-rollout -o wide" k get latencyprofile e2e-rollout -o wide
+transcript rollout-rolledback-status "kubectl latency status e2e-rollout" kubectl_latency status e2e-rollout
 record_rollout rollout_regress
 
 say "Who made the measured pod wait: a busy pod on the node is the rollout server's top offender"
@@ -429,6 +458,8 @@ noisy_finding() { k get latencynode "$NODE" -o jsonpath='{.status.findings[?(@.t
 must "e2e-hog running beside rollout-server" start_hog
 check "status.latency.pods: rollout-server's top offender is Pod default/e2e-hog" wait_until 90 "attribution" hog_is_top
 check "a NoisyNeighbor finding names default/e2e-hog" wait_until 30 "NoisyNeighbor finding" noisy_finding
+transcript latency-explain "kubectl latency explain $NODE" kubectl_latency explain "$NODE"
+transcript latency-top "kubectl latency top" kubectl_latency top
 echo "  (rollout-server: $(k get latencynode "$NODE" -o jsonpath='{range .status.latency.pods[?(@.name=="rollout-server")]}{.waitPerSecond}/s:{range .offenders[*]} {.sharePercent}% {.class} {.name};{end}{end}'))"
 # Every series the dashboard reads exists by now (rollout verdicts,
 # attributed waits, drift re-asserts): hack/e2e-prometheus.sh.
@@ -515,3 +546,9 @@ if [[ "$BEFORE_UNINSTALL" == "$AFTER_UNINSTALL" ]]; then pass "kernel after unin
 fi
 check "node has neither the profile nor the agent label" node_unlabelled
 check "nothing of ours runs (namespace latencytier-system gone)" wait_until "$TIMEOUT" "namespace removal" namespace_gone
+
+say "The README shows this run's outputs"
+# docs/transcripts/ now holds this run's outputs; the README's copies must
+# match them but for figures, ages and names (internal/transcripts).
+check "README transcripts match docs/transcripts (go test ./internal/transcripts)" \
+  bash -c "cd '$ROOT' && go test -count=1 ./internal/transcripts"

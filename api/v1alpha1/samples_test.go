@@ -34,10 +34,17 @@ func TestSamplesApply(t *testing.T) {
 	}
 }
 
-// TestReadmeProfileApplies: the README's worked LatencyProfile (its first
-// yaml block of that kind) passes the CRD's rules too.
+// TestReadmeProfileApplies: the worked LatencyProfile of the README and the
+// annotated one of docs/profile.md (the first yaml block of that kind in
+// each) pass the CRD's rules too.
 func TestReadmeProfileApplies(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	for _, doc := range []string{"README.md", filepath.Join("docs", "profile.md")} {
+		t.Run(doc, func(t *testing.T) { docProfileApplies(t, doc) })
+	}
+}
+
+func docProfileApplies(t *testing.T, doc string) {
+	b, err := os.ReadFile(filepath.Join("..", "..", doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +55,7 @@ func TestReadmeProfileApplies(t *testing.T) {
 			return
 		}
 	}
-	t.Fatal("README.md has no yaml block with a LatencyProfile")
+	t.Fatalf("%s has no yaml block with a LatencyProfile", doc)
 }
 
 func dryRunCreate(t *testing.T, b []byte) {
