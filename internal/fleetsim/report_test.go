@@ -12,6 +12,9 @@ apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-pr
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-writes",priority_level="exempt"} 4
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-node-status",priority_level="exempt"} 2
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-other",priority_level="exempt"} 5
+apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-nodes",priority_level="exempt"} 6
+apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-latencynodes",priority_level="exempt"} 8
+apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-events",priority_level="exempt"} 1
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-agents-status",priority_level="exempt"} 100
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-agents-other",priority_level="exempt"} 7
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="exempt",priority_level="exempt"} 999
@@ -23,7 +26,8 @@ apiserver_longrunning_requests{component="apiserver",group="",resource="pods",sc
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := counters{ManagerRequests: 14, AgentRequests: 107, ProfileStatusWrites: 3, ManagerWrites: 9, VerdictWrites: 2, AgentStatusWrites: 100, LatencyNodeWatches: 41}
+	want := counters{ManagerRequests: 29, AgentRequests: 107, ProfileStatusWrites: 3, ManagerWrites: 24, VerdictWrites: 2,
+		NodeWrites: 6, LatencyNodeWrites: 8, EventWrites: 1, AgentStatusWrites: 100, LatencyNodeWatches: 41}
 	if c != want {
 		t.Errorf("got %+v, want %+v", c, want)
 	}

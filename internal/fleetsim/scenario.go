@@ -366,9 +366,9 @@ func (f *fleet) logWrites(phase string, c0 counters, cpu0 cpuShares, start time.
 	el := time.Since(start)
 	core := func(a, b time.Duration) float64 { return (b - a).Seconds() / el.Seconds() }
 	d := c1.minus(c0)
-	f.logf("%s, %s: manager %.0f requests, %.0f writes (%.0f verdicts, %.0f profile status); agents %.0f requests, %.0f status writes; cores: API server %.2f, etcd %.2f, simulator %.2f, manager %.2f",
+	f.logf("%s, %s: manager %.0f requests, %.0f writes (%.0f verdicts, %.0f profile status, %.0f Node, %.0f LatencyNode, %.0f Event); agents %.0f requests, %.0f status writes; cores: API server %.2f, etcd %.2f, simulator %.2f, manager %.2f",
 		phase, el.Round(time.Second), d.ManagerRequests, d.ManagerWrites, d.VerdictWrites,
-		d.ProfileStatusWrites, d.AgentRequests, d.AgentStatusWrites,
+		d.ProfileStatusWrites, d.NodeWrites, d.LatencyNodeWrites, d.EventWrites, d.AgentRequests, d.AgentStatusWrites,
 		core(cpu0.apiserver, cpu1.apiserver), core(cpu0.etcd, cpu1.etcd), core(cpu0.sim, cpu1.sim), core(cpu0.manager, cpu1.manager))
 }
 
