@@ -39,7 +39,7 @@ var (
 	// gets counts the manager's Gets of each Node and LatencyProfile by
 	// name: the node and profile controllers get their object once per
 	// reconcile (and the node controller a profile only when releasing).
-	gets       sync.Map // getKey → *atomic.Int64
+	gets sync.Map // getKey → *atomic.Int64
 	// kindWrites counts the manager's writes per Go type of the object
 	// written (status writes included).
 	kindWrites sync.Map // string → *atomic.Int64
