@@ -370,6 +370,15 @@ func (f *fleet) logWrites(phase string, c0 counters, cpu0 cpuShares, start time.
 		phase, el.Round(time.Second), d.ManagerRequests, d.ManagerWrites, d.VerdictWrites,
 		d.ProfileStatusWrites, d.NodeWrites, d.LatencyNodeWrites, d.EventWrites, d.AgentRequests, d.AgentStatusWrites,
 		core(cpu0.apiserver, cpu1.apiserver), core(cpu0.etcd, cpu1.etcd), core(cpu0.sim, cpu1.sim), core(cpu0.manager, cpu1.manager))
+	// CPU per node is what a larger fleet needs of the machine: on a
+	// shared or loaded machine the phase's time is not, its CPU roughly is.
+	n := float64(f.o.Nodes - f.vanished)
+	perNode := func(a, b time.Duration) float64 { return float64((b-a).Milliseconds()) / n }
+	total := (cpu1.apiserver - cpu0.apiserver) + (cpu1.etcd - cpu0.etcd) + (cpu1.sim - cpu0.sim) + (cpu1.manager - cpu0.manager)
+	f.logf("%s: CPU per node %.1f ms (API server %.1f, etcd %.1f, simulator %.1f, manager %.1f); %.1f writes per node (manager %.2f, agents %.2f)",
+		phase, float64(total.Milliseconds())/n, perNode(cpu0.apiserver, cpu1.apiserver), perNode(cpu0.etcd, cpu1.etcd),
+		perNode(cpu0.sim, cpu1.sim), perNode(cpu0.manager, cpu1.manager),
+		(d.ManagerWrites+d.AgentStatusWrites)/n, d.ManagerWrites/n, d.AgentStatusWrites/n)
 }
 
 // silence stops the agent of the fleet's last normal node, as a node whose
