@@ -111,3 +111,16 @@ func TestReportOldAndNewSideBySide(t *testing.T) {
 		t.Errorf("plot has %d rects, want bars for every run", strings.Count(svg, "<rect"))
 	}
 }
+
+// The cost table gives each run's CPU per node, all processes and each,
+// and the writes per node, of the create and of the change.
+func TestReportCostPerNode(t *testing.T) {
+	runs := goodRuns()
+	runs[2].CreateCost = PhaseCost{APIServer: 20.6, Etcd: 2, Simulator: 6.8, Manager: 6.8, ManagerWrites: 2.03, AgentWrites: 1}
+	runs[2].ChangeCost = PhaseCost{APIServer: 36.1, Etcd: 1.7, Simulator: 12, Manager: 3.9, ManagerWrites: 1.01, AgentWrites: 1.24}
+	table, _ := Report(runs, "")
+	want := "| 3000 | new (heartbeat 5m0s) | 36.2 (20.6 / 2.0 / 6.8 / 6.8) | 2.03 / 1.00 | 53.7 (36.1 / 1.7 / 12.0 / 3.9) | 1.01 / 1.24 |"
+	if !strings.Contains(table, want) {
+		t.Errorf("cost table lacks %q:\n%s", want, table)
+	}
+}
