@@ -179,7 +179,7 @@ root (no kernel writes), watching only its own LatencyNode and measuring with th
 (schedstat source) every %s. The API server, the manager and every agent share the machine.
 The old reporting is a heartbeat equal to the measurement interval: every agent writes its
 status once per window, as before issue 30. The new one writes when something a reader acts
-on changed and otherwise once per heartbeat, which each node stretches by 2-10% (a share
+on changed and otherwise once per heartbeat, which each node stretches by 2-10%% (a share
 fixed by its name), so a fleet that applied together does not write every heartbeat at once.
 
 Columns: time from creating the profile until every node reported Applied at its generation;
