@@ -74,9 +74,14 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	node := &corev1.Node{}
 	if err := r.Get(ctx, req.NamespacedName, node); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.written.forgetLabels(req.Name)
 			return ctrl.Result{}, r.nodeGone(ctx, ln)
 		}
 		return ctrl.Result{}, fmt.Errorf("getting node: %w", err)
+	}
+	if r.written.labelsBehind(node, r.now()) {
+		ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the cache to show the node labels just written")
+		return ctrl.Result{RequeueAfter: ownWriteRecheck}, nil
 	}
 	var list v1alpha1.LatencyProfileList
 	if err := r.List(ctx, &list); err != nil {
@@ -251,6 +256,7 @@ func (r *nodeReconciler) setLabels(ctx context.Context, node *corev1.Node, profi
 	if err := r.Patch(ctx, node, client.RawPatch(types.MergePatchType, data)); err != nil {
 		return fmt.Errorf("patching node labels: %w", err)
 	}
+	r.written.wroteLabels(node.Name, patchedLabels(patch), r.now())
 	ctrl.LoggerFrom(ctx).Info("Patched node labels", "profile", profile, "agent", agent)
 	r.agentSwitched(ctx, node, was, agent)
 	return nil

@@ -41,12 +41,24 @@ func TestFleetCostFollowsChanges(t *testing.T) {
 		of[nodes[i]] = profiles[i%fleetProfiles]
 		createNode(t, nodes[i], map[string]string{"tier": of[nodes[i]]})
 	}
+	settle(t)
+	nodeWrites0, lnWrites0 := writesOf(&corev1.Node{}), writesOf(&v1alpha1.LatencyNode{})
 	for _, p := range profiles {
 		createProfile(t, p, 0, map[string]string{"tier": p})
 	}
 	cleanup(t, nodes, profiles)
 	eventually(t, "every fleet node applying its profile", func() error { return fleetApplying(ctx, of) })
 	settle(t)
+	// A create costs each node one label patch and one LatencyNode: the
+	// manager's writes that grow with the fleet (issue 30: ~2047 for 1000
+	// nodes). A second label patch from a Node cache behind the first
+	// showed up as 303 Node writes for 300 nodes in fleetsim.
+	if got := writesOf(&corev1.Node{}) - nodeWrites0; got != fleetNodes {
+		t.Errorf("creating %d profiles over %d nodes made %d Node writes, want one per node", fleetProfiles, fleetNodes, got)
+	}
+	if got := writesOf(&v1alpha1.LatencyNode{}) - lnWrites0; got != fleetNodes {
+		t.Errorf("creating %d profiles over %d nodes made %d LatencyNode writes, want one per node", fleetProfiles, fleetNodes, got)
+	}
 
 	t.Run("NodeEventReconcilesOnlyItsProfile", func(t *testing.T) {
 		testNodeEventReachesOnlyItsProfile(t, ctx, nodes, profiles)

@@ -39,7 +39,10 @@ var (
 	// gets counts the manager's Gets of each Node and LatencyProfile by
 	// name: the node and profile controllers get their object once per
 	// reconcile (and the node controller a profile only when releasing).
-	gets       sync.Map // getKey → *atomic.Int64
+	gets sync.Map // getKey → *atomic.Int64
+	// kindWrites counts the manager's writes per Go type of the object
+	// written (status writes included).
+	kindWrites sync.Map // string → *atomic.Int64
 	suiteReady bool
 )
 
@@ -196,22 +199,22 @@ func (c *countingClient) List(ctx context.Context, list client.ObjectList, opts 
 }
 
 func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	writes.Add(1)
+	countWrite(obj)
 	return c.Client.Create(ctx, obj, opts...)
 }
 
 func (c *countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	writes.Add(1)
+	countWrite(obj)
 	return c.Client.Update(ctx, obj, opts...)
 }
 
 func (c *countingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	writes.Add(1)
+	countWrite(obj)
 	return c.Client.Patch(ctx, obj, patch, opts...)
 }
 
 func (c *countingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	writes.Add(1)
+	countWrite(obj)
 	return c.Client.Delete(ctx, obj, opts...)
 }
 
@@ -222,13 +225,29 @@ func (c *countingClient) Status() client.SubResourceWriter {
 type countingStatus struct{ client.SubResourceWriter }
 
 func (s countingStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	writes.Add(1)
+	countWrite(obj)
 	return s.SubResourceWriter.Update(ctx, obj, opts...)
 }
 
 func (s countingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	writes.Add(1)
+	countWrite(obj)
 	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+// countWrite counts one write of obj by the manager.
+func countWrite(obj client.Object) {
+	writes.Add(1)
+	n, _ := kindWrites.LoadOrStore(fmt.Sprintf("%T", obj), new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
+}
+
+// writesOf is how many writes of objects of obj's type the manager made.
+func writesOf(obj client.Object) int64 {
+	n, ok := kindWrites.Load(fmt.Sprintf("%T", obj))
+	if !ok {
+		return 0
+	}
+	return n.(*atomic.Int64).Load()
 }
 
 // getKey names an object the manager gets: its Go type and name.

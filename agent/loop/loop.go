@@ -329,7 +329,7 @@ func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile
 	now, heartbeat := r.now(), r.heartbeat()
 	st.HeartbeatInterval = &metav1.Duration{Duration: heartbeat}
 	st.ReportedAt = ln.Status.ReportedAt
-	due, why := reportDue(ln.Status, st, ln.Spec, now, heartbeat)
+	due, why := reportDue(ln.Status, st, ln.Spec, now, nodeHeartbeat(heartbeat, r.NodeName))
 	if !due {
 		again.RequeueAfter = min(again.RequeueAfter, r.untilHeartbeat(ln.Status, now))
 		return again, nil
@@ -348,7 +348,7 @@ func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile
 		r.patchFailure = ""
 	}
 	log.V(1).Info("Patched LatencyNode status", "why", why, "settings", len(st.Settings))
-	again.RequeueAfter = min(again.RequeueAfter, heartbeat)
+	again.RequeueAfter = min(again.RequeueAfter, nodeHeartbeat(heartbeat, r.NodeName))
 	return again, nil
 }
 
@@ -374,7 +374,7 @@ func (r *Reconciler) untilHeartbeat(written v1alpha1.LatencyNodeStatus, now time
 	if written.ReportedAt == nil {
 		return r.Resync
 	}
-	if d := written.ReportedAt.Add(r.heartbeat()).Sub(now); d > 0 {
+	if d := written.ReportedAt.Add(nodeHeartbeat(r.heartbeat(), r.NodeName)).Sub(now); d > 0 {
 		return max(d, time.Second)
 	}
 	return r.Resync

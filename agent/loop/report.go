@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"hash/fnv"
 	"math"
 	"strconv"
 	"strings"
@@ -17,6 +18,32 @@ import (
 // reader acts on changed (--status-heartbeat), kubelet's
 // nodeStatusReportFrequency for the node's LatencyNode.
 const DefaultHeartbeat = 5 * time.Minute
+
+// A node's own heartbeat is the heartbeat stretched by a share between
+// these two fractions of it (nodeHeartbeat).
+const (
+	heartbeatStretchMin = 0.02
+	heartbeatStretchMax = 0.10
+)
+
+// nodeHeartbeat is how long the agent of node leaves its status unwritten
+// when nothing a reader acts on changed: heartbeat stretched by 2 to 10%,
+// by a share fixed by a hash of the node's name. So a node writes fewer
+// than 3600/heartbeat heartbeats an hour (under 12 at 5m; exactly 5m came
+// up to a second early, reportedAt being stamped to the second, so 12.0x
+// an hour, with no room left for the write of a change), and a fleet that
+// applied together, whose heartbeats would otherwise fall in the same few
+// seconds every heartbeat (3000 writes at once at 3000 nodes), drifts
+// apart by up to 8% of the heartbeat each cycle. status.heartbeatInterval
+// still says heartbeat: a reader calls a node stale after two of them,
+// longer than any node's stretched one.
+func nodeHeartbeat(heartbeat time.Duration, node string) time.Duration {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(node))
+	share := float64(h.Sum32()) / math.MaxUint32
+	stretch := heartbeatStretchMin + share*(heartbeatStretchMax-heartbeatStretchMin)
+	return heartbeat + time.Duration(stretch*float64(heartbeat))
+}
 
 // reportDue says whether a pass writes next over written, the status as the
 // API server holds it, and why (for the log): when something a reader acts

@@ -66,8 +66,11 @@ func TestStatusWrittenOnHeartbeatWhenNothingChanged(t *testing.T) {
 	if at == nil || !at.Time.Equal(fc.Now()) || written.Status.HeartbeatInterval == nil || written.Status.HeartbeatInterval.Duration != 5*time.Minute {
 		t.Fatalf("reportedAt %v (want %s), heartbeatInterval %v", at, fc.Now(), written.Status.HeartbeatInterval)
 	}
-	// Nine more windows (4.5 minutes) and extra passes between them.
-	for i := range 9 {
+	// The windows that end before the node's heartbeat (5m stretched by
+	// its share, nodeHeartbeat: ten windows, or nine when none), and extra
+	// passes between them.
+	quiet := int((nodeHeartbeat(5*time.Minute, "node-h") - 1) / defaultMeasureInterval)
+	for i := range quiet {
 		if n := oneWindow(t, r, sc, m, fc, wl); n != 0 {
 			t.Fatalf("window %d after the written one: %d status writes with nothing changed", i+1, n)
 		}

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -226,5 +227,70 @@ func TestBucket125(t *testing.T) {
 	}
 	if bucket125(0) != math.MinInt || bucket125(-1) != math.MinInt || bucket125(math.NaN()) != math.MinInt || ratioBucket("") != ratioBucket("0") {
 		t.Error("zero, negative, NaN and no ratio are not one bucket")
+	}
+}
+
+// heartbeatWrites counts the status writes of node's agent over horizon
+// when nothing a reader acts on changes: passes come at the end of every
+// 30 s measurement window (the first ends 0.7 s into a second) and when
+// the heartbeat falls due (untilHeartbeat), as the Reconciler runs them.
+func heartbeatWrites(node string, heartbeat, horizon time.Duration) int {
+	t0 := time.Date(2030, 1, 2, 3, 0, 0, 7e8, time.UTC)
+	st := reported(written(), t0, heartbeat)
+	spec := v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Revision: "r1"}
+	window := t0.Add(30 * time.Second)
+	writes := 0
+	for now := t0; now.Before(t0.Add(horizon)); {
+		due := st.ReportedAt.Add(nodeHeartbeat(heartbeat, node))
+		now = window
+		if due.After(st.ReportedAt.Time) && due.Before(window) {
+			now = due
+		} else {
+			window = window.Add(30 * time.Second)
+		}
+		if ok, _ := reportDue(st, st, spec, now, nodeHeartbeat(heartbeat, node)); ok {
+			st = reported(st, now, heartbeat)
+			writes++
+		}
+	}
+	return writes
+}
+
+// A node with nothing to report writes fewer than 12 heartbeats an hour
+// at a 5-minute heartbeat, so the write of a change fits under issue 30's
+// "at most 12 per node per hour". (Before: a heartbeat exactly 5m long,
+// counted from a reportedAt stamped to the second, came every 5m or a
+// hair under: 72 writes in 6 hours, 12.0x an hour in make bench-scale.)
+func TestHeartbeatWritesFewerThanTwelveAnHour(t *testing.T) {
+	for i := range 40 {
+		node := fmt.Sprintf("sim-%05d", i)
+		if n := heartbeatWrites(node, 5*time.Minute, 6*time.Hour); n > 71 {
+			t.Errorf("%s: %d heartbeat writes in 6h at a 5m heartbeat, want at most 71 (under 12/h)", node, n)
+		}
+	}
+}
+
+// A fleet's nodes stretch their heartbeats by different shares, spread
+// over the whole 2-10% range, so heartbeats of nodes that applied together
+// drift apart; every stretched heartbeat stays shorter than the two
+// heartbeats after which a reader calls a node stale.
+func TestNodeHeartbeatsSpreadAcrossTheFleet(t *testing.T) {
+	const hb = 5 * time.Minute
+	buckets := map[int]int{}
+	for i := range 1000 {
+		node := fmt.Sprintf("sim-%05d", i)
+		d := nodeHeartbeat(hb, node)
+		if d < hb+hb/50 || d > hb+hb/10 || d >= 2*hb {
+			t.Fatalf("%s: heartbeat %s, want within [%s, %s]", node, d, hb+hb/50, hb+hb/10)
+		}
+		if d != nodeHeartbeat(hb, node) {
+			t.Fatalf("%s: heartbeat not fixed per node", node)
+		}
+		buckets[int((d-hb)*100/hb)]++ // whole percent of stretch: 2..9 (10 at the very top)
+	}
+	for pct := 2; pct < 10; pct++ {
+		if buckets[pct] < 50 {
+			t.Errorf("%d of 1000 nodes stretch their heartbeat by %d%%, want about 125 in each percent: %v", buckets[pct], pct, buckets)
+		}
 	}
 }

@@ -179,7 +179,8 @@ root (no kernel writes), watching only its own LatencyNode and measuring with th
 (schedstat source) every %s. The API server, the manager and every agent share the machine.
 The old reporting is a heartbeat equal to the measurement interval: every agent writes its
 status once per window, as before issue 30. The new one writes when something a reader acts
-on changed and otherwise once per heartbeat.
+on changed and otherwise once per heartbeat, which each node stretches by 2-10%% (a share
+fixed by its name), so a fleet that applied together does not write every heartbeat at once.
 
 Columns: time from creating the profile until every node reported Applied at its generation;
 the same after a spec change; the API server's CPU (cores) over the steady window; the agents'
@@ -208,7 +209,11 @@ const method = `
 - Manager CPU is utime+stime from /proc/<pid>/stat over the window; RSS is VmRSS sampled
   every second.
 - The agents report when their Measurer's window ends; windows start when each agent first
-  applied, so a fleet that applied together reports together (the real agent adds no jitter).
+  applied, so a fleet that applied together measures together; with the new reporting only
+  the heartbeats (each node's own, 2-10% over the interval) spread apart, cycle by cycle.
+- The progress lines (not the table) split the manager's writes of the create and of the
+  change by resource (Node labels, LatencyNodes, Events, profile status), from FlowSchemas
+  per resource as below.
 - API server CPU is utime+stime of the kube-apiserver process over the steady window.
 - Stale: the silenced node counts as shown when the profile's status.nodes lists it Stale; the
   goal is within three of the heartbeats the agents report (status.heartbeatInterval). It is

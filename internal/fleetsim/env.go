@@ -38,6 +38,11 @@ const (
 var flows = []flow{
 	{"fleetsim-manager-profile-status", managerGroup, []string{"patch", "update"}, "latencyprofiles/status"},
 	{"fleetsim-manager-node-status", managerGroup, []string{"patch", "update"}, "latencynodes/status"},
+	// The manager's other writes by resource, so a run says which of
+	// them grow with the fleet.
+	{"fleetsim-manager-nodes", managerGroup, writeVerbs, "nodes"},
+	{"fleetsim-manager-latencynodes", managerGroup, writeVerbs, "latencynodes"},
+	{"fleetsim-manager-events", managerGroup, writeVerbs, "events"},
 	{"fleetsim-manager-writes", managerGroup, writeVerbs, "*"},
 	{"fleetsim-manager-other", managerGroup, []string{"*"}, "*"},
 	{"fleetsim-agents-status", agentsGroup, []string{"patch", "update"}, "latencynodes/status"},

@@ -22,6 +22,10 @@ type counters struct {
 	// VerdictWrites are the manager's patches of latencynodes/status (the
 	// rollout's status.verdict), counted in ManagerWrites too.
 	VerdictWrites float64
+	// NodeWrites, LatencyNodeWrites and EventWrites are the manager's
+	// writes of Nodes (labels), of LatencyNodes (creates, spec patches,
+	// deletes) and of Events, counted in ManagerWrites too.
+	NodeWrites, LatencyNodeWrites, EventWrites float64
 	// AgentStatusWrites are the agents' patches of latencynodes/status.
 	AgentStatusWrites float64
 	// LatencyNodeWatches is a gauge, not a counter: the open WATCH
@@ -33,6 +37,8 @@ func (c counters) minus(o counters) counters {
 	return counters{ManagerRequests: c.ManagerRequests - o.ManagerRequests, AgentRequests: c.AgentRequests - o.AgentRequests,
 		ProfileStatusWrites: c.ProfileStatusWrites - o.ProfileStatusWrites, ManagerWrites: c.ManagerWrites - o.ManagerWrites,
 		VerdictWrites: c.VerdictWrites - o.VerdictWrites, AgentStatusWrites: c.AgentStatusWrites - o.AgentStatusWrites,
+		NodeWrites: c.NodeWrites - o.NodeWrites, LatencyNodeWrites: c.LatencyNodeWrites - o.LatencyNodeWrites,
+		EventWrites:        c.EventWrites - o.EventWrites,
 		LatencyNodeWatches: c.LatencyNodeWatches}
 }
 
@@ -45,6 +51,18 @@ func (c *counters) add(fs string, v float64) {
 		c.ManagerRequests += v
 	case "fleetsim-manager-node-status":
 		c.VerdictWrites += v
+		c.ManagerWrites += v
+		c.ManagerRequests += v
+	case "fleetsim-manager-nodes":
+		c.NodeWrites += v
+		c.ManagerWrites += v
+		c.ManagerRequests += v
+	case "fleetsim-manager-latencynodes":
+		c.LatencyNodeWrites += v
+		c.ManagerWrites += v
+		c.ManagerRequests += v
+	case "fleetsim-manager-events":
+		c.EventWrites += v
 		c.ManagerWrites += v
 		c.ManagerRequests += v
 	case "fleetsim-manager-writes":

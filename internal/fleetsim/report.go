@@ -51,10 +51,30 @@ func Report(results []Result, plot string) (markdown, summary string) {
 			r.Steady.ManagerRequests, r.Steady.AgentRequests, r.Steady.ProfileStatusWrites, staleAfter(r),
 			r.Quiet.ManagerWrites, r.Quiet.Length, r.QuietSettle.Seconds())
 	}
+	costTable(&b, results)
 	if plot != "" {
 		fmt.Fprintf(&b, "\n![scale plot](%s)\n", plot)
 	}
 	return b.String(), goalSummary(results)
+}
+
+// costTable renders what the create and the change cost per node: the
+// CPU of every process (the machine's 2 cores bound a phase at N nodes
+// to N × CPU per node / 2 at best) and the writes.
+func costTable(b *strings.Builder, results []Result) {
+	b.WriteString("\nCost per node of the create and of the spec change: CPU (ms: all processes, then API server / etcd / simulator / manager) and writes (manager / agents' status):\n\n")
+	b.WriteString("| nodes | reporting | create CPU per node (ms) | create writes per node | change CPU per node (ms) | change writes per node |\n")
+	b.WriteString("|---:|---|---:|---:|---:|---:|\n")
+	cpu := func(c PhaseCost) string {
+		return fmt.Sprintf("%.1f (%.1f / %.1f / %.1f / %.1f)", c.CPU(), c.APIServer, c.Etcd, c.Simulator, c.Manager)
+	}
+	w := func(c PhaseCost) string { return fmt.Sprintf("%.2f / %.2f", c.ManagerWrites, c.AgentWrites) }
+	for _, r := range results {
+		if r.Incomplete != "" {
+			continue
+		}
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s |\n", r.Nodes, mode(r), cpu(r.CreateCost), w(r.CreateCost), cpu(r.ChangeCost), w(r.ChangeCost))
+	}
 }
 
 func staleAfter(r Result) string {

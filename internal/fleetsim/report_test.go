@@ -12,6 +12,9 @@ apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-pr
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-writes",priority_level="exempt"} 4
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-node-status",priority_level="exempt"} 2
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-other",priority_level="exempt"} 5
+apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-nodes",priority_level="exempt"} 6
+apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-latencynodes",priority_level="exempt"} 8
+apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-manager-events",priority_level="exempt"} 1
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-agents-status",priority_level="exempt"} 100
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="fleetsim-agents-other",priority_level="exempt"} 7
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="exempt",priority_level="exempt"} 999
@@ -23,7 +26,8 @@ apiserver_longrunning_requests{component="apiserver",group="",resource="pods",sc
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := counters{ManagerRequests: 14, AgentRequests: 107, ProfileStatusWrites: 3, ManagerWrites: 9, VerdictWrites: 2, AgentStatusWrites: 100, LatencyNodeWatches: 41}
+	want := counters{ManagerRequests: 29, AgentRequests: 107, ProfileStatusWrites: 3, ManagerWrites: 24, VerdictWrites: 2,
+		NodeWrites: 6, LatencyNodeWrites: 8, EventWrites: 1, AgentStatusWrites: 100, LatencyNodeWatches: 41}
 	if c != want {
 		t.Errorf("got %+v, want %+v", c, want)
 	}
@@ -105,5 +109,18 @@ func TestReportOldAndNewSideBySide(t *testing.T) {
 	}
 	if svg := SVG(goodRuns()); strings.Count(svg, "<rect") < 3*6 {
 		t.Errorf("plot has %d rects, want bars for every run", strings.Count(svg, "<rect"))
+	}
+}
+
+// The cost table gives each run's CPU per node, all processes and each,
+// and the writes per node, of the create and of the change.
+func TestReportCostPerNode(t *testing.T) {
+	runs := goodRuns()
+	runs[2].CreateCost = PhaseCost{APIServer: 20.6, Etcd: 2, Simulator: 6.8, Manager: 6.8, ManagerWrites: 2.03, AgentWrites: 1}
+	runs[2].ChangeCost = PhaseCost{APIServer: 36.1, Etcd: 1.7, Simulator: 12, Manager: 3.9, ManagerWrites: 1.01, AgentWrites: 1.24}
+	table, _ := Report(runs, "")
+	want := "| 3000 | new (heartbeat 5m0s) | 36.2 (20.6 / 2.0 / 6.8 / 6.8) | 2.03 / 1.00 | 53.7 (36.1 / 1.7 / 12.0 / 3.9) | 1.01 / 1.24 |"
+	if !strings.Contains(table, want) {
+		t.Errorf("cost table lacks %q:\n%s", want, table)
 	}
 }

@@ -28,6 +28,9 @@ type Result struct {
 	// Applied and Reported count the nodes at the end of Apply (Fail
 	// nodes report Applied False).
 	Applied, Reported int
+	// CreateCost and ChangeCost are what the create and the spec change
+	// cost per node: CPU and writes.
+	CreateCost, ChangeCost PhaseCost
 	// Steady is the steady-state window: agents measuring every Interval.
 	Steady Window
 	// Quiet is the window with measurement Disabled and nothing changing.
@@ -74,6 +77,17 @@ type Window struct {
 	Nodes int
 }
 
+// PhaseCost is one phase's cost per node: CPU time (ms) of the API
+// server, etcd, the simulator (the agents) and the manager, and the
+// writes of the manager and of the agents.
+type PhaseCost struct {
+	APIServer, Etcd, Simulator, Manager float64
+	ManagerWrites, AgentWrites          float64
+}
+
+// CPU is the phase's CPU per node, every process together (ms).
+func (c PhaseCost) CPU() float64 { return c.APIServer + c.Etcd + c.Simulator + c.Manager }
+
 // StatusWritesPerNodeHour is the agents' status writes per node per hour.
 func (w Window) StatusWritesPerNodeHour() float64 {
 	if w.Nodes == 0 {
@@ -115,7 +129,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	}
 	var err error
 	res.Apply, res.Applied, err = f.obs.waitReported(ctx, profileName, 1, f.o.Nodes, start, f.o.Timeout)
-	f.logWrites("create", c0, cpu0, start)
+	res.CreateCost = f.logWrites("create", c0, cpu0, start)
 	prof()
 	if err != nil {
 		return f.incomplete(res, "profile created", err)
@@ -168,7 +182,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	res.SpecChange, _, err = f.obs.waitReported(ctx, profileName, 2, remaining, start, f.o.Timeout)
-	f.logWrites("spec change", c0, cpu0, start)
+	res.ChangeCost = f.logWrites("spec change", c0, cpu0, start)
 	prof()
 	if err != nil {
 		return f.incomplete(res, "spec changed", err)
@@ -357,19 +371,29 @@ func (f *fleet) window(ctx context.Context, name string, length time.Duration) (
 // logWrites logs what the manager and the agents wrote since c0 (start),
 // and how the machine's CPU went since cpu0: API server, etcd, the
 // simulator (the agents) and the manager, in cores.
-func (f *fleet) logWrites(phase string, c0 counters, cpu0 cpuShares, start time.Time) {
+func (f *fleet) logWrites(phase string, c0 counters, cpu0 cpuShares, start time.Time) PhaseCost {
 	c1, err := scrape(context.Background(), f.api.adminCfg)
 	if err != nil {
-		return
+		return PhaseCost{}
 	}
 	cpu1 := f.mgr.shares()
 	el := time.Since(start)
 	core := func(a, b time.Duration) float64 { return (b - a).Seconds() / el.Seconds() }
 	d := c1.minus(c0)
-	f.logf("%s, %s: manager %.0f requests, %.0f writes (%.0f verdicts, %.0f profile status); agents %.0f requests, %.0f status writes; cores: API server %.2f, etcd %.2f, simulator %.2f, manager %.2f",
+	f.logf("%s, %s: manager %.0f requests, %.0f writes (%.0f verdicts, %.0f profile status, %.0f Node, %.0f LatencyNode, %.0f Event); agents %.0f requests, %.0f status writes; cores: API server %.2f, etcd %.2f, simulator %.2f, manager %.2f",
 		phase, el.Round(time.Second), d.ManagerRequests, d.ManagerWrites, d.VerdictWrites,
-		d.ProfileStatusWrites, d.AgentRequests, d.AgentStatusWrites,
+		d.ProfileStatusWrites, d.NodeWrites, d.LatencyNodeWrites, d.EventWrites, d.AgentRequests, d.AgentStatusWrites,
 		core(cpu0.apiserver, cpu1.apiserver), core(cpu0.etcd, cpu1.etcd), core(cpu0.sim, cpu1.sim), core(cpu0.manager, cpu1.manager))
+	// CPU per node is what a larger fleet needs of the machine: on a
+	// shared or loaded machine the phase's time is not, its CPU roughly is.
+	n := float64(f.o.Nodes - f.vanished)
+	perNode := func(a, b time.Duration) float64 { return float64((b - a).Microseconds()) / 1000 / n }
+	pc := PhaseCost{APIServer: perNode(cpu0.apiserver, cpu1.apiserver), Etcd: perNode(cpu0.etcd, cpu1.etcd),
+		Simulator: perNode(cpu0.sim, cpu1.sim), Manager: perNode(cpu0.manager, cpu1.manager),
+		ManagerWrites: d.ManagerWrites / n, AgentWrites: d.AgentStatusWrites / n}
+	f.logf("%s: CPU per node %.1f ms (API server %.1f, etcd %.1f, simulator %.1f, manager %.1f); writes per node: manager %.2f, agents %.2f",
+		phase, pc.CPU(), pc.APIServer, pc.Etcd, pc.Simulator, pc.Manager, pc.ManagerWrites, pc.AgentWrites)
+	return pc
 }
 
 // silence stops the agent of the fleet's last normal node, as a node whose
