@@ -140,8 +140,19 @@ func TestAllowlistPolicyChecksOnlyNewNamesOnUpdate(t *testing.T) {
 		p.Labels = map[string]string{"touched": "yes"}
 		return k8s.Update(ctx, p)
 	})
-	p.Spec.Sysctls = append(p.Spec.Sysctls, v1alpha1.Sysctl{Name: "vm.overcommit_memory", Value: "2"})
-	err := k8s.Update(ctx, p)
+	// The manager may write the profile (finalizer, status) between our
+	// read and our update: a conflict says nothing about admission, so
+	// read again and retry until the answer is the API server's verdict.
+	var err error
+	for range 20 {
+		if err = k8s.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			t.Fatal(err)
+		}
+		p.Spec.Sysctls = append(p.Spec.Sysctls, v1alpha1.Sysctl{Name: "vm.overcommit_memory", Value: "2"})
+		if err = k8s.Update(ctx, p); !apierrors.IsConflict(err) {
+			break
+		}
+	}
 	if err := refusedByPolicy(err); err != nil {
 		t.Fatal(err)
 	}
