@@ -35,28 +35,39 @@ import (
 var pendingTaint = corev1.Taint{Key: v1alpha1.TuningPendingTaint, Effect: corev1.TaintEffectNoSchedule}
 
 // wantsPendingTaint: the node is selected (its LatencyNode applies or
-// measures a profile) and not yet tuned for its current boot.
+// measures a profile) and not tuned in its running boot. The taint comes
+// off only once the agent reported the LatencyNode's current generation
+// Applied in this boot; once off it stays off while the node is Applied in
+// the same boot, so a later spec write (a rollout move, a reboot record)
+// does not churn it. The node's own taint is the gate's memory: a
+// restarted manager reads it back.
 func wantsPendingTaint(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
 	if ln == nil || !ln.DeletionTimestamp.IsZero() || ln.Spec.Profile == "" || ln.Spec.Action == v1alpha1.ActionRevert {
 		return false
 	}
-	return !tunedThisBoot(n, ln)
+	if !appliedThisBoot(n, ln) {
+		return true
+	}
+	return hasTaint(n.Spec.Taints, pendingTaint) && ln.Status.ObservedGeneration < ln.Generation
 }
 
-// tunedThisBoot: the agent reported the LatencyNode's current generation
-// Applied, and (when the kubelet reports a boot id) did so in the node's
-// running boot: after a reboot the Applied of the previous boot does not
-// count until the agent reports again with the new boot's id.
-func tunedThisBoot(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
-	if ln.Status.ObservedGeneration < ln.Generation {
-		return false
-	}
+// appliedThisBoot: the agent's Applied is True and (when the kubelet
+// reports a boot id) was reported in the node's running boot: after a
+// reboot the Applied of the previous boot does not count until the agent
+// reports again with the new boot's id.
+func appliedThisBoot(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
 	c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeApplied)
 	if c == nil || c.Status != metav1.ConditionTrue {
 		return false
 	}
 	boot := n.Status.NodeInfo.BootID
 	return boot == "" || (ln.Status.Boot != nil && ln.Status.Boot.BootID == boot)
+}
+
+// tunedThisBoot: Applied for the LatencyNode's current generation in the
+// node's running boot.
+func tunedThisBoot(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
+	return ln.Status.ObservedGeneration >= ln.Generation && appliedThisBoot(n, ln)
 }
 
 // hasTaint reports whether taints holds key with effect.

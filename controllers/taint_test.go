@@ -25,6 +25,11 @@ func gateLN(observed int64, applied metav1.ConditionStatus, boot string) *v1alph
 	return ln
 }
 
+func tainted(n *corev1.Node) *corev1.Node {
+	n.Spec.Taints = []corev1.Taint{pendingTaint}
+	return n
+}
+
 func nodeBooted(boot string) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 	n.Status.NodeInfo.BootID = boot
@@ -48,13 +53,19 @@ func TestWantsPendingTaint(t *testing.T) {
 		{"deselected: reverting", nodeBooted("b1"), reverting, false},
 		{"LatencyNode being deleted", nodeBooted("b1"), deleting, false},
 		{"just selected: nothing reported", nodeBooted("b1"), gateLN(0, "", ""), true},
-		{"reported an older generation Applied", nodeBooted("b1"), gateLN(1, metav1.ConditionTrue, "b1"), true},
+		// Untainted and Applied in this boot: a spec written since (a
+		// rollout move, a reboot record) does not put the taint back.
+		{"untainted, Applied for an older generation in this boot", nodeBooted("b1"), gateLN(1, metav1.ConditionTrue, "b1"), false},
 		{"failed to apply", nodeBooted("b1"), gateLN(2, metav1.ConditionFalse, "b1"), true},
 		{"measuring its baseline (nothing tuned)", nodeBooted("b1"), baseline, true},
 		{"Applied in this boot", nodeBooted("b1"), gateLN(2, metav1.ConditionTrue, "b1"), false},
 		{"Applied in the previous boot", nodeBooted("b2"), gateLN(2, metav1.ConditionTrue, "b1"), true},
 		{"Applied, no boot reported, kubelet reports one", nodeBooted("b1"), gateLN(2, metav1.ConditionTrue, ""), true},
 		{"Applied, no boot id anywhere", nodeBooted(""), gateLN(2, metav1.ConditionTrue, ""), false},
+		{"tainted, Applied for an older generation in this boot", tainted(nodeBooted("b1")), gateLN(1, metav1.ConditionTrue, "b1"), true},
+		{"tainted, Applied for this generation in this boot", tainted(nodeBooted("b1")), gateLN(2, metav1.ConditionTrue, "b1"), false},
+		{"tainted, Applied in the previous boot", tainted(nodeBooted("b2")), gateLN(2, metav1.ConditionTrue, "b1"), true},
+		{"tainted, deselected", tainted(nodeBooted("b1")), reverting, false},
 	} {
 		if got := wantsPendingTaint(tc.node, tc.ln); got != tc.want {
 			t.Errorf("%s: wantsPendingTaint = %v, want %v", tc.name, got, tc.want)
