@@ -180,6 +180,12 @@ func (e *rebootEnv) pod(name, node string, f func(*corev1.Pod)) {
 	if err := e.c.Create(context.Background(), p); err != nil {
 		e.t.Fatal(err)
 	}
+	// Running, as its kubelet would say: the Eviction API deletes a
+	// Pending pod without asking its PodDisruptionBudget.
+	p.Status.Phase = corev1.PodRunning
+	if err := e.c.Status().Update(context.Background(), p); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 func (e *rebootEnv) podExists(name string) bool {
