@@ -180,3 +180,37 @@ func TestRolloutWaitsForTheReboot(t *testing.T) {
 		t.Errorf("moved %v while a node awaits its reboot (maxInFlight 1)", plan.Moves)
 	}
 }
+
+func TestMaxRebootingFlag(t *testing.T) {
+	f, err := parseManagerFlags(nil)
+	if err != nil || f.maxRebooting != 1 {
+		t.Fatalf("default --max-rebooting = %d (%v), want 1", f.maxRebooting, err)
+	}
+	if f, err := parseManagerFlags([]string{"--max-rebooting=3"}); err != nil || f.maxRebooting != 3 {
+		t.Fatalf("--max-rebooting=3: %d, %v", f.maxRebooting, err)
+	}
+	if _, err := parseManagerFlags([]string{"--max-rebooting=0"}); err == nil {
+		t.Fatal("--max-rebooting=0 accepted: nothing would ever reboot")
+	}
+}
+
+// TestRebootCounts: status.reboots counts each node once, after the acts
+// of the pass.
+func TestRebootCounts(t *testing.T) {
+	staged := rebootLN(v1alpha1.BootStaged)
+	staged.Name = "staged"
+	starting := rebootLN(v1alpha1.BootStaged)
+	starting.Name = "starting"
+	draining := withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0)
+	draining.Name = "draining"
+	finishing := withRecord(rebootLN(v1alpha1.BootBooted), v1alpha1.RebootVerifying, rebootT0)
+	finishing.Name, finishing.Status.Boot.RebootedFor = "finishing", "r1"
+	failed := rebootLN(v1alpha1.BootFailed)
+	failed.Name = "failed"
+	acts := map[string]rebootAct{"starting": rebootStart, "draining": rebootRequest, "finishing": rebootFinish}
+	got := rebootCounts([]*v1alpha1.LatencyNode{staged, starting, draining, finishing, failed}, acts, "r1")
+	want := v1alpha1.RebootRolloutStatus{Draining: 1, Rebooting: 1, Rebooted: 1, Pending: 1}
+	if got != want {
+		t.Errorf("counts = %+v, want %+v", got, want)
+	}
+}

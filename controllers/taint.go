@@ -146,18 +146,19 @@ func setNodeTaint(ctx context.Context, c client.Client, live client.Reader, n *c
 // taintReconciler keeps the tuning-ready gate of one node.
 type taintReconciler struct {
 	client.Client
-	// Live reads a node afresh after a conflicting write.
-	Live client.Reader
+	// Cache reads the node and its LatencyNode; Live reads a node afresh
+	// after a conflicting write.
+	Cache, Live client.Reader
 }
 
 // Reconcile sets or clears the node's pending taint.
 func (r *taintReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	n := &corev1.Node{}
-	if err := r.Get(ctx, req.NamespacedName, n); err != nil {
+	if err := r.Cache.Get(ctx, req.NamespacedName, n); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ln := &v1alpha1.LatencyNode{}
-	if err := r.Get(ctx, req.NamespacedName, ln); apierrors.IsNotFound(err) {
+	if err := r.Cache.Get(ctx, req.NamespacedName, ln); apierrors.IsNotFound(err) {
 		ln = nil
 	} else if err != nil {
 		return ctrl.Result{}, fmt.Errorf("getting LatencyNode: %w", err)
@@ -218,7 +219,7 @@ func gateKey(ln *v1alpha1.LatencyNode) string {
 // setupTaints registers the tuning-ready gate's controller: one reconcile
 // per node, on its node's and its LatencyNode's events (same name).
 func setupTaints(mgr ctrl.Manager) error {
-	r := &taintReconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader()}
+	r := &taintReconciler{Client: mgr.GetClient(), Cache: mgr.GetCache(), Live: mgr.GetAPIReader()}
 	err := ctrl.NewControllerManagedBy(mgr).Named("taint").
 		For(&corev1.Node{}, builder.WithPredicates(taintInputsChanged())).
 		Watches(&v1alpha1.LatencyNode{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(latencyNodeGateChanged())).
