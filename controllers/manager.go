@@ -55,9 +55,12 @@ import (
 // +kubebuilder:rbac:groups=tuning.latencytier.io,resources=latencynodes,verbs=get;list;watch;create;patch;delete
 //
 // Nodes: read for selection and readiness; patch sets and removes the
-// latencytier.io/profile label and the owned-labels annotation, and nothing
-// else: RBAC cannot say that, so the ValidatingAdmissionPolicy
-// latencytier-manager-node-labels (config/admission) does.
+// latencytier.io/profile label and the owned-labels annotation, the
+// tuning-pending taint (taint.go) and spec.unschedulable (a managed
+// reboot's cordon, reboot_controller.go), and nothing else: RBAC cannot say
+// that, so the ValidatingAdmissionPolicy latencytier-manager-node-labels
+// (config/admission) does. Pods: listed on a node to drain it, and evicted
+// (pods/eviction, honouring PodDisruptionBudgets), never deleted.
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 //
 // No workload: the agent DaemonSets are static manifests (config/agent,
@@ -94,6 +97,12 @@ type options struct {
 	// profile that only carry its nodes' reports (defaultStatusInterval
 	// when 0).
 	StatusInterval time.Duration
+	// MaxRebooting bounds the nodes cordoned or rebooting for a managed
+	// reboot across all profiles (--max-rebooting; 1 when 0).
+	MaxRebooting int
+	// RebootPoll is how often a reboot in flight is looked at
+	// (defaultRebootPoll when 0).
+	RebootPoll time.Duration
 }
 
 // NewScheme is the runtime scheme of the manager (and of anything that talks
@@ -124,7 +133,9 @@ func cacheOptions(namespace string) cache.Options {
 }
 
 // trimNode reduces a Node to what the manager reads — name, UID, labels,
-// annotations and the Ready condition — before it enters the cache: a
+// annotations, the Ready condition, and for the tuning-ready gate and the
+// managed reboots its taints, unschedulable and boot id — before it enters
+// the cache: a
 // kubelet's node carries images, addresses, capacity and managedFields that
 // weigh many times more, on every node of the fleet.
 func trimNode(in any) (any, error) {
@@ -133,14 +144,14 @@ func trimNode(in any) (any, error) {
 		return in, nil
 	}
 	n.ManagedFields = nil
-	n.Spec = corev1.NodeSpec{}
+	n.Spec = corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable}
 	var ready []corev1.NodeCondition
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			ready = []corev1.NodeCondition{c}
 		}
 	}
-	n.Status = corev1.NodeStatus{Conditions: ready}
+	n.Status = corev1.NodeStatus{Conditions: ready, NodeInfo: corev1.NodeSystemInfo{BootID: n.Status.NodeInfo.BootID}}
 	return n, nil
 }
 
@@ -170,7 +181,8 @@ func setup(mgr ctrl.Manager, o options) error {
 	}
 	gate := newStatusGate(o.StatusInterval, o.Now)
 	profiles := &profileReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter,
-		Namespace: o.Namespace, Now: o.Now, Cache: mgr.GetCache(), Gate: gate}
+		Namespace: o.Namespace, Now: o.Now, Cache: mgr.GetCache(), Gate: gate,
+		Reboots: &rebooter{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Recorder: rec, Max: max(o.MaxRebooting, 1), Poll: o.RebootPoll}}
 	err = ctrl.NewControllerManagedBy(mgr).Named("latencyprofile").
 		For(&v1alpha1.LatencyProfile{}, builder.WithPredicates(notOwnStatus(gate))).
 		Watches(&v1alpha1.LatencyNode{}, latencyNodeToProfiles(gate), builder.WithPredicates(notResync())).
@@ -180,7 +192,7 @@ func setup(mgr ctrl.Manager, o options) error {
 	if err != nil {
 		return fmt.Errorf("setting up profile controller: %w", err)
 	}
-	return nil
+	return setupTaints(mgr)
 }
 
 // retryStale turns a write that lost to a newer object into a requeue, not
@@ -211,6 +223,7 @@ type managerFlags struct {
 	deprecated       []string
 	unreachableAfter time.Duration
 	statusInterval   time.Duration
+	maxRebooting     int
 }
 
 func parseManagerFlags(args []string) (managerFlags, error) {
@@ -230,6 +243,7 @@ func parseManagerFlags(args []string) (managerFlags, error) {
 	}
 	fs.DurationVar(&f.unreachableAfter, "node-unreachable-timeout", 10*time.Minute, "how long a NotReady node may hold up a revert before its LatencyNode is removed anyway")
 	fs.DurationVar(&f.statusInterval, "profile-status-interval", defaultStatusInterval, "least time between two writes of a profile's status that only carry its nodes' reports (a spec change or a rollout step is written at once)")
+	fs.IntVar(&f.maxRebooting, "max-rebooting", 1, "most nodes cordoned or rebooting at once for managed reboots (bootParameters.policy Reboot), across all profiles")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -242,6 +256,9 @@ func parseManagerFlags(args []string) (managerFlags, error) {
 	}
 	if f.statusInterval <= 0 {
 		return f, errors.New("--profile-status-interval must be positive")
+	}
+	if f.maxRebooting < 1 {
+		return f, errors.New("--max-rebooting must be at least 1")
 	}
 	return f, nil
 }
@@ -316,6 +333,7 @@ func RunManager(ctx context.Context, args []string) error {
 		Namespace:        f.namespace,
 		UnreachableAfter: f.unreachableAfter,
 		StatusInterval:   f.statusInterval,
+		MaxRebooting:     f.maxRebooting,
 	}
 	if err := setup(mgr, opts); err != nil {
 		return err

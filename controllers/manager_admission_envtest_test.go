@@ -99,7 +99,6 @@ func TestAdmissionConfinesManagerToItsLabel(t *testing.T) {
 		"add another label":    {"metadata": map[string]any{"labels": map[string]any{"node-role.kubernetes.io/control-plane": ""}}},
 		"another annotation":   {"metadata": map[string]any{"annotations": map[string]any{"example.com/x": "1"}}},
 		"taint":                {"spec": map[string]any{"taints": []any{map[string]any{"key": "evil", "effect": "NoSchedule"}}}},
-		"cordon":               {"spec": map[string]any{"unschedulable": true}},
 		"finalizer":            {"metadata": map[string]any{"finalizers": []any{"example.com/hold"}}},
 		"label and taint together": {"metadata": map[string]any{"labels": map[string]any{v1alpha1.ProfileLabel: "other"}},
 			"spec": map[string]any{"taints": []any{map[string]any{"key": "evil", "effect": "NoExecute"}}}},

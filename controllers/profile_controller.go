@@ -41,6 +41,8 @@ type profileReconciler struct {
 	Cache client.Reader
 	// Gate spaces out the status writes of each profile.
 	Gate *statusGate
+	// Reboots runs the managed reboots (nil: none).
+	Reboots *rebooter
 }
 
 // reader is where the reconciler reads nodes and LatencyNodes.
@@ -73,12 +75,18 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if deleting && !holdsNodes(in) {
 		return ctrl.Result{}, r.patchFinalizer(ctx, p, controllerutil.RemoveFinalizer)
 	}
-	rollout, wait, err := r.rollout(ctx, p, in)
+	rollout, classes, wait, err := r.rollout(ctx, p, in)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	in.Rollout = rollout
+	reboots, err := r.Reboots.step(ctx, p, in, classes)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	wait = soonest(wait, reboots.Wait)
 	st, counts := computeStatus(p.Status, in)
+	st.Reboots = reboots.Status
 	recordProfileMetrics(p.Name, counts, st)
 	recordProfileReports(p, nodeReports(in))
 	gated, err := r.patchStatus(ctx, p, st)

@@ -38,6 +38,9 @@ type rolloutNode struct {
 	// node holds.
 	Verdict        *verdict
 	VerdictCurrent bool
+	// AwaitingReboot: the node's boot parameters are staged, or it is
+	// draining or rebooting (reboot.go): it is judged after the boot.
+	AwaitingReboot bool
 }
 
 // rolloutInput is everything a rollout decision is made from.
@@ -73,6 +76,9 @@ type rolloutPlan struct {
 	Events []statusEvent
 	// RequeueAfter is when a clock (window, timeout) next changes the plan.
 	RequeueAfter time.Duration
+	// Classes place each node relative to the target (the managed
+	// reboots uncordon a node once it passed or failed).
+	Classes map[string]nodeClass
 }
 
 // nodeClass is a node's place in the rollout of the target revision.
@@ -92,6 +98,7 @@ func decideRollout(in rolloutInput) rolloutPlan {
 	d.plan.Status = v1alpha1.RolloutStatus{Revision: in.Target, PreviousRevision: previousRevision(in),
 		ObservedGeneration: in.Generation}
 	d.classify()
+	d.plan.Classes = d.class
 	switch {
 	case in.Policy == nil:
 		d.allAtOnce()
@@ -195,6 +202,9 @@ func (d *decider) verdictOf(n *rolloutNode) *verdict {
 func (d *decider) classOf(n *rolloutNode) (nodeClass, string) {
 	if n.Action != v1alpha1.ActionApply || n.Revision != d.in.Target {
 		return classWaiting, ""
+	}
+	if n.AwaitingReboot {
+		return classVerifying, "" // the reboot has its own timeouts
 	}
 	if !n.Reported {
 		return d.timedOut(n, classVerifying, "its agent did not report")

@@ -35,14 +35,14 @@ const (
 // rollout runs one step of p's rollout: store the tuning as a revision,
 // decide, move nodes, record verdicts. It returns status.rollout and when
 // a clock next changes the decision.
-func (r *profileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProfile, in statusInput) (*v1alpha1.RolloutStatus, time.Duration, error) {
+func (r *profileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProfile, in statusInput) (*v1alpha1.RolloutStatus, map[string]nodeClass, time.Duration, error) {
 	if !p.DeletionTimestamp.IsZero() {
-		return p.Status.Rollout.DeepCopy(), 0, nil
+		return p.Status.Rollout.DeepCopy(), nil, 0, nil
 	}
 	revs := revisions{Client: r.Client, Namespace: r.Namespace}
 	owned, err := revs.ensure(ctx, p)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	nodes, lns := rolloutNodes(in)
 	plan := decideRollout(rolloutInput{
@@ -53,18 +53,18 @@ func (r *profileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProf
 	// verdict, which keeps the node from being moved again) is on record
 	// before the move.
 	if err := r.recordRollout(ctx, p, plan); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	if err := r.moveNodes(ctx, p, plan.Moves, lns, owned, in.Now); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	if err := revs.prune(ctx, owned, keptRevisions(plan.Status, lns)); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	for _, e := range plan.Events {
 		r.Recorder.Eventf(p, nil, e.typ, e.reason, eventActionRoll, "%s", e.note)
 	}
-	return &plan.Status, plan.RequeueAfter, nil
+	return &plan.Status, plan.Classes, plan.RequeueAfter, nil
 }
 
 // unmeasured: p's tuning measures nothing.
@@ -113,6 +113,7 @@ func rolloutNodeOf(ln *v1alpha1.LatencyNode, canary bool, rec *v1alpha1.NodeVerd
 		Reported: ln.Status.ObservedGeneration >= ln.Generation,
 		SetAt:    ln.CreationTimestamp.Time,
 		Baseline: ln.Status.Baseline, Current: ln.Status.Current,
+		AwaitingReboot: awaitingReboot(ln),
 	}
 	if rec != nil {
 		n.Verdict = &verdict{reason: rec.Verdict, message: rec.Message}

@@ -59,6 +59,11 @@ func pointerEscape(key string) string {
 // is a staleError and the reconcile runs again on the newer object. It
 // returns the generation the write gave the LatencyNode.
 func writeSpec(ctx context.Context, c client.Client, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time, stamp bool) (int64, error) {
+	if spec.Reboot == nil {
+		// The reboot record is the managed reboots' (reboot_controller.go):
+		// a tuning write carries it over, only they set or clear it.
+		spec.Reboot = ln.Spec.Reboot
+	}
 	var at string
 	if stamp {
 		at = now.UTC().Format(time.RFC3339)

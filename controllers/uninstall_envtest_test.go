@@ -26,6 +26,12 @@ func TestUninstallRevertsEveryNode(t *testing.T) {
 	cleanup(t, []string{"uninst-1"}, []string{"uninst"})
 	expectApplying(t, "uninst-1", "uninst")
 	expectAgent(t, "uninst-1", v1alpha1.AgentStandard)
+	eventually(t, "uninst-1 tainted until tuned", func() error {
+		if !hasTaint(getNode(t, "uninst-1").Spec.Taints, pendingTaint) {
+			return errString("no tuning-pending taint")
+		}
+		return nil
+	})
 
 	// No agent answers the revert: uninstall gives up, naming the node.
 	var out bytes.Buffer
@@ -57,6 +63,9 @@ func TestUninstallRevertsEveryNode(t *testing.T) {
 	}
 	if err := agentIs(t, "uninst-1", ""); err != nil {
 		t.Fatalf("after uninstall: %v", err)
+	}
+	if hasTaint(getNode(t, "uninst-1").Spec.Taints, pendingTaint) {
+		t.Fatal("the tuning-pending taint is still on uninst-1 after uninstall")
 	}
 	if !strings.Contains(out.String(), "every node reverted") {
 		t.Errorf("no final progress line:\n%s", out.String())

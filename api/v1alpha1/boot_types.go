@@ -219,6 +219,11 @@ type BootStatus struct {
 // RebootRolloutStatus counts a profile's managed reboots for its current
 // revision.
 type RebootRolloutStatus struct {
+	// revision is the revision these reboots are for. A pause holds for
+	// it: a new revision (any change of the profile's tuning) resumes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Revision string `json:"revision,omitempty"`
 	// draining, rebooting and verifying count the nodes in each phase.
 	Draining  int32 `json:"draining"`
 	Rebooting int32 `json:"rebooting"`

@@ -2,8 +2,8 @@
 // before latencytier's own objects are removed. It deletes every
 // LatencyProfile and waits while the manager, still running, turns their
 // nodes' LatencyNodes to Revert, the agents restore the originals, and the
-// manager releases the revert finalizers and removes the LatencyNodes and
-// its node labels (so the agents leave the nodes). Only then may the
+// manager releases the revert finalizers and removes the LatencyNodes, its
+// node labels (so the agents leave the nodes) and its tuning-pending taint. Only then may the
 // manager, the agents and the CRDs go: removed first, a profile would keep
 // its finalizer forever and its nodes their tuning.
 //
@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -107,6 +108,23 @@ func remaining(ctx context.Context, c client.Client) (string, error) {
 	if err := c.List(ctx, &nodes); err != nil {
 		return "", fmt.Errorf("listing LatencyNodes: %w", err)
 	}
+	// The manager takes its tuning-pending taint off a node once the
+	// node's LatencyNode is gone (controllers/taint.go): wait for that
+	// too, or the node would keep refusing the tier's pods after the
+	// manager is removed.
+	var all corev1.NodeList
+	if err := c.List(ctx, &all); err != nil {
+		return "", fmt.Errorf("listing nodes: %w", err)
+	}
+	var tainted []string
+	for _, n := range all.Items {
+		for _, t := range n.Spec.Taints {
+			if t.Key == v1alpha1.TuningPendingTaint {
+				tainted = append(tainted, n.Name)
+				break
+			}
+		}
+	}
 	var parts []string
 	if len(profiles.Items) > 0 {
 		names := make([]string, 0, len(profiles.Items))
@@ -121,6 +139,9 @@ func remaining(ctx context.Context, c client.Client) (string, error) {
 			names = append(names, n.Name+" ("+string(n.Spec.Action)+")")
 		}
 		parts = append(parts, "LatencyNodes "+bounded(names))
+	}
+	if len(tainted) > 0 {
+		parts = append(parts, "the "+v1alpha1.TuningPendingTaint+" taint on nodes "+bounded(tainted))
 	}
 	return strings.Join(parts, "; "), nil
 }

@@ -1,0 +1,231 @@
+package controllers
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// Managed reboots (issue 26), the decision half: for one node, what its
+// reboot record (LatencyNode spec.reboot) says next. Pure: the reconciler
+// (reboot_controller.go) gathers the inputs and carries the act out.
+//
+// A node's managed reboot, once the rollout moved it to a revision whose
+// boot policy is Reboot and its agent staged the arguments:
+//
+//	(no record) → cordon, Draining → evict its pods → Rebooting (boot id
+//	recorded) → the agent reboots → new boot id, rebootedFor == revision,
+//	Ready → Verifying → Applied in the new boot and the rollout's verdict
+//	→ uncordon, no record.
+//
+// The record is in the API, so a restarted manager resumes where it was;
+// the agent reboots at most once per revision (status.boot.rebootedFor).
+
+// rebootAct is what a node's managed reboot does next.
+type rebootAct int
+
+const (
+	rebootWait    rebootAct = iota // nothing to do until an input changes
+	rebootStart                    // record Draining, cordon
+	rebootDrain                    // evict what is left on the node
+	rebootRequest                  // drained: record Rebooting with the boot id
+	rebootVerify                   // back with a new boot: record Verifying
+	rebootFinish                   // verified (or nothing to reboot): uncordon, clear
+	rebootAbandon                  // drain timed out or the reboot failed: uncordon, clear, pause
+	rebootStall                    // did not come back in time: pause, stays cordoned
+)
+
+// Defaults of spec.reboot.
+const (
+	defaultDrainTimeout = 10 * time.Minute
+	defaultBootTimeout  = 15 * time.Minute
+)
+
+// rebootLimits are a profile's spec.reboot with its defaults.
+type rebootLimits struct{ Drain, Boot time.Duration }
+
+func rebootLimitsOf(p *v1alpha1.LatencyProfile) rebootLimits {
+	l := rebootLimits{defaultDrainTimeout, defaultBootTimeout}
+	if s := p.Spec.Reboot; s != nil {
+		if s.DrainTimeout != nil {
+			l.Drain = s.DrainTimeout.Duration
+		}
+		if s.BootTimeout != nil {
+			l.Boot = s.BootTimeout.Duration
+		}
+	}
+	return l
+}
+
+// rebootsAllowed: the tuning ln holds lets the agent stage and reboot.
+func rebootsAllowed(ln *v1alpha1.LatencyNode) bool {
+	bp := ln.Spec.Tuning.BootParameters
+	return ln.Spec.Action == v1alpha1.ActionApply && bp != nil && bp.Policy == v1alpha1.BootReboot
+}
+
+// stagedForReboot: the agent reported ln's current spec with the arguments
+// staged in the bootloader and has not rebooted for this revision yet.
+// Planned, Failed, Unsupported and Conflict never lead to a cordon.
+func stagedForReboot(ln *v1alpha1.LatencyNode) bool {
+	b := ln.Status.Boot
+	return rebootsAllowed(ln) && ln.Spec.Revision != "" && ln.Status.ObservedGeneration >= ln.Generation &&
+		b != nil && b.State == v1alpha1.BootStaged && b.RebootedFor != ln.Spec.Revision
+}
+
+// awaitingReboot: the rollout must wait for ln's reboot before it judges
+// the node (its verdict compares the latency before and after the boot):
+// it is staged, draining or rebooting. A node in Verifying is judged.
+func awaitingReboot(ln *v1alpha1.LatencyNode) bool {
+	if r := ln.Spec.Reboot; r != nil {
+		return r.Phase != v1alpha1.RebootVerifying
+	}
+	return stagedForReboot(ln)
+}
+
+// rebootView is one node as its reboot decision sees it.
+type rebootView struct {
+	LN   *v1alpha1.LatencyNode
+	Node *corev1.Node // nil: gone
+	// Judged: the rollout judges the revision the node rebooted for;
+	// Class is its verdict then.
+	Judged bool
+	Class  nodeClass
+	// Drained: no pod left to evict (read only in Draining).
+	Drained bool
+	Limits  rebootLimits
+	Now     time.Time
+}
+
+// nextReboot is the act for a node that has a reboot record, with the
+// reason for events and status.
+func nextReboot(v rebootView) (rebootAct, string) {
+	rec, ln := v.LN.Spec.Reboot, v.LN
+	if rec == nil {
+		return rebootWait, ""
+	}
+	if v.Node == nil || ln.Spec.Action != v1alpha1.ActionApply || !ln.DeletionTimestamp.IsZero() {
+		return rebootFinish, "no longer to be rebooted"
+	}
+	switch rec.Phase {
+	case v1alpha1.RebootDraining:
+		return nextDraining(v)
+	case v1alpha1.RebootRequested:
+		return nextRebooting(v)
+	default:
+		return nextVerifying(v)
+	}
+}
+
+func nextDraining(v rebootView) (rebootAct, string) {
+	rec := v.LN.Spec.Reboot
+	if v.Drained {
+		return rebootRequest, "drained"
+	}
+	if !v.Now.Before(rec.Since.Add(v.Limits.Drain)) {
+		return rebootAbandon, fmt.Sprintf("the drain of node %s did not finish within %s; uncordoned, not rebooted", v.LN.Name, v.Limits.Drain)
+	}
+	return rebootDrain, "draining"
+}
+
+func nextRebooting(v rebootView) (rebootAct, string) {
+	rec, b := v.LN.Spec.Reboot, v.LN.Status.Boot
+	if rebootedBack(v) {
+		return rebootVerify, "back with boot " + b.BootID
+	}
+	if b != nil && b.State == v1alpha1.BootFailed && (b.BootID == rec.BootID || b.BootID == "") &&
+		v.LN.Status.ObservedGeneration >= v.LN.Generation {
+		return rebootAbandon, fmt.Sprintf("the agent on node %s did not reboot it: %s; uncordoned", v.LN.Name, b.Message)
+	}
+	if !v.Now.Before(rec.Since.Add(v.Limits.Boot)) {
+		return rebootStall, fmt.Sprintf("node %s did not come back within %s of the reboot request; it stays cordoned", v.LN.Name, v.Limits.Boot)
+	}
+	return rebootWait, "rebooting"
+}
+
+// rebootedBack: the agent reports a boot other than the one the reboot was
+// asked in, made for this revision, and the kubelet is Ready in it.
+func rebootedBack(v rebootView) bool {
+	rec, b := v.LN.Spec.Reboot, v.LN.Status.Boot
+	if b == nil || b.BootID == "" || b.BootID == rec.BootID || b.RebootedFor != rec.Revision {
+		return false
+	}
+	kubelet := v.Node.Status.NodeInfo.BootID
+	return readyStatus(v.Node) == corev1.ConditionTrue && (kubelet == "" || kubelet == b.BootID)
+}
+
+func nextVerifying(v rebootView) (rebootAct, string) {
+	rec, ln := v.LN.Spec.Reboot, v.LN
+	if ln.Spec.Revision != rec.Revision {
+		// The rollout moved the node on (a rollback): done with this
+		// boot; the next revision's staging starts its own reboot.
+		return rebootFinish, "moved to revision " + ln.Spec.Revision
+	}
+	if !tunedThisBoot(v.Node, ln) {
+		if !v.Now.Before(rec.Since.Add(v.Limits.Boot)) {
+			return rebootStall, fmt.Sprintf("node %s rebooted but did not report its tuning Applied within %s; it stays cordoned", ln.Name, v.Limits.Boot)
+		}
+		return rebootWait, "waiting for Applied in the new boot"
+	}
+	if !v.Judged {
+		return rebootFinish, "Applied in the new boot"
+	}
+	switch v.Class {
+	case classPassed:
+		return rebootFinish, "verified"
+	case classFailed:
+		return rebootFinish, "failed verification; the rollout acts on it"
+	}
+	return rebootWait, "verifying"
+}
+
+// rebootCounts is status.reboots from the profile's LatencyNodes after the
+// pass's acts (acts: node → the act carried out).
+func rebootCounts(lns []*v1alpha1.LatencyNode, acts map[string]rebootAct, target string) v1alpha1.RebootRolloutStatus {
+	var st v1alpha1.RebootRolloutStatus
+	for _, ln := range lns {
+		phase := v1alpha1.RebootPhase("")
+		if ln.Spec.Reboot != nil {
+			phase = ln.Spec.Reboot.Phase
+		}
+		switch acts[ln.Name] {
+		case rebootStart:
+			phase = v1alpha1.RebootDraining
+		case rebootRequest:
+			phase = v1alpha1.RebootRequested
+		case rebootVerify:
+			phase = v1alpha1.RebootVerifying
+		case rebootFinish, rebootAbandon:
+			phase = ""
+		}
+		b := ln.Status.Boot
+		switch {
+		case phase == v1alpha1.RebootDraining:
+			st.Draining++
+		case phase == v1alpha1.RebootRequested:
+			st.Rebooting++
+		case phase == v1alpha1.RebootVerifying:
+			st.Verifying++
+		case b != nil && b.RebootedFor == target && ln.Spec.Revision == target:
+			st.Rebooted++
+		case rebootsAllowed(ln) && b != nil && (b.State == v1alpha1.BootStaged || b.State == v1alpha1.BootPlanned) && b.RebootedFor != ln.Spec.Revision:
+			st.Pending++
+		}
+	}
+	return st
+}
+
+// sortedLatencyNodes are the LatencyNodes of lns that carry profile, by name.
+func sortedLatencyNodes(lns map[string]*v1alpha1.LatencyNode, profile string) []*v1alpha1.LatencyNode {
+	out := make([]*v1alpha1.LatencyNode, 0, len(lns))
+	for _, ln := range lns {
+		if ln.Spec.Profile == profile {
+			out = append(out, ln)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

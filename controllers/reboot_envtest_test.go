@@ -1,0 +1,689 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// The managed reboots against a real API server. Each test has its own
+// envtest (kube-apiserver and etcd) and its own manager, so it sets
+// --max-rebooting, moves the manager's clock and restarts the manager. A
+// stand-in plays each node's kubelet (Ready, boot id, removing terminated
+// pods) and agent (staged arguments, the reboot on request: a new boot id,
+// then Applied in it).
+
+const rebootWaitFor = 60 * time.Second
+
+// rebootEnv is one test's API server, manager and stand-in.
+type rebootEnv struct {
+	t     *testing.T
+	c     client.Client
+	cfg   envtestConfig
+	clock *testClock
+	sim   *standIn
+	stop  func() // stops the running manager and waits for it
+}
+
+type envtestConfig struct{ env *envtest.Environment }
+
+// testClock is the manager's clock: real time plus an offset a test moves
+// forward to cross a timeout at once.
+type testClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
+
+func startRebootEnv(t *testing.T, maxRebooting int) *rebootEnv {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts its own kube-apiserver")
+	}
+	if err := ensureAssets(); err != nil {
+		t.Fatal(err)
+	}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{Scheme: NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, ns := range []string{testNamespace, "work"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := &rebootEnv{t: t, c: c, cfg: envtestConfig{env}, clock: &testClock{}}
+	e.sim = newStandIn(t, c)
+	e.startManager(maxRebooting)
+	t.Cleanup(func() {
+		if e.stop != nil {
+			e.stop()
+		}
+	})
+	return e
+}
+
+// startManager runs a manager against the test's API server.
+func (e *rebootEnv) startManager(maxRebooting int) {
+	e.t.Helper()
+	sync := testSyncPeriod
+	opts := cacheOptions(testNamespace)
+	opts.SyncPeriod = &sync
+	mgr, err := ctrl.NewManager(managerConfig(e.cfg.env.Config), ctrl.Options{
+		Scheme: NewScheme(), Client: clientOptions(), Cache: opts,
+		Metrics: metricsserver.Options{BindAddress: "0"}, Logger: testLogger(),
+		// A second manager in the same process (the restart) registers
+		// its controllers under the same names.
+		Controller: ctrlConfigSkipNameValidation(),
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	err = setup(mgr, options{Namespace: testNamespace, UnreachableAfter: testUnreachable, Now: e.clock.Now,
+		MaxRebooting: maxRebooting, RebootPoll: 200 * time.Millisecond})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Println("manager stopped:", err)
+		}
+	}()
+	e.stop = func() {
+		cancel()
+		<-done
+		e.stop = nil
+	}
+}
+
+// rebootProfile selects the nodes labelled tier=name, with boot policy
+// Reboot.
+func (e *rebootEnv) rebootProfile(name string, reboot *v1alpha1.RebootSpec) *v1alpha1.LatencyProfile {
+	e.t.Helper()
+	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.LatencyProfileSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": name}},
+			TuningSpec: v1alpha1.TuningSpec{
+				Scheduler:      &v1alpha1.SchedulerSpec{Autogroup: ptr.To(v1alpha1.Disabled)},
+				CPUs:           &v1alpha1.CPUSpec{Reserved: ptr.To("0"), Isolated: ptr.To("1"), NamespaceSelector: &v1alpha1.NamespaceSelector{}},
+				BootParameters: &v1alpha1.BootParametersSpec{Policy: v1alpha1.BootReboot},
+			},
+			Reboot: reboot,
+		}}
+	if err := e.c.Create(context.Background(), p); err != nil {
+		e.t.Fatalf("creating profile: %v", err)
+	}
+	return p
+}
+
+// nodes creates Ready nodes labelled tier=tier.
+func (e *rebootEnv) nodes(tier string, names ...string) {
+	e.t.Helper()
+	for _, name := range names {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tier": tier}}}
+		if err := e.c.Create(context.Background(), n); err != nil {
+			e.t.Fatal(err)
+		}
+		e.sim.add(name)
+	}
+}
+
+// pod creates a pod bound to node; f shapes it.
+func (e *rebootEnv) pod(name, node string, f func(*corev1.Pod)) {
+	e.t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "work", Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	if f != nil {
+		f(p)
+	}
+	if err := e.c.Create(context.Background(), p); err != nil {
+		e.t.Fatal(err)
+	}
+	// Running, as its kubelet would say: the Eviction API deletes a
+	// Pending pod without asking its PodDisruptionBudget.
+	p.Status.Phase = corev1.PodRunning
+	if err := e.c.Status().Update(context.Background(), p); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *rebootEnv) podExists(name string) bool {
+	err := e.c.Get(context.Background(), types.NamespacedName{Namespace: "work", Name: name}, &corev1.Pod{})
+	return err == nil
+}
+
+func (e *rebootEnv) ln(name string) *v1alpha1.LatencyNode {
+	ln := &v1alpha1.LatencyNode{}
+	if err := e.c.Get(context.Background(), types.NamespacedName{Name: name}, ln); err != nil {
+		return nil
+	}
+	return ln
+}
+
+func (e *rebootEnv) node(name string) *corev1.Node {
+	n := &corev1.Node{}
+	if err := e.c.Get(context.Background(), types.NamespacedName{Name: name}, n); err != nil {
+		e.t.Fatalf("getting node %s: %v", name, err)
+	}
+	return n
+}
+
+func (e *rebootEnv) profile(name string) *v1alpha1.LatencyProfile {
+	p := &v1alpha1.LatencyProfile{}
+	if err := e.c.Get(context.Background(), types.NamespacedName{Name: name}, p); err != nil {
+		e.t.Fatalf("getting profile %s: %v", name, err)
+	}
+	return p
+}
+
+// until polls f until it returns nil.
+func (e *rebootEnv) until(what string, f func() error) {
+	e.t.Helper()
+	deadline := time.Now().Add(rebootWaitFor)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("%s: still not true after %s: %v", what, rebootWaitFor, err)
+}
+
+// phaseIs waits for node's reboot record to be in phase ("" none).
+func (e *rebootEnv) phaseIs(node string, phase v1alpha1.RebootPhase) {
+	e.t.Helper()
+	e.until(node+" reboot phase "+string(phase), func() error {
+		ln := e.ln(node)
+		if ln == nil {
+			return fmt.Errorf("no LatencyNode")
+		}
+		got := v1alpha1.RebootPhase("")
+		if ln.Spec.Reboot != nil {
+			got = ln.Spec.Reboot.Phase
+		}
+		if got != phase {
+			return fmt.Errorf("phase %q", got)
+		}
+		return nil
+	})
+}
+
+// rebootsIs waits for the profile's status.reboots to satisfy f.
+func (e *rebootEnv) rebootsIs(profile, what string, f func(*v1alpha1.RebootRolloutStatus) bool) *v1alpha1.RebootRolloutStatus {
+	e.t.Helper()
+	var st *v1alpha1.RebootRolloutStatus
+	e.until(profile+" reboots "+what, func() error {
+		st = e.profile(profile).Status.Reboots
+		if st == nil || !f(st) {
+			return fmt.Errorf("status.reboots = %+v", st)
+		}
+		return nil
+	})
+	return st
+}
+
+func (e *rebootEnv) expectEvent(reason string) {
+	e.t.Helper()
+	e.until("event "+reason, func() error {
+		var list eventsv1.EventList
+		if err := e.c.List(context.Background(), &list); err != nil {
+			return err
+		}
+		for _, ev := range list.Items {
+			if ev.Reason == reason {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s among %d events", reason, len(list.Items))
+	})
+}
+
+// standIn plays the kubelet and the agent of its nodes.
+type standIn struct {
+	t *testing.T
+	c client.Client
+
+	mu    sync.Mutex
+	nodes []string
+	boot  map[string]string // the running boot id
+	// rebootedFor is the agent's on-node record of its last managed
+	// reboot; reboots counts them per node and revision.
+	rebootedFor map[string]string
+	reboots     map[string]int
+	// down: the node rebooted and never came back (NotReady, silent).
+	neverBack, down map[string]bool
+	// hold: the agent does not reboot yet; quiet: it reports nothing yet;
+	// stageFails: staging failed.
+	hold, quiet, stageFails map[string]bool
+	// Observed: the most nodes cordoned at once, whether each node was
+	// ever cordoned, and gate violations (untainted while not Applied in
+	// the running boot, after the manager saw that boot).
+	maxCordoned int
+	cordoned    map[string]bool
+	violations  []string
+	bootSeq     int
+}
+
+func newStandIn(t *testing.T, c client.Client) *standIn {
+	s := &standIn{t: t, c: c, boot: map[string]string{}, rebootedFor: map[string]string{}, reboots: map[string]int{},
+		neverBack: map[string]bool{}, down: map[string]bool{}, hold: map[string]bool{}, quiet: map[string]bool{}, stageFails: map[string]bool{},
+		cordoned: map[string]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			s.pass(ctx)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return s
+}
+
+func (s *standIn) add(node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nodes = append(s.nodes, node)
+	s.bootSeq++
+	s.boot[node] = fmt.Sprintf("boot-%s-%d", node, s.bootSeq)
+}
+
+func (s *standIn) set(f func(s *standIn)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s)
+}
+
+func (s *standIn) rebootCount(node, rev string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reboots[node+"/"+rev]
+}
+
+func (s *standIn) pass(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cordoned := 0
+	for _, name := range s.nodes {
+		n := &corev1.Node{}
+		if err := s.c.Get(ctx, types.NamespacedName{Name: name}, n); err != nil {
+			continue
+		}
+		if n.Spec.Unschedulable {
+			cordoned++
+			s.cordoned[name] = true
+		}
+		s.kubelet(ctx, n)
+		s.removeTerminated(ctx, name)
+		if !s.down[name] && !s.quiet[name] {
+			s.agent(ctx, n)
+		}
+	}
+	if cordoned > s.maxCordoned {
+		s.maxCordoned = cordoned
+	}
+}
+
+// kubelet keeps the node's Ready condition and boot id.
+func (s *standIn) kubelet(ctx context.Context, n *corev1.Node) {
+	ready := corev1.ConditionTrue
+	if s.down[n.Name] {
+		ready = corev1.ConditionFalse
+	}
+	want := n.DeepCopy()
+	want.Status.NodeInfo.BootID = s.boot[n.Name]
+	want.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, Reason: "StandIn",
+		LastTransitionTime: metav1.Now(), LastHeartbeatTime: metav1.Now()}}
+	if readyStatus(n) == ready && n.Status.NodeInfo.BootID == want.Status.NodeInfo.BootID {
+		return
+	}
+	_ = s.c.Status().Update(ctx, want)
+}
+
+// removeTerminated finishes the pods an eviction deleted (the kubelet's
+// part of a graceful deletion).
+func (s *standIn) removeTerminated(ctx context.Context, node string) {
+	var pods corev1.PodList
+	if err := s.c.List(ctx, &pods); err != nil {
+		return
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName == node && !p.DeletionTimestamp.IsZero() {
+			_ = s.c.Delete(ctx, p, client.GracePeriodSeconds(0))
+		}
+	}
+}
+
+// agent reports the node's tuning and boot, and reboots once when asked.
+func (s *standIn) agent(ctx context.Context, n *corev1.Node) {
+	ln := &v1alpha1.LatencyNode{}
+	if err := s.c.Get(ctx, types.NamespacedName{Name: n.Name}, ln); err != nil || ln.Spec.Action != v1alpha1.ActionApply {
+		return
+	}
+	if rec := ln.Spec.Reboot; rec != nil && rec.Phase == v1alpha1.RebootRequested && s.rebootedFor[n.Name] != rec.Revision && !s.hold[n.Name] {
+		s.reboots[n.Name+"/"+rec.Revision]++
+		s.rebootedFor[n.Name] = rec.Revision
+		s.bootSeq++
+		s.boot[n.Name] = fmt.Sprintf("boot-%s-%d", n.Name, s.bootSeq)
+		if s.neverBack[n.Name] {
+			s.down[n.Name] = true
+		}
+		return // the kubelet reports the new boot on the next pass
+	}
+	if n.Status.NodeInfo.BootID != s.boot[n.Name] {
+		return
+	}
+	// Gate: the agent takes its time in a new boot, at least until the
+	// manager has put the taint back; the taint must be there whenever
+	// the report does not say Applied in this boot.
+	tainted := hasTaint(n.Spec.Taints, pendingTaint)
+	if !tainted && !tunedThisBoot(n, ln) && ln.Status.Boot != nil && ln.Status.Boot.BootID != s.boot[n.Name] {
+		return // wait for the manager to see the new boot
+	}
+	if !tainted && !appliedThisBoot(n, ln) && ln.Status.ObservedGeneration > 0 {
+		s.violations = append(s.violations, fmt.Sprintf("%s untainted while not Applied in boot %s", n.Name, s.boot[n.Name]))
+	}
+	st := ln.Status.DeepCopy()
+	st.ObservedGeneration, st.Profile, st.ProfileGeneration = ln.Generation, ln.Spec.Profile, ln.Spec.ProfileGeneration
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.NodeApplied, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonApplied, ObservedGeneration: ln.Generation})
+	boot := &v1alpha1.BootStatus{State: v1alpha1.BootStaged, Backend: "GRUB", BootID: s.boot[n.Name], RebootedFor: s.rebootedFor[n.Name]}
+	switch {
+	case s.stageFails[n.Name]:
+		boot.State, boot.Message = v1alpha1.BootFailed, "update-grub failed"
+	case s.rebootedFor[n.Name] == ln.Spec.Revision:
+		boot.State = v1alpha1.BootBooted
+	}
+	st.Boot = boot
+	if equality.Semantic.DeepEqual(&ln.Status, st) {
+		return
+	}
+	patched := ln.DeepCopy()
+	patched.Status = *st
+	_ = s.c.Status().Patch(ctx, patched, client.MergeFrom(ln))
+}
+
+// finish checks what must hold all along.
+func (s *standIn) check(maxCordoned int) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.maxCordoned > maxCordoned {
+		s.t.Errorf("%d nodes cordoned at once, at most %d allowed", s.maxCordoned, maxCordoned)
+	}
+	for k, n := range s.reboots {
+		if n > 1 {
+			s.t.Errorf("%s rebooted %d times for one revision", k, n)
+		}
+	}
+	for _, v := range s.violations {
+		s.t.Errorf("tuning-ready gate: %s", v)
+	}
+}
+
+// TestRebootsOneAtATimeDrainedAndTaintedUntilApplied: three staged nodes
+// under --max-rebooting 1 are cordoned one at a time, drained (their
+// DaemonSet, mirror and tolerating pods stay), rebooted once each,
+// verified and uncordoned; each keeps the tuning-pending taint until its
+// agent reports Applied in the new boot, and loses it after.
+func TestRebootsOneAtATimeDrainedAndTaintedUntilApplied(t *testing.T) {
+	e := startRebootEnv(t, 1)
+	nodes := []string{"rb-a", "rb-b", "rb-c"}
+	e.nodes("fleet", nodes...)
+	isController := true
+	for _, n := range nodes {
+		e.pod("web-"+n, n, nil)
+		e.pod("ds-"+n, n, func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "u1", Controller: &isController}}
+		})
+		e.pod("critical-"+n, n, func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Key: v1alpha1.TuningPendingTaint, Operator: corev1.TolerationOpExists}}
+		})
+		e.pod("mirror-"+n, n, func(p *corev1.Pod) { p.Annotations = map[string]string{mirrorPodAnnotation: "x"} })
+	}
+	// Selected: the taint is on before anything is reported.
+	e.sim.set(func(s *standIn) { s.quiet["rb-a"], s.quiet["rb-b"], s.quiet["rb-c"] = true, true, true })
+	e.rebootProfile("fleet", nil)
+	for _, n := range nodes {
+		e.until(n+" tainted on selection", func() error {
+			if !hasTaint(e.node(n).Spec.Taints, pendingTaint) {
+				return fmt.Errorf("taints %v", e.node(n).Spec.Taints)
+			}
+			return nil
+		})
+	}
+	e.sim.set(func(s *standIn) { s.quiet = map[string]bool{} })
+	st := e.rebootsIs("fleet", "all rebooted", func(st *v1alpha1.RebootRolloutStatus) bool {
+		return st.Rebooted == 3 && st.Draining+st.Rebooting+st.Verifying == 0
+	})
+	if st.Paused || st.Pending != 0 {
+		t.Errorf("status.reboots = %+v", st)
+	}
+	rev := e.ln("rb-a").Spec.Revision
+	for _, n := range nodes {
+		if got := e.sim.rebootCount(n, rev); got != 1 {
+			t.Errorf("%s rebooted %d times for %s, want 1", n, got, rev)
+		}
+		e.until(n+" uncordoned and untainted", func() error {
+			node := e.node(n)
+			if node.Spec.Unschedulable || hasTaint(node.Spec.Taints, pendingTaint) {
+				return fmt.Errorf("unschedulable %v taints %v", node.Spec.Unschedulable, node.Spec.Taints)
+			}
+			return nil
+		})
+		if e.podExists("web-" + n) {
+			t.Errorf("web-%s was not evicted", n)
+		}
+		for _, stays := range []string{"ds-", "critical-", "mirror-"} {
+			if !e.podExists(stays + n) {
+				t.Errorf("%s%s was evicted", stays, n)
+			}
+		}
+		if ln := e.ln(n); ln.Spec.Reboot != nil || ln.Status.Boot.RebootedFor != rev {
+			t.Errorf("%s: record %+v, rebootedFor %q", n, ln.Spec.Reboot, ln.Status.Boot.RebootedFor)
+		}
+	}
+	e.expectEvent(eventRebootDone)
+	e.sim.check(1)
+}
+
+// TestRebootDrainHonoursPDBAndTimesOut: an eviction a PodDisruptionBudget
+// refuses delays the drain (the node stays cordoned, Draining) until the
+// budget allows it; a drain that outlasts drainTimeout uncordons the node
+// unrebooted and pauses the reboots.
+func TestRebootDrainHonoursPDBAndTimesOut(t *testing.T) {
+	e := startRebootEnv(t, 1)
+	e.nodes("pdb", "pdb-a", "pdb-b")
+	e.pod("db-a", "pdb-a", nil)
+	e.pod("db-b", "pdb-b", nil)
+	ctx := context.Background()
+	pdb := func(name string) *policyv1.PodDisruptionBudget {
+		b := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "work"},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}}}
+		if err := e.c.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// No kube-controller-manager: the test writes what its disruption
+	// controller would.
+	allow := func(b *policyv1.PodDisruptionBudget, n int32) {
+		e.until("PDB status written", func() error {
+			cur := &policyv1.PodDisruptionBudget{}
+			if err := e.c.Get(ctx, client.ObjectKeyFromObject(b), cur); err != nil {
+				return err
+			}
+			cur.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: cur.Generation, DisruptionsAllowed: n,
+				CurrentHealthy: 1, DesiredHealthy: 1 - n + 1, ExpectedPods: 1}
+			return e.c.Status().Update(ctx, cur)
+		})
+	}
+	allow(pdb("db-a"), 0)
+	allow(pdb("db-b"), 0)
+	e.rebootProfile("pdb", &v1alpha1.RebootSpec{DrainTimeout: &metav1.Duration{Duration: time.Minute}})
+
+	e.phaseIs("pdb-a", v1alpha1.RebootDraining)
+	e.expectEvent(eventRebootBlocked)
+	if !e.node("pdb-a").Spec.Unschedulable || !e.podExists("db-a") {
+		t.Fatal("pdb-a: not cordoned, or its pod went despite the budget")
+	}
+	allow(&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db-a", Namespace: "work"}}, 1)
+	e.phaseIs("pdb-a", "")
+	rev := e.ln("pdb-a").Spec.Revision
+	if e.sim.rebootCount("pdb-a", rev) != 1 || e.podExists("db-a") {
+		t.Fatalf("pdb-a: rebooted %d times, pod still there %v", e.sim.rebootCount("pdb-a", rev), e.podExists("db-a"))
+	}
+
+	// pdb-b's budget never allows: past drainTimeout it is let go.
+	e.phaseIs("pdb-b", v1alpha1.RebootDraining)
+	e.clock.advance(2 * time.Minute)
+	st := e.rebootsIs("pdb", "paused", func(st *v1alpha1.RebootRolloutStatus) bool { return st.Paused })
+	e.phaseIs("pdb-b", "")
+	if n := e.node("pdb-b"); n.Spec.Unschedulable {
+		t.Error("pdb-b still cordoned after its drain timed out")
+	}
+	if e.sim.rebootCount("pdb-b", rev) != 0 || !e.podExists("db-b") {
+		t.Error("pdb-b rebooted or drained despite its budget")
+	}
+	t.Logf("paused: %s", st.Message)
+	e.expectEvent(eventRebootPaused)
+	// Paused stays paused: pdb-b is not cordoned again.
+	time.Sleep(time.Second)
+	if e.ln("pdb-b").Spec.Reboot != nil {
+		t.Error("a paused profile started pdb-b again")
+	}
+	e.sim.check(1)
+}
+
+// TestRebootNeverBackPausesAndStagingFailureNeverCordons: a node that does
+// not come back within bootTimeout pauses the reboots and stays cordoned;
+// a node whose staging failed is never cordoned.
+func TestRebootNeverBackPausesAndStagingFailureNeverCordons(t *testing.T) {
+	e := startRebootEnv(t, 2)
+	e.nodes("lost", "lost-a", "lost-b")
+	e.sim.set(func(s *standIn) { s.neverBack["lost-a"], s.stageFails["lost-b"] = true, true })
+	e.rebootProfile("lost", nil)
+	e.phaseIs("lost-a", v1alpha1.RebootRequested)
+	e.until("lost-a down", func() error {
+		if readyStatus(e.node("lost-a")) != corev1.ConditionFalse {
+			return fmt.Errorf("still Ready")
+		}
+		return nil
+	})
+	e.clock.advance(16 * time.Minute)
+	st := e.rebootsIs("lost", "paused", func(st *v1alpha1.RebootRolloutStatus) bool { return st.Paused })
+	t.Logf("paused: %s", st.Message)
+	if !e.node("lost-a").Spec.Unschedulable || e.ln("lost-a").Spec.Reboot == nil {
+		t.Error("lost-a was let go: it must stay cordoned for a person to look at")
+	}
+	if ln := e.ln("lost-b"); ln.Status.Boot == nil || ln.Status.Boot.State != v1alpha1.BootFailed {
+		t.Fatalf("lost-b did not report its staging failure: %+v", ln.Status.Boot)
+	}
+	e.sim.mu.Lock()
+	cordonedB := e.sim.cordoned["lost-b"]
+	e.sim.mu.Unlock()
+	if cordonedB || e.ln("lost-b").Spec.Reboot != nil {
+		t.Error("lost-b was cordoned although its staging failed")
+	}
+	e.sim.check(2)
+}
+
+// TestRebootResumesAfterManagerRestart: the manager stops while a node is
+// rebooting; the node reboots meanwhile; a new manager picks the record up,
+// verifies and uncordons it without asking for another reboot, and goes
+// on to the next node.
+func TestRebootResumesAfterManagerRestart(t *testing.T) {
+	e := startRebootEnv(t, 1)
+	e.nodes("again", "again-a", "again-b")
+	e.sim.set(func(s *standIn) { s.hold["again-a"], s.hold["again-b"] = true, true })
+	e.rebootProfile("again", nil)
+	e.until("one node asked to reboot", func() error {
+		for _, n := range []string{"again-a", "again-b"} {
+			if ln := e.ln(n); ln != nil && ln.Spec.Reboot != nil && ln.Spec.Reboot.Phase == v1alpha1.RebootRequested {
+				return nil
+			}
+		}
+		return fmt.Errorf("none yet")
+	})
+	e.stop()
+	first, second := "again-a", "again-b"
+	if e.ln(first).Spec.Reboot == nil {
+		first, second = second, first
+	}
+	if e.ln(second).Spec.Reboot != nil {
+		t.Fatalf("both nodes in flight under --max-rebooting 1")
+	}
+	// The node reboots while no manager runs.
+	e.sim.set(func(s *standIn) { s.hold = map[string]bool{} })
+	rev := e.ln(first).Spec.Revision
+	e.until(first+" rebooted", func() error {
+		if e.sim.rebootCount(first, rev) != 1 {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	e.startManager(1)
+	e.rebootsIs("again", "both rebooted", func(st *v1alpha1.RebootRolloutStatus) bool {
+		return st.Rebooted == 2 && st.Draining+st.Rebooting+st.Verifying == 0
+	})
+	for _, n := range []string{first, second} {
+		if got := e.sim.rebootCount(n, rev); got != 1 {
+			t.Errorf("%s rebooted %d times, want 1", n, got)
+		}
+		if e.node(n).Spec.Unschedulable {
+			t.Errorf("%s still cordoned", n)
+		}
+	}
+	e.sim.check(1)
+}
+
+// ctrlConfigSkipNameValidation lets a test's manager name its controllers
+// as the suite's manager in the same process does.
+func ctrlConfigSkipNameValidation() config.Controller {
+	return config.Controller{SkipNameValidation: ptr.To(true)}
+}

@@ -1,0 +1,216 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+var rebootT0 = time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+
+// rebootLN is a LatencyNode at generation 3 holding revision r1 with boot
+// policy Reboot, reported, Applied, with boot state st in boot b1.
+func rebootLN(st v1alpha1.BootState) *v1alpha1.LatencyNode {
+	ln := gateLN(3, metav1.ConditionTrue, "b1")
+	ln.Generation = 3
+	ln.Spec.Revision = "r1"
+	ln.Spec.Tuning.BootParameters = &v1alpha1.BootParametersSpec{Policy: v1alpha1.BootReboot}
+	ln.Status.Boot.State = st
+	return ln
+}
+
+func readyNode(boot string) *corev1.Node {
+	n := nodeBooted(boot)
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	return n
+}
+
+func withRecord(ln *v1alpha1.LatencyNode, phase v1alpha1.RebootPhase, since time.Time) *v1alpha1.LatencyNode {
+	ln.Spec.Reboot = &v1alpha1.NodeRebootSpec{Revision: "r1", Phase: phase, Since: metav1.NewTime(since), BootID: "b1"}
+	return ln
+}
+
+// TestStagedForRebootNeverOnAStagingFailure: only Staged for the current
+// spec, under policy Reboot, not yet rebooted for the revision, leads to a
+// cordon.
+func TestStagedForRebootNeverOnAStagingFailure(t *testing.T) {
+	for _, st := range []v1alpha1.BootState{v1alpha1.BootPlanned, v1alpha1.BootFailed, v1alpha1.BootUnsupported,
+		v1alpha1.BootConflict, v1alpha1.BootNotNeeded, v1alpha1.BootBooted} {
+		if stagedForReboot(rebootLN(st)) {
+			t.Errorf("state %s: staged for reboot", st)
+		}
+	}
+	if !stagedForReboot(rebootLN(v1alpha1.BootStaged)) {
+		t.Error("Staged: not staged for reboot")
+	}
+	old := rebootLN(v1alpha1.BootStaged)
+	old.Status.ObservedGeneration = 2
+	report := rebootLN(v1alpha1.BootStaged)
+	report.Spec.Tuning.BootParameters.Policy = v1alpha1.BootReportOnly
+	done := rebootLN(v1alpha1.BootStaged)
+	done.Status.Boot.RebootedFor = "r1"
+	for name, ln := range map[string]*v1alpha1.LatencyNode{"older report": old, "ReportOnly": report, "rebooted for r1 already": done} {
+		if stagedForReboot(ln) {
+			t.Errorf("%s: staged for reboot", name)
+		}
+	}
+}
+
+func TestNextReboot(t *testing.T) {
+	limits := rebootLimits{Drain: 10 * time.Minute, Boot: 15 * time.Minute}
+	back := func() *v1alpha1.LatencyNode {
+		ln := withRecord(rebootLN(v1alpha1.BootBooted), v1alpha1.RebootRequested, rebootT0)
+		ln.Status.Boot.BootID, ln.Status.Boot.RebootedFor = "b2", "r1"
+		return ln
+	}
+	failed := withRecord(rebootLN(v1alpha1.BootFailed), v1alpha1.RebootRequested, rebootT0)
+	verifying := func(boot string) *v1alpha1.LatencyNode {
+		ln := withRecord(rebootLN(v1alpha1.BootBooted), v1alpha1.RebootVerifying, rebootT0)
+		ln.Status.Boot.BootID, ln.Status.Boot.RebootedFor = boot, "r1"
+		return ln
+	}
+	movedOn := verifying("b2")
+	movedOn.Spec.Revision = "r0"
+	reverting := withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0)
+	reverting.Spec.Action = v1alpha1.ActionRevert
+	notReady := readyNode("b2")
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	for _, tc := range []struct {
+		name   string
+		v      rebootView
+		want   rebootAct
+		paused bool
+	}{
+		{"no record", rebootView{LN: rebootLN(v1alpha1.BootStaged), Node: readyNode("b1")}, rebootWait, false},
+		{"deselected mid-drain", rebootView{LN: reverting, Node: readyNode("b1")}, rebootFinish, false},
+		{"node gone", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0)}, rebootFinish, false},
+		{"pods left", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: readyNode("b1"),
+			Now: rebootT0.Add(9 * time.Minute)}, rebootDrain, false},
+		{"drained", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: readyNode("b1"),
+			Drained: true, Now: rebootT0.Add(11 * time.Minute)}, rebootRequest, false},
+		{"drain timed out", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: readyNode("b1"),
+			Now: rebootT0.Add(10 * time.Minute)}, rebootAbandon, true},
+		{"not rebooted yet", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootRequested, rebootT0), Node: readyNode("b1"),
+			Now: rebootT0.Add(time.Minute)}, rebootWait, false},
+		{"back, Ready, same boot as kubelet", rebootView{LN: back(), Node: readyNode("b2"), Now: rebootT0.Add(time.Minute)}, rebootVerify, false},
+		{"back but not Ready", rebootView{LN: back(), Node: notReady, Now: rebootT0.Add(time.Minute)}, rebootWait, false},
+		{"agent's boot is not the kubelet's", rebootView{LN: back(), Node: readyNode("b3"), Now: rebootT0.Add(time.Minute)}, rebootWait, false},
+		{"never came back", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootRequested, rebootT0), Node: notReady,
+			Now: rebootT0.Add(15 * time.Minute)}, rebootStall, true},
+		{"agent could not reboot", rebootView{LN: failed, Node: readyNode("b1"), Now: rebootT0.Add(time.Minute)}, rebootAbandon, true},
+		{"verifying: Applied in the new boot, no rollout", rebootView{LN: verifying("b2"), Node: readyNode("b2"), Now: rebootT0}, rebootFinish, false},
+		{"verifying: Applied of the old boot", rebootView{LN: verifying("b1"), Node: readyNode("b2"), Now: rebootT0}, rebootWait, false},
+		{"verifying: never Applied", rebootView{LN: verifying("b1"), Node: readyNode("b2"), Now: rebootT0.Add(16 * time.Minute)}, rebootStall, true},
+		{"verifying: window open", rebootView{LN: verifying("b2"), Node: readyNode("b2"), Judged: true, Class: classVerifying, Now: rebootT0}, rebootWait, false},
+		{"verifying: passed", rebootView{LN: verifying("b2"), Node: readyNode("b2"), Judged: true, Class: classPassed, Now: rebootT0}, rebootFinish, false},
+		{"verifying: regressed", rebootView{LN: verifying("b2"), Node: readyNode("b2"), Judged: true, Class: classFailed, Now: rebootT0}, rebootFinish, false},
+		{"verifying: rolled back", rebootView{LN: movedOn, Node: readyNode("b2"), Judged: true, Class: classWaiting, Now: rebootT0}, rebootFinish, false},
+	} {
+		tc.v.Limits = limits
+		got, why := nextReboot(tc.v)
+		if got != tc.want {
+			t.Errorf("%s: act %d (%s), want %d", tc.name, got, why, tc.want)
+		}
+		if paused := got == rebootAbandon || got == rebootStall; paused != tc.paused {
+			t.Errorf("%s: pauses %v, want %v", tc.name, paused, tc.paused)
+		}
+	}
+}
+
+func TestDrainsLeavesWhatStays(t *testing.T) {
+	ds := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "u", Controller: new(bool)}
+	*ds.Controller = true
+	rs := ds
+	rs.Kind = "ReplicaSet"
+	pod := func(f func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+		f(p)
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"plain", pod(func(*corev1.Pod) {}), true},
+		{"ReplicaSet", pod(func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{rs} }), true},
+		{"DaemonSet", pod(func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{ds} }), false},
+		{"mirror", pod(func(p *corev1.Pod) { p.Annotations = map[string]string{mirrorPodAnnotation: "x"} }), false},
+		{"finished", pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), false},
+		{"tolerates the pending taint", pod(func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Key: v1alpha1.TuningPendingTaint, Operator: corev1.TolerationOpExists}}
+		}), false},
+		{"tolerates everything", pod(func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		}), false},
+		{"tolerates only NoExecute of it", pod(func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Key: v1alpha1.TuningPendingTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
+		}), true},
+		{"tolerates unschedulable", pod(func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists}}
+		}), true},
+	} {
+		if got := drains(tc.pod); got != tc.want {
+			t.Errorf("%s: drains = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRolloutWaitsForTheReboot: a staged or rebooting node holding the
+// target is verifying however long it takes (the reboot has its own
+// timeouts), so it blocks its batch and is not judged on the evidence of
+// the boot before.
+func TestRolloutWaitsForTheReboot(t *testing.T) {
+	p := rolloutPolicy(0, 1)
+	in := rolloutInput{Policy: &p, Target: "r1", Generation: 1, Now: rebootT0.Add(time.Hour),
+		Last: &v1alpha1.RolloutStatus{Revision: "r1", ObservedGeneration: 1, Phase: v1alpha1.RolloutProgressing},
+		Nodes: []rolloutNode{
+			{Name: "a", Action: v1alpha1.ActionApply, Revision: "r1", Reported: true, SetAt: rebootT0, AwaitingReboot: true},
+			{Name: "b", Action: v1alpha1.ActionApply, Revision: "r0", Reported: true, SetAt: rebootT0},
+		}}
+	plan := decideRollout(in)
+	if plan.Classes["a"] != classVerifying {
+		t.Errorf("awaiting reboot: class %d, want verifying", plan.Classes["a"])
+	}
+	if len(plan.Moves) != 0 {
+		t.Errorf("moved %v while a node awaits its reboot (maxInFlight 1)", plan.Moves)
+	}
+}
+
+func TestMaxRebootingFlag(t *testing.T) {
+	f, err := parseManagerFlags(nil)
+	if err != nil || f.maxRebooting != 1 {
+		t.Fatalf("default --max-rebooting = %d (%v), want 1", f.maxRebooting, err)
+	}
+	if f, err := parseManagerFlags([]string{"--max-rebooting=3"}); err != nil || f.maxRebooting != 3 {
+		t.Fatalf("--max-rebooting=3: %d, %v", f.maxRebooting, err)
+	}
+	if _, err := parseManagerFlags([]string{"--max-rebooting=0"}); err == nil {
+		t.Fatal("--max-rebooting=0 accepted: nothing would ever reboot")
+	}
+}
+
+// TestRebootCounts: status.reboots counts each node once, after the acts
+// of the pass.
+func TestRebootCounts(t *testing.T) {
+	staged := rebootLN(v1alpha1.BootStaged)
+	staged.Name = "staged"
+	starting := rebootLN(v1alpha1.BootStaged)
+	starting.Name = "starting"
+	draining := withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0)
+	draining.Name = "draining"
+	finishing := withRecord(rebootLN(v1alpha1.BootBooted), v1alpha1.RebootVerifying, rebootT0)
+	finishing.Name, finishing.Status.Boot.RebootedFor = "finishing", "r1"
+	failed := rebootLN(v1alpha1.BootFailed)
+	failed.Name = "failed"
+	acts := map[string]rebootAct{"starting": rebootStart, "draining": rebootRequest, "finishing": rebootFinish}
+	got := rebootCounts([]*v1alpha1.LatencyNode{staged, starting, draining, finishing, failed}, acts, "r1")
+	want := v1alpha1.RebootRolloutStatus{Draining: 1, Rebooting: 1, Rebooted: 1, Pending: 1}
+	if got != want {
+		t.Errorf("counts = %+v, want %+v", got, want)
+	}
+}

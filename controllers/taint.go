@@ -1,0 +1,232 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// The tuning-ready gate (issue 26): a node a profile owns carries the
+// NoSchedule taint v1alpha1.TuningPendingTaint from the moment it is
+// selected (or joins, or boots anew) until its agent reports the profile
+// Applied for the LatencyNode's current generation in the node's current
+// boot. The tier's pods do not tolerate it, so they land only on tuned
+// nodes. The manager patches that one taint and nothing else of the
+// node's taints (the admission policy latencytier-manager-node-labels holds
+// it to that).
+
+// pendingTaint is the taint the gate keeps.
+var pendingTaint = corev1.Taint{Key: v1alpha1.TuningPendingTaint, Effect: corev1.TaintEffectNoSchedule}
+
+// wantsPendingTaint: the node is selected (its LatencyNode applies or
+// measures a profile) and not tuned in its running boot. The taint comes
+// off only once the agent reported the LatencyNode's current generation
+// Applied in this boot; once off it stays off while the node is Applied in
+// the same boot, so a later spec write (a rollout move, a reboot record)
+// does not churn it. The node's own taint is the gate's memory: a
+// restarted manager reads it back.
+func wantsPendingTaint(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
+	if ln == nil || !ln.DeletionTimestamp.IsZero() || ln.Spec.Profile == "" || ln.Spec.Action == v1alpha1.ActionRevert {
+		return false
+	}
+	if !appliedThisBoot(n, ln) {
+		return true
+	}
+	return hasTaint(n.Spec.Taints, pendingTaint) && ln.Status.ObservedGeneration < ln.Generation
+}
+
+// appliedThisBoot: the agent's Applied is True and (when the kubelet
+// reports a boot id) was reported in the node's running boot: after a
+// reboot the Applied of the previous boot does not count until the agent
+// reports again with the new boot's id.
+func appliedThisBoot(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
+	c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeApplied)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return false
+	}
+	boot := n.Status.NodeInfo.BootID
+	return boot == "" || (ln.Status.Boot != nil && ln.Status.Boot.BootID == boot)
+}
+
+// tunedThisBoot: Applied for the LatencyNode's current generation in the
+// node's running boot.
+func tunedThisBoot(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
+	return ln.Status.ObservedGeneration >= ln.Generation && appliedThisBoot(n, ln)
+}
+
+// hasTaint reports whether taints holds key with effect.
+func hasTaint(taints []corev1.Taint, t corev1.Taint) bool {
+	for _, have := range taints {
+		if have.Key == t.Key && have.Effect == t.Effect {
+			return true
+		}
+	}
+	return false
+}
+
+// withTaint is taints with t added (want) or removed, other taints kept in
+// their order; nil when nothing changes.
+func withTaint(taints []corev1.Taint, t corev1.Taint, want bool) []corev1.Taint {
+	if hasTaint(taints, t) == want {
+		return nil
+	}
+	out := make([]corev1.Taint, 0, len(taints)+1)
+	for _, have := range taints {
+		if have.Key == t.Key && have.Effect == t.Effect {
+			continue
+		}
+		out = append(out, have)
+	}
+	if want {
+		out = append(out, t)
+	}
+	return out
+}
+
+// setNodeTaint adds or removes t on node name, leaving its other taints as
+// they are. Node taints are a list a merge patch replaces whole, so the
+// patch carries the resourceVersion it was computed from; on a conflict
+// (someone else changed the node) it reads the node again from the API
+// server and recomputes. It reports whether it wrote.
+func setNodeTaint(ctx context.Context, c client.Client, live client.Reader, n *corev1.Node, t corev1.Taint, want bool) (bool, error) {
+	wrote := false
+	cur := n
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if cur == nil {
+			fresh := &corev1.Node{}
+			if err := live.Get(ctx, types.NamespacedName{Name: n.Name}, fresh); err != nil {
+				return err
+			}
+			cur = fresh
+		}
+		taints := withTaint(cur.Spec.Taints, t, want)
+		if taints == nil {
+			return nil
+		}
+		raw, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": cur.ResourceVersion},
+			"spec":     map[string]any{"taints": taints},
+		})
+		if err != nil {
+			return err
+		}
+		patched := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
+		if err := c.Patch(ctx, patched, client.RawPatch(types.MergePatchType, raw)); err != nil {
+			cur = nil
+			return err
+		}
+		wrote = true
+		return nil
+	})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("patching taint %s of node %s: %w", t.Key, n.Name, err)
+	}
+	return wrote, nil
+}
+
+// taintReconciler keeps the tuning-ready gate of one node.
+type taintReconciler struct {
+	client.Client
+	// Cache reads the node and its LatencyNode; Live reads a node afresh
+	// after a conflicting write.
+	Cache, Live client.Reader
+}
+
+// Reconcile sets or clears the node's pending taint.
+func (r *taintReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	n := &corev1.Node{}
+	if err := r.Cache.Get(ctx, req.NamespacedName, n); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ln := &v1alpha1.LatencyNode{}
+	if err := r.Cache.Get(ctx, req.NamespacedName, ln); apierrors.IsNotFound(err) {
+		ln = nil
+	} else if err != nil {
+		return ctrl.Result{}, fmt.Errorf("getting LatencyNode: %w", err)
+	}
+	want := wantsPendingTaint(n, ln)
+	wrote, err := setNodeTaint(ctx, r.Client, r.Live, n, pendingTaint, want)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if wrote {
+		ctrl.LoggerFrom(ctx).Info("Patched the tuning-pending taint", "present", want)
+	}
+	return ctrl.Result{}, nil
+}
+
+// taintInputsChanged passes the node events the gate acts on: creation,
+// deletion, resyncs and a change of taints or boot id.
+func taintInputsChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okO := e.ObjectOld.(*corev1.Node)
+		n, okN := e.ObjectNew.(*corev1.Node)
+		if !okO || !okN || o.ResourceVersion == n.ResourceVersion {
+			return true
+		}
+		return hasTaint(o.Spec.Taints, pendingTaint) != hasTaint(n.Spec.Taints, pendingTaint) ||
+			o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID
+	}}
+}
+
+// latencyNodeGateChanged passes the LatencyNode events that can move the
+// gate: all but a report that changes neither the generation observed,
+// the Applied condition nor the boot id.
+func latencyNodeGateChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okO := e.ObjectOld.(*v1alpha1.LatencyNode)
+		n, okN := e.ObjectNew.(*v1alpha1.LatencyNode)
+		if !okO || !okN {
+			return true
+		}
+		return gateKey(o) != gateKey(n)
+	}}
+}
+
+// gateKey is what of a LatencyNode the gate reads.
+func gateKey(ln *v1alpha1.LatencyNode) string {
+	applied := ""
+	if c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeApplied); c != nil {
+		applied = string(c.Status)
+	}
+	boot := ""
+	if ln.Status.Boot != nil {
+		boot = ln.Status.Boot.BootID
+	}
+	return fmt.Sprintf("%d/%d/%s/%s/%s/%s/%v", ln.Generation, ln.Status.ObservedGeneration, applied, boot,
+		ln.Spec.Action, ln.Spec.Profile, ln.DeletionTimestamp.IsZero())
+}
+
+// setupTaints registers the tuning-ready gate's controller: one reconcile
+// per node, on its node's and its LatencyNode's events (same name).
+func setupTaints(mgr ctrl.Manager) error {
+	r := &taintReconciler{Client: mgr.GetClient(), Cache: mgr.GetCache(), Live: mgr.GetAPIReader()}
+	err := ctrl.NewControllerManagedBy(mgr).Named("taint").
+		For(&corev1.Node{}, builder.WithPredicates(taintInputsChanged())).
+		Watches(&v1alpha1.LatencyNode{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(latencyNodeGateChanged())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Complete(countErrors("taint", r))
+	if err != nil {
+		return fmt.Errorf("setting up taint controller: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package controllers
+
+import (
+	"context"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// TestAdmissionLetsManagerCordonAndTaintOnlyItsOwn: for managed reboots
+// and the tuning-ready gate the manager may change exactly
+// spec.unschedulable and its own NoSchedule taint of a Node; another
+// taint (added, removed or changed), its own taint with a value or another
+// effect, and any other spec field stay refused.
+func TestAdmissionLetsManagerCordonAndTaintOnlyItsOwn(t *testing.T) {
+	needSuite(t)
+	ctx := context.Background()
+	foreign := corev1.Taint{Key: "example.com/gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "admtaint-a", Labels: map[string]string{"tier": "admtaint"}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{foreign}}}
+	if err := k8s.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	cleanup(t, []string{node.Name}, nil)
+	mgr := managerClient(t)
+	// The API server adds node.kubernetes.io/not-ready on creation: the
+	// taints the manager must leave are what the node has now.
+	base := getNode(t, node.Name).Spec.Taints
+	with := func(extra ...map[string]any) []any {
+		var out []any
+		for _, t := range base {
+			out = append(out, taintMap(t))
+		}
+		for _, e := range extra {
+			out = append(out, e)
+		}
+		return out
+	}
+
+	// The policy loads asynchronously: wait until it refuses another taint.
+	eventually(t, "policy refuses the manager adding another taint", func() error {
+		return refusedByManagerPolicy(mergePatchNode(mgr, node.Name, map[string]any{"spec": map[string]any{
+			"taints": with(map[string]any{"key": "evil", "effect": "NoSchedule"})}}))
+	})
+
+	// What the manager's code sends goes through.
+	if _, err := setNodeTaint(ctx, mgr, k8s, getNode(t, node.Name), pendingTaint, true); err != nil {
+		t.Fatalf("the manager's own taint was refused: %v", err)
+	}
+	if got := getNode(t, node.Name); !slices.Contains(got.Spec.Taints, foreign) {
+		t.Fatalf("adding the pending taint lost the foreign one: %v", got.Spec.Taints)
+	}
+	if _, err := setNodeTaint(ctx, mgr, k8s, getNode(t, node.Name), pendingTaint, false); err != nil {
+		t.Fatalf("removing the manager's own taint was refused: %v", err)
+	}
+	r := &rebooter{Client: mgr}
+	if err := r.cordon(ctx, node, true); err != nil {
+		t.Fatalf("cordon refused: %v", err)
+	}
+	if !getNode(t, node.Name).Spec.Unschedulable {
+		t.Fatal("cordon did not land")
+	}
+	if err := r.cordon(ctx, node, false); err != nil {
+		t.Fatalf("uncordon refused: %v", err)
+	}
+
+	own := map[string]any{"key": v1alpha1.TuningPendingTaint, "effect": "NoSchedule"}
+	refused := map[string]map[string]any{
+		"remove another taint": {"spec": map[string]any{"taints": []any{own}}},
+		"change another taint": {"spec": map[string]any{"taints": append(with()[1:],
+			map[string]any{"key": foreign.Key, "value": "no", "effect": "NoSchedule"})}},
+		"own taint NoExecute":    {"spec": map[string]any{"taints": with(map[string]any{"key": v1alpha1.TuningPendingTaint, "effect": "NoExecute"})}},
+		"own taint with a value": {"spec": map[string]any{"taints": with(map[string]any{"key": v1alpha1.TuningPendingTaint, "value": "x", "effect": "NoSchedule"})}},
+		"providerID":             {"spec": map[string]any{"providerID": "test://b"}},
+		"podCIDR":                {"spec": map[string]any{"podCIDR": "10.0.0.0/24"}},
+		"cordon and a label":     {"spec": map[string]any{"unschedulable": true}, "metadata": map[string]any{"labels": map[string]any{"tier": "x"}}},
+	}
+	for name, p := range refused {
+		if err := refusedByManagerPolicy(mergePatchNode(mgr, node.Name, p)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	got := getNode(t, node.Name)
+	if !slices.Equal(got.Spec.Taints, base) || got.Spec.ProviderID != "" || got.Spec.PodCIDR != "" ||
+		got.Spec.Unschedulable || got.Labels["tier"] != "admtaint" {
+		t.Fatalf("a refused patch landed: %+v labels %v", got.Spec, got.Labels)
+	}
+
+	if !slices.Contains(base, foreign) {
+		t.Fatalf("the node lost its taint at creation: %v", base)
+	}
+
+	// Pods: the manager lists and evicts, it never deletes.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "admtaint-pod", Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, pod) })
+	if err := mgr.List(ctx, &corev1.PodList{}); err != nil {
+		t.Fatalf("manager may not list pods: %v", err)
+	}
+	if err := mgr.Delete(ctx, pod); !apierrors.IsForbidden(err) {
+		t.Fatalf("manager deleted a pod: err = %v", err)
+	}
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
+	if err := mgr.SubResource("eviction").Create(ctx, pod, ev); err != nil {
+		t.Fatalf("manager may not evict a pod: %v", err)
+	}
+}
+
+func taintMap(t corev1.Taint) map[string]any {
+	m := map[string]any{"key": t.Key, "effect": string(t.Effect)}
+	if t.Value != "" {
+		m["value"] = t.Value
+	}
+	return m
+}
+
+// TestManagerNodePolicyNamesEveryNodeSpecField: the manager's node policy
+// keeps every NodeSpec field but unschedulable and taints as it was by
+// naming each; a field Kubernetes adds would otherwise be the manager's to
+// change.
+func TestManagerNodePolicyNamesEveryNodeSpecField(t *testing.T) {
+	for _, path := range []string{"../config/admission/policy.yaml", "../charts/latencytier/templates/admission-policies.yaml"} {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		typ := reflect.TypeOf(corev1.NodeSpec{})
+		for i := 0; i < typ.NumField(); i++ {
+			name := strings.Split(typ.Field(i).Tag.Get("json"), ",")[0]
+			if name == "unschedulable" || name == "taints" {
+				continue
+			}
+			want := "object.spec.?" + name + " == oldObject.spec.?" + name
+			if !strings.Contains(string(raw), want) {
+				t.Errorf("%s does not keep NodeSpec.%s: no %q", path, name, want)
+			}
+		}
+	}
+}

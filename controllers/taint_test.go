@@ -1,0 +1,112 @@
+package controllers
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// gateLN is a LatencyNode at generation 2 applying profile p.
+func gateLN(observed int64, applied metav1.ConditionStatus, boot string) *v1alpha1.LatencyNode {
+	ln := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Generation: 2},
+		Spec: v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Profile: "p"}}
+	ln.Status.ObservedGeneration = observed
+	if applied != "" {
+		ln.Status.Conditions = []metav1.Condition{{Type: v1alpha1.NodeApplied, Status: applied}}
+	}
+	if boot != "" {
+		ln.Status.Boot = &v1alpha1.BootStatus{State: v1alpha1.BootBooted, BootID: boot}
+	}
+	return ln
+}
+
+func tainted(n *corev1.Node) *corev1.Node {
+	n.Spec.Taints = []corev1.Taint{pendingTaint}
+	return n
+}
+
+func nodeBooted(boot string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	n.Status.NodeInfo.BootID = boot
+	return n
+}
+
+func TestWantsPendingTaint(t *testing.T) {
+	reverting := gateLN(2, metav1.ConditionFalse, "b1")
+	reverting.Spec.Action = v1alpha1.ActionRevert
+	baseline := gateLN(2, metav1.ConditionFalse, "b1")
+	baseline.Spec.Action = v1alpha1.ActionBaseline
+	deleting := gateLN(1, "", "")
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	for _, tc := range []struct {
+		name string
+		node *corev1.Node
+		ln   *v1alpha1.LatencyNode
+		want bool
+	}{
+		{"not selected: no LatencyNode", nodeBooted("b1"), nil, false},
+		{"deselected: reverting", nodeBooted("b1"), reverting, false},
+		{"LatencyNode being deleted", nodeBooted("b1"), deleting, false},
+		{"just selected: nothing reported", nodeBooted("b1"), gateLN(0, "", ""), true},
+		// Untainted and Applied in this boot: a spec written since (a
+		// rollout move, a reboot record) does not put the taint back.
+		{"untainted, Applied for an older generation in this boot", nodeBooted("b1"), gateLN(1, metav1.ConditionTrue, "b1"), false},
+		{"failed to apply", nodeBooted("b1"), gateLN(2, metav1.ConditionFalse, "b1"), true},
+		{"measuring its baseline (nothing tuned)", nodeBooted("b1"), baseline, true},
+		{"Applied in this boot", nodeBooted("b1"), gateLN(2, metav1.ConditionTrue, "b1"), false},
+		{"Applied in the previous boot", nodeBooted("b2"), gateLN(2, metav1.ConditionTrue, "b1"), true},
+		{"Applied, no boot reported, kubelet reports one", nodeBooted("b1"), gateLN(2, metav1.ConditionTrue, ""), true},
+		{"Applied, no boot id anywhere", nodeBooted(""), gateLN(2, metav1.ConditionTrue, ""), false},
+		{"tainted, Applied for an older generation in this boot", tainted(nodeBooted("b1")), gateLN(1, metav1.ConditionTrue, "b1"), true},
+		{"tainted, Applied for this generation in this boot", tainted(nodeBooted("b1")), gateLN(2, metav1.ConditionTrue, "b1"), false},
+		{"tainted, Applied in the previous boot", tainted(nodeBooted("b2")), gateLN(2, metav1.ConditionTrue, "b1"), true},
+		{"tainted, deselected", tainted(nodeBooted("b1")), reverting, false},
+	} {
+		if got := wantsPendingTaint(tc.node, tc.ln); got != tc.want {
+			t.Errorf("%s: wantsPendingTaint = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestWithTaintKeepsOtherTaints(t *testing.T) {
+	a := corev1.Taint{Key: "a", Effect: corev1.TaintEffectNoExecute}
+	b := corev1.Taint{Key: "b", Value: "x", Effect: corev1.TaintEffectNoSchedule}
+	// Our key with another effect is not ours: left alone.
+	other := corev1.Taint{Key: v1alpha1.TuningPendingTaint, Effect: corev1.TaintEffectPreferNoSchedule}
+	if got := withTaint([]corev1.Taint{a, b}, pendingTaint, true); !slices.Equal(got, []corev1.Taint{a, b, pendingTaint}) {
+		t.Errorf("add: %v", got)
+	}
+	if got := withTaint([]corev1.Taint{a, pendingTaint, other, b}, pendingTaint, false); !slices.Equal(got, []corev1.Taint{a, other, b}) {
+		t.Errorf("remove: %v", got)
+	}
+	if got := withTaint([]corev1.Taint{a, pendingTaint}, pendingTaint, true); got != nil {
+		t.Errorf("already there: %v, want no change", got)
+	}
+	if got := withTaint([]corev1.Taint{a}, pendingTaint, false); got != nil {
+		t.Errorf("already gone: %v, want no change", got)
+	}
+	if got := withTaint([]corev1.Taint{pendingTaint}, pendingTaint, false); got == nil || len(got) != 0 {
+		t.Errorf("last taint removed: %#v, want an empty list (a change)", got)
+	}
+}
+
+func TestTrimNodeKeepsTheGateAndCordonInputs(t *testing.T) {
+	n := &corev1.Node{Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{pendingTaint}, PodCIDR: "10.0.0.0/24"}}
+	n.Status.NodeInfo = corev1.NodeSystemInfo{BootID: "b1", KernelVersion: "6.1"}
+	out, err := trimNode(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.Node)
+	if !got.Spec.Unschedulable || !hasTaint(got.Spec.Taints, pendingTaint) || got.Status.NodeInfo.BootID != "b1" {
+		t.Errorf("trimmed node lost what the gate reads: %+v %+v", got.Spec, got.Status.NodeInfo)
+	}
+	if got.Spec.PodCIDR != "" || got.Status.NodeInfo.KernelVersion != "" {
+		t.Errorf("trimmed node kept what nothing reads: %+v %+v", got.Spec, got.Status.NodeInfo)
+	}
+}
