@@ -126,4 +126,3 @@ func fakeKnobsOn(t *testing.T, root *host.Root) []knob.Knob {
 }
 
 func contains(s, sub string) bool { return sub != "" && strings.Contains(s, sub) }
-
