@@ -126,3 +126,21 @@ func fakeKnobsOn(t *testing.T, root *host.Root) []knob.Knob {
 }
 
 func contains(s, sub string) bool { return sub != "" && strings.Contains(s, sub) }
+
+// A pass that holds the boot scope (someone else's conflicting argument
+// appeared, or the plan could not be worked out) writes nothing: the
+// staged drop-in stays, update-grub does not run.
+func TestGRUBKnobHeldOnConflict(t *testing.T) {
+	root, u, e, _ := grubHost(t)
+	if _, err := e.Apply(Meta{Profile: "trading"}, []knob.Knob{grubKnob()}); err != nil {
+		t.Fatal(err)
+	}
+	staged := testroot.Read(t, root.Path(bootargs.DropIn))
+	rep, err := e.Apply(Meta{Profile: "trading", Undetermined: []string{"boot"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if testroot.Read(t, root.Path(bootargs.DropIn)) != staged || u.Count() != 2 || len(rep.Held) != 1 {
+		t.Errorf("held pass: drop-in changed %v, update-grub runs %d, held %+v", testroot.Read(t, root.Path(bootargs.DropIn)) != staged, u.Count(), rep.Held)
+	}
+}
