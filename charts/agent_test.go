@@ -35,6 +35,9 @@ var hostPaths = map[string]bool{
 	"/var/lib/kubelet":     false, // the CPU manager's state
 	"/run/systemd":         false, // systemd's private D-Bus socket (connect needs no write)
 	"/usr":                 false, // the host's irqbalance binaries
+	"/etc/default":         false, // GRUB's defaults: the backend, others' arguments
+	"/etc/default/grub.d":  true,  // the agent's staged boot arguments drop-in
+	"/boot":                false, // the generated grub.cfg, checked and compared
 }
 
 // agentDaemonSets decodes the two agent DaemonSets of a rendered stream.
@@ -262,9 +265,10 @@ func TestChartAgentValuesReachBothDaemonSets(t *testing.T) {
 			"pullPolicy":        c.ImagePullPolicy == corev1.PullAlways,
 			"priorityClassName": pod.PriorityClassName == "latency-critical",
 			"resources":         c.Resources.Requests.Cpu().String() == "50m" && c.Resources.Limits.Memory().String() == "512Mi",
-			"tolerations":       len(pod.Tolerations) == 1 && pod.Tolerations[0].Key == "dedicated" && pod.Tolerations[0].Value == "latency",
-			"nodeSelector":      pod.NodeSelector["pool"] == "latency",
-			"imagePullSecrets":  len(pod.ImagePullSecrets) == 1 && pod.ImagePullSecrets[0].Name == "regcred",
+			"tolerations": len(pod.Tolerations) == 2 && pod.Tolerations[0].Key == "dedicated" && pod.Tolerations[0].Value == "latency" &&
+				pod.Tolerations[1].Key == v1alpha1.TuningPendingTaint,
+			"nodeSelector":     pod.NodeSelector["pool"] == "latency",
+			"imagePullSecrets": len(pod.ImagePullSecrets) == 1 && pod.ImagePullSecrets[0].Name == "regcred",
 			"updateStrategy": ds.Spec.UpdateStrategy.RollingUpdate != nil && ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable != nil &&
 				ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable.String() == "10%",
 			"logLevel":    strings.Contains(args, "--v=2"),

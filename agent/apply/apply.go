@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"latencytier.io/latencytier/agent/bootargs"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/kerr"
@@ -49,6 +50,9 @@ type Engine struct {
 	// Hook, when set, is called at each Stage: crash-safety tests crash
 	// there; the agent loop counts each as progress for its liveness.
 	Hook func(stage Stage, id string)
+	// HostTool runs a host tool a setting needs (update-grub for staged
+	// boot arguments); nil: a transient unit through the host's systemd.
+	HostTool bootargs.RunFunc
 }
 
 // Meta says which spec the knobs come from; it is journaled.
@@ -140,6 +144,9 @@ func (e *Engine) load(rep *Report, mayRecover bool) (*journal.Journal, error) {
 	if j != nil && j.BootID != boot {
 		e.Log.Info("Discarded journal from an earlier boot", "journalBoot", j.BootID, "boot", boot, "entries", len(j.Entries))
 		rep.Notes = append(rep.Notes, fmt.Sprintf("discarded journal of boot %s: the reboot restored boot values; originals re-read", j.BootID))
+		if keep := carryOver(j, boot); len(keep.Entries) > 0 {
+			return keep, nil
+		}
 		j = nil
 	}
 	if j == nil {

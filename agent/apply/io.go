@@ -1,16 +1,20 @@
 package apply
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 
+	"latencytier.io/latencytier/agent/bootargs"
 	"latencytier.io/latencytier/agent/rtsched"
 	"latencytier.io/latencytier/agent/systemd"
 )
 
 // isProperty reports whether a knob or journal path names a systemd unit
 // property or a thread's scheduling policy rather than a file.
-func isProperty(path string) bool { return systemd.IsPath(path) || rtsched.IsPath(path) }
+func isProperty(path string) bool {
+	return systemd.IsPath(path) || rtsched.IsPath(path) || bootargs.IsPath(path)
+}
 
 // read reads a knob's value: a kernel file, a systemd unit property over
 // D-Bus, or a thread's scheduling policy (sched_getattr).
@@ -20,6 +24,8 @@ func (e *Engine) read(path string) (string, error) {
 		return systemd.Read(e.Root, path)
 	case rtsched.IsPath(path):
 		return rtsched.Read(e.Root, path)
+	case bootargs.IsPath(path):
+		return bootargs.Read(e.Root, path)
 	}
 	return e.Root.ReadString(path)
 }
@@ -31,6 +37,8 @@ func (e *Engine) writePath(path, value string) error {
 		return systemd.Write(e.Root, path, value)
 	case rtsched.IsPath(path):
 		return rtsched.Write(e.Root, path, value)
+	case bootargs.IsPath(path):
+		return bootargs.Write(context.Background(), e.Root, path, value, e.hostTool())
 	}
 	return e.Root.WriteString(path, value)
 }

@@ -75,7 +75,9 @@ func (e *Engine) revert(rep *Report) (left int, err error) {
 	}
 	if j.BootID != boot {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("journal of boot %s discarded: the reboot already restored boot values", j.BootID))
-		return 0, journal.Remove(e.Root)
+		if j = carryOver(j, boot); len(j.Entries) == 0 {
+			return 0, journal.Remove(e.Root)
+		}
 	}
 	if len(j.Entries) == 0 && j.RecoveredFrom != "" {
 		return 0, nil // a recovered journal with nothing left to restore

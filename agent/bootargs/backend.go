@@ -30,6 +30,10 @@ const (
 // Backend is what Detect found.
 type Backend struct {
 	Kind Kind
+	// Name is what status.boot.backend says: GRUB, BLS, SystemdBoot, or
+	// the image-based system (Ostree, Talos, Flatcar, Bottlerocket, UKI),
+	// None when no bootloader configuration was found.
+	Name string
 	// Reason says why (for Unsupported: what to do instead).
 	Reason string
 }
@@ -41,23 +45,23 @@ func Detect(root *host.Root) Backend {
 	osID := osRelease(root)["ID"]
 	switch {
 	case root.Exists(root.Path("run", "ostree-booted")):
-		return Backend{KindUnsupported, "ostree/bootc image: kernel arguments belong to the deployment (rpm-ostree kargs, bootc's kargs.d), not to the agent"}
+		return Backend{KindUnsupported, "Ostree", "ostree/bootc image: kernel arguments belong to the deployment (rpm-ostree kargs, bootc's kargs.d), not to the agent"}
 	case osID == "talos":
-		return Backend{KindUnsupported, "Talos: kernel arguments come from the machine config (machine.install.extraKernelArgs)"}
+		return Backend{KindUnsupported, "Talos", "Talos: kernel arguments come from the machine config (machine.install.extraKernelArgs)"}
 	case osID == "flatcar":
-		return Backend{KindUnsupported, "Flatcar: kernel arguments come from the OEM grub.cfg or Ignition, not from a file the agent may change"}
+		return Backend{KindUnsupported, "Flatcar", "Flatcar: kernel arguments come from the OEM grub.cfg or Ignition, not from a file the agent may change"}
 	case osID == "bottlerocket":
-		return Backend{KindUnsupported, "Bottlerocket: kernel arguments come from its settings API (settings.boot.kernel-parameters)"}
+		return Backend{KindUnsupported, "Bottlerocket", "Bottlerocket: kernel arguments come from its settings API (settings.boot.kernel-parameters)"}
 	case uki(root):
-		return Backend{KindUnsupported, "unified kernel image: the command line is inside the signed image; rebuild the UKI with the arguments"}
+		return Backend{KindUnsupported, "UKI", "unified kernel image: the command line is inside the signed image; rebuild the UKI with the arguments"}
 	case root.Exists(root.Path("etc", "default", "grub")) && executable(root, "update-grub"):
-		return Backend{KindGRUB, "Debian-style GRUB: /etc/default/grub.d drop-in, update-grub"}
+		return Backend{KindGRUB, "GRUB", "Debian-style GRUB: /etc/default/grub.d drop-in, update-grub"}
 	case root.IsDir(root.Path("boot", "loader", "entries")) && executable(root, "grubby"):
-		return Backend{KindBLS, "Boot Loader Specification entries, grubby"}
+		return Backend{KindBLS, "BLS", "Boot Loader Specification entries, grubby"}
 	case root.Exists(root.Path("etc", "kernel", "cmdline")) && executable(root, "kernel-install"):
-		return Backend{KindSystemdBoot, "systemd-boot: /etc/kernel/cmdline, kernel-install"}
+		return Backend{KindSystemdBoot, "SystemdBoot", "systemd-boot: /etc/kernel/cmdline, kernel-install"}
 	}
-	return Backend{KindUnsupported, "no bootloader configuration found (/etc/default/grub with update-grub, BLS entries with grubby, or /etc/kernel/cmdline with kernel-install)"}
+	return Backend{KindUnsupported, "None", "no bootloader configuration found (/etc/default/grub with update-grub, BLS entries with grubby, or /etc/kernel/cmdline with kernel-install)"}
 }
 
 // osRelease parses /etc/os-release (or /usr/lib/os-release).

@@ -2,7 +2,9 @@ package bootargs
 
 import (
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"latencytier.io/latencytier/agent/host"
 )
@@ -18,6 +20,9 @@ type Booted struct {
 	// (/sys/devices/system/cpu/{isolated,nohz_full}; "" when absent or
 	// empty).
 	Isolated, NohzFull string
+	// BootedAt is when the running kernel booted (btime in /proc/stat);
+	// zero when unreadable.
+	BootedAt time.Time
 }
 
 // Check reads the running kernel's command line and CPU isolation and
@@ -39,5 +44,22 @@ func Check(root *host.Root, want []Arg) Booted {
 	if strings.TrimSpace(b.NohzFull) == "(null)" {
 		b.NohzFull = "" // the kernel prints (null) without nohz_full
 	}
+	b.BootedAt = bootTime(root)
 	return b
+}
+
+// bootTime reads btime (seconds since the epoch) from /proc/stat.
+func bootTime(root *host.Root) time.Time {
+	stat, err := root.ReadFile(root.Proc("stat"))
+	if err != nil {
+		return time.Time{}
+	}
+	for _, l := range strings.Split(string(stat), "\n") {
+		if v, ok := strings.CutPrefix(l, "btime "); ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n > 0 {
+				return time.Unix(n, 0).UTC()
+			}
+		}
+	}
+	return time.Time{}
 }

@@ -220,6 +220,8 @@ type Reconciler struct {
 	AllowedSysctlsFile string
 	// Health is told each pass's progress; may be nil.
 	Health *Health
+	// Boot reboots the host when the manager asks (boot.go).
+	Boot BootOptions
 
 	// refused are the opt-in refusals already told (pod UID/field).
 	refused map[string]bool
@@ -322,6 +324,7 @@ func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile
 			log.Error(err, "Failed to apply the node's tuning")
 		}
 	}
+	r.bootPass(ctx, ln, &st)
 	st.Baseline, st.Current = baseline, current
 	if r.Observer != nil {
 		r.Observer.Observed(ln.Spec, st)
@@ -416,6 +419,8 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	}
 	ds := desired.Render(r.Root, layout, ln.Spec.Tuning, pods, r.adminList(ctx))
 	r.Health.progress()
+	boot := r.planBoot(ln)
+	ds = withBoot(ds, boot, bootPolicyOf(ln.Spec.Tuning))
 	r.reportRefusals(ctx, ds.Refusals)
 	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration,
 		Undetermined: ds.Undetermined}, ds.Knobs)
@@ -443,8 +448,9 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 		r.Observer.Reasserted(ids)
 	}
 	rep.Drifts = r.drifts(rep.Drifts, now.Time)
+	bs := boot.Settle(r.Root, rep.Results)
 	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
-		Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Reasserted: reasserted, Now: now})
+		Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Reasserted: reasserted, Now: now, Boot: &bs})
 	st.Isolation = partition.Account(ln.Spec.Tuning.CPUs, partition.Probe(r.Root, partition.DefaultKubepods), kf.CmdlineIsolation, rep.Results, ds.Results)
 	r.held(ln, ln.Spec.Tuning, ds.Pods, err == nil)
 	r.measure(ctx, ln, &st)

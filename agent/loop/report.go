@@ -68,7 +68,8 @@ func reportDue(written, next v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNo
 // written status and the next one ("" when none does):
 //   - what the agent did and holds: settings (every field, count included),
 //     settingsOmitted, heldThreads, kernel facts, profile and its
-//     generation, observedGeneration, lastAppliedTime, heartbeatInterval;
+//     generation, observedGeneration, lastAppliedTime, heartbeatInterval,
+//     boot (every field: the plan, its state, the boot and reboot seen);
 //   - conditions by type, status, reason, message and observedGeneration,
 //     not lastTransitionTime; WithinBudget's message quotes the figures of
 //     each window, so it is compared by status and reason only (the figures
@@ -93,6 +94,8 @@ func material(w, n v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec) st
 		return "heldThreads"
 	case !equality.Semantic.DeepEqual(w.Kernel, n.Kernel):
 		return "kernel"
+	case !equality.Semantic.DeepEqual(w.Boot, n.Boot):
+		return "boot"
 	case w.Profile != n.Profile || w.ProfileGeneration != n.ProfileGeneration:
 		return "profile"
 	case w.ObservedGeneration != n.ObservedGeneration:

@@ -33,6 +33,9 @@ type applyInput struct {
 	// condition does not flap): they are no new apply.
 	Reasserted int
 	Now        metav1.Time
+	// Boot is the pass's boot status (boot.go); nil: RebootRequired from
+	// the kernel facts alone.
+	Boot *v1alpha1.BootStatus
 }
 
 // applyStatus is the status after an Apply pass; prev is the current status
@@ -50,7 +53,12 @@ func applyStatus(prev v1alpha1.LatencyNodeStatus, in applyInput) v1alpha1.Latenc
 	gen := in.Node.Generation
 	setCondition(&st, appliedCondition(in.Err, all, st.SettingsOmitted), gen, in.Now)
 	setCondition(&st, driftCondition(in.Report.Drifts, in.IRQBalancePID), gen, in.Now)
-	setCondition(&st, rebootCondition(spec.Tuning.CPUs, in.Kernel.CmdlineIsolation), gen, in.Now)
+	if in.Boot != nil {
+		st.Boot = in.Boot
+		setCondition(&st, bootRebootCondition(in.Boot), gen, in.Now)
+	} else {
+		setCondition(&st, rebootCondition(spec.Tuning.CPUs, in.Kernel.CmdlineIsolation), gen, in.Now)
+	}
 	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.NodeReverted)
 	if in.Err == nil {
 		st.ObservedGeneration = gen

@@ -1,0 +1,224 @@
+package desired
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/cpuset"
+
+	"latencytier.io/latencytier/agent/bootargs"
+	"latencytier.io/latencytier/agent/cpulist"
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/knob"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+// Boot is one pass's plan for the node's kernel command line: the
+// arguments this node's CPUs need (every policy: the plan is reported
+// before anything reboots), what the running kernel holds, and, under
+// policy Reboot on a backend the agent stages, the knob that stages them.
+type Boot struct {
+	// Status is the boot status before staging; with a Knob its state is
+	// settled after the engine ran it (Settle).
+	Status v1alpha1.BootStatus
+	// Args are the arguments the node needs.
+	Args []bootargs.Arg
+	// Knob stages Args (nil: nothing is staged this pass, and a drop-in
+	// staged before is restored unless Hold).
+	Knob *knob.Knob
+	// Hold leaves staged arguments as they are: the pass could not work
+	// out the plan, or someone else's arguments conflict (nothing is
+	// written then, not even a revert).
+	Hold bool
+}
+
+// BootScope is the journal scope of staged boot arguments (Undetermined).
+const BootScope = "boot"
+
+// PlanBoot derives the node's boot plan from the tuning's CPUs and boot
+// parameters. ours are argument lines the agent staged before (its journal):
+// the running command line holding those is the agent's own earlier
+// revision, not a conflict. profile names the drop-in's owner.
+func PlanBoot(root *host.Root, t v1alpha1.TuningSpec, profile string, ours []string) Boot {
+	policy, extras := bootPolicy(t.BootParameters)
+	var b Boot
+	reserved, isolated, err := bootCPUs(t.CPUs)
+	if err == nil {
+		var online cpuset.CPUSet
+		if online, err = cpulist.Online(root); err == nil {
+			b.Args, err = bootargs.Derive(online, reserved, isolated, extras)
+		}
+	}
+	if err != nil {
+		return failedPlan(err)
+	}
+	if len(b.Args) == 0 {
+		b.Status = v1alpha1.BootStatus{State: v1alpha1.BootNotNeeded, Message: "the profile isolates no CPUs and asks for no boot parameter"}
+		return b
+	}
+	backend := bootargs.Detect(root)
+	booted := bootargs.Check(root, b.Args)
+	b.Status = observedBoot(backend, b.Args, booted)
+	if conflicts, err := conflicting(root, backend, b.Args, ours); err != nil || len(conflicts) > 0 {
+		b.Hold = true
+		b.Status.State, b.Status.Message = v1alpha1.BootConflict, conflictMessage(conflicts, err)
+		return b
+	}
+	missing := len(booted.Missing) > 0
+	switch {
+	case policy == v1alpha1.BootReboot && backend.Kind == bootargs.KindGRUB:
+		b.Knob = &knob.Knob{ID: bootargs.SettingGRUB, Path: bootargs.GRUBPath(profile), Desired: bootargs.Line(b.Args),
+			Restore: bootargs.RestoreAbsent, Label: "GRUB drop-in /" + bootargs.DropIn}
+		b.Status.State = v1alpha1.BootStaged // settled after the engine ran the knob
+	case !missing:
+		b.Status.State = v1alpha1.BootBooted
+	case policy == v1alpha1.BootReboot && backend.Kind == bootargs.KindUnsupported:
+		b.Status.State, b.Status.Message = v1alpha1.BootUnsupported, backend.Reason
+	case policy == v1alpha1.BootReboot:
+		b.Status.State = v1alpha1.BootUnsupported
+		b.Status.Message = fmt.Sprintf("%s: this agent stages arguments through Debian-style GRUB only; add them by hand (%s) or use policy ReportOnly",
+			backend.Reason, strings.Join(booted.Missing, " "))
+	default:
+		b.Status.State = v1alpha1.BootPlanned
+		b.Status.Message = "policy ReportOnly: add to the kernel command line and reboot: " + strings.Join(booted.Missing, " ")
+		if backend.Kind == bootargs.KindUnsupported {
+			b.Status.Message += " (" + backend.Reason + ")"
+		}
+	}
+	return b
+}
+
+func bootPolicy(p *v1alpha1.BootParametersSpec) (v1alpha1.BootPolicy, bootargs.Extras) {
+	if p == nil {
+		return v1alpha1.BootReportOnly, bootargs.Extras{}
+	}
+	x := bootargs.Extras{SkewTick: p.SkewTick == v1alpha1.Enabled, MaxCState: p.MaxCState}
+	if p.Policy == v1alpha1.BootReboot {
+		return v1alpha1.BootReboot, x
+	}
+	return v1alpha1.BootReportOnly, x
+}
+
+// bootCPUs parses cpus.reserved and cpus.isolated (absent: empty); the CRD
+// validates them, the agent does again.
+func bootCPUs(c *v1alpha1.CPUSpec) (reserved, isolated cpuset.CPUSet, err error) {
+	reserved, isolated = cpuset.New(), cpuset.New()
+	if c == nil {
+		return reserved, isolated, nil
+	}
+	if c.Reserved != nil {
+		if reserved, err = cpulist.Parse(*c.Reserved); err != nil {
+			return reserved, isolated, fmt.Errorf("cpus.reserved %q: not a cpulist: %w", *c.Reserved, err)
+		}
+	}
+	if c.Isolated != nil {
+		if isolated, err = cpulist.Parse(*c.Isolated); err != nil {
+			return reserved, isolated, fmt.Errorf("cpus.isolated %q: not a cpulist: %w", *c.Isolated, err)
+		}
+	}
+	return reserved, isolated, nil
+}
+
+func failedPlan(err error) Boot {
+	return Boot{Hold: true, Status: v1alpha1.BootStatus{State: v1alpha1.BootFailed, Message: err.Error()}}
+}
+
+// observedBoot is the status every state shares: the plan with what the
+// running kernel holds, the backend and the boot.
+func observedBoot(backend bootargs.Backend, args []bootargs.Arg, booted bootargs.Booted) v1alpha1.BootStatus {
+	present := sets.New(booted.Present...)
+	st := v1alpha1.BootStatus{Backend: backend.Name, BootID: booted.BootID,
+		KernelIsolated: booted.Isolated, KernelNohzFull: booted.NohzFull}
+	for _, a := range args {
+		st.Arguments = append(st.Arguments, v1alpha1.BootArgument{Argument: a.String(), Why: a.Why, Present: present.Has(a.String())})
+	}
+	if !booted.BootedAt.IsZero() {
+		st.BootedAt = timePtr(booted.BootedAt)
+	}
+	return st
+}
+
+// conflicting returns the wanted arguments that the running command line or
+// another GRUB default file sets differently, not counting the agent's own
+// staged arguments (now or before).
+func conflicting(root *host.Root, backend bootargs.Backend, args []bootargs.Arg, ours []string) ([]bootargs.Conflict, error) {
+	var own []bootargs.Arg
+	for _, l := range ours {
+		own = append(own, bootargs.Parse(l)...)
+	}
+	cmdline, _ := root.ReadString(root.Proc("cmdline"))
+	sources := [][2]string{{"/proc/cmdline", cmdline}}
+	if backend.Kind == bootargs.KindGRUB {
+		staged, err := bootargs.GRUB{Root: root}.Staged()
+		if err != nil {
+			return nil, err
+		}
+		own = append(own, staged...)
+		more, err := bootargs.GRUBSources(root)
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, more...)
+	}
+	return bootargs.Conflicts(args, own, sources...), nil
+}
+
+func conflictMessage(cs []bootargs.Conflict, err error) string {
+	if err != nil {
+		return "nothing staged: " + err.Error()
+	}
+	return (&bootargs.ConflictError{Conflicts: cs}).Error()
+}
+
+// Settle is the boot status after the engine ran the plan's knob: Staged
+// when the drop-in and grub.cfg hold the arguments and the running kernel
+// lacks some, Booted when it holds them all, Failed with the engine's
+// message otherwise. results are the engine's results this pass.
+func (b Boot) Settle(root *host.Root, results []v1alpha1.SettingResult) v1alpha1.BootStatus {
+	st := *b.Status.DeepCopy()
+	if b.Knob == nil {
+		return st
+	}
+	var res *v1alpha1.SettingResult
+	for i := range results {
+		if results[i].Setting == b.Knob.ID {
+			res = &results[i]
+		}
+	}
+	switch {
+	case res == nil:
+		st.State, st.Message = v1alpha1.BootFailed, "the staging setting "+b.Knob.ID+" was not applied this pass"
+	case res.State != v1alpha1.SettingApplied:
+		st.State, st.Message = v1alpha1.BootFailed, fmt.Sprintf("staging failed (%s): %s", res.State, res.Message)
+	default:
+		st.State, st.Message = settledState(root, b.Args, st.Arguments)
+	}
+	if m := bootargs.Mismatch(root); m != "" {
+		st.Message = strings.TrimPrefix(st.Message+"; "+m, "; ")
+	}
+	return st
+}
+
+func settledState(root *host.Root, args []bootargs.Arg, plan []v1alpha1.BootArgument) (v1alpha1.BootState, string) {
+	var missing []string
+	for _, a := range plan {
+		if !a.Present {
+			missing = append(missing, a.Argument)
+		}
+	}
+	if holds, known := bootargs.Generated(root, args); known && !holds {
+		return v1alpha1.BootFailed, fmt.Sprintf("/%s holds the arguments but /%s does not: update-grub did not take them", bootargs.DropIn, bootargs.GRUBCfg)
+	}
+	if len(missing) == 0 {
+		return v1alpha1.BootBooted, "the running kernel holds every argument"
+	}
+	return v1alpha1.BootStaged, "staged in /" + bootargs.DropIn + "; a reboot takes: " + strings.Join(missing, " ")
+}
+
+func timePtr(t time.Time) *metav1.Time {
+	m := metav1.NewTime(t)
+	return &m
+}

@@ -1,0 +1,175 @@
+package desired
+
+import (
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/utils/ptr"
+
+	"latencytier.io/latencytier/agent/bootargs"
+	"latencytier.io/latencytier/agent/bootargs/bootargstest"
+	"latencytier.io/latencytier/agent/internal/testroot"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+func bootTuning(reserved, isolated string, policy v1alpha1.BootPolicy) v1alpha1.TuningSpec {
+	t := v1alpha1.TuningSpec{CPUs: &v1alpha1.CPUSpec{}}
+	if reserved != "" {
+		t.CPUs.Reserved = ptr.To(reserved)
+	}
+	if isolated != "" {
+		t.CPUs.Isolated = ptr.To(isolated)
+	}
+	if policy != "" {
+		t.BootParameters = &v1alpha1.BootParametersSpec{Policy: policy}
+	}
+	return t
+}
+
+const fullArgs = "BOOT_IMAGE=/vmlinuz ro nohz_full=2-3 rcu_nocbs=2-3 isolcpus=managed_irq,2-3 irqaffinity=0-1"
+
+// TestPlanBoot covers every state a plan takes on a temp-dir host root, and
+// that a plan with no stageable backend writes nothing.
+func TestPlanBoot(t *testing.T) {
+	debian := bootargstest.Files("quiet")
+	cases := []struct {
+		name    string
+		files   map[string]string
+		tuning  v1alpha1.TuningSpec
+		state   v1alpha1.BootState
+		backend string
+		knob    bool
+		hold    bool
+		message string
+		present int
+	}{
+		{name: "nothing isolated", files: debian, tuning: bootTuning("0-1", "", v1alpha1.BootReboot),
+			state: v1alpha1.BootNotNeeded, message: "no boot parameter"},
+		{name: "report only: the plan, nothing staged", files: debian, tuning: bootTuning("0-1", "2-3", ""),
+			state: v1alpha1.BootPlanned, backend: "GRUB", message: "add to the kernel command line and reboot: nohz_full=2-3 rcu_nocbs=2-3 isolcpus=managed_irq,2-3 irqaffinity=0-1"},
+		{name: "report only, already booted with them", files: with(debian, "proc/cmdline", fullArgs), tuning: bootTuning("0-1", "2-3", v1alpha1.BootReportOnly),
+			state: v1alpha1.BootBooted, backend: "GRUB", present: 4},
+		{name: "reboot on GRUB: a knob", files: debian, tuning: bootTuning("0-1", "2-3", v1alpha1.BootReboot),
+			state: v1alpha1.BootStaged, backend: "GRUB", knob: true},
+		{name: "reboot on talos: unsupported", files: map[string]string{"etc/os-release": "ID=talos\n"}, tuning: bootTuning("0-1", "2-3", v1alpha1.BootReboot),
+			state: v1alpha1.BootUnsupported, backend: "Talos", message: "machine config"},
+		{name: "reboot on BLS: not staged by this agent", files: map[string]string{"boot/loader/entries/a.conf": "x", "usr/sbin/grubby": "x"}, tuning: bootTuning("0-1", "2-3", v1alpha1.BootReboot),
+			state: v1alpha1.BootUnsupported, backend: "BLS", message: "Debian-style GRUB only"},
+		{name: "someone else's nohz_full on the running kernel", files: with(debian, "proc/cmdline", "ro nohz_full=1-3"), tuning: bootTuning("0-1", "2-3", v1alpha1.BootReboot),
+			state: v1alpha1.BootConflict, backend: "GRUB", hold: true, message: "nohz_full=1-3 in /proc/cmdline, not nohz_full=2-3"},
+		{name: "someone else's rcu_nocbs in a GRUB file", files: with(debian, "etc/default/grub.d/50-x.cfg", `GRUB_CMDLINE_LINUX="rcu_nocbs=3"`), tuning: bootTuning("0-1", "2-3", v1alpha1.BootReboot),
+			state: v1alpha1.BootConflict, backend: "GRUB", hold: true, message: "rcu_nocbs=3 in /etc/default/grub.d/50-x.cfg GRUB_CMDLINE_LINUX"},
+		{name: "isolated CPUs this node lacks", files: debian, tuning: bootTuning("0-1", "2-7", v1alpha1.BootReboot),
+			state: v1alpha1.BootFailed, hold: true, message: "cpus.isolated 2-7: CPUs 4-7 are not online"},
+		{name: "isolated without reserved", files: debian, tuning: bootTuning("", "2-3", v1alpha1.BootReboot),
+			state: v1alpha1.BootFailed, hold: true, message: "cpus.reserved: required"},
+		{name: "not a cpulist", files: debian, tuning: bootTuning("0-1", "2-x", v1alpha1.BootReboot),
+			state: v1alpha1.BootFailed, hold: true, message: `cpus.isolated "2-x": not a cpulist`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			files := with(c.files, "sys/devices/system/cpu/online", "0-3")
+			if _, ok := files["proc/cmdline"]; !ok {
+				files["proc/cmdline"] = "BOOT_IMAGE=/vmlinuz ro quiet"
+			}
+			files["proc/stat"] = "cpu 1 2 3\nbtime 1700000000\n"
+			root := testroot.New(t, files)
+			if files["usr/sbin/grubby"] != "" {
+				chmodX(t, root.Path("usr/sbin/grubby"))
+			}
+			if files["usr/sbin/update-grub"] != "" {
+				chmodX(t, root.Path("usr/sbin/update-grub"))
+			}
+			snap := snapshot(t, root.Dir())
+			b := PlanBoot(root, c.tuning, "trading", nil)
+			st := b.Status
+			if st.State != c.state || st.Backend != c.backend || (b.Knob != nil) != c.knob || b.Hold != c.hold || !strings.Contains(st.Message, c.message) {
+				t.Fatalf("got state %s backend %q knob %v hold %v message %q", st.State, st.Backend, b.Knob != nil, b.Hold, st.Message)
+			}
+			n := 0
+			for _, a := range st.Arguments {
+				if a.Present {
+					n++
+				}
+				if a.Why == "" {
+					t.Errorf("argument %s without why", a.Argument)
+				}
+			}
+			if n != c.present {
+				t.Errorf("%d arguments present, want %d (%+v)", n, c.present, st.Arguments)
+			}
+			if c.state != v1alpha1.BootNotNeeded && c.state != v1alpha1.BootFailed {
+				if st.BootID == "" || st.BootedAt == nil || st.BootedAt.Unix() != 1700000000 {
+					t.Errorf("boot id %q bootedAt %v", st.BootID, st.BootedAt)
+				}
+			}
+			if c.knob && (b.Knob.ID != bootargs.SettingGRUB || b.Knob.Desired != "nohz_full=2-3 rcu_nocbs=2-3 isolcpus=managed_irq,2-3 irqaffinity=0-1" || b.Knob.RestoreValue("x") != "") {
+				t.Errorf("knob %+v", b.Knob)
+			}
+			if after := snapshot(t, root.Dir()); !maps.Equal(snap, after) {
+				t.Errorf("planning wrote to the host: before %v after %v", snap, after)
+			}
+		})
+	}
+}
+
+// The agent's own earlier revision on the running kernel is no conflict.
+func TestPlanBootOwnEarlierRevision(t *testing.T) {
+	files := with(bootargstest.Files(""), "proc/cmdline", "ro nohz_full=3 rcu_nocbs=3 isolcpus=managed_irq,3 irqaffinity=0-2")
+	files["sys/devices/system/cpu/online"] = "0-3"
+	root := testroot.New(t, files)
+	chmodX(t, root.Path("usr/sbin/update-grub"))
+	b := PlanBoot(root, bootTuning("0-1", "2-3", v1alpha1.BootReboot), "trading", []string{"nohz_full=3 rcu_nocbs=3 isolcpus=managed_irq,3 irqaffinity=0-2"})
+	if b.Status.State != v1alpha1.BootStaged || b.Knob == nil {
+		t.Fatalf("%+v", b.Status)
+	}
+	if b := PlanBoot(root, bootTuning("0-1", "2-3", v1alpha1.BootReboot), "trading", nil); b.Status.State != v1alpha1.BootConflict {
+		t.Errorf("without the journal's lines: %s, want Conflict", b.Status.State)
+	}
+}
+
+func chmodX(t *testing.T, p string) {
+	t.Helper()
+	if err := os.Chmod(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshot is every file under dir with its content and mode.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		v := info.Mode().String()
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			v += " " + string(b)
+		}
+		out[p] = v
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func with(m map[string]string, k, v string) map[string]string {
+	out := maps.Clone(m)
+	out[k] = v
+	return out
+}

@@ -1,0 +1,142 @@
+package loop
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"latencytier.io/latencytier/agent/apply"
+	"latencytier.io/latencytier/agent/bootargs"
+	"latencytier.io/latencytier/agent/bootargs/bootargstest"
+	"latencytier.io/latencytier/agent/internal/testroot"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+// TestAgentStagesAndRebootsForBootParameters drives the agent's passes
+// against a real API server on a temp-dir Debian host: policy Reboot stages
+// the drop-in (status Staged, boot/grub Applied, RebootRequired), the
+// manager's Rebooting request reboots once (a restarted agent does not
+// again), the next boot reports Booted with rebootedFor and the time to
+// Applied, and policy ReportOnly takes the drop-in out with grub.cfg back
+// byte for byte.
+func TestAgentStagesAndRebootsForBootParameters(t *testing.T) {
+	c, _ := startAPI(t)
+	ctx := context.Background()
+	files := bootargstest.Files("quiet")
+	files["proc/stat"] = "cpu 1 2 3\nbtime 1700000000\n"
+	files["sys/devices/system/cpu/online"] = "0-3"
+	root := fakeHostWith(t, files)
+	if err := bootargstest.MakeExecutable(root); err != nil {
+		t.Fatal(err)
+	}
+	u := &bootargstest.UpdateGRUB{Root: root}
+	if err := u.Run(ctx, "baseline", nil); err != nil {
+		t.Fatal(err)
+	}
+	baseline := testroot.Read(t, root.Path(bootargs.GRUBCfg))
+	reboots := 0
+	agent := func() *Reconciler {
+		return &Reconciler{Client: c, NodeName: "node-boot", Root: root, Resync: time.Minute,
+			Engine: &apply.Engine{Root: root, Log: testr.New(t), HostTool: u.Run},
+			Boot:   BootOptions{Reboot: func(context.Context) error { reboots++; return nil }}}
+	}
+	r := agent()
+	sp := spec()
+	sp.Tuning.CPUs = &v1alpha1.CPUSpec{Reserved: ptr.To("0-1"), Isolated: ptr.To("2-3"), NamespaceSelector: &v1alpha1.NamespaceSelector{}}
+	sp.Tuning.BootParameters = &v1alpha1.BootParametersSpec{Policy: v1alpha1.BootReboot}
+	ln := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "node-boot"}, Spec: sp}
+	if err := c.Create(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *v1alpha1.LatencyNode {
+		t.Helper()
+		out := &v1alpha1.LatencyNode{}
+		if err := c.Get(ctx, types.NamespacedName{Name: "node-boot"}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	update := func(f func(*v1alpha1.LatencyNodeSpec)) {
+		t.Helper()
+		cur := get()
+		f(&cur.Spec)
+		if err := c.Update(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	line := "nohz_full=2-3 rcu_nocbs=2-3 isolcpus=managed_irq,2-3 irqaffinity=0-1"
+
+	pass(t, r, "node-boot")
+	got := get()
+	b := got.Status.Boot
+	if b == nil || b.State != v1alpha1.BootStaged || b.Backend != "GRUB" || len(b.Arguments) != 4 || b.BootedAt == nil {
+		t.Fatalf("after staging: %+v", b)
+	}
+	if s := setting(got.Status.Settings, bootargs.SettingGRUB); s == nil || s.State != v1alpha1.SettingApplied {
+		t.Fatalf("boot/grub setting %+v", s)
+	}
+	if !conditionIs(got, v1alpha1.NodeRebootRequired, metav1.ConditionTrue) || !strings.Contains(testroot.Read(t, root.Path(bootargs.GRUBCfg)), "quiet "+line) {
+		t.Fatalf("RebootRequired %+v; grub.cfg %s", got.Status.Conditions, testroot.Read(t, root.Path(bootargs.GRUBCfg)))
+	}
+	if b.AppliedAfterBoot == nil {
+		t.Error("appliedAfterBoot unset although the profile is Applied")
+	}
+
+	update(func(s *v1alpha1.LatencyNodeSpec) {
+		s.Reboot = &v1alpha1.NodeRebootSpec{Revision: "gateway-r1", Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: b.BootID}
+	})
+	pass(t, r, "node-boot")
+	pass(t, agent(), "node-boot") // a restarted agent, the same boot
+	if reboots != 1 {
+		t.Fatalf("rebooted %d times for one revision", reboots)
+	}
+
+	// The node comes back: a new boot id, the arguments on the command line.
+	testroot.Write(t, root.Proc("sys", "kernel", "random", "boot_id"), "99999999-0000-0000-0000-000000000000\n")
+	testroot.Write(t, root.Proc("cmdline"), "BOOT_IMAGE=/vmlinuz root=/dev/vda ro quiet "+line+"\n")
+	testroot.Write(t, root.Sys("devices", "system", "cpu", "nohz_full"), "2-3\n")
+	testroot.Write(t, root.Sys("devices", "system", "cpu", "isolated"), "2-3\n")
+	r = agent()
+	pass(t, r, "node-boot")
+	got = get()
+	b = got.Status.Boot
+	if b.State != v1alpha1.BootBooted || b.RebootedFor != "gateway-r1" || b.KernelNohzFull != "2-3" || b.KernelIsolated != "2-3" || reboots != 1 {
+		t.Fatalf("after the boot (%d reboots): %+v", reboots, b)
+	}
+	for _, a := range b.Arguments {
+		if !a.Present {
+			t.Errorf("%s not present", a.Argument)
+		}
+	}
+	if !conditionIs(got, v1alpha1.NodeRebootRequired, metav1.ConditionFalse) {
+		t.Errorf("RebootRequired after the boot: %+v", got.Status.Conditions)
+	}
+
+	// Back to report only: the drop-in goes, grub.cfg is as before.
+	update(func(s *v1alpha1.LatencyNodeSpec) {
+		s.Tuning.BootParameters.Policy = v1alpha1.BootReportOnly
+		s.Reboot = nil
+	})
+	pass(t, r, "node-boot")
+	if root.Exists(root.Path(bootargs.DropIn)) || testroot.Read(t, root.Path(bootargs.GRUBCfg)) != baseline {
+		t.Fatalf("report only left the drop-in (%v) or a different grub.cfg", root.Exists(root.Path(bootargs.DropIn)))
+	}
+	if b := get().Status.Boot; b.State != v1alpha1.BootBooted {
+		t.Errorf("report only on a booted node: %+v", b)
+	}
+}
+
+func setting(rs []v1alpha1.SettingResult, id string) *v1alpha1.SettingResult {
+	for i := range rs {
+		if rs[i].Setting == id {
+			return &rs[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,254 @@
+//go:build privileged
+
+package vmtest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"latencytier.io/latencytier/agent/apply"
+	"latencytier.io/latencytier/agent/bootargs"
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/loop"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+// The agent's own passes (loop.Reconciler.Reconcile: render, engine,
+// status, the reboot step) in the bootloader row, over three boots. The
+// LatencyNode lives in an in-memory client carried from boot to boot in the
+// guest's state directory (the API server is not what this row proves; the
+// envtest loop tests are); the reboot the agent asks for is handed to
+// hack/vm/guest.sh's marker, which reboots through systemctl reboot
+// (reboot.target over systemd, as systemd.Reboot starts it), because a
+// reboot under the running test would lose its results.
+//
+//  1. TestBootAgentGRUB: baseline update-grub; policy Reboot stages
+//     (status Staged, boot/grub Applied); the manager's Rebooting request
+//     reboots once, a restarted agent does not ask again.
+//  2. TestBootAgentGRUBBooted: a new boot id, Booted, rebootedFor, every
+//     argument in /proc/cmdline and CPU 1 in nohz_full; then action Revert:
+//     drop-in gone, grub.cfg byte for byte the baseline, and a reboot for
+//     the revert.
+//  3. TestBootAgentGRUBReverted: the arguments are gone from the command
+//     line and the kernel's view, grub.cfg is the baseline, no journal.
+
+const bootNode = "vm-boot"
+
+func bootScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// bootClient is the in-memory API holding ln.
+func bootClient(t *testing.T, ln *v1alpha1.LatencyNode) client.Client {
+	t.Helper()
+	ln.ResourceVersion = ""
+	return fake.NewClientBuilder().WithScheme(bootScheme(t)).WithStatusSubresource(&v1alpha1.LatencyNode{}).WithObjects(ln).Build()
+}
+
+// bootAgent is a freshly started agent (nothing in memory from before);
+// asked to reboot, it leaves guest.sh's marker for the next boot's test.
+func bootAgent(t *testing.T, c client.Client, root *host.Root, next string, reboots *int) *loop.Reconciler {
+	return &loop.Reconciler{Client: c, NodeName: bootNode, Root: root, Resync: time.Minute,
+		Engine: &apply.Engine{Root: root, Log: testr.New(t)},
+		Boot: loop.BootOptions{Reboot: func(context.Context) error {
+			*reboots++
+			askReboot(t, next)
+			return nil
+		}}}
+}
+
+func agentPass(t *testing.T, r *loop.Reconciler) {
+	t.Helper()
+	ctx := ctrl.LoggerInto(context.Background(), testr.New(t))
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: bootNode}}); err != nil {
+		t.Fatalf("agent pass: %v", err)
+	}
+}
+
+func getNode(t *testing.T, c client.Client) *v1alpha1.LatencyNode {
+	t.Helper()
+	ln := &v1alpha1.LatencyNode{}
+	if err := c.Get(context.Background(), types.NamespacedName{Name: bootNode}, ln); err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+func updateNode(t *testing.T, c client.Client, f func(*v1alpha1.LatencyNodeSpec)) {
+	t.Helper()
+	ln := getNode(t, c)
+	f(&ln.Spec)
+	ln.Generation++
+	if err := c.Update(context.Background(), ln); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func saveNode(t *testing.T, c client.Client) {
+	t.Helper()
+	b, err := json.Marshal(getNode(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saveState(t, "agent-node", string(b))
+}
+
+func loadNode(t *testing.T) *v1alpha1.LatencyNode {
+	t.Helper()
+	ln := &v1alpha1.LatencyNode{}
+	if err := json.Unmarshal([]byte(loadState(t, "agent-node")), ln); err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+func TestBootAgentGRUB(t *testing.T) {
+	root := grubRow(t, "")
+	ctx := context.Background()
+	if err := grubStager(root).Run(ctx, "latencytier-update-grub.service", []string{"/usr/sbin/update-grub"}); err != nil {
+		t.Fatalf("baseline update-grub: %v", err)
+	}
+	baseline, err := os.ReadFile(grubCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saveState(t, "agent-grub-baseline", string(baseline))
+	ln := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: bootNode, Generation: 1},
+		Spec: v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Profile: "vmtest", ProfileGeneration: 1,
+			Tuning: v1alpha1.TuningSpec{
+				CPUs:           &v1alpha1.CPUSpec{Reserved: ptr.To("0"), Isolated: ptr.To("1"), NamespaceSelector: &v1alpha1.NamespaceSelector{}},
+				BootParameters: &v1alpha1.BootParametersSpec{Policy: v1alpha1.BootReboot, SkewTick: v1alpha1.Enabled},
+			}}}
+	c := bootClient(t, ln)
+	reboots := 0
+	start := time.Now()
+	agentPass(t, bootAgent(t, c, root, "TestBootAgentGRUBBooted", &reboots))
+	t.Logf("staging pass took %s", time.Since(start).Round(time.Second))
+	got := getNode(t, c)
+	b := got.Status.Boot
+	if b == nil || b.State != v1alpha1.BootStaged || b.Backend != "GRUB" {
+		t.Fatalf("after the staging pass: %+v", b)
+	}
+	var gs *v1alpha1.SettingResult
+	for i := range got.Status.Settings {
+		if got.Status.Settings[i].Setting == bootargs.SettingGRUB {
+			gs = &got.Status.Settings[i]
+		}
+	}
+	if gs == nil || gs.State != v1alpha1.SettingApplied {
+		t.Fatalf("boot/grub setting %+v", gs)
+	}
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.NodeRebootRequired) {
+		t.Errorf("RebootRequired not true while staged: %+v", got.Status.Conditions)
+	}
+	cfg, _ := os.ReadFile(grubCfg)
+	if !strings.Contains(string(cfg), gs.Desired) {
+		t.Fatalf("%s lacks %q after the agent's pass", grubCfg, gs.Desired)
+	}
+	saveState(t, "agent-grub-args", gs.Desired)
+	if reboots != 0 {
+		t.Fatal("rebooted without a request")
+	}
+	updateNode(t, c, func(s *v1alpha1.LatencyNodeSpec) {
+		s.Reboot = &v1alpha1.NodeRebootSpec{Revision: "vmtest-r1", Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: b.BootID}
+	})
+	agentPass(t, bootAgent(t, c, root, "TestBootAgentGRUBBooted", &reboots))
+	agentPass(t, bootAgent(t, c, root, "TestBootAgentGRUBBooted", &reboots)) // restarted
+	if reboots != 1 {
+		t.Fatalf("asked for %d reboots for one revision, want 1", reboots)
+	}
+	saveState(t, "agent-boot", b.BootID)
+	saveNode(t, c)
+}
+
+func TestBootAgentGRUBBooted(t *testing.T) {
+	root := grubRow(t, ".boot2")
+	if bootID(t, root) == loadState(t, "agent-boot") {
+		t.Fatal("boot id unchanged: the VM did not reboot")
+	}
+	c := bootClient(t, loadNode(t))
+	reboots := 0
+	start := time.Now()
+	agentPass(t, bootAgent(t, c, root, "TestBootAgentGRUBReverted", &reboots))
+	t.Logf("first pass after the boot took %s", time.Since(start).Round(time.Second))
+	got := getNode(t, c)
+	b := got.Status.Boot
+	if b == nil || b.State != v1alpha1.BootBooted || b.RebootedFor != "vmtest-r1" || b.KernelNohzFull != "1" || reboots != 0 {
+		t.Fatalf("after the reboot (%d more reboots): %+v", reboots, b)
+	}
+	for _, a := range b.Arguments {
+		if !a.Present {
+			t.Errorf("%s not on the running command line %q", a.Argument, read(t, root, root.Proc("cmdline")))
+		}
+	}
+	if b.AppliedAfterBoot == nil {
+		t.Error("appliedAfterBoot not reported")
+	} else {
+		t.Logf("boot to Applied: %s; kernel view: isolated %q nohz_full %q", b.AppliedAfterBoot.Duration, b.KernelIsolated, b.KernelNohzFull)
+	}
+	updateNode(t, c, func(s *v1alpha1.LatencyNodeSpec) {
+		s.Action = v1alpha1.ActionRevert
+		s.Reboot = &v1alpha1.NodeRebootSpec{Revision: "vmtest-revert", Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: b.BootID}
+	})
+	agentPass(t, bootAgent(t, c, root, "TestBootAgentGRUBReverted", &reboots))
+	if root.Exists(root.Path(bootargs.DropIn)) {
+		t.Error("drop-in left after the revert pass")
+	}
+	cfg, _ := os.ReadFile(grubCfg)
+	if string(cfg) != loadState(t, "agent-grub-baseline") {
+		t.Errorf("%s after the revert pass differs from the baseline:\n%s", grubCfg, cfg)
+	}
+	if b := getNode(t, c).Status.Boot; b == nil || b.State != v1alpha1.BootStaged || reboots != 1 {
+		t.Fatalf("reverted, the running kernel still isolated: want Staged and one reboot, got %d reboots, %+v", reboots, b)
+	}
+	saveState(t, "agent-boot", bootID(t, root))
+	saveNode(t, c)
+}
+
+func TestBootAgentGRUBReverted(t *testing.T) {
+	root := grubRow(t, ".boot3")
+	if bootID(t, root) == loadState(t, "agent-boot") {
+		t.Fatal("boot id unchanged: the VM did not reboot")
+	}
+	c := bootClient(t, loadNode(t))
+	reboots := 0
+	agentPass(t, bootAgent(t, c, root, "none", &reboots))
+	b := getNode(t, c).Status.Boot
+	if b == nil || b.State != v1alpha1.BootNotNeeded || b.RebootedFor != "vmtest-revert" || b.KernelNohzFull != "" || reboots != 0 {
+		t.Fatalf("after revert and reboot: %d reboots, %+v", reboots, b)
+	}
+	if got := bootargs.Check(root, bootargs.Parse(loadState(t, "agent-grub-args"))); len(got.Present) > 0 {
+		t.Errorf("/proc/cmdline still holds %q", got.Present)
+	}
+	cfg, _ := os.ReadFile(grubCfg)
+	if string(cfg) != loadState(t, "agent-grub-baseline") || root.Exists(root.Path(bootargs.DropIn)) {
+		t.Errorf("%s differs from the baseline, or the drop-in is back", grubCfg)
+	}
+	if root.Exists(root.Path("var/lib/latencytier/journal.json")) {
+		t.Error("journal left after a complete revert")
+	}
+}
