@@ -13,12 +13,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/utils/clock"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"latencytier.io/latencytier/agent/apply"
+	"latencytier.io/latencytier/agent/cpumanager"
 	"latencytier.io/latencytier/agent/desired"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/journal"
@@ -113,6 +115,7 @@ func runLoop(ctx context.Context, f loopFlags, stderr io.Writer) error {
 	}
 	o.Root = host.New(f.hostRoot)
 	o.Log = f.log.New(stderr)
+	logCPUSource(o.Log, o.Root)
 	// The probes answer before the journal is ours: live while waiting
 	// for it, not ready until the first pass.
 	ctx, cancel := context.WithCancel(ctx)
@@ -146,6 +149,23 @@ func runLoop(ctx context.Context, f loopFlags, stderr io.Writer) error {
 		o.Observer, o.Metrics = c, metricsauth.ServerOptions(f.metricsAddr, f.metricsSecure)
 	}
 	return loop.Run(ctx, o)
+}
+
+// logCPUSource says where the agent reads kubelet's exclusive CPU
+// assignments: the PodResources API, or the checkpoint file and why.
+func logCPUSource(log logr.Logger, root *host.Root) {
+	s, err := cpumanager.Read(root)
+	switch {
+	case err != nil:
+		log.Error(err, "Could not read kubelet's CPU assignments")
+	case s == nil:
+		log.Info("Found no kubelet CPU manager: no PodResources socket and no checkpoint", "socket", cpumanager.SocketPath(root))
+	case s.Source == cpumanager.SourcePodResources:
+		log.Info("Reading kubelet's CPU assignments from its PodResources API", "source", s.Source, "policy", s.PolicyName)
+	default:
+		log.Info("Reading kubelet's CPU assignments from its checkpoint file: the PodResources API is unavailable",
+			"source", s.Source, "policy", s.PolicyName, "reason", s.Fallback)
+	}
 }
 
 // oneShotFlags are the flags of plan, apply and revert.
