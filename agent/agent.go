@@ -115,6 +115,8 @@ func runLoop(ctx context.Context, f loopFlags, stderr io.Writer) error {
 	}
 	o.Root = host.New(f.hostRoot)
 	o.Log = f.log.New(stderr)
+	o.Log.V(1).Info("Parsed flags", "node", o.NodeName, "hostRoot", f.hostRoot, "kubeconfig", o.Kubeconfig,
+		"resync", o.Resync.String(), "metricsBindAddress", f.metricsAddr, "healthProbeBindAddress", f.healthAddr)
 	logCPUSource(o.Log, o.Root)
 	// The probes answer before the journal is ours: live while waiting
 	// for it, not ready until the first pass.
@@ -203,6 +205,10 @@ func oneShot(cmd string, args []string, out io.Writer) error {
 }
 
 func runOneShot(cmd string, f oneShotFlags, out, stderr io.Writer) error {
+	// A usage error before anything is read or owned.
+	if cmd != "revert" && f.specFile == "" {
+		return &cli.UsageError{Err: fmt.Errorf("agent %s: --node-spec is required", cmd)}
+	}
 	admin, err := sysctl.ReadAdminList(f.allowedFile)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", cmd, err)
@@ -218,9 +224,6 @@ func runOneShot(cmd string, f oneShotFlags, out, stderr io.Writer) error {
 	}
 	if cmd == "revert" {
 		return revert(eng, out)
-	}
-	if f.specFile == "" {
-		return &cli.UsageError{Err: fmt.Errorf("agent %s: --node-spec is required", cmd)}
 	}
 	spec, err := loadSpecFile(f.specFile)
 	if err != nil {

@@ -41,9 +41,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 // New returns the logger the options describe, writing to w.
 func (o Options) New(w io.Writer) logr.Logger {
-	enc := crzap.JSONEncoder()
+	// Times as RFC 3339 in both formats (zap's JSON default is epoch
+	// seconds, which neither people nor kubectl logs --since-time read).
+	rfc3339 := func(c *zapcore.EncoderConfig) { c.EncodeTime = zapcore.RFC3339NanoTimeEncoder }
+	enc := crzap.JSONEncoder(rfc3339)
 	if o.Format == FormatText {
-		enc = crzap.ConsoleEncoder()
+		enc = crzap.ConsoleEncoder(rfc3339)
 	}
 	return crzap.New(crzap.WriteTo(w), crzap.UseDevMode(false), enc,
 		crzap.Level(zapcore.Level(-o.Verbosity)),
