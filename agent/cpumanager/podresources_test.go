@@ -8,46 +8,18 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"latencytier.io/latencytier/agent/cpumanager/podresourcestest"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/podcgroup"
 )
 
-// kubelet serves kubelet's PodResources v1 API with fixed answers, over a
-// real gRPC server on a unix socket: the wire protocol the agent speaks to
-// kubelet on a node.
-type kubelet struct {
-	podresourcesv1.UnimplementedPodResourcesListerServer
-	allocatable []int64
-	pods        []*podresourcesv1.PodResources
-}
+type kubelet = podresourcestest.Kubelet
 
-func (k *kubelet) List(context.Context, *podresourcesv1.ListPodResourcesRequest) (*podresourcesv1.ListPodResourcesResponse, error) {
-	return &podresourcesv1.ListPodResourcesResponse{PodResources: k.pods}, nil
-}
+var container = podresourcestest.Container
 
-func (k *kubelet) GetAllocatableResources(context.Context, *podresourcesv1.AllocatableResourcesRequest) (*podresourcesv1.AllocatableResourcesResponse, error) {
-	return &podresourcesv1.AllocatableResourcesResponse{CpuIds: k.allocatable}, nil
-}
-
-// serve starts k on root's kubelet socket until the test ends.
-func serve(t *testing.T, root *host.Root, k *kubelet) {
-	t.Helper()
-	path := SocketPath(root)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	podresourcesv1.RegisterPodResourcesListerServer(srv, k)
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(srv.Stop)
-}
+func serve(t *testing.T, root *host.Root, k *kubelet) { podresourcestest.Serve(t, root, k) }
 
 // newRoot is a host root with 8 online CPUs and a checkpoint that
 // disagrees with every kubelet below (policy static, pod "ckpt" on 6-7), so
@@ -74,13 +46,9 @@ func newRoot(t *testing.T) *host.Root {
 	return root
 }
 
-func container(name string, cpus ...int64) *podresourcesv1.ContainerResources {
-	return &podresourcesv1.ContainerResources{Name: name, CpuIds: cpus}
-}
-
 func TestReadPrefersPodResources(t *testing.T) {
 	root := newRoot(t)
-	serve(t, root, &kubelet{allocatable: []int64{1, 2, 3, 4, 5, 6, 7}, pods: []*podresourcesv1.PodResources{
+	serve(t, root, &kubelet{Allocatable: []int64{1, 2, 3, 4, 5, 6, 7}, Pods: []*podresourcesv1.PodResources{
 		{Namespace: "trading", Name: "gw", Containers: []*podresourcesv1.ContainerResources{container("app", 4, 5), container("sidecar")}},
 		{Namespace: "kube-system", Name: "dns", Containers: []*podresourcesv1.ContainerResources{container("coredns")}},
 	}})
@@ -112,7 +80,7 @@ func TestReadPrefersPodResources(t *testing.T) {
 func TestReadPodResourcesPolicyNone(t *testing.T) {
 	root := newRoot(t)
 	// The none policy assigns no CPUs: GetAllocatableResources lists none.
-	serve(t, root, &kubelet{pods: []*podresourcesv1.PodResources{
+	serve(t, root, &kubelet{Pods: []*podresourcesv1.PodResources{
 		{Namespace: "trading", Name: "gw", Containers: []*podresourcesv1.ContainerResources{container("app")}}}})
 	s, err := Read(root)
 	if err != nil {
@@ -161,11 +129,11 @@ func TestPodResourcesUntrusted(t *testing.T) {
 		k     *kubelet
 		field string
 	}{
-		{"cpu too high", &kubelet{allocatable: []int64{1}, pods: []*podresourcesv1.PodResources{
+		{"cpu too high", &kubelet{Allocatable: []int64{1}, Pods: []*podresourcesv1.PodResources{
 			{Namespace: "a", Name: "b", Containers: []*podresourcesv1.ContainerResources{container("c", 9000)}}}}, "pod a/b container c cpu_ids: CPU 9000"},
-		{"negative allocatable", &kubelet{allocatable: []int64{-1}}, "GetAllocatableResources cpu_ids: CPU -1"},
-		{"no namespace", &kubelet{pods: []*podresourcesv1.PodResources{{Name: "b"}}}, "pod_resources[0].namespace: empty"},
-		{"long container", &kubelet{pods: []*podresourcesv1.PodResources{
+		{"negative allocatable", &kubelet{Allocatable: []int64{-1}}, "GetAllocatableResources cpu_ids: CPU -1"},
+		{"no namespace", &kubelet{Pods: []*podresourcesv1.PodResources{{Name: "b"}}}, "pod_resources[0].namespace: empty"},
+		{"long container", &kubelet{Pods: []*podresourcesv1.PodResources{
 			{Namespace: "a", Name: "b", Containers: []*podresourcesv1.ContainerResources{container(strings.Repeat("x", 300))}}}}, "pod a/b containers[0].name: 300 bytes"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
