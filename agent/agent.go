@@ -197,13 +197,6 @@ func oneShotCommand(name, short string) *cobra.Command {
 	return cmd
 }
 
-// oneShot runs "latencytier agent CMD args..." printing to out.
-func oneShot(cmd string, args []string, out io.Writer) error {
-	c := cli.Setup(oneShotCommand(cmd, ""))
-	c.SetOut(out)
-	return cli.Run(context.Background(), c, args)
-}
-
 func runOneShot(cmd string, f oneShotFlags, out, stderr io.Writer) error {
 	// A usage error before anything is read or owned.
 	if cmd != "revert" && f.specFile == "" {

@@ -13,7 +13,6 @@ import (
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/api/v1alpha1"
-	"latencytier.io/latencytier/internal/cli"
 )
 
 // measureFlags are the flags of "latencytier agent measure".
@@ -44,13 +43,6 @@ func newMeasureCommand() *cobra.Command {
 	fs.StringVar(&f.reserved, "reserved", "", "reserved CPUs (cpulist) for a per-class breakdown")
 	fs.StringVar(&f.attach, "attach", "auto", "BPF attach type: auto, tp_btf, raw_tp, or none (schedstat fallback)")
 	return cmd
-}
-
-// measureCommand runs "latencytier agent measure args..." printing to stdout.
-func measureCommand(ctx context.Context, args []string, stdout io.Writer) error {
-	c := cli.Setup(newMeasureCommand())
-	c.SetOut(stdout)
-	return cli.Run(ctx, c, args)
 }
 
 func runMeasure(ctx context.Context, f measureFlags, stdout io.Writer) error {
