@@ -146,10 +146,16 @@ func TestManifestArgsParse(t *testing.T) {
 			}
 		}
 	}
+	// What scripts pass: hack/bench/lib.sh (Go-flag style, still accepted),
+	// the Makefile's undeploy, internal/fleetsim's manager.
+	lines = append(lines, []string{"agent", "measure", "-duration", "60s"}, []string{"agent", "apply", "--node-spec", "spec.json"},
+		[]string{"agent", "revert"}, []string{"uninstall", "--timeout=15m"},
+		[]string{"manager", "--namespace=latencytier-system", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+			"--kubeconfig=k", "--leader-elect=false", "--pprof-bind-address=127.0.0.1:6060", "--profile-status-interval=5s"})
 	seen := map[string]int{}
 	for _, args := range lines {
 		root := newRoot()
-		cmd, rest, err := root.Find(args)
+		cmd, rest, err := root.Find(cli.GoStyle(root, args))
 		if err != nil || cmd == root || !cmd.Runnable() {
 			t.Errorf("%q: no subcommand (%v)", args, err)
 			continue

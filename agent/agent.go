@@ -114,7 +114,7 @@ func runLoop(ctx context.Context, f loopFlags, stderr io.Writer) error {
 		return &cli.UsageError{Err: errors.New("agent: --node-name (or NODE_NAME) is required")}
 	}
 	o.Root = host.New(f.hostRoot)
-	o.Log = f.log.New(stderr)
+	o.Log = f.log.Install(stderr)
 	o.Log.V(1).Info("Parsed flags", "node", o.NodeName, "hostRoot", f.hostRoot, "kubeconfig", o.Kubeconfig,
 		"resync", o.Resync.String(), "metricsBindAddress", f.metricsAddr, "healthProbeBindAddress", f.healthAddr)
 	logCPUSource(o.Log, o.Root)

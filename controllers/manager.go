@@ -321,8 +321,7 @@ func RunManager(ctx context.Context, args []string) error {
 }
 
 func runManager(ctx context.Context, f managerFlags, stderr io.Writer) error {
-	log := f.log.New(stderr)
-	ctrl.SetLogger(log)
+	log := f.log.Install(stderr)
 	log.V(1).Info("Parsed flags", "namespace", f.namespace, "kubeconfig", f.kubeconfig, "leaderElect", f.leaderElect,
 		"metricsBindAddress", f.metricsAddr, "healthProbeBindAddress", f.probeAddr)
 	cfg, err := restConfig(f.kubeconfig)

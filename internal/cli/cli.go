@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes of the binary.
@@ -67,21 +68,45 @@ func NoArgs(cmd *cobra.Command, args []string) error {
 // Run executes cmd (set up by Setup) with args, exactly: a nil args is no
 // arguments, not the process's.
 func Run(ctx context.Context, cmd *cobra.Command, args []string) error {
-	if args == nil {
-		args = []string{}
-	}
-	cmd.SetArgs(args)
+	cmd.SetArgs(GoStyle(cmd, args))
 	return cmd.ExecuteContext(ctx)
+}
+
+// GoStyle rewrites Go-flag-style long flags (-name, -name=value), which the
+// commands accepted before they moved to cobra and scripts still pass
+// (hack/bench: "agent measure -duration 60s"), to --name when name is a
+// long flag of some command in cmd's tree. Single letters stay shorthands
+// (-v, -h); nothing after "--" is touched. It never returns nil.
+func GoStyle(cmd *cobra.Command, args []string) []string {
+	long := map[string]bool{"help": true, "version": true}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) { long[f.Name] = true })
+		c.PersistentFlags().VisitAll(func(f *pflag.Flag) { long[f.Name] = true })
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(cmd)
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(name) > 1 && long[name] {
+			a = "-" + a
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // Execute runs cmd with args, prints an error to stderr and returns the
 // process's exit code: ExitUsage (with a pointer to --help) for a command
 // line it does not accept, ExitError when the command failed.
 func Execute(ctx context.Context, cmd *cobra.Command, args []string, stderr io.Writer) int {
-	if args == nil {
-		args = []string{}
-	}
-	cmd.SetArgs(args)
+	cmd.SetArgs(GoStyle(cmd, args))
 	c, err := cmd.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK

@@ -14,6 +14,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/log"
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
@@ -37,6 +39,16 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Var((*formatValue)(&o.Format), "log-format", "log line format: json (one JSON object per line) or text (human-readable columns)")
 	fs.VarP((*verbosityValue)(&o.Verbosity), "v", "v", "log verbosity: 0 logs Info and Error lines, each step up adds V(n) detail (same setting as --log-level)")
 	fs.Var((*levelValue)(&o.Verbosity), "log-level", "log level: error, info, debug (= --v=1) or a verbosity number (same setting as --v)")
+}
+
+// Install returns New(w) after making it the logger of controller-runtime
+// and of client-go (klog) too, so their lines (leader election, watches,
+// the metrics server) have the same format as the command's own.
+func (o Options) Install(w io.Writer) logr.Logger {
+	log := o.New(w)
+	ctrl.SetLogger(log)
+	klog.SetLogger(log)
+	return log
 }
 
 // New returns the logger the options describe, writing to w.
