@@ -4,59 +4,46 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
 	"latencytier.io/latencytier/agent"
 	"latencytier.io/latencytier/controllers"
+	"latencytier.io/latencytier/internal/cli"
 	"latencytier.io/latencytier/internal/uninstall"
 )
 
 // version is stamped by the Makefile (-ldflags -X main.version=...).
 var version = "dev"
 
-const usage = `latencytier: tune latency-tier Kubernetes nodes and measure what they deliver.
-
-Usage:
-  latencytier manager [flags]          run the controller (see -h)
-  latencytier agent [flags]            run the node agent (see -h)
-  latencytier agent plan [flags]       print what the agent would change on this host
-  latencytier agent measure [flags]    measure run-queue latency here, runqlat-style
-  latencytier uninstall [flags]        delete every LatencyProfile and wait until every node is reverted
-  latencytier version                  print the version
-`
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "latencytier:", err)
-		os.Exit(1)
-	}
+	code := cli.Execute(ctx, newRoot(), os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, usage)
-		return fmt.Errorf("missing subcommand")
+// newRoot is the whole command tree: every subcommand and its flags.
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:     "latencytier",
+		Short:   "Tune latency-tier Kubernetes nodes and measure what they deliver",
+		Version: version,
+		RunE: func(*cobra.Command, []string) error {
+			return &cli.UsageError{Err: errors.New("missing subcommand: manager, agent, uninstall or version")}
+		},
 	}
-	switch args[0] {
-	case "manager":
-		return controllers.RunManager(ctx, args[1:])
-	case "agent":
-		return agent.Main(ctx, args[1:])
-	case "uninstall":
-		return uninstall.Main(ctx, args[1:], os.Stdout)
-	case "version", "--version":
-		fmt.Println(version)
-		return nil
-	case "help", "-h", "--help":
-		fmt.Print(usage)
-		return nil
-	default:
-		fmt.Fprint(os.Stderr, usage)
-		return fmt.Errorf("unknown subcommand %q", args[0])
-	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(controllers.NewManagerCommand(), agent.NewCommand(), uninstall.NewCommand(), &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version) },
+	})
+	return cli.Setup(root)
 }

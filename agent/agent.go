@@ -8,18 +8,19 @@ package agent
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/utils/clock"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"latencytier.io/latencytier/agent/apply"
+	"latencytier.io/latencytier/agent/cpumanager"
 	"latencytier.io/latencytier/agent/desired"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/journal"
@@ -28,21 +29,22 @@ import (
 	"latencytier.io/latencytier/agent/metrics"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/cli"
 	"latencytier.io/latencytier/internal/knobs"
+	"latencytier.io/latencytier/internal/logging"
 	"latencytier.io/latencytier/internal/metricsauth"
 )
 
-const usage = `Usage:
-  latencytier agent --node-name N [--host-root /] [--kubeconfig FILE] [--resync 30s] [--status-heartbeat 5m] [--metrics-bind-address :9849] [--health-probe-bind-address 127.0.0.1:9850] [--allowed-sysctls-file F]
-  latencytier agent plan --node-spec FILE [--host-root /] [--allowed-sysctls-file F]     print what would change; writes nothing
-  latencytier agent apply --node-spec FILE [--host-root /] [--allowed-sysctls-file F]    apply once (journaled)
-  latencytier agent revert [--host-root /]                    restore every journaled original
-  latencytier agent measure [--duration 10s] [--json] ...     measure run-queue latency here, runqlat-style
-The node-spec FILE is a LatencyNode YAML or just its spec. Raw sysctls
+// long is "latencytier agent --help"'s description.
+const long = `Run the node agent: watch this node's LatencyNode, apply its tuning
+(originals journaled first), keep it from drifting, measure run-queue latency
+and throttling, and report in the LatencyNode's status.
+
+The subcommands work on this host alone, without the API server. A node-spec
+FILE is a LatencyNode YAML, just its spec, or a LatencyProfile. Raw sysctls
 outside the built-in allowlist (docs/knobs.md) are applied only when the
 --allowed-sysctls-file (the cluster admin's ConfigMap latencytier-sysctls,
-key allowedSysctls) lists them.
-`
+key allowedSysctls) lists them.`
 
 // allowedSysctlsUsage documents --allowed-sysctls-file.
 const allowedSysctlsUsage = "the cluster admin's sysctl unlock (key allowedSysctls of ConfigMap latencytier-sysctls, mounted); missing or empty: the built-in allowlist only"
@@ -53,58 +55,76 @@ const healthProbeUsage = "address of the plain-HTTP liveness (/healthz) and read
 // crashHook is set by the crash-safety test in its child process only.
 var crashHook func(stage apply.Stage, id string)
 
-// Main runs "latencytier agent [plan|apply|revert|measure] ...".
+// Main runs "latencytier agent [plan|apply|revert|measure] ..." with args.
 func Main(ctx context.Context, args []string) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "plan":
-			return oneShot("plan", args[1:], os.Stdout)
-		case "apply":
-			return oneShot("apply", args[1:], os.Stdout)
-		case "revert":
-			return oneShot("revert", args[1:], os.Stdout)
-		case "measure":
-			return measureCommand(ctx, args[1:], os.Stdout)
-		case "help", "-h", "--help":
-			fmt.Print(usage)
-			return nil
-		}
-	}
-	return runLoop(ctx, args)
+	return cli.Run(ctx, cli.Setup(NewCommand()), args)
 }
 
-func runLoop(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	var o loop.Options
-	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (the LatencyNode to watch)")
-	hostRoot := fs.String("host-root", "/", "the host's filesystem root (/host in the DaemonSet)")
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (in-cluster config when empty)")
-	fs.DurationVar(&o.Resync, "resync", loop.DefaultResync, "how often to re-check the host for drift")
-	fs.DurationVar(&o.Heartbeat, "status-heartbeat", loop.DefaultHeartbeat, "the longest the agent leaves its LatencyNode status "+
+// NewCommand is "latencytier agent" and its subcommands.
+func NewCommand() *cobra.Command {
+	var f loopFlags
+	cmd := &cobra.Command{
+		Use:   "agent --node-name N [flags]",
+		Short: "Run the node agent (and, as subcommands, its one-shot plan, apply, revert and measure)",
+		Long:  long,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runLoop(cmd.Context(), f, cmd.ErrOrStderr())
+		},
+	}
+	f.addFlags(cmd.Flags())
+	cmd.AddCommand(
+		oneShotCommand("plan", "Print what the agent would change on this host; writes nothing"),
+		oneShotCommand("apply", "Apply a node spec once, journaling every original first"),
+		oneShotCommand("revert", "Restore every journaled original"),
+		newMeasureCommand(),
+	)
+	return cmd
+}
+
+// loopFlags are the long-running agent's flags.
+type loopFlags struct {
+	o             loop.Options
+	hostRoot      string
+	noMeasure     bool
+	metricsAddr   string
+	healthAddr    string
+	metricsSecure bool
+	log           logging.Options
+}
+
+func (f *loopFlags) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&f.o.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (the LatencyNode to watch; default $NODE_NAME)")
+	fs.StringVar(&f.hostRoot, "host-root", "/", "the host's filesystem root (/host in the DaemonSet)")
+	fs.StringVar(&f.o.Kubeconfig, "kubeconfig", "", "kubeconfig file (in-cluster config when empty)")
+	fs.DurationVar(&f.o.Resync, "resync", loop.DefaultResync, "how often to re-check the host for drift")
+	fs.DurationVar(&f.o.Heartbeat, "status-heartbeat", loop.DefaultHeartbeat, "the longest the agent leaves its LatencyNode status "+
 		"unwritten when nothing a reader acts on changed (it writes at once when a setting, condition, finding, the rollout "+
 		"evidence or a figure's bucket changes; readers show a node silent for two heartbeats as Stale); <= 0 means the default")
-	fs.StringVar(&o.AllowedSysctlsFile, "allowed-sysctls-file", "", allowedSysctlsUsage)
-	verbosity := fs.Int("v", 0, "log verbosity")
-	noMeasure := fs.Bool("no-measure", false, "do not measure run-queue latency and throttling")
-	metricsAddr := fs.String("metrics-bind-address", "0", "address of the Prometheus metrics endpoint (0 disables it; the DaemonSet sets :9849)")
-	healthAddr := fs.String("health-probe-bind-address", "127.0.0.1:9850", healthProbeUsage)
-	metricsSecure := fs.Bool("metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
-	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
+	fs.StringVar(&f.o.AllowedSysctlsFile, "allowed-sysctls-file", "", allowedSysctlsUsage)
+	fs.BoolVar(&f.noMeasure, "no-measure", false, "do not measure run-queue latency and throttling")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint (0 disables it; the DaemonSet sets :9849)")
+	fs.StringVar(&f.healthAddr, "health-probe-bind-address", "127.0.0.1:9850", healthProbeUsage)
+	fs.BoolVar(&f.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
+	f.log.AddFlags(fs)
+}
+
+func runLoop(ctx context.Context, f loopFlags, stderr io.Writer) error {
+	o := f.o
 	if o.NodeName == "" {
-		return errors.New("agent: --node-name (or NODE_NAME) is required")
+		return &cli.UsageError{Err: errors.New("agent: --node-name (or NODE_NAME) is required")}
 	}
-	o.Root = host.New(*hostRoot)
-	o.Log = newLogger(os.Stderr, *verbosity)
+	o.Root = host.New(f.hostRoot)
+	o.Log = f.log.Install(stderr)
+	o.Log.V(1).Info("Parsed flags", "node", o.NodeName, "hostRoot", f.hostRoot, "kubeconfig", o.Kubeconfig,
+		"resync", o.Resync.String(), "metricsBindAddress", f.metricsAddr, "healthProbeBindAddress", f.healthAddr)
+	logCPUSource(o.Log, o.Root)
 	// The probes answer before the journal is ours: live while waiting
 	// for it, not ready until the first pass.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if *healthAddr != "0" {
+	if f.healthAddr != "0" {
 		o.Health = loop.NewHealth(clock.RealClock{}, o.Resync)
-		if _, err := o.Health.Serve(ctx, *healthAddr, o.Log); err != nil {
+		if _, err := o.Health.Serve(ctx, f.healthAddr, o.Log); err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}
 	}
@@ -118,40 +138,76 @@ func runLoop(ctx context.Context, args []string) error {
 	}
 	defer release()
 	o.Health.JournalOwned()
-	if !*noMeasure {
+	if !f.noMeasure {
 		mlog := o.Log.WithName("measure")
 		o.Meter = loop.NewMeter(measure.New(o.Root, mlog), clock.RealClock{}, mlog)
 	}
-	if *metricsAddr != "0" {
+	if f.metricsAddr != "0" {
 		c := metrics.New(o.Root)
 		if err := ctrlmetrics.Registry.Register(c); err != nil {
 			return fmt.Errorf("agent: register metrics: %w", err)
 		}
 		defer ctrlmetrics.Registry.Unregister(c)
-		o.Observer, o.Metrics = c, metricsauth.ServerOptions(*metricsAddr, *metricsSecure)
+		o.Observer, o.Metrics = c, metricsauth.ServerOptions(f.metricsAddr, f.metricsSecure)
 	}
 	return loop.Run(ctx, o)
 }
 
-func newLogger(w io.Writer, v int) logr.Logger {
-	return funcr.NewJSON(func(obj string) { fmt.Fprintln(w, obj) }, funcr.Options{Verbosity: v, LogTimestamp: true})
+// logCPUSource says where the agent reads kubelet's exclusive CPU
+// assignments: the PodResources API, or the checkpoint file and why.
+func logCPUSource(log logr.Logger, root *host.Root) {
+	s, err := cpumanager.Read(root)
+	switch {
+	case err != nil:
+		log.Error(err, "Could not read kubelet's CPU assignments")
+	case s == nil:
+		log.Info("Found no kubelet CPU manager: no PodResources socket and no checkpoint", "socket", cpumanager.SocketPath(root))
+	case s.Source == cpumanager.SourcePodResources:
+		log.Info("Reading kubelet's CPU assignments from its PodResources API", "source", s.Source, "policy", s.PolicyName)
+	default:
+		log.Info("Reading kubelet's CPU assignments from its checkpoint file: the PodResources API is unavailable",
+			"source", s.Source, "policy", s.PolicyName, "reason", s.Fallback)
+	}
 }
 
-func oneShot(cmd string, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("agent "+cmd, flag.ContinueOnError)
-	specFile := fs.String("node-spec", "", "LatencyNode YAML (or just its spec)")
-	hostRoot := fs.String("host-root", "/", "the host's filesystem root")
-	verbosity := fs.Int("v", 0, "log verbosity")
-	allowedFile := fs.String("allowed-sysctls-file", "", allowedSysctlsUsage)
-	if err := fs.Parse(args); err != nil {
-		return err
+// oneShotFlags are the flags of plan, apply and revert.
+type oneShotFlags struct {
+	specFile, hostRoot, allowedFile string
+	log                             logging.Options
+}
+
+func oneShotCommand(name, short string) *cobra.Command {
+	var f oneShotFlags
+	use := name + " --node-spec FILE [flags]"
+	if name == "revert" {
+		use = name + " [flags]"
 	}
-	admin, err := sysctl.ReadAdminList(*allowedFile)
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runOneShot(name, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.specFile, "node-spec", "", "LatencyNode YAML (or just its spec, or a LatencyProfile)")
+	fs.StringVar(&f.hostRoot, "host-root", "/", "the host's filesystem root")
+	fs.StringVar(&f.allowedFile, "allowed-sysctls-file", "", allowedSysctlsUsage)
+	f.log.AddFlags(fs)
+	return cmd
+}
+
+func runOneShot(cmd string, f oneShotFlags, out, stderr io.Writer) error {
+	// A usage error before anything is read or owned.
+	if cmd != "revert" && f.specFile == "" {
+		return &cli.UsageError{Err: fmt.Errorf("agent %s: --node-spec is required", cmd)}
+	}
+	admin, err := sysctl.ReadAdminList(f.allowedFile)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", cmd, err)
 	}
-	root := host.New(*hostRoot)
-	eng := &apply.Engine{Root: root, Log: newLogger(os.Stderr, *verbosity), Hook: crashHook}
+	root := host.New(f.hostRoot)
+	eng := &apply.Engine{Root: root, Log: f.log.New(stderr), Hook: crashHook}
 	if cmd != "plan" {
 		release, err := ownForCLI(root, cmd)
 		if err != nil {
@@ -162,10 +218,7 @@ func oneShot(cmd string, args []string, out io.Writer) error {
 	if cmd == "revert" {
 		return revert(eng, out)
 	}
-	if *specFile == "" {
-		return fmt.Errorf("agent %s: --node-spec is required", cmd)
-	}
-	spec, err := loadSpecFile(*specFile)
+	spec, err := loadSpecFile(f.specFile)
 	if err != nil {
 		return err
 	}

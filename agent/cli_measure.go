@@ -3,55 +3,70 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
 
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// measureCommand runs "latencytier agent measure": it measures for --duration and
+// measureFlags are the flags of "latencytier agent measure".
+type measureFlags struct {
+	duration                             time.Duration
+	asJSON                               bool
+	hostRoot, isolated, reserved, attach string
+}
+
+// newMeasureCommand is "latencytier agent measure": it measures for --duration and
 // prints the run-queue latency histogram the way runqlat does (log2 usecs
 // ranges, counts, stars) with percentiles per CPU class, then the findings;
 // --json prints the Result instead.
-func measureCommand(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("measure", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	duration := fs.Duration("duration", 10*time.Second, "how long to measure")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	hostRoot := fs.String("host-root", "/", "the host's filesystem root (/host in the DaemonSet)")
-	isolated := fs.String("isolated", "", "isolated CPUs (cpulist) for a per-class breakdown")
-	reserved := fs.String("reserved", "", "reserved CPUs (cpulist) for a per-class breakdown")
-	attach := fs.String("attach", "auto", "BPF attach type: auto, tp_btf, raw_tp, or none (schedstat fallback)")
-	if err := fs.Parse(args); err != nil {
-		return err
+func newMeasureCommand() *cobra.Command {
+	var f measureFlags
+	cmd := &cobra.Command{
+		Use:   "measure [flags]",
+		Short: "Measure run-queue latency on this host, runqlat-style, with throttling and findings",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runMeasure(cmd.Context(), f, cmd.OutOrStdout())
+		},
 	}
-	if *attach == "auto" {
-		*attach = measure.AttachAuto
+	fs := cmd.Flags()
+	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long to measure")
+	fs.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
+	fs.StringVar(&f.hostRoot, "host-root", "/", "the host's filesystem root (/host in the DaemonSet)")
+	fs.StringVar(&f.isolated, "isolated", "", "isolated CPUs (cpulist) for a per-class breakdown")
+	fs.StringVar(&f.reserved, "reserved", "", "reserved CPUs (cpulist) for a per-class breakdown")
+	fs.StringVar(&f.attach, "attach", "auto", "BPF attach type: auto, tp_btf, raw_tp, or none (schedstat fallback)")
+	return cmd
+}
+
+func runMeasure(ctx context.Context, f measureFlags, stdout io.Writer) error {
+	if f.attach == "auto" {
+		f.attach = measure.AttachAuto
 	}
-	in := measure.Input{Tuning: v1alpha1.TuningSpec{CPUs: cpuSpec(*isolated, *reserved)}}
-	m := measure.New(host.New(*hostRoot), logr.Discard(), measure.WithAttach(*attach))
+	in := measure.Input{Tuning: v1alpha1.TuningSpec{CPUs: cpuSpec(f.isolated, f.reserved)}}
+	m := measure.New(host.New(f.hostRoot), logr.Discard(), measure.WithAttach(f.attach))
 	if err := m.Start(ctx); err != nil {
 		return err
 	}
 	defer m.Close()
-	if !*asJSON {
-		fmt.Fprintf(stdout, "Tracing run queue latency with %s for %s... Hit Ctrl-C to end early.\n", m.Source(), *duration)
+	if !f.asJSON {
+		fmt.Fprintf(stdout, "Tracing run queue latency with %s for %s... Hit Ctrl-C to end early.\n", m.Source(), f.duration)
 	}
 	select {
 	case <-ctx.Done():
-	case <-time.After(*duration):
+	case <-time.After(f.duration):
 	}
 	res, err := m.Collect(context.WithoutCancel(ctx), in)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if f.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)

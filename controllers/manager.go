@@ -11,14 +11,13 @@ package controllers
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"log/slog"
-	"os"
+	"io"
 	goruntime "runtime"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,6 +34,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/cli"
+	"latencytier.io/latencytier/internal/logging"
 	"latencytier.io/latencytier/internal/metricsauth"
 )
 
@@ -224,11 +225,11 @@ type managerFlags struct {
 	unreachableAfter time.Duration
 	statusInterval   time.Duration
 	maxRebooting     int
+	log              logging.Options
 }
 
-func parseManagerFlags(args []string) (managerFlags, error) {
-	var f managerFlags
-	fs := flag.NewFlagSet("latencytier manager", flag.ContinueOnError)
+// addFlags registers the manager's flags, logging's included, on fs.
+func (f *managerFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:9847", "address of the Prometheus metrics endpoint (0 disables it)")
 	fs.BoolVar(&f.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone, for local use")
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", "address of net/http/pprof's /debug/pprof, plain HTTP and unauthenticated: bind it to 127.0.0.1 only, to profile the manager (0 disables it)")
@@ -245,22 +246,51 @@ func parseManagerFlags(args []string) (managerFlags, error) {
 	fs.DurationVar(&f.statusInterval, "profile-status-interval", defaultStatusInterval, "least time between two writes of a profile's status that only carry its nodes' reports (a spec change or a rollout step is written at once)")
 	fs.IntVar(&f.maxRebooting, "max-rebooting", 1, "most nodes cordoned or rebooting at once for managed reboots (bootParameters.policy Reboot), across all profiles")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+	f.log.AddFlags(fs)
+}
+
+// validate checks what the flags' types do not.
+func (f *managerFlags) validate() error {
+	if f.unreachableAfter <= 0 {
+		return &cli.UsageError{Err: errors.New("--node-unreachable-timeout must be positive")}
+	}
+	if f.statusInterval <= 0 {
+		return &cli.UsageError{Err: errors.New("--profile-status-interval must be positive")}
+	}
+	if f.maxRebooting < 1 {
+		return &cli.UsageError{Err: errors.New("--max-rebooting must be at least 1")}
+	}
+	return nil
+}
+
+func parseManagerFlags(args []string) (managerFlags, error) {
+	var f managerFlags
+	fs := pflag.NewFlagSet("latencytier manager", pflag.ContinueOnError)
+	f.addFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if f.unreachableAfter <= 0 {
-		return f, errors.New("--node-unreachable-timeout must be positive")
+	return f, f.validate()
+}
+
+// NewManagerCommand is "latencytier manager".
+func NewManagerCommand() *cobra.Command {
+	var f managerFlags
+	cmd := &cobra.Command{
+		Use:   "manager [flags]",
+		Short: "Run the controller: select nodes, hand each its LatencyNode, roll changes out, report per profile",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			return runManager(cmd.Context(), f, cmd.ErrOrStderr())
+		},
 	}
-	if f.statusInterval <= 0 {
-		return f, errors.New("--profile-status-interval must be positive")
-	}
-	if f.maxRebooting < 1 {
-		return f, errors.New("--max-rebooting must be at least 1")
-	}
-	return f, nil
+	f.addFlags(cmd.Flags())
+	return cmd
 }
 
 // restConfig is the manager's client config: the --kubeconfig file when
@@ -304,12 +334,13 @@ func clientOptions() client.Options {
 
 // RunManager parses the manager's flags and runs it until ctx ends.
 func RunManager(ctx context.Context, args []string) error {
-	f, err := parseManagerFlags(args)
-	if err != nil {
-		return err
-	}
-	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, nil))
-	ctrl.SetLogger(log)
+	return cli.Run(ctx, cli.Setup(NewManagerCommand()), args)
+}
+
+func runManager(ctx context.Context, f managerFlags, stderr io.Writer) error {
+	log := f.log.Install(stderr)
+	log.V(1).Info("Parsed flags", "namespace", f.namespace, "kubeconfig", f.kubeconfig, "leaderElect", f.leaderElect,
+		"metricsBindAddress", f.metricsAddr, "healthProbeBindAddress", f.probeAddr)
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)

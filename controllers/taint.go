@@ -224,7 +224,7 @@ func setupTaints(mgr ctrl.Manager) error {
 		For(&corev1.Node{}, builder.WithPredicates(taintInputsChanged())).
 		Watches(&v1alpha1.LatencyNode{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(latencyNodeGateChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
-		Complete(countErrors("taint", r))
+		Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up taint controller: %w", err)
 	}

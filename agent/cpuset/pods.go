@@ -65,11 +65,11 @@ func kubeletPlacement(p podcgroup.Pod, isolated cpuset.CPUSet, s *cpumanager.Sta
 	r.Actual = cpus.String()
 	if !cpus.IsEmpty() && cpus.IsSubsetOf(isolated) {
 		r.State = v1alpha1.SettingApplied
-		r.Message = fmt.Sprintf("kubelet's %s CPU manager placed the pod on %s %s, within the isolated CPUs; left to kubelet", s.PolicyName, what, cpus)
+		r.Message = fmt.Sprintf("kubelet's %s CPU manager placed the pod on %s %s, within the isolated CPUs; left to kubelet (read %s)", s.PolicyName, what, cpus, s.Origin())
 		return r
 	}
 	r.State = v1alpha1.SettingUnsupported
-	r.Message = fmt.Sprintf("kubelet's %s CPU manager owns placement and keeps the pod on %s %s, outside the isolated CPUs %s; the agent does not override kubelet (give the pod Guaranteed QoS with integer CPUs and set kubelet reservedSystemCPUs to the reserved CPUs)", s.PolicyName, what, cpus, isolated)
+	r.Message = fmt.Sprintf("kubelet's %s CPU manager owns placement and keeps the pod on %s %s, outside the isolated CPUs %s; the agent does not override kubelet (give the pod Guaranteed QoS with integer CPUs and set kubelet reservedSystemCPUs to the reserved CPUs; read %s)", s.PolicyName, what, cpus, isolated, s.Origin())
 	return r
 }
 

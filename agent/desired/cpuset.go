@@ -41,7 +41,7 @@ func (s *State) cpusets(root *host.Root, t v1alpha1.TuningSpec, reserved cpuset.
 	if err != nil || !s.online(root, "cpus/isolated", isolated) {
 		return // nothing to keep pods on
 	}
-	state, err := cpumanager.Read(root)
+	state, err := cpumanager.ReadFor(root, isolatedPods)
 	if err != nil {
 		s.Undetermined = append(s.Undetermined, podScope)
 		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuset/pods", State: v1alpha1.SettingFailed,

@@ -14,13 +14,13 @@ package uninstall
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/cli"
 )
 
 // Options shape a run.
@@ -156,18 +157,34 @@ func bounded(names []string) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
 }
 
-// Main is "latencytier uninstall [flags]".
+// Main is "latencytier uninstall [flags]" with args, printing progress to out.
 func Main(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("latencytier uninstall", flag.ContinueOnError)
-	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for every node to revert (0: no limit)")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	c := cli.Setup(NewCommand())
+	c.SetOut(out)
+	return cli.Run(ctx, c, args)
+}
+
+// NewCommand is "latencytier uninstall".
+func NewCommand() *cobra.Command {
+	var timeout time.Duration
+	var kubeconfig string
+	cmd := &cobra.Command{
+		Use:   "uninstall [flags]",
+		Short: "Delete every LatencyProfile and wait until every node is reverted (run before removing the operator)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), kubeconfig, timeout, cmd.OutOrStdout())
+		},
 	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for every node to revert (0: no limit)")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+	return cmd
+}
+
+func run(ctx context.Context, kubeconfig string, timeout time.Duration, out io.Writer) error {
 	var cfg *rest.Config
 	var err error
-	if *kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
 	} else {
 		cfg, err = config.GetConfig()
 	}
@@ -182,5 +199,5 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("uninstall: %w", err)
 	}
-	return Run(ctx, c, Options{Timeout: *timeout, Out: out})
+	return Run(ctx, c, Options{Timeout: timeout, Out: out})
 }
