@@ -127,6 +127,10 @@ func TestManagerWritesNoWorkload(t *testing.T) {
 	if err := mgr.Create(ctx, pod); !apierrors.IsForbidden(err) {
 		t.Fatalf("the manager creating a pod: err = %v, want Forbidden", err)
 	}
+	// Drains evict (PodDisruptionBudgets hold); a delete would not ask them.
+	if err := mgr.Delete(ctx, pod); !apierrors.IsForbidden(err) {
+		t.Fatalf("the manager deleting a pod: err = %v, want Forbidden", err)
+	}
 	if err := mgr.List(ctx, &appsv1.DaemonSetList{}, client.InNamespace(testNamespace)); !apierrors.IsForbidden(err) {
 		t.Fatalf("the manager listing DaemonSets: err = %v, want Forbidden", err)
 	}
