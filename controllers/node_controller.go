@@ -249,17 +249,60 @@ func (r *nodeReconciler) setLabels(ctx context.Context, node *corev1.Node, profi
 	if patch == nil {
 		return nil
 	}
-	data, err := json.Marshal(patch)
-	if err != nil {
-		return fmt.Errorf("encoding label patch: %w", err)
+	write, tainted := patch, withPendingTaint(patch, node, profile)
+	if tainted != nil {
+		write = tainted
 	}
-	if err := r.Patch(ctx, node, client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := r.patchNode(ctx, node, write); apierrors.IsConflict(err) {
+		// The taint's list carries the node's resourceVersion: the
+		// cache's node is older than the API server's (often our own
+		// write not seen yet). Run again on the newer node.
+		return staleError{fmt.Errorf("patching node labels and taint: %w", err)}
+	} else if err != nil {
 		return fmt.Errorf("patching node labels: %w", err)
+	}
+	if tainted != nil {
+		ctrl.LoggerFrom(ctx).Info("Patched the tuning-pending taint with the selection", "present", true)
 	}
 	r.written.wroteLabels(node.Name, patchedLabels(patch), r.now())
 	ctrl.LoggerFrom(ctx).Info("Patched node labels", "profile", profile, "agent", agent)
 	r.agentSwitched(ctx, node, was, agent)
 	return nil
+}
+
+// withPendingTaint is patch with the tuning-ready gate's taint added, when
+// the patch selects the node for a profile it was not labelled for and the
+// node lacks the taint: the gate closes in the same write as the selection
+// (one Node write per selected node, not two). Taints are a list a merge
+// patch replaces whole, so the patch then carries the node's
+// resourceVersion. nil when the patch selects nothing new.
+func withPendingTaint(patch map[string]any, node *corev1.Node, profile string) map[string]any {
+	if profile == "" || profile == keepProfileLabel || node.Labels[v1alpha1.ProfileLabel] == profile {
+		return nil
+	}
+	taints := withTaint(node.Spec.Taints, pendingTaint, true)
+	if taints == nil {
+		return nil
+	}
+	out := map[string]any{"spec": map[string]any{"taints": taints}}
+	meta := map[string]any{"resourceVersion": node.ResourceVersion}
+	for k, v := range patch["metadata"].(map[string]any) {
+		meta[k] = v
+	}
+	out["metadata"] = meta
+	return out
+}
+
+// patchNode merge-patches node with patch; a nil patch writes nothing.
+func (r *nodeReconciler) patchNode(ctx context.Context, node *corev1.Node, patch map[string]any) error {
+	if patch == nil {
+		return nil
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("encoding node patch: %w", err)
+	}
+	return r.Patch(ctx, node, client.RawPatch(types.MergePatchType, data))
 }
 
 // agentSwitched records, on the node, that its agent gains or loses the

@@ -163,6 +163,13 @@ func (r *taintReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	} else if err != nil {
 		return ctrl.Result{}, fmt.Errorf("getting LatencyNode: %w", err)
 	}
+	if ln == nil && n.Labels[v1alpha1.ProfileLabel] != "" {
+		// Selected a moment ago (the selection wrote the taint with the
+		// label) with its LatencyNode not created yet, or deselected
+		// with the label not removed yet: the LatencyNode's creation or
+		// the label's removal decides, so lift nothing and add nothing.
+		return ctrl.Result{}, nil
+	}
 	want := wantsPendingTaint(n, ln)
 	wrote, err := setNodeTaint(ctx, r.Client, r.Live, n, pendingTaint, want)
 	if err != nil {
@@ -175,7 +182,7 @@ func (r *taintReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 }
 
 // taintInputsChanged passes the node events the gate acts on: creation,
-// deletion, resyncs and a change of taints or boot id.
+// deletion, resyncs and a change of taints, boot id or profile label.
 func taintInputsChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, okO := e.ObjectOld.(*corev1.Node)
@@ -184,7 +191,8 @@ func taintInputsChanged() predicate.Predicate {
 			return true
 		}
 		return hasTaint(o.Spec.Taints, pendingTaint) != hasTaint(n.Spec.Taints, pendingTaint) ||
-			o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID
+			o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID ||
+			o.Labels[v1alpha1.ProfileLabel] != n.Labels[v1alpha1.ProfileLabel]
 	}}
 }
 
