@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -567,35 +568,48 @@ func TestRebootDrainHonoursPDBAndTimesOut(t *testing.T) {
 	allow(pdb("db-b"), 0)
 	e.rebootProfile("pdb", &v1alpha1.RebootSpec{DrainTimeout: &metav1.Duration{Duration: time.Minute}})
 
-	e.phaseIs("pdb-a", v1alpha1.RebootDraining)
+	// Whichever node is staged first goes first; both budgets refuse.
+	var a string
+	e.until("one node draining", func() error {
+		for _, n := range []string{"pdb-a", "pdb-b"} {
+			if ln := e.ln(n); ln != nil && ln.Spec.Reboot != nil && ln.Spec.Reboot.Phase == v1alpha1.RebootDraining {
+				a = n
+				return nil
+			}
+		}
+		return fmt.Errorf("neither node draining")
+	})
+	b := map[string]string{"pdb-a": "pdb-b", "pdb-b": "pdb-a"}[a]
+	podOf := func(node string) string { return "db-" + strings.TrimPrefix(node, "pdb-") }
+	e.phaseIs(a, v1alpha1.RebootDraining)
 	e.expectEvent(eventRebootBlocked)
-	if !e.node("pdb-a").Spec.Unschedulable || !e.podExists("db-a") {
-		t.Fatal("pdb-a: not cordoned, or its pod went despite the budget")
+	if !e.node(a).Spec.Unschedulable || !e.podExists(podOf(a)) {
+		t.Fatalf("%s: not cordoned, or its pod went despite the budget", a)
 	}
-	allow(&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db-a", Namespace: "work"}}, 1)
-	e.phaseIs("pdb-a", "")
-	rev := e.ln("pdb-a").Spec.Revision
-	if e.sim.rebootCount("pdb-a", rev) != 1 || e.podExists("db-a") {
-		t.Fatalf("pdb-a: rebooted %d times, pod still there %v", e.sim.rebootCount("pdb-a", rev), e.podExists("db-a"))
+	allow(&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: podOf(a), Namespace: "work"}}, 1)
+	e.phaseIs(a, "")
+	rev := e.ln(a).Spec.Revision
+	if e.sim.rebootCount(a, rev) != 1 || e.podExists(podOf(a)) {
+		t.Fatalf("%s: rebooted %d times, pod still there %v", a, e.sim.rebootCount(a, rev), e.podExists(podOf(a)))
 	}
 
-	// pdb-b's budget never allows: past drainTimeout it is let go.
-	e.phaseIs("pdb-b", v1alpha1.RebootDraining)
+	// The other's budget never allows: past drainTimeout it is let go.
+	e.phaseIs(b, v1alpha1.RebootDraining)
 	e.clock.advance(2 * time.Minute)
 	st := e.rebootsIs("pdb", "paused", func(st *v1alpha1.RebootRolloutStatus) bool { return st.Paused })
-	e.phaseIs("pdb-b", "")
-	if n := e.node("pdb-b"); n.Spec.Unschedulable {
-		t.Error("pdb-b still cordoned after its drain timed out")
+	e.phaseIs(b, "")
+	if n := e.node(b); n.Spec.Unschedulable {
+		t.Errorf("%s still cordoned after its drain timed out", b)
 	}
-	if e.sim.rebootCount("pdb-b", rev) != 0 || !e.podExists("db-b") {
-		t.Error("pdb-b rebooted or drained despite its budget")
+	if e.sim.rebootCount(b, rev) != 0 || !e.podExists(podOf(b)) {
+		t.Errorf("%s rebooted or drained despite its budget", b)
 	}
 	t.Logf("paused: %s", st.Message)
 	e.expectEvent(eventRebootPaused)
-	// Paused stays paused: pdb-b is not cordoned again.
+	// Paused stays paused: b is not cordoned again.
 	time.Sleep(time.Second)
-	if e.ln("pdb-b").Spec.Reboot != nil {
-		t.Error("a paused profile started pdb-b again")
+	if e.ln(b).Spec.Reboot != nil {
+		t.Errorf("a paused profile started %s again", b)
 	}
 	e.sim.check(1)
 }
