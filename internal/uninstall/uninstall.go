@@ -80,6 +80,11 @@ func Run(ctx context.Context, c client.Client, o Options) error {
 	last := ""
 	for {
 		left, err := remaining(ctx, c)
+		if err != nil && ctx.Err() != nil {
+			// The timeout ran out during a read: what was left at
+			// the last look is the answer, not the interrupted read.
+			return stuck(last, ctx.Err())
+		}
 		if err != nil {
 			return err
 		}
@@ -93,10 +98,15 @@ func Run(ctx context.Context, c client.Client, o Options) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %s left (is the manager running? a NotReady node is given up after its --node-unreachable-timeout): %v", ErrStuck, left, ctx.Err())
+			return stuck(left, ctx.Err())
 		case <-time.After(o.Poll):
 		}
 	}
+}
+
+// stuck is ErrStuck naming what is left.
+func stuck(left string, err error) error {
+	return fmt.Errorf("%w: %s left (is the manager running? a NotReady node is given up after its --node-unreachable-timeout): %v", ErrStuck, left, err)
 }
 
 // remaining describes the profiles and LatencyNodes still there, "" none.
