@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -43,7 +44,11 @@ var (
 	// kindWrites counts the manager's writes per Go type of the object
 	// written (status writes included).
 	kindWrites sync.Map // string → *atomic.Int64
-	suiteReady bool
+	// kindConflicts counts the manager's patches, per Go type, that the
+	// API server refused as written against an older resourceVersion:
+	// nothing was stored.
+	kindConflicts sync.Map // string → *atomic.Int64
+	suiteReady    bool
 )
 
 const (
@@ -210,7 +215,12 @@ func (c *countingClient) Update(ctx context.Context, obj client.Object, opts ...
 
 func (c *countingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	countWrite(obj)
-	return c.Client.Patch(ctx, obj, patch, opts...)
+	err := c.Client.Patch(ctx, obj, patch, opts...)
+	if apierrors.IsConflict(err) {
+		n, _ := kindConflicts.LoadOrStore(fmt.Sprintf("%T", obj), new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}
+	return err
 }
 
 func (c *countingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
@@ -248,6 +258,15 @@ func writesOf(obj client.Object) int64 {
 		return 0
 	}
 	return n.(*atomic.Int64).Load()
+}
+
+// storedWritesOf is writesOf less the patches refused as conflicts.
+func storedWritesOf(obj client.Object) int64 {
+	n, ok := kindConflicts.Load(fmt.Sprintf("%T", obj))
+	if !ok {
+		return writesOf(obj)
+	}
+	return writesOf(obj) - n.(*atomic.Int64).Load()
 }
 
 // getKey names an object the manager gets: its Go type and name.
