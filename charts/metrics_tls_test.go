@@ -2,6 +2,8 @@ package charts
 
 import (
 	"fmt"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -168,5 +170,39 @@ func TestChartPodMonitorScrapeClassToken(t *testing.T) {
 	if got := fmt.Sprintf("%v %v", b["subjects"], b["roleRef"].(map[string]any)["name"]); got !=
 		"[map[kind:ServiceAccount name:prometheus-k8s namespace:monitoring]] latencytier-metrics-reader" {
 		t.Errorf("scraper binding %s", got)
+	}
+}
+
+// TestKustomizeVerifiedTLSMatchesChart: the kustomize component
+// config/prometheus/verified-tls, composed over config/default and
+// config/prometheus, renders the manager, both agent DaemonSets and the
+// PodMonitor exactly as the chart does with metrics.tls.secretName
+// (config/default's layout, PodMonitor on), but for Helm's labels: the
+// same certificate wiring whichever way one installs.
+func TestKustomizeVerifiedTLSMatchesChart(t *testing.T) {
+	want := objects(t, "kustomize build testdata/verified-tls",
+		kustomize(t, filepath.Join("testdata", "verified-tls")))
+	rendered := helm(t, append([]string{"template", "latencytier", chartDir, "--set", "monitoring.podMonitor.enabled=true",
+		"--set", "metrics.tls.secretName=latencytier-metrics-tls"}, configDefaultLayout...)...)
+	got := objects(t, "helm template", throughKustomize(t, rendered))
+	for _, key := range []string{"Deployment/latencytier-system/latencytier-manager", "DaemonSet/latencytier-system/latencytier-agent",
+		"DaemonSet/latencytier-system/latencytier-agent-hostpid", "PodMonitor/latencytier-system/latencytier"} {
+		w, g := want[key], got[key]
+		if w == nil || g == nil {
+			t.Errorf("%s: in kustomize %v, in the chart %v", key, w != nil, g != nil)
+			continue
+		}
+		dropHelmLabels(g)
+		if key == "PodMonitor/latencytier-system/latencytier" {
+			dropHelmLabels(w) // config/prometheus labels only its PodMonitor's name
+		}
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("%s differs between the chart and config/prometheus/verified-tls:\n%s", key, diff(t, w, g))
+		}
+		if key != "PodMonitor/latencytier-system/latencytier" {
+			if arg, mount, secret := certDirWiring(w); arg == "" || arg != mount || secret != "latencytier-metrics-tls" {
+				t.Errorf("%s: kustomize wiring %q %q %q", key, arg, mount, secret)
+			}
+		}
 	}
 }
