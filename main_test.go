@@ -131,6 +131,8 @@ func TestManifestArgsParse(t *testing.T) {
 		{"agent": map[string]any{"logLevel": 1, "extraArgs": []any{"--resync=10s", "--log-format=text"}, "kubeletDir": "/tmp/kubelet"},
 			"image": map[string]any{"pullPolicy": "Never"}, "manager": map[string]any{"hostNetwork": true},
 			"uninstall": map[string]any{"revertNodes": true}, "metrics": map[string]any{"port": 0}},
+		// A verifiable metrics certificate: --metrics-cert-dir on the manager and the agents.
+		{"metrics": map[string]any{"tls": map[string]any{"secretName": "latencytier-metrics-tls"}}},
 	} {
 		v, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "latencytier", Namespace: "latencytier-system", IsInstall: true}, chartutil.DefaultCapabilities)
 		if err != nil {

@@ -89,6 +89,7 @@ type loopFlags struct {
 	metricsAddr   string
 	healthAddr    string
 	metricsSecure bool
+	metricsCert   string
 	log           logging.Options
 }
 
@@ -105,6 +106,7 @@ func (f *loopFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint (0 disables it; the DaemonSet sets :9849)")
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", "127.0.0.1:9850", healthProbeUsage)
 	fs.BoolVar(&f.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
+	fs.StringVar(&f.metricsCert, "metrics-cert-dir", "", metricsauth.CertDirUsage)
 	f.log.AddFlags(fs)
 }
 
@@ -143,12 +145,16 @@ func runLoop(ctx context.Context, f loopFlags, stderr io.Writer) error {
 		o.Meter = loop.NewMeter(measure.New(o.Root, mlog), clock.RealClock{}, mlog)
 	}
 	if f.metricsAddr != "0" {
+		mo, err := metricsauth.ServerOptions(f.metricsAddr, f.metricsSecure, f.metricsCert)
+		if err != nil {
+			return &cli.UsageError{Err: fmt.Errorf("agent: %w", err)}
+		}
 		c := metrics.New(o.Root)
 		if err := ctrlmetrics.Registry.Register(c); err != nil {
 			return fmt.Errorf("agent: register metrics: %w", err)
 		}
 		defer ctrlmetrics.Registry.Unregister(c)
-		o.Observer, o.Metrics = c, metricsauth.ServerOptions(f.metricsAddr, f.metricsSecure)
+		o.Observer, o.Metrics = c, mo
 	}
 	return loop.Run(ctx, o)
 }

@@ -71,6 +71,8 @@ func (v *validator) validate(obj map[string]any) error {
 	switch u.GroupVersionKind().Group {
 	case "monitoring.coreos.com":
 		return validateMonitoring(u.GetKind(), b)
+	case "cert-manager.io":
+		return validateCertificate(u.GetKind(), b)
 	case "apiextensions.k8s.io":
 		return v.validateWith(v.crd, v.crdTC, u, b)
 	default:
@@ -111,21 +113,29 @@ type (
 		metav1.TypeMeta   `json:",inline"`
 		metav1.ObjectMeta `json:"metadata"`
 		Spec              struct {
+			ScrapeClass         string               `json:"scrapeClass,omitempty"`
 			Selector            metav1.LabelSelector `json:"selector"`
 			PodMetricsEndpoints []struct {
 				Port          string `json:"port"`
 				Scheme        string `json:"scheme"`
 				Interval      string `json:"interval"`
 				HonorLabels   bool   `json:"honorLabels"`
-				Authorization struct {
+				Authorization *struct {
 					Type        string `json:"type"`
 					Credentials struct {
 						Name string `json:"name"`
 						Key  string `json:"key"`
 					} `json:"credentials"`
-				} `json:"authorization"`
+				} `json:"authorization,omitempty"`
 				TLSConfig struct {
-					InsecureSkipVerify bool `json:"insecureSkipVerify"`
+					InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+					CA                 *struct {
+						Secret struct {
+							Name string `json:"name"`
+							Key  string `json:"key"`
+						} `json:"secret"`
+					} `json:"ca,omitempty"`
+					ServerName string `json:"serverName,omitempty"`
 				} `json:"tlsConfig"`
 				Relabelings []struct {
 					SourceLabels []string `json:"sourceLabels"`
@@ -133,6 +143,22 @@ type (
 					TargetLabel  string   `json:"targetLabel"`
 				} `json:"relabelings"`
 			} `json:"podMetricsEndpoints"`
+		} `json:"spec"`
+	}
+	// certificate is cert-manager.io/v1 Certificate, the fields the chart
+	// renders (metrics-tls.yaml).
+	certificate struct {
+		metav1.TypeMeta   `json:",inline"`
+		metav1.ObjectMeta `json:"metadata"`
+		Spec              struct {
+			SecretName string   `json:"secretName"`
+			DNSNames   []string `json:"dnsNames"`
+			Usages     []string `json:"usages"`
+			IssuerRef  struct {
+				Group string `json:"group"`
+				Kind  string `json:"kind"`
+				Name  string `json:"name"`
+			} `json:"issuerRef"`
 		} `json:"spec"`
 	}
 	prometheusRule struct {
@@ -183,6 +209,23 @@ func validateMonitoring(kind string, b []byte) error {
 	return objectMeta(kind, md)
 }
 
+func validateCertificate(kind string, b []byte) error {
+	if kind != "Certificate" {
+		return fmt.Errorf("kind %s of cert-manager.io is not known to this test", kind)
+	}
+	var c certificate
+	if err := yaml.UnmarshalStrict(b, &c); err != nil {
+		return fmt.Errorf("strict decode: %w", err)
+	}
+	if c.Spec.SecretName == "" || len(c.Spec.DNSNames) == 0 || c.Spec.IssuerRef.Name == "" {
+		return fmt.Errorf("certificate without secretName, dnsNames or issuerRef.name")
+	}
+	if k := c.Spec.IssuerRef.Kind; k != "Issuer" && k != "ClusterIssuer" {
+		return fmt.Errorf("issuerRef.kind %q", k)
+	}
+	return objectMeta(kind, &c.ObjectMeta)
+}
+
 // TestRenderedObjectsValidate validates every object the chart renders
 // (CRDs and hooks included) with the defaults, the config/default layout,
 // and testdata/everything-on.yaml (every value set, monitoring on); see
@@ -193,6 +236,10 @@ func TestRenderedObjectsValidate(t *testing.T) {
 		"defaults":           {"-n", "tier"},
 		"config/default":     configDefaultLayout,
 		"everything-on.yaml": {"-n", "default", "-f", "testdata/everything-on.yaml"},
+		"metrics TLS": {"-n", "tier", "--set", "monitoring.podMonitor.enabled=true",
+			"--set", "metrics.tls.certManager.issuerName=ca", "--set", "monitoring.podMonitor.scrapeClass=sa-token",
+			"--set", "monitoring.podMonitor.prometheusServiceAccount.name=prometheus",
+			"--set", "monitoring.podMonitor.prometheusServiceAccount.namespace=monitoring"},
 	} {
 		objs := objects(t, "helm template", helm(t, append([]string{"template", "rel", chartDir, "--include-crds"}, args...)...))
 		kinds := map[string]int{}

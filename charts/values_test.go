@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -37,6 +38,8 @@ func TestValuesSchemaRefusesBadValues(t *testing.T) {
 		{"agent.tolerations[0].operator=Maybe", "value must be one of"},
 		{"namespace.name=Not_A_Namespace", "does not match pattern"},
 		{"agent.kubeletDir=var/lib/kubelet", "does not match pattern"},
+		{"manager.maxRebooting=0", "minimum"},
+		{"manager.maxRebooting=two", "want integer"},
 	} {
 		out := helmFails(t, "template", "rel", chartDir, "--set", c.set)
 		if !strings.Contains(out, "values don't meet the specifications of the schema") || !strings.Contains(out, c.says) {
@@ -53,4 +56,22 @@ func TestValuesSchemaAcceptsGoodValues(t *testing.T) {
 	helm(t, "template", "rel", chartDir, "--set", "metrics.port=0", "--set", "agent.metricsPort=0",
 		"--set", "manager.nodeUnreachableTimeout=90s", "--set", "uninstall.timeout=1h30m",
 		"--set", "agent.extraArgs=--resync=10s", "--set", "agent.updateStrategy.rollingUpdate.maxUnavailable=2")
+}
+
+// TestChartMaxRebooting: manager.maxRebooting reaches the manager's
+// --max-rebooting (1 by default, as the flag's own default); the schema
+// refuses 0 (TestValuesSchemaRefusesBadValues), which the manager would
+// refuse only after the install, in a crash loop.
+func TestChartMaxRebooting(t *testing.T) {
+	for set, want := range map[string]string{"": "--max-rebooting=1", "manager.maxRebooting=4": "--max-rebooting=4"} {
+		args := []string{"template", "rel", chartDir, "-n", "tier"}
+		if set != "" {
+			args = append(args, "--set", set)
+		}
+		dep := objects(t, "helm template", helm(t, args...))["Deployment/tier/latencytier-manager"]
+		got := fmt.Sprint(dep["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"])
+		if !strings.Contains(got, want) {
+			t.Errorf("--set %q: manager args %s lack %s", set, got, want)
+		}
+	}
 }

@@ -215,6 +215,7 @@ type managerFlags struct {
 	metricsAddr, probeAddr string
 	pprofAddr              string
 	metricsSecure          bool
+	metricsCertDir         string
 	leaderElect            bool
 	namespace, kubeconfig  string
 	// deprecated are the flags of the manager that rendered the agent
@@ -232,6 +233,7 @@ type managerFlags struct {
 func (f *managerFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:9847", "address of the Prometheus metrics endpoint (0 disables it)")
 	fs.BoolVar(&f.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone, for local use")
+	fs.StringVar(&f.metricsCertDir, "metrics-cert-dir", "", metricsauth.CertDirUsage)
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", "address of net/http/pprof's /debug/pprof, plain HTTP and unauthenticated: bind it to 127.0.0.1 only, to profile the manager (0 disables it)")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", "127.0.0.1:9848", "address of the /healthz and /readyz endpoints")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so that only one manager replica reconciles")
@@ -341,6 +343,10 @@ func runManager(ctx context.Context, f managerFlags, stderr io.Writer) error {
 	log := f.log.Install(stderr)
 	log.V(1).Info("Parsed flags", "namespace", f.namespace, "kubeconfig", f.kubeconfig, "leaderElect", f.leaderElect,
 		"metricsBindAddress", f.metricsAddr, "healthProbeBindAddress", f.probeAddr)
+	metricsOpts, err := metricsauth.ServerOptions(f.metricsAddr, f.metricsSecure, f.metricsCertDir)
+	if err != nil {
+		return &cli.UsageError{Err: err}
+	}
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
@@ -349,7 +355,7 @@ func runManager(ctx context.Context, f managerFlags, stderr io.Writer) error {
 		Scheme:                  NewScheme(),
 		Client:                  clientOptions(),
 		Cache:                   cacheOptions(f.namespace),
-		Metrics:                 metricsauth.ServerOptions(f.metricsAddr, f.metricsSecure),
+		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  f.probeAddr,
 		PprofBindAddress:        f.pprofAddr,
 		LeaderElection:          f.leaderElect,

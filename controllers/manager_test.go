@@ -19,7 +19,10 @@ func TestMetricsSecureByDefault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o := metricsauth.ServerOptions(f.metricsAddr, f.metricsSecure)
+		o, err := metricsauth.ServerOptions(f.metricsAddr, f.metricsSecure, f.metricsCertDir)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if o.SecureServing != tt.wantSecure || (o.FilterProvider != nil) != tt.wantSecure {
 			t.Errorf("%v: secure serving %v with filter %v, want %v", tt.args, o.SecureServing, o.FilterProvider != nil, tt.wantSecure)
 		}

@@ -92,7 +92,11 @@ func serveMetrics(t *testing.T, secure bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := metricsserver.NewServer(metricsauth.ServerOptions(addr, secure), testEnv.Config, hc)
+	opts, err := metricsauth.ServerOptions(addr, secure, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := metricsserver.NewServer(opts, testEnv.Config, hc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,11 @@ func TestAgentEndpointServesAuthorizedScrapers(t *testing.T) {
 		UserName: "system:serviceaccount:" + namespace + ":latencytier-agent",
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
 	}
-	url := "https://" + serve(t, metricsauth.ServerOptions(freeAddr(t), true), asAgent) + "/metrics"
+	opts, err := metricsauth.ServerOptions(freeAddr(t), true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://" + serve(t, opts, asAgent) + "/metrics"
 
 	if code, _ := scrape(t, url, ""); code != http.StatusUnauthorized {
 		t.Errorf("without a token: HTTP %d, want 401", code)

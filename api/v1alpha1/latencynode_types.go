@@ -285,7 +285,9 @@ type PodThrottling struct {
 	ThrottledTime *metav1.Duration `json:"throttledTime,omitempty"`
 }
 
-// Finding is a diagnostic from the field notes' checklists.
+// Finding is a diagnostic: a condition of the host known to add scheduling
+// latency (autogroup on, IRQs on isolated CPUs, real-time tasks throttled,
+// ...) that the agent found, with what to do about it.
 type Finding struct {
 	// type names the check (AutogroupEnabled, IRQsOnIsolatedCPUs, ...).
 	// +required

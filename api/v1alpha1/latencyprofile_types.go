@@ -104,27 +104,40 @@ type LatencyProfileStatus struct {
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// The counts below default to 0 in the schema: a status merge patch
+	// leaves out a count that stayed 0, so without the default the stored
+	// object would lack it and kubectl get print an empty column (printer
+	// columns cannot default; a schema default fills the field whenever the
+	// object is read).
+
 	// matched counts the nodes the selector matches (including conflicted).
 	// +optional
+	// +kubebuilder:default=0
 	Matched int32 `json:"matched"`
 	// applied counts nodes that report the current generation Applied.
 	// +optional
+	// +kubebuilder:default=0
 	Applied int32 `json:"applied"`
 	// degraded counts nodes that failed, drifted or are unreachable.
 	// +optional
+	// +kubebuilder:default=0
 	Degraded int32 `json:"degraded"`
 	// conflicted counts nodes claimed with equal priority by another profile.
 	// +optional
+	// +kubebuilder:default=0
 	Conflicted int32 `json:"conflicted"`
 	// outsideBudget counts nodes whose measurements break latencyBudget.
 	// +optional
+	// +kubebuilder:default=0
 	OutsideBudget int32 `json:"outsideBudget"`
 	// rebootRequired counts nodes whose kernel command line lacks isolation flags.
 	// +optional
+	// +kubebuilder:default=0
 	RebootRequired int32 `json:"rebootRequired"`
 	// stale counts nodes whose agent has been silent for more than two
 	// heartbeat intervals (also counted in degraded).
 	// +optional
+	// +kubebuilder:default=0
 	Stale int32 `json:"stale"`
 
 	// worstRunQueueP99 is the highest p99 run-queue latency across nodes.

@@ -21,7 +21,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.irq) || self.irq.affinity != 'Reserved' || (has(self.cpus) && has(self.cpus.reserved))",message="irq.affinity Reserved needs cpus.reserved: IRQs are steered to the reserved (housekeeping) CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.power) || !has(self.power.reserved) || (has(self.cpus) && has(self.cpus.reserved))",message="power.reserved needs cpus.reserved: it applies to the reserved (housekeeping) CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.power) || !has(self.power.isolated) || (has(self.cpus) && has(self.cpus.isolated))",message="power.isolated needs cpus.isolated: it applies to the isolated CPUs"
-// +kubebuilder:validation:XValidation:rule="!has(self.scheduler) || !has(self.scheduler.rtRuntime) || (self.scheduler.rtRuntime != 'Unlimited' && duration(self.scheduler.rtRuntime) < duration('1s')) || (has(self.cpus) && has(self.cpus.isolated))",message="scheduler.rtRuntime Unlimited or at least the 1s period turns RT throttling off and needs cpus.isolated: without it a spinning real-time thread starves every other task on its CPU (field note 003)"
+// +kubebuilder:validation:XValidation:rule="!has(self.scheduler) || !has(self.scheduler.rtRuntime) || (self.scheduler.rtRuntime != 'Unlimited' && duration(self.scheduler.rtRuntime) < duration('1s')) || (has(self.cpus) && has(self.cpus.isolated))",message="scheduler.rtRuntime Unlimited or at least the 1s period turns RT throttling off and needs cpus.isolated: without it a spinning real-time thread starves every other task on its CPU, kubelet and the IRQ threads included"
 // +kubebuilder:validation:XValidation:rule="!has(self.realtime) || (has(self.cpus) && has(self.cpus.isolated))",message="realtime needs cpus.isolated: a real-time pod is granted its policy only when all its CPUs are isolated, so it cannot starve kubelet and the IRQ threads on shared CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.bootParameters) || (has(self.cpus) && has(self.cpus.isolated)) || has(self.bootParameters.skewTick) || has(self.bootParameters.maxCState)",message="bootParameters needs cpus.isolated or an extra (skewTick, maxCState): the arguments are derived from the isolated CPUs, so there would be nothing to stage"
 type TuningSpec struct {
@@ -94,9 +94,11 @@ type TuningSpec struct {
 // SchedulerSpec holds the typed scheduler intent. Durations use Go syntax
 // (500us, 5ms, 1.5s). Unset fields are left as the node has them.
 type SchedulerSpec struct {
-	// autogroup sets kernel.sched_autogroup_enabled. Disabled stops a
-	// background job started in its own session (cron, ssh) from getting the
-	// same CPU share as a many-threaded server (field note 004).
+	// autogroup sets kernel.sched_autogroup_enabled. With autogroup the
+	// scheduler shares CPU time between sessions first and between their
+	// threads second, so a one-thread background job started in its own
+	// session (cron, ssh) gets as much as a many-threaded server's hundred
+	// threads together. Disabled shares it between threads again.
 	// +optional
 	Autogroup *Toggle `json:"autogroup,omitempty"`
 
@@ -107,8 +109,9 @@ type SchedulerSpec struct {
 	NumaBalancing *Toggle `json:"numaBalancing,omitempty"`
 
 	// migrationCost sets sched_migration_cost_ns: how long a task stays
-	// cache-hot, so the scheduler migrates it less. 5ms is the field notes'
-	// value for gateways. Between 0 and 1s.
+	// cache-hot, so the scheduler migrates it less. 5ms suits gateways: their
+	// many short bursts of work, woken by network events, then stay on the
+	// CPU whose cache holds their data. Between 0 and 1s.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s))+$`

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -245,5 +246,77 @@ func TestEvidenceShowsDashesForEmptyValues(t *testing.T) {
 	}
 	if regexp.MustCompile(`\(\s|\s\)|\S  \(|, ,`).MatchString(strings.ReplaceAll(out.String(), "\n\n", "\n")) {
 		t.Errorf("explain prints an empty value as a gap:\n%s", out.String())
+	}
+}
+
+// blankCells names the columns of header that row leaves empty: tabwriter
+// starts every cell of a column where its header starts, so a blank there
+// (or a row that ends before it) is a value printed as nothing. The
+// indented sub-rows under a node (its failing settings) are not checked:
+// their empty cells are layout.
+func blankCells(header, row string) []string {
+	var blank []string
+	for _, m := range regexp.MustCompile(`\S+`).FindAllStringIndex(header, -1) {
+		if m[0] >= len(row) || row[m[0]] == ' ' {
+			blank = append(blank, header[m[0]:m[1]])
+		}
+	}
+	return blank
+}
+
+// TestTablesShowDashesForEmptyValues: a profile and a node that report
+// little (no rollout, no budget, settings and conditions without
+// messages, no evidence) print "-" in every column of kubectl latency
+// status (plain and -o wide) and explain, never an empty cell. Before,
+// explain's conditions and settings left REASON/MESSAGE and STATE blank.
+func TestTablesShowDashesForEmptyValues(t *testing.T) {
+	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "sparse"}}
+	n := v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "w-1"}, Spec: v1alpha1.LatencyNodeSpec{Profile: "sparse", Action: v1alpha1.ActionApply}}
+	n.Status.Settings = []v1alpha1.SettingResult{
+		{Setting: "sysctl kernel.sched_autogroup_enabled", State: v1alpha1.SettingApplied},
+		{Setting: "irq 24", State: v1alpha1.SettingFailed},
+	}
+	n.Status.Conditions = []metav1.Condition{{Type: v1alpha1.NodeApplied, Status: metav1.ConditionFalse, Reason: "SettingsFailed"}}
+
+	check := func(what, out string, header *regexp.Regexp) {
+		t.Helper()
+		lines := strings.Split(out, "\n")
+		for i, l := range lines {
+			if !header.MatchString(l) {
+				continue
+			}
+			for _, row := range lines[i+1:] {
+				if strings.TrimSpace(row) == "" || strings.HasSuffix(row, ":") || strings.HasPrefix(row, "    ") ||
+					strings.HasPrefix(strings.TrimSpace(row), "(") || regexp.MustCompile(`^\s*[A-Z][A-Z-]+\s{2}`).MatchString(row) {
+					break
+				}
+				if b := blankCells(l, row); len(b) > 0 {
+					t.Errorf("%s: columns %v empty in %q\n%s", what, b, row, out)
+				}
+			}
+			return
+		}
+		t.Fatalf("%s: no header %s in\n%s", what, header, out)
+	}
+	for _, wide := range []bool{false, true} {
+		var out bytes.Buffer
+		if err := printProfile(&out, p, []v1alpha1.LatencyNode{n}, wide); err != nil {
+			t.Fatal(err)
+		}
+		what := fmt.Sprintf("status (wide %v)", wide)
+		check(what+" profile", out.String(), regexp.MustCompile(`^PROFILE\s`))
+		check(what+" nodes", out.String(), regexp.MustCompile(`^  NODE\s`))
+	}
+	var out bytes.Buffer
+	if err := explain(&out, &n, verdicts{}); err != nil {
+		t.Fatal(err)
+	}
+	check("explain settings", out.String(), regexp.MustCompile(`^  SETTING\s`))
+	// The conditions table has no header: each line holds type, status,
+	// reason and message.
+	sec := out.String()[strings.Index(out.String(), "Conditions:"):]
+	line := strings.Split(sec, "\n")[1]
+	if f := regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1); len(f) != 4 {
+		t.Errorf("explain condition %q has %d cells, want type, status, reason and message (- when empty)", line, len(f))
 	}
 }

@@ -69,7 +69,7 @@ func explain(out io.Writer, n *v1alpha1.LatencyNode, vs verdicts) error {
 	section(out, "Conditions")
 	t := newTable(out)
 	for _, c := range st.Conditions {
-		t.row("  "+c.Type, string(c.Status), c.Reason, c.Message)
+		t.row("  "+c.Type, orDash(string(c.Status)), orDash(c.Reason), orDash(c.Message))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -82,7 +82,7 @@ func explain(out io.Writer, n *v1alpha1.LatencyNode, vs verdicts) error {
 	t = newTable(out)
 	t.row("  SETTING", "DESIRED", "ACTUAL", "STATE", "MESSAGE")
 	for _, s := range st.Settings {
-		t.row("  "+s.Setting, orDash(s.Desired), orDash(s.Actual), string(s.State), s.Message)
+		t.row("  "+s.Setting, orDash(s.Desired), orDash(s.Actual), orDash(string(s.State)), orDash(s.Message))
 	}
 	if err := t.flush(); err != nil {
 		return err

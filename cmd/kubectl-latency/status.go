@@ -113,7 +113,7 @@ func printProfile(out io.Writer, p *v1alpha1.LatencyProfile, nodes []v1alpha1.La
 			if s.State == v1alpha1.SettingApplied || s.State == v1alpha1.SettingReverted {
 				continue
 			}
-			t.row("    "+s.Setting, string(s.State), "want "+orDash(s.Desired), "have "+orDash(s.Actual), "", "", "", s.Message)
+			t.row("    "+s.Setting, orDash(string(s.State)), "want "+orDash(s.Desired), "have "+orDash(s.Actual), "", "", "", orDash(s.Message))
 		}
 	}
 	return t.flush()

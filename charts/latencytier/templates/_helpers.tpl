@@ -50,3 +50,31 @@ helm.sh/hook: pre-delete
 helm.sh/hook-weight: {{ . | quote }}
 helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{- end }}
+
+{{/*
+The Secret (type kubernetes.io/tls with ca.crt) holding the metrics
+servers' certificate: metrics.tls.secretName, or latencytier-metrics-tls,
+which the cert-manager Certificate of metrics-tls.yaml writes when
+metrics.tls.certManager.issuerName is set; empty (self-signed serving
+certificates) when neither is. Fails on both, or on either with plain HTTP.
+*/}}
+{{- define "latencytier.metricsTLSSecret" -}}
+{{- $tls := .Values.metrics.tls }}
+{{- if and $tls.secretName $tls.certManager.issuerName }}
+{{- fail "metrics.tls: set secretName or certManager.issuerName, not both" }}
+{{- end }}
+{{- if and (or $tls.secretName $tls.certManager.issuerName) (not .Values.metrics.secure) }}
+{{- fail "metrics.tls: a serving certificate needs metrics.secure=true (plain HTTP has none)" }}
+{{- end }}
+{{- if $tls.secretName }}{{ $tls.secretName }}{{ else if $tls.certManager.issuerName }}latencytier-metrics-tls{{ end }}
+{{- end }}
+
+{{/* The DNS name in the metrics certificate, which the PodMonitor verifies. */}}
+{{- define "latencytier.metricsServerName" -}}
+{{ .Values.metrics.tls.serverName | default (printf "latencytier-metrics.%s.svc" (include "latencytier.namespace" .)) }}
+{{- end }}
+
+{{/* Where the manager and the agents mount that Secret (--metrics-cert-dir). */}}
+{{- define "latencytier.metricsCertDir" -}}
+/etc/latencytier/metrics-tls
+{{- end }}

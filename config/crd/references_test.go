@@ -1,0 +1,87 @@
+// Package crd holds the generated CustomResourceDefinitions (make
+// manifests, from api/v1alpha1); its test keeps what `kubectl explain` and
+// the samples show a reader free of references they cannot follow.
+package crd
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// outsideReferences are ways a description has cited what lives outside
+// the repository: the project's field notes and design cards, a sibling
+// shared directory, incident numbers. A description states the reason
+// itself instead.
+var outsideReferences = regexp.MustCompile(`(?i)field[- ]notes?\b|\.\./shared|\bshared/|/work/|` +
+	`\b(DOMAIN|NOTES|DESIGN|STYLE)\.md\b|\bincident\s*#?\s*[0-9]|\bINC-?[0-9]+`)
+
+// fileReference is a relative path a reader would look for in the
+// repository (docs/knobs.md, config/agent/role.yaml); URLs are excluded.
+var fileReference = regexp.MustCompile(`(?:^|[\s(\x60'"])((?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_.-]+\.(?:md|go|yaml|json|txt))\b`)
+
+// readable are the files of the CRDs (config/crd/bases and the chart's
+// copy) and the samples, relative to the repository root.
+func readable(t *testing.T) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	for _, glob := range []string{"bases/*.yaml", "../samples/*.yaml", "../../charts/latencytier/crds/*.yaml"} {
+		paths, err := filepath.Glob(glob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(paths) == 0 {
+			t.Fatalf("no files match %s", glob)
+		}
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[p] = string(b)
+		}
+	}
+	return files
+}
+
+// TestDescriptionsCiteNothingOutsideTheRepository: the CRDs' descriptions
+// and CEL messages (what kubectl explain and a refused apply print) and the
+// samples cite no field note, design card, shared path or incident, and
+// every repository path they name exists. It failed while the scheduler
+// fields and Finding cited "field note 003/004" and the samples "field
+// notes 001, 002".
+func TestDescriptionsCiteNothingOutsideTheRepository(t *testing.T) {
+	for path, text := range readable(t) {
+		for i, line := range strings.Split(text, "\n") {
+			if m := outsideReferences.FindString(line); m != "" {
+				t.Errorf("%s:%d cites %q, which a reader cannot follow; state the reason instead: %s", path, i+1, m, strings.TrimSpace(line))
+			}
+			if strings.Contains(line, "://") {
+				continue
+			}
+			for _, m := range fileReference.FindAllStringSubmatch(line, -1) {
+				if _, err := os.Stat(filepath.Join("..", "..", m[1])); err != nil {
+					t.Errorf("%s:%d names %s, not in the repository: %s", path, i+1, m[1], strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+}
+
+// TestOutsideReferencesPatternCatches: the patterns catch what they are
+// for, and pass the project's own references.
+func TestOutsideReferencesPatternCatches(t *testing.T) {
+	for _, bad := range []string{"(field note 003)", "the field notes' checklists", "see ../shared/DOMAIN.md",
+		"DESIGN.md says", "incident #42", "INC-1234"} {
+		if !outsideReferences.MatchString(bad) {
+			t.Errorf("%q not caught", bad)
+		}
+	}
+	for _, good := range []string{"docs/knobs.md", "a fielded value", "sharedMemory", "the shared CPU pool"} {
+		if outsideReferences.MatchString(good) {
+			t.Errorf("%q caught", good)
+		}
+	}
+}
