@@ -194,7 +194,7 @@ func withBoot(ds desired.State, b desired.Boot, policy v1alpha1.BootPolicy) desi
 	if policy == v1alpha1.BootReboot {
 		switch b.Status.State {
 		case v1alpha1.BootConflict, v1alpha1.BootUnsupported:
-			ds.Results = append(ds.Results, v1alpha1.SettingResult{Setting: bootargs.SettingGRUB,
+			ds.Results = append(ds.Results, v1alpha1.SettingResult{Setting: b.SettingID(),
 				State:   v1alpha1.SettingState(b.Status.State),
 				Message: bound.String(b.Status.Message, bound.SettingMessage)})
 		}
@@ -215,10 +215,13 @@ func stagedLines(root *host.Root) []string {
 	if err != nil || j == nil {
 		return nil
 	}
-	if en := j.Find(bootargs.SettingGRUB); en != nil {
-		return slices.Clone(en.Written)
+	var out []string
+	for _, id := range []string{bootargs.SettingGRUB, bootargs.SettingSystemdBoot} {
+		if en := j.Find(id); en != nil {
+			out = append(out, en.Written...)
+		}
 	}
-	return nil
+	return out
 }
 
 // bootPass finishes status.boot after the pass's apply or revert: the
