@@ -205,3 +205,62 @@ func TestAgentAppliedInTheFirstPassAfterBoot(t *testing.T) {
 		t.Errorf("appliedAfterBoot not reported in the first pass: %+v", b)
 	}
 }
+
+// TestAgentStagesThroughSystemdBoot: on a systemd-boot host the agent's
+// pass stages through /etc/kernel/cmdline and kernel-install (status
+// Staged, backend SystemdBoot, setting boot/systemd-boot Applied), and
+// policy ReportOnly takes the arguments out, the file byte for byte as it
+// was.
+func TestAgentStagesThroughSystemdBoot(t *testing.T) {
+	c, _ := startAPI(t)
+	ctx := context.Background()
+	orig := "root=UUID=1234 ro quiet\n"
+	files := bootargstest.SystemdBootFiles(orig)
+	files["proc/stat"] = "cpu 1 2 3\nbtime 1700000000\n"
+	files["sys/devices/system/cpu/online"] = "0-3"
+	root := fakeHostWith(t, files)
+	if err := bootargstest.MakeKernelInstallExecutable(root); err != nil {
+		t.Fatal(err)
+	}
+	ki := &bootargstest.KernelInstall{Root: root}
+	r := &Reconciler{Client: c, NodeName: "node-sdboot", Root: root, Resync: time.Minute,
+		Engine: &apply.Engine{Root: root, Log: testr.New(t), HostTool: ki.Run},
+		Boot:   BootOptions{Reboot: func(context.Context) error { return nil }}}
+	sp := spec()
+	sp.Tuning.CPUs = &v1alpha1.CPUSpec{Reserved: ptr.To("0-1"), Isolated: ptr.To("2-3"), NamespaceSelector: &v1alpha1.NamespaceSelector{}}
+	sp.Tuning.BootParameters = &v1alpha1.BootParametersSpec{Policy: v1alpha1.BootReboot}
+	if err := c.Create(ctx, &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "node-sdboot"}, Spec: sp}); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *v1alpha1.LatencyNode {
+		t.Helper()
+		out := &v1alpha1.LatencyNode{}
+		if err := c.Get(ctx, types.NamespacedName{Name: "node-sdboot"}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	line := "nohz_full=2-3 rcu_nocbs=2-3 isolcpus=managed_irq,2-3 irqaffinity=0-1"
+	pass(t, r, "node-sdboot")
+	got := get()
+	if b := got.Status.Boot; b == nil || b.State != v1alpha1.BootStaged || b.Backend != "SystemdBoot" {
+		t.Fatalf("after staging: %+v", got.Status.Boot)
+	}
+	if s := setting(got.Status.Settings, bootargs.SettingSystemdBoot); s == nil || s.State != v1alpha1.SettingApplied {
+		t.Fatalf("boot/systemd-boot setting %+v", s)
+	}
+	if b, _ := os.ReadFile(root.Path(bootargs.KernelCmdline)); string(b) != "root=UUID=1234 ro quiet "+line+"\n" || ki.Count() != 1 {
+		t.Fatalf("/etc/kernel/cmdline %q, kernel-install runs %d", b, ki.Count())
+	}
+	got.Spec.Tuning.BootParameters.Policy = v1alpha1.BootReportOnly
+	if err := c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, r, "node-sdboot")
+	if b, _ := os.ReadFile(root.Path(bootargs.KernelCmdline)); string(b) != orig || ki.Count() != 2 {
+		t.Fatalf("report only: /etc/kernel/cmdline %q, kernel-install runs %d; want %q and 2", b, ki.Count(), orig)
+	}
+	if b := get().Status.Boot; b == nil || b.State != v1alpha1.BootPlanned {
+		t.Errorf("report only after the revert of the staging: %+v", b)
+	}
+}
