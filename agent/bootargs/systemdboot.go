@@ -89,7 +89,7 @@ func withArgs(orig string, args []Arg) string {
 	if len(args) == 0 {
 		return orig
 	}
-	if strings.TrimSpace(body) == "" {
+	if body == "" {
 		return Line(args) + nl
 	}
 	return body + " " + Line(args) + nl
@@ -216,7 +216,13 @@ func (s SystemdBoot) Revert(ctx context.Context) (changed bool, err error) {
 			return false, err
 		}
 		if err := s.Run(ctx, kernelInstallUnit, argv); err != nil {
-			return true, err // the copy stays: the next pass runs kernel-install again
+			// Staged again, as the entries still are: the next pass
+			// reverts (and runs kernel-install) again, instead of finding
+			// the file reverted and the entries not.
+			if rerr := writeAtomic(s.Root.Path(KernelCmdline), cur); rerr != nil {
+				return true, fmt.Errorf("%w; and putting the staged /%s back failed: %v", err, KernelCmdline, rerr)
+			}
+			return false, fmt.Errorf("%w (/%s left staged; the revert is tried again)", err, KernelCmdline)
 		}
 		changed = true
 	}

@@ -196,3 +196,32 @@ func raw(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestSystemdBootFailedRevertRetried: a kernel-install that fails during
+// the revert leaves the file staged (as the entries are), so the next
+// revert runs kernel-install again and ends with the original.
+func TestSystemdBootFailedRevertRetried(t *testing.T) {
+	root, ki := sdbootHost(t, origCmdline)
+	sb := bootargs.SystemdBoot{Root: root, Run: ki.Run}
+	args := sdArgs(t)
+	if _, err := sb.Stage(context.Background(), args); err != nil {
+		t.Fatal(err)
+	}
+	ki.Fail = errors.New("exit status 1")
+	if _, err := sb.Revert(context.Background()); err == nil {
+		t.Fatal("a failed kernel-install reverted without error")
+	}
+	if staged, err := sb.Staged(); err != nil || bootargs.Line(staged) != bootargs.Line(args) {
+		t.Fatalf("after a failed revert: staged %q, %v; want still staged", bootargs.Line(staged), err)
+	}
+	ki.Fail = nil
+	if changed, err := sb.Revert(context.Background()); err != nil || !changed {
+		t.Fatalf("retried revert: %v %v", changed, err)
+	}
+	if got := raw(t, root.Path(bootargs.KernelCmdline)); got != origCmdline || ki.Count() != 3 {
+		t.Errorf("after the retry %q, kernel-install runs %d (want the original and 3)", got, ki.Count())
+	}
+	if holds, _ := bootargs.EntriesHold(root, args); holds {
+		t.Error("the entry keeps the arguments after the retried revert")
+	}
+}
