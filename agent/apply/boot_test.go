@@ -2,6 +2,7 @@ package apply
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -142,5 +143,40 @@ func TestGRUBKnobHeldOnConflict(t *testing.T) {
 	}
 	if testroot.Read(t, root.Path(bootargs.DropIn)) != staged || u.Count() != 2 || len(rep.Held) != 1 {
 		t.Errorf("held pass: drop-in changed %v, update-grub runs %d, held %+v", testroot.Read(t, root.Path(bootargs.DropIn)) != staged, u.Count(), rep.Held)
+	}
+}
+
+// TestSystemdBootKnobRevertAfterReboot: the systemd-boot knob stages
+// through Apply, its journal entry outlives a reboot, and Revert after the
+// boot writes /etc/kernel/cmdline back byte for byte and runs
+// kernel-install again.
+func TestSystemdBootKnobRevertAfterReboot(t *testing.T) {
+	orig := "root=UUID=1234 ro quiet\n"
+	root := testroot.New(t, bootargstest.SystemdBootFiles(orig))
+	if err := bootargstest.MakeKernelInstallExecutable(root); err != nil {
+		t.Fatal(err)
+	}
+	ki := &bootargstest.KernelInstall{Root: root}
+	e := engine(root)
+	e.HostTool = ki.Run
+	k := knob.Knob{ID: bootargs.SettingSystemdBoot, Path: bootargs.SystemdBootPath("trading"), Desired: stagedLine, Restore: bootargs.RestoreAbsent}
+	rep, err := e.Apply(Meta{Profile: "trading"}, []knob.Knob{k})
+	if err != nil || state(t, rep.Results, bootargs.SettingSystemdBoot).State != v1alpha1.SettingApplied {
+		t.Fatalf("stage: %v %+v", err, rep.Results)
+	}
+	if got := testroot.Read(t, root.Path(bootargs.KernelCmdline)); got != "root=UUID=1234 ro quiet "+stagedLine || ki.Count() != 1 {
+		t.Fatalf("/etc/kernel/cmdline %q, kernel-install runs %d", got, ki.Count())
+	}
+	newBoot(t, root, "44444444-0000-0000-0000-000000000000")
+	rep, err = e.Revert()
+	if err != nil || state(t, rep.Results, bootargs.SettingSystemdBoot).State != v1alpha1.SettingReverted {
+		t.Fatalf("revert: %v %+v", err, rep.Results)
+	}
+	b, err := os.ReadFile(root.Path(bootargs.KernelCmdline))
+	if err != nil || string(b) != orig || ki.Count() != 2 {
+		t.Errorf("after revert: %q (%v), kernel-install runs %d; want %q and 2", b, err, ki.Count(), orig)
+	}
+	if root.Exists(root.Path("var/lib/latencytier/journal.json")) || root.Exists(root.Path("var/lib/latencytier", bootargs.KernelCmdlineOriginal)) {
+		t.Error("journal or kept original left after a complete revert")
 	}
 }

@@ -48,20 +48,34 @@ func Detect(root *host.Root) Backend {
 		return Backend{KindUnsupported, "Ostree", "ostree/bootc image: kernel arguments belong to the deployment (rpm-ostree kargs, bootc's kargs.d), not to the agent"}
 	case osID == "talos":
 		return Backend{KindUnsupported, "Talos", "Talos: kernel arguments come from the machine config (machine.install.extraKernelArgs)"}
-	case osID == "flatcar":
+	case osID == "flatcar" || root.IsDir(root.Path("usr", "share", "flatcar")) || root.IsDir(root.Path("etc", "flatcar")):
 		return Backend{KindUnsupported, "Flatcar", "Flatcar: kernel arguments come from the OEM grub.cfg or Ignition, not from a file the agent may change"}
 	case osID == "bottlerocket":
 		return Backend{KindUnsupported, "Bottlerocket", "Bottlerocket: kernel arguments come from its settings API (settings.boot.kernel-parameters)"}
 	case uki(root):
 		return Backend{KindUnsupported, "UKI", "unified kernel image: the command line is inside the signed image; rebuild the UKI with the arguments"}
+	case bootedBySystemdBoot(root):
+		return systemdBoot(root)
 	case root.Exists(root.Path("etc", "default", "grub")) && executable(root, "update-grub"):
 		return Backend{KindGRUB, "GRUB", "Debian-style GRUB: /etc/default/grub.d drop-in, update-grub"}
+	case systemdBootInstalled(root):
+		return systemdBoot(root)
 	case root.IsDir(root.Path("boot", "loader", "entries")) && executable(root, "grubby"):
-		return Backend{KindBLS, "BLS", "Boot Loader Specification entries, grubby"}
-	case root.Exists(root.Path("etc", "kernel", "cmdline")) && executable(root, "kernel-install"):
-		return Backend{KindSystemdBoot, "SystemdBoot", "systemd-boot: /etc/kernel/cmdline, kernel-install"}
+		return Backend{KindBLS, "BLS", "Boot Loader Specification entries edited with grubby (Fedora, RHEL): this agent does not stage through grubby yet; add the arguments with grubby --update-kernel=ALL --args=... or use policy ReportOnly"}
 	}
-	return Backend{KindUnsupported, "None", "no bootloader configuration found (/etc/default/grub with update-grub, BLS entries with grubby, or /etc/kernel/cmdline with kernel-install)"}
+	return Backend{KindUnsupported, "None", "no bootloader configuration found (/etc/default/grub with update-grub, systemd-boot with kernel-install, or BLS entries with grubby)"}
+}
+
+// systemdBoot is the backend of a host with systemd-boot: staged when
+// kernel-install and /etc/kernel/cmdline are there.
+func systemdBoot(root *host.Root) Backend {
+	switch {
+	case !executable(root, "kernel-install"):
+		return Backend{KindUnsupported, "SystemdBoot", "systemd-boot without kernel-install on the host: nothing would regenerate the entries; install systemd's kernel-install or use policy ReportOnly"}
+	case !root.Exists(root.Path(KernelCmdline)):
+		return Backend{KindUnsupported, "SystemdBoot", "systemd-boot without /etc/kernel/cmdline: kernel-install takes the running /proc/cmdline then, and a revert could not give the entries their line back; create /etc/kernel/cmdline with the entries' arguments"}
+	}
+	return Backend{KindSystemdBoot, "SystemdBoot", "systemd-boot: /etc/kernel/cmdline, kernel-install"}
 }
 
 // osRelease parses /etc/os-release (or /usr/lib/os-release).

@@ -21,7 +21,8 @@ import (
 // absence (Restore gives ""): an existing file of that name that is not the
 // agent's makes Read fail, and nothing is written over it.
 
-// Prefix starts the knob path of staged boot arguments.
+// Prefix starts the knob path of staged boot arguments (SystemdBootPath
+// for systemd-boot).
 const Prefix = "bootargs:"
 
 // SettingGRUB is the setting ID of the GRUB drop-in.
@@ -41,21 +42,29 @@ func Persistent(p string) bool { return IsPath(p) }
 // RestoreAbsent is the knob's Restore: the drop-in's original is absence.
 func RestoreAbsent(string) string { return "" }
 
-func parseKnobPath(p string) (profile string, err error) {
-	rest, ok := strings.CutPrefix(p, Prefix+"grub/")
-	if !ok || !safeName.MatchString(rest) {
-		return "", fmt.Errorf("not a staged boot arguments path: %q", p)
+func parseKnobPath(p string) (kind Kind, profile string, err error) {
+	for k, pre := range map[Kind]string{KindGRUB: Prefix + "grub/", KindSystemdBoot: Prefix + "systemd-boot/"} {
+		if rest, ok := strings.CutPrefix(p, pre); ok && safeName.MatchString(rest) {
+			return k, rest, nil
+		}
 	}
-	return rest, nil
+	return "", "", fmt.Errorf("not a staged boot arguments path: %q", p)
 }
 
-// Read returns the arguments the agent's drop-in holds, as one line ("" when
-// there is none); a file of that name that is not the agent's is an error.
+// Read returns the arguments the agent staged, as one line ("" when there
+// are none): the GRUB drop-in's (a file of that name that is not the
+// agent's is an error), or those it added to /etc/kernel/cmdline.
 func Read(root *host.Root, path string) (string, error) {
-	if _, err := parseKnobPath(path); err != nil {
+	kind, _, err := parseKnobPath(path)
+	if err != nil {
 		return "", err
 	}
-	args, err := GRUB{Root: root}.Staged()
+	var args []Arg
+	if kind == KindSystemdBoot {
+		args, err = SystemdBoot{Root: root}.Staged()
+	} else {
+		args, err = GRUB{Root: root}.Staged()
+	}
 	if err != nil {
 		return "", err
 	}
@@ -68,10 +77,20 @@ func Read(root *host.Root, path string) (string, error) {
 // state directory (GRUBCfgOriginal); a revert that regenerates it
 // differently says so in its error, naming both files. A failed update-grub
 // takes the drop-in back out, so the setting reads as not staged and the
-// next pass tries again instead of finding it "applied".
+// next pass tries again instead of finding it "applied". On systemd-boot
+// it stages through /etc/kernel/cmdline and kernel-install (SystemdBoot).
 func Write(ctx context.Context, root *host.Root, path, value string, run RunFunc) error {
-	profile, err := parseKnobPath(path)
+	kind, profile, err := parseKnobPath(path)
 	if err != nil {
+		return err
+	}
+	if kind == KindSystemdBoot {
+		sb := SystemdBoot{Root: root, Run: run}
+		if value == "" {
+			_, err := sb.Revert(ctx)
+			return err
+		}
+		_, err := sb.Stage(ctx, Parse(value))
 		return err
 	}
 	g := GRUB{Root: root, Run: run}

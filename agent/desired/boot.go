@@ -73,14 +73,20 @@ func PlanBoot(root *host.Root, t v1alpha1.TuningSpec, profile string, ours []str
 		b.Knob = &knob.Knob{ID: bootargs.SettingGRUB, Path: bootargs.GRUBPath(profile), Desired: bootargs.Line(b.Args),
 			Restore: bootargs.RestoreAbsent, Label: "GRUB drop-in /" + bootargs.DropIn}
 		b.Status.State = v1alpha1.BootStaged // settled after the engine ran the knob
+	case policy == v1alpha1.BootReboot && backend.Kind == bootargs.KindSystemdBoot:
+		// The knob's value is the arguments the agent added; its original
+		// is none added (the file's own bytes are kept apart, see
+		// bootargs.SystemdBoot).
+		b.Knob = &knob.Knob{ID: bootargs.SettingSystemdBoot, Path: bootargs.SystemdBootPath(profile), Desired: bootargs.Line(b.Args),
+			Restore: bootargs.RestoreAbsent, Label: "systemd-boot /" + bootargs.KernelCmdline}
+		b.Status.State = v1alpha1.BootStaged
 	case !missing:
 		b.Status.State = v1alpha1.BootBooted
 	case policy == v1alpha1.BootReboot && backend.Kind == bootargs.KindUnsupported:
 		b.Status.State, b.Status.Message = v1alpha1.BootUnsupported, backend.Reason
 	case policy == v1alpha1.BootReboot:
 		b.Status.State = v1alpha1.BootUnsupported
-		b.Status.Message = fmt.Sprintf("%s: this agent stages arguments through Debian-style GRUB only; add them by hand (%s) or use policy ReportOnly",
-			backend.Reason, strings.Join(booted.Missing, " "))
+		b.Status.Message = fmt.Sprintf("%s (missing: %s)", backend.Reason, strings.Join(booted.Missing, " "))
 	default:
 		b.Status.State = v1alpha1.BootPlanned
 		b.Status.Message = "policy ReportOnly: add to the kernel command line and reboot: " + strings.Join(booted.Missing, " ")
@@ -163,6 +169,19 @@ func conflicting(root *host.Root, backend bootargs.Backend, args []bootargs.Arg,
 		}
 		sources = append(sources, more...)
 	}
+	if backend.Kind == bootargs.KindSystemdBoot {
+		sb := bootargs.SystemdBoot{Root: root}
+		staged, err := sb.Staged()
+		if err != nil {
+			return nil, err
+		}
+		own = append(own, staged...)
+		more, err := sb.Sources()
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, more...)
+	}
 	return bootargs.Conflicts(args, own, sources...), nil
 }
 
@@ -194,7 +213,7 @@ func (b Boot) Settle(root *host.Root, results []v1alpha1.SettingResult) v1alpha1
 	case res.State != v1alpha1.SettingApplied:
 		st.State, st.Message = v1alpha1.BootFailed, fmt.Sprintf("staging failed (%s): %s", res.State, res.Message)
 	default:
-		st.State, st.Message = settledState(root, b.Args, st.Arguments)
+		st.State, st.Message = settledState(root, b.Knob.ID, b.Args, st.Arguments)
 	}
 	if m := bootargs.Mismatch(root); m != "" {
 		st.Message = strings.TrimPrefix(st.Message+"; "+m, "; ")
@@ -202,20 +221,38 @@ func (b Boot) Settle(root *host.Root, results []v1alpha1.SettingResult) v1alpha1
 	return st
 }
 
-func settledState(root *host.Root, args []bootargs.Arg, plan []v1alpha1.BootArgument) (v1alpha1.BootState, string) {
+func settledState(root *host.Root, id string, args []bootargs.Arg, plan []v1alpha1.BootArgument) (v1alpha1.BootState, string) {
 	var missing []string
 	for _, a := range plan {
 		if !a.Present {
 			missing = append(missing, a.Argument)
 		}
 	}
-	if holds, known := bootargs.Generated(root, args); known && !holds {
+	where := "/" + bootargs.DropIn
+	if id == bootargs.SettingSystemdBoot {
+		where = "/" + bootargs.KernelCmdline
+		if holds, known := bootargs.EntriesHold(root, args); known && !holds {
+			return v1alpha1.BootFailed, fmt.Sprintf("%s holds the arguments but no systemd-boot entry of the running kernel does: kernel-install did not take them", where)
+		}
+	} else if holds, known := bootargs.Generated(root, args); known && !holds {
 		return v1alpha1.BootFailed, fmt.Sprintf("/%s holds the arguments but /%s does not: update-grub did not take them", bootargs.DropIn, bootargs.GRUBCfg)
 	}
 	if len(missing) == 0 {
 		return v1alpha1.BootBooted, "the running kernel holds every argument"
 	}
-	return v1alpha1.BootStaged, "staged in /" + bootargs.DropIn + "; a reboot takes: " + strings.Join(missing, " ")
+	return v1alpha1.BootStaged, "staged in " + where + "; a reboot takes: " + strings.Join(missing, " ")
+}
+
+// SettingID is the setting that stages the plan on this node's backend
+// (the GRUB drop-in's when the backend stages none).
+func (b Boot) SettingID() string {
+	if b.Knob != nil {
+		return b.Knob.ID
+	}
+	if b.Status.Backend == "SystemdBoot" {
+		return bootargs.SettingSystemdBoot
+	}
+	return bootargs.SettingGRUB
 }
 
 func timePtr(t time.Time) *metav1.Time {

@@ -58,7 +58,17 @@ func TestPlanBoot(t *testing.T) {
 		{name: "reboot on talos: unsupported", files: map[string]string{"etc/os-release": "ID=talos\n"}, tuning: bootTuning("0-1", "2-3", v1alpha1.BootReboot),
 			state: v1alpha1.BootUnsupported, backend: "Talos", message: "machine config"},
 		{name: "reboot on BLS: not staged by this agent", files: map[string]string{"boot/loader/entries/a.conf": "x", "usr/sbin/grubby": "x"}, tuning: bootTuning("0-1", "2-3", v1alpha1.BootReboot),
-			state: v1alpha1.BootUnsupported, backend: "BLS", message: "Debian-style GRUB only"},
+			state: v1alpha1.BootUnsupported, backend: "BLS", message: "does not stage through grubby yet"},
+		{name: "reboot on systemd-boot: a knob", files: sdboot("root=/dev/vda ro"), tuning: bootTuning("0-1", "2-3", v1alpha1.BootReboot),
+			state: v1alpha1.BootStaged, backend: "SystemdBoot", knob: true},
+		{name: "reboot on systemd-boot without /etc/kernel/cmdline: unsupported", files: map[string]string{"boot/efi/loader/loader.conf": "", "usr/bin/kernel-install": "x"}, tuning: bootTuning("0-1", "2-3", v1alpha1.BootReboot),
+			state: v1alpha1.BootUnsupported, backend: "SystemdBoot", message: "create /etc/kernel/cmdline"},
+		{name: "someone else's irqaffinity in /etc/kernel/cmdline", files: sdboot("root=/dev/vda irqaffinity=0"), tuning: bootTuning("0-1", "2-3", v1alpha1.BootReboot),
+			state: v1alpha1.BootConflict, backend: "SystemdBoot", hold: true, message: "irqaffinity=0 in /etc/kernel/cmdline, not irqaffinity=0-1"},
+		{name: "reboot on flatcar: unsupported", files: with(debian, "usr/share/flatcar/release", "x"), tuning: bootTuning("0-1", "2-3", v1alpha1.BootReboot),
+			state: v1alpha1.BootUnsupported, backend: "Flatcar", message: "Ignition"},
+		{name: "reboot on ostree: unsupported", files: with(debian, "run/ostree-booted", ""), tuning: bootTuning("0-1", "2-3", v1alpha1.BootReboot),
+			state: v1alpha1.BootUnsupported, backend: "Ostree", message: "kargs"},
 		{name: "someone else's nohz_full on the running kernel", files: with(debian, "proc/cmdline", "ro nohz_full=1-3"), tuning: bootTuning("0-1", "2-3", v1alpha1.BootReboot),
 			state: v1alpha1.BootConflict, backend: "GRUB", hold: true, message: "nohz_full=1-3 in /proc/cmdline, not nohz_full=2-3"},
 		{name: "someone else's rcu_nocbs in a GRUB file", files: with(debian, "etc/default/grub.d/50-x.cfg", `GRUB_CMDLINE_LINUX="rcu_nocbs=3"`), tuning: bootTuning("0-1", "2-3", v1alpha1.BootReboot),
@@ -80,6 +90,9 @@ func TestPlanBoot(t *testing.T) {
 			root := testroot.New(t, files)
 			if files["usr/sbin/grubby"] != "" {
 				chmodX(t, root.Path("usr/sbin/grubby"))
+			}
+			if files["usr/bin/kernel-install"] != "" {
+				chmodX(t, root.Path("usr/bin/kernel-install"))
 			}
 			if files["usr/sbin/update-grub"] != "" {
 				chmodX(t, root.Path("usr/sbin/update-grub"))
@@ -107,7 +120,7 @@ func TestPlanBoot(t *testing.T) {
 					t.Errorf("boot id %q bootedAt %v", st.BootID, st.BootedAt)
 				}
 			}
-			if c.knob && (b.Knob.ID != bootargs.SettingGRUB || b.Knob.Desired != "nohz_full=2-3 rcu_nocbs=2-3 isolcpus=managed_irq,2-3 irqaffinity=0-1" || b.Knob.RestoreValue("x") != "") {
+			if c.knob && (b.Knob.ID != map[string]string{"GRUB": bootargs.SettingGRUB, "SystemdBoot": bootargs.SettingSystemdBoot}[c.backend] || b.Knob.Desired != "nohz_full=2-3 rcu_nocbs=2-3 isolcpus=managed_irq,2-3 irqaffinity=0-1" || b.Knob.RestoreValue("x") != "") {
 				t.Errorf("knob %+v", b.Knob)
 			}
 			if after := snapshot(t, root.Dir()); !maps.Equal(snap, after) {
@@ -172,4 +185,11 @@ func with(m map[string]string, k, v string) map[string]string {
 	out := maps.Clone(m)
 	out[k] = v
 	return out
+}
+
+// sdboot is a systemd-boot host: loader.conf on the ESP, kernel-install,
+// /etc/kernel/cmdline holding cmdline.
+func sdboot(cmdline string) map[string]string {
+	return map[string]string{"boot/efi/loader/loader.conf": "timeout 3\n", "usr/bin/kernel-install": "#!/bin/sh\n",
+		"etc/kernel/cmdline": cmdline + "\n", "etc/os-release": "ID=arch\n"}
 }

@@ -16,11 +16,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"latencytier.io/latencytier/agent/apply"
 	"latencytier.io/latencytier/agent/bootargs"
 	"latencytier.io/latencytier/agent/desired"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/journal"
+	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/sysctl"
 	"latencytier.io/latencytier/agent/systemd"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -191,7 +194,7 @@ func withBoot(ds desired.State, b desired.Boot, policy v1alpha1.BootPolicy) desi
 	if policy == v1alpha1.BootReboot {
 		switch b.Status.State {
 		case v1alpha1.BootConflict, v1alpha1.BootUnsupported:
-			ds.Results = append(ds.Results, v1alpha1.SettingResult{Setting: bootargs.SettingGRUB,
+			ds.Results = append(ds.Results, v1alpha1.SettingResult{Setting: b.SettingID(),
 				State:   v1alpha1.SettingState(b.Status.State),
 				Message: bound.String(b.Status.Message, bound.SettingMessage)})
 		}
@@ -212,10 +215,13 @@ func stagedLines(root *host.Root) []string {
 	if err != nil || j == nil {
 		return nil
 	}
-	if en := j.Find(bootargs.SettingGRUB); en != nil {
-		return slices.Clone(en.Written)
+	var out []string
+	for _, id := range []string{bootargs.SettingGRUB, bootargs.SettingSystemdBoot} {
+		if en := j.Find(id); en != nil {
+			out = append(out, en.Written...)
+		}
 	}
-	return nil
+	return out
 }
 
 // bootPass finishes status.boot after the pass's apply or revert: the
@@ -331,4 +337,36 @@ func bootRebootCondition(b *v1alpha1.BootStatus) metav1.Condition {
 		c.Message = "add to the kernel command line and reboot: " + strings.Join(missing, " ")
 	}
 	return c
+}
+
+// renderApply renders the tuning with the boot plan and runs the engine on
+// it: one half of an apply pass (apply runs it again when waitsOnWrites).
+func (r *Reconciler) renderApply(ctx context.Context, ln *v1alpha1.LatencyNode, layout sysctl.Layout, pods []podcgroup.Pod) (desired.State, desired.Boot, apply.Report, error) {
+	ds := desired.Render(r.Root, layout, ln.Spec.Tuning, pods, r.adminList(ctx))
+	r.Health.progress()
+	boot := r.planBoot(ln)
+	ds = withBoot(ds, boot, bootPolicyOf(ln.Spec.Tuning))
+	r.reportRefusals(ctx, ds.Refusals)
+	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration,
+		Undetermined: ds.Undetermined}, ds.Knobs)
+	return ds, boot, rep, err
+}
+
+// waitsOnWrites says the render left settings Failed that became no knob:
+// after a boot, those wait for a write of the same pass (a slice's cpuset
+// for the cpuset controller the pass enables), so a render after the
+// writes may make knobs of them.
+func waitsOnWrites(results []v1alpha1.SettingResult) bool {
+	return slices.ContainsFunc(results, func(s v1alpha1.SettingResult) bool { return s.State == v1alpha1.SettingFailed })
+}
+
+// mergeReports is one pass's report from its two engine runs: the second's
+// results (the settings as they are now), both runs' writes, drifts,
+// restores and notes.
+func mergeReports(first, second apply.Report) apply.Report {
+	second.Written += first.Written
+	second.Drifts = append(first.Drifts, second.Drifts...)
+	second.Restored = append(first.Restored, second.Restored...)
+	second.Notes = append(first.Notes, second.Notes...)
+	return second
 }

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -139,4 +140,127 @@ func setting(rs []v1alpha1.SettingResult, id string) *v1alpha1.SettingResult {
 		}
 	}
 	return nil
+}
+
+// TestAgentAppliedInTheFirstPassAfterBoot: a reboot resets what the kernel
+// holds, the cpuset controller of the cgroup root's children among it, so
+// the first pass after a boot must enable the controller before it can
+// confine the slices. That pass reports the profile Applied, and with it
+// the time from boot to Applied (the tuning-ready gate waits for it), not a
+// resync later: the agent renders again in the same pass once its writes
+// made room for the settings that waited on them. The VM row
+// (agent/vmtest TestBootAgentGRUBBooted) failed on exactly this.
+func TestAgentAppliedInTheFirstPassAfterBoot(t *testing.T) {
+	c, _ := startAPI(t)
+	ctx := context.Background()
+	files := bootargstest.Files("quiet")
+	files["proc/stat"] = "cpu 1 2 3\nbtime 1700000000\n"
+	files["sys/devices/system/cpu/online"] = "0-3"
+	root := fakeHostWith(t, files)
+	if err := bootargstest.MakeExecutable(root); err != nil {
+		t.Fatal(err)
+	}
+	u := &bootargstest.UpdateGRUB{Root: root}
+	slices := []string{"init.scope", "system.slice", "user.slice"}
+	// What the kernel does on "+cpuset" in the root's subtree_control: the
+	// children get their cpuset files.
+	hook := func(stage apply.Stage, id string) {
+		if stage == apply.StageWritten && id == "cpuset/cgroup.subtree_control" {
+			for _, s := range slices {
+				testroot.Write(t, root.Sys("fs", "cgroup", s, "cpuset.cpus"), "")
+			}
+		}
+	}
+	agent := &Reconciler{Client: c, NodeName: "node-boot1", Root: root, Resync: time.Hour,
+		Engine: &apply.Engine{Root: root, Log: testr.New(t), HostTool: u.Run, Hook: hook},
+		Boot:   BootOptions{Reboot: func(context.Context) error { return nil }}}
+	sp := spec()
+	sp.Tuning.CPUs = &v1alpha1.CPUSpec{Reserved: ptr.To("0-1"), Isolated: ptr.To("2-3"), NamespaceSelector: &v1alpha1.NamespaceSelector{}}
+	sp.Tuning.BootParameters = &v1alpha1.BootParametersSpec{Policy: v1alpha1.BootReboot}
+	if err := c.Create(ctx, &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "node-boot1"}, Spec: sp}); err != nil {
+		t.Fatal(err)
+	}
+	// A fresh boot: the controller is off for the root's children, whose
+	// cpuset files are not there.
+	testroot.Write(t, root.Sys("fs", "cgroup", "cgroup.subtree_control"), "cpu")
+	for _, s := range slices {
+		if err := os.Remove(root.Sys("fs", "cgroup", s, "cpuset.cpus")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass(t, agent, "node-boot1")
+	got := &v1alpha1.LatencyNode{}
+	if err := c.Get(ctx, types.NamespacedName{Name: "node-boot1"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if !conditionIs(got, v1alpha1.NodeApplied, metav1.ConditionTrue) {
+		t.Fatalf("not Applied after the first pass of the boot: %+v\nsettings %+v", got.Status.Conditions, got.Status.Settings)
+	}
+	for _, s := range slices {
+		if v := testroot.Read(t, root.Sys("fs", "cgroup", s, "cpuset.cpus")); strings.TrimSpace(v) != "0-1" {
+			t.Errorf("%s cpuset.cpus %q, want 0-1", s, v)
+		}
+	}
+	if b := got.Status.Boot; b == nil || b.AppliedAfterBoot == nil {
+		t.Errorf("appliedAfterBoot not reported in the first pass: %+v", b)
+	}
+}
+
+// TestAgentStagesThroughSystemdBoot: on a systemd-boot host the agent's
+// pass stages through /etc/kernel/cmdline and kernel-install (status
+// Staged, backend SystemdBoot, setting boot/systemd-boot Applied), and
+// policy ReportOnly takes the arguments out, the file byte for byte as it
+// was.
+func TestAgentStagesThroughSystemdBoot(t *testing.T) {
+	c, _ := startAPI(t)
+	ctx := context.Background()
+	orig := "root=UUID=1234 ro quiet\n"
+	files := bootargstest.SystemdBootFiles(orig)
+	files["proc/stat"] = "cpu 1 2 3\nbtime 1700000000\n"
+	files["sys/devices/system/cpu/online"] = "0-3"
+	root := fakeHostWith(t, files)
+	if err := bootargstest.MakeKernelInstallExecutable(root); err != nil {
+		t.Fatal(err)
+	}
+	ki := &bootargstest.KernelInstall{Root: root}
+	r := &Reconciler{Client: c, NodeName: "node-sdboot", Root: root, Resync: time.Minute,
+		Engine: &apply.Engine{Root: root, Log: testr.New(t), HostTool: ki.Run},
+		Boot:   BootOptions{Reboot: func(context.Context) error { return nil }}}
+	sp := spec()
+	sp.Tuning.CPUs = &v1alpha1.CPUSpec{Reserved: ptr.To("0-1"), Isolated: ptr.To("2-3"), NamespaceSelector: &v1alpha1.NamespaceSelector{}}
+	sp.Tuning.BootParameters = &v1alpha1.BootParametersSpec{Policy: v1alpha1.BootReboot}
+	if err := c.Create(ctx, &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "node-sdboot"}, Spec: sp}); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *v1alpha1.LatencyNode {
+		t.Helper()
+		out := &v1alpha1.LatencyNode{}
+		if err := c.Get(ctx, types.NamespacedName{Name: "node-sdboot"}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	line := "nohz_full=2-3 rcu_nocbs=2-3 isolcpus=managed_irq,2-3 irqaffinity=0-1"
+	pass(t, r, "node-sdboot")
+	got := get()
+	if b := got.Status.Boot; b == nil || b.State != v1alpha1.BootStaged || b.Backend != "SystemdBoot" {
+		t.Fatalf("after staging: %+v", got.Status.Boot)
+	}
+	if s := setting(got.Status.Settings, bootargs.SettingSystemdBoot); s == nil || s.State != v1alpha1.SettingApplied {
+		t.Fatalf("boot/systemd-boot setting %+v", s)
+	}
+	if b, _ := os.ReadFile(root.Path(bootargs.KernelCmdline)); string(b) != "root=UUID=1234 ro quiet "+line+"\n" || ki.Count() != 1 {
+		t.Fatalf("/etc/kernel/cmdline %q, kernel-install runs %d", b, ki.Count())
+	}
+	got.Spec.Tuning.BootParameters.Policy = v1alpha1.BootReportOnly
+	if err := c.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, r, "node-sdboot")
+	if b, _ := os.ReadFile(root.Path(bootargs.KernelCmdline)); string(b) != orig || ki.Count() != 2 {
+		t.Fatalf("report only: /etc/kernel/cmdline %q, kernel-install runs %d; want %q and 2", b, ki.Count(), orig)
+	}
+	if b := get().Status.Boot; b == nil || b.State != v1alpha1.BootPlanned {
+		t.Errorf("report only after the revert of the staging: %+v", b)
+	}
 }

@@ -48,7 +48,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"latencytier.io/latencytier/agent/apply"
-	"latencytier.io/latencytier/agent/desired"
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/bound"
@@ -417,13 +416,17 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	if layout.DebugfsMounted {
 		log.Info("Mounted debugfs to reach the scheduler knobs", "path", r.Root.Sys("kernel", "debug"))
 	}
-	ds := desired.Render(r.Root, layout, ln.Spec.Tuning, pods, r.adminList(ctx))
-	r.Health.progress()
-	boot := r.planBoot(ln)
-	ds = withBoot(ds, boot, bootPolicyOf(ln.Spec.Tuning))
-	r.reportRefusals(ctx, ds.Refusals)
-	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration,
-		Undetermined: ds.Undetermined}, ds.Knobs)
+	ds, boot, rep, err := r.renderApply(ctx, ln, layout, pods)
+	if err == nil && rep.Written > len(rep.Drifts) && waitsOnWrites(ds.Results) {
+		// A setting that had to wait for one of this pass's writes (a
+		// slice's cpuset on the controller enabled after a boot) is
+		// rendered again now, so the first pass after a boot reports the
+		// profile Applied instead of a resync later.
+		log.V(1).Info("Rendering again: this pass's writes let waiting settings apply")
+		first := rep
+		ds, boot, rep, err = r.renderApply(ctx, ln, layout, pods)
+		rep = mergeReports(first, rep)
+	}
 	rep.Results = partition.Explain(rep.Results)
 	if len(rep.Held) > 0 {
 		log.V(1).Info("Left settings as applied that this pass could not determine", "scopes", ds.Undetermined, "settings", len(rep.Held))

@@ -150,6 +150,7 @@ func TestBootAgentGRUB(t *testing.T) {
 	t.Logf("staging pass took %s", time.Since(start).Round(time.Second))
 	got := getNode(t, c)
 	b := got.Status.Boot
+	t.Logf("after staging: bootedAt %v appliedAfterBoot %v; conditions %+v", b.BootedAt, b.AppliedAfterBoot, got.Status.Conditions)
 	if b == nil || b.State != v1alpha1.BootStaged || b.Backend != "GRUB" {
 		t.Fatalf("after the staging pass: %+v", b)
 	}
@@ -206,7 +207,7 @@ func TestBootAgentGRUBBooted(t *testing.T) {
 		}
 	}
 	if b.AppliedAfterBoot == nil {
-		t.Error("appliedAfterBoot not reported")
+		t.Errorf("appliedAfterBoot not reported (bootedAt %v); conditions %+v; settings %+v", b.BootedAt, got.Status.Conditions, got.Status.Settings)
 	} else {
 		t.Logf("boot to Applied: %s; kernel view: isolated %q nohz_full %q", b.AppliedAfterBoot.Duration, b.KernelIsolated, b.KernelNohzFull)
 	}

@@ -71,3 +71,65 @@ func Files(cmdlineDefault string) map[string]string {
 func MakeExecutable(root *host.Root) error {
 	return os.Chmod(root.Path("usr", "sbin", "update-grub"), 0o755)
 }
+
+// KernelInstall is a stand-in for kernel-install on a temp-dir host root:
+// it records every run and, as its 90-loaderentry plugin does, writes the
+// running kernel's entry on the ESP with /etc/kernel/cmdline as its options.
+type KernelInstall struct {
+	Root *host.Root
+	// Fail, when set, makes the next runs fail without writing.
+	Fail error
+
+	mu   sync.Mutex
+	Runs []string
+}
+
+// Run is a bootargs.RunFunc.
+func (k *KernelInstall) Run(_ context.Context, unit string, argv []string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.Runs = append(k.Runs, unit+" "+strings.Join(argv, " "))
+	if k.Fail != nil {
+		return k.Fail
+	}
+	if len(argv) != 4 || argv[1] != "add" {
+		return fmt.Errorf("fake kernel-install: argv %q", argv)
+	}
+	opts, err := os.ReadFile(k.Root.Path(bootargs.KernelCmdline))
+	if err != nil {
+		return err
+	}
+	entry := fmt.Sprintf("title Debian\nversion %s\nlinux /%s/linux\noptions %s\n", argv[2], argv[2], strings.TrimSpace(string(opts)))
+	p := k.Root.Path("boot", "efi", "loader", "entries", "machine-"+argv[2]+".conf")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, []byte(entry), 0o644)
+}
+
+// Count is how many times kernel-install ran.
+func (k *KernelInstall) Count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.Runs)
+}
+
+// SystemdBootFiles are a systemd-boot host's files under a temp root:
+// loader.conf on the ESP, /etc/kernel/cmdline holding cmdline, a
+// kernel-install (never run: tests pass KernelInstall.Run), the running
+// kernel 6.12.0-test and its image; MakeExecutables marks the tool.
+func SystemdBootFiles(cmdline string) map[string]string {
+	return map[string]string{
+		"boot/efi/loader/loader.conf":         "timeout 3\n",
+		"etc/kernel/cmdline":                  cmdline,
+		"usr/bin/kernel-install":              "#!/bin/sh\nexit 1\n",
+		"proc/sys/kernel/osrelease":           "6.12.0-test\n",
+		"usr/lib/modules/6.12.0-test/vmlinuz": "kernel",
+		"etc/os-release":                      "ID=debian\n",
+	}
+}
+
+// MakeKernelInstallExecutable marks kernel-install executable.
+func MakeKernelInstallExecutable(root *host.Root) error {
+	return os.Chmod(root.Path("usr", "bin", "kernel-install"), 0o755)
+}

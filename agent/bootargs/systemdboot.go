@@ -1,0 +1,344 @@
+package bootargs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"latencytier.io/latencytier/agent/host"
+)
+
+// systemd-boot takes the kernel command line of its entries from
+// /etc/kernel/cmdline when kernel-install writes them (the 90-loaderentry
+// plugin), so the agent stages there: the file's own content stays as it
+// was and the agent's arguments follow it, then kernel-install regenerates
+// the running kernel's entry on the host. Unlike GRUB's drop-in the file is
+// shared with the distribution and the person: its original is kept, byte
+// for byte and synced, in the agent's state directory before the first
+// write, and a revert writes exactly that back.
+//
+// A host without /etc/kernel/cmdline is not staged (Detect says
+// Unsupported): kernel-install would take the running /proc/cmdline
+// instead, and after a boot with the arguments a revert could not give the
+// entry its old line back.
+
+// KernelCmdline is the file kernel-install reads, relative to the root.
+const KernelCmdline = "etc/kernel/cmdline"
+
+// SettingSystemdBoot is the setting ID of arguments staged in KernelCmdline.
+const SettingSystemdBoot = "boot/systemd-boot"
+
+// SystemdBootPath is the knob path of the arguments staged for profile in
+// /etc/kernel/cmdline.
+func SystemdBootPath(profile string) string { return Prefix + "systemd-boot/" + profile }
+
+// KernelCmdlineOriginal is the copy of /etc/kernel/cmdline taken before
+// the agent first staged, in its state directory.
+const KernelCmdlineOriginal = "kernel-cmdline.before-latencytier"
+
+const kernelInstallUnit = "latencytier-kernel-install.service"
+
+// espDirs are where systemd-boot's ESP or XBOOTLDR partition is mounted
+// (bootctl's search order).
+var espDirs = []string{"efi", "boot", "boot/efi"}
+
+// SystemdBoot stages and reverts arguments through /etc/kernel/cmdline and
+// kernel-install on the host.
+type SystemdBoot struct {
+	Root *host.Root
+	Run  RunFunc
+}
+
+func (s SystemdBoot) originalPath() string {
+	return filepath.Join(s.Root.StateDir(), KernelCmdlineOriginal)
+}
+
+// original is the kept copy of /etc/kernel/cmdline; kept is false before
+// the first stage (and after a complete revert).
+func (s SystemdBoot) original() (content string, kept bool, err error) {
+	if _, exists, err := s.Root.CheckStateDir(); err != nil || !exists {
+		return "", false, err
+	}
+	b, err := s.Root.ReadOwn(s.originalPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read the kept original of /%s: %w", KernelCmdline, err)
+	}
+	return string(b), true, nil
+}
+
+func (s SystemdBoot) current() (string, error) {
+	b, err := s.Root.ReadFile(s.Root.Path(KernelCmdline))
+	if err != nil {
+		return "", fmt.Errorf("read /%s: %w", KernelCmdline, err)
+	}
+	return string(b), nil
+}
+
+// withArgs is orig with args after its own arguments, its final newline
+// kept.
+func withArgs(orig string, args []Arg) string {
+	body := strings.TrimRight(orig, "\n")
+	nl := orig[len(body):]
+	if len(args) == 0 {
+		return orig
+	}
+	if body == "" {
+		return Line(args) + nl
+	}
+	return body + " " + Line(args) + nl
+}
+
+// added returns the arguments cur holds after orig's own, or an error when
+// cur no longer starts with orig (someone else changed the file since the
+// agent staged).
+func added(orig, cur string) ([]Arg, error) {
+	rest, ok := strings.CutPrefix(strings.TrimRight(cur, "\n"), strings.TrimRight(orig, "\n"))
+	if !ok || (rest != "" && rest[0] != ' ' && strings.TrimSpace(orig) != "") {
+		return nil, fmt.Errorf("/%s changed since the agent staged (it no longer starts with the original kept in %s): leaving it",
+			KernelCmdline, "/var/lib/latencytier/"+KernelCmdlineOriginal)
+	}
+	args := Parse(rest)
+	if err := check(args); err != nil {
+		return nil, fmt.Errorf("/%s: %w", KernelCmdline, err)
+	}
+	return args, nil
+}
+
+// Staged returns the arguments the agent added to /etc/kernel/cmdline
+// (nil when it holds none).
+func (s SystemdBoot) Staged() ([]Arg, error) {
+	orig, kept, err := s.original()
+	if err != nil || !kept {
+		return nil, err
+	}
+	cur, err := s.current()
+	if err != nil {
+		return nil, err
+	}
+	return added(orig, cur)
+}
+
+// Sources are the arguments of /etc/kernel/cmdline that are not the
+// agent's, for Conflicts.
+func (s SystemdBoot) Sources() ([][2]string, error) {
+	orig, kept, err := s.original()
+	if err != nil {
+		return nil, err
+	}
+	if !kept {
+		if orig, err = s.current(); err != nil {
+			return nil, err
+		}
+	}
+	return [][2]string{{"/" + KernelCmdline, orig}}, nil
+}
+
+// Stage adds args to /etc/kernel/cmdline (after its own arguments) and runs
+// kernel-install for the running kernel. An argument the file already sets
+// differently is refused before any write; the original is kept, synced,
+// before the first. A failed kernel-install puts the original back, so the
+// setting reads as not staged and the next pass tries again.
+func (s SystemdBoot) Stage(ctx context.Context, args []Arg) (changed bool, err error) {
+	if err := check(args); err != nil {
+		return false, err
+	}
+	cur, err := s.current()
+	if err != nil {
+		return false, err
+	}
+	orig, kept, err := s.original()
+	if err != nil {
+		return false, err
+	}
+	if !kept {
+		orig = cur
+	} else if _, err := added(orig, cur); err != nil {
+		return false, err
+	}
+	if cs := Conflicts(args, nil, [2]string{"/" + KernelCmdline, orig}); len(cs) > 0 {
+		return false, &ConflictError{Conflicts: cs}
+	}
+	want := withArgs(orig, args)
+	if cur == want {
+		return false, nil
+	}
+	argv, err := kernelInstall(s.Root)
+	if err != nil {
+		return false, err
+	}
+	if !kept {
+		if err := s.keep(orig); err != nil {
+			return false, err
+		}
+	}
+	if err := writeAtomic(s.Root.Path(KernelCmdline), want); err != nil {
+		return false, err
+	}
+	if err := s.Run(ctx, kernelInstallUnit, argv); err != nil {
+		if rerr := writeAtomic(s.Root.Path(KernelCmdline), cur); rerr == nil {
+			if !kept {
+				_ = os.Remove(s.originalPath())
+			}
+			err = fmt.Errorf("%w (/%s put back as it was)", err, KernelCmdline)
+		}
+		return true, err
+	}
+	return true, nil
+}
+
+// Revert writes the kept original back byte for byte and runs
+// kernel-install again; changed is false when nothing was staged.
+func (s SystemdBoot) Revert(ctx context.Context) (changed bool, err error) {
+	orig, kept, err := s.original()
+	if err != nil || !kept {
+		return false, err
+	}
+	cur, err := s.current()
+	if err != nil {
+		return false, err
+	}
+	if cur != orig {
+		if _, err := added(orig, cur); err != nil {
+			return false, err
+		}
+		argv, err := kernelInstall(s.Root)
+		if err != nil {
+			return false, err
+		}
+		if err := writeAtomic(s.Root.Path(KernelCmdline), orig); err != nil {
+			return false, err
+		}
+		if err := s.Run(ctx, kernelInstallUnit, argv); err != nil {
+			// Staged again, as the entries still are: the next pass
+			// reverts (and runs kernel-install) again, instead of finding
+			// the file reverted and the entries not.
+			if rerr := writeAtomic(s.Root.Path(KernelCmdline), cur); rerr != nil {
+				return true, fmt.Errorf("%w; and putting the staged /%s back failed: %v", err, KernelCmdline, rerr)
+			}
+			return false, fmt.Errorf("%w (/%s left staged; the revert is tried again)", err, KernelCmdline)
+		}
+		changed = true
+	}
+	return changed, os.Remove(s.originalPath())
+}
+
+// keep writes the original into the state directory, synced.
+func (s SystemdBoot) keep(orig string) error {
+	dir, err := s.Root.OwnStateDir()
+	if err != nil {
+		return err
+	}
+	f, err := s.Root.OpenOwn(filepath.Join(dir, KernelCmdlineOriginal), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("keep the original /%s before staging: %w", KernelCmdline, err)
+	}
+	if _, err := f.WriteString(orig); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// kernelInstall is the host command that regenerates the running kernel's
+// entry: kernel-install add VERSION IMAGE.
+func kernelInstall(root *host.Root) ([]string, error) {
+	tool := toolPath(root, "kernel-install")
+	if tool == "" {
+		return nil, errors.New("kernel-install not found on the host")
+	}
+	kver, err := root.ReadString(root.Proc("sys", "kernel", "osrelease"))
+	if err != nil || !safeName.MatchString(strings.ToLower(kver)) || strings.ContainsAny(kver, "/ ") {
+		return nil, fmt.Errorf("running kernel version %q: not usable for kernel-install (%v)", kver, err)
+	}
+	for _, img := range []string{"usr/lib/modules/" + kver + "/vmlinuz", "lib/modules/" + kver + "/vmlinuz", "boot/vmlinuz-" + kver} {
+		if root.Exists(root.Path(img)) {
+			return []string{tool, "add", kver, "/" + img}, nil
+		}
+	}
+	return nil, fmt.Errorf("no kernel image of the running kernel %s (/usr/lib/modules/%s/vmlinuz or /boot/vmlinuz-%s) for kernel-install", kver, kver, kver)
+}
+
+// toolPath is the host path of an executable tool ("" when absent).
+func toolPath(root *host.Root, name string) string {
+	for _, d := range []string{"usr/bin", "usr/sbin", "bin", "sbin"} {
+		st, err := os.Stat(root.Path(d, name))
+		if err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return "/" + d + "/" + name
+		}
+	}
+	return ""
+}
+
+// EntriesHold reports whether a systemd-boot entry of the running kernel
+// has an options line ending in args; known is false when no entry of it
+// can be read (the agent sees no ESP).
+func EntriesHold(root *host.Root, args []Arg) (holds, known bool) {
+	kver, _ := root.ReadString(root.Proc("sys", "kernel", "osrelease"))
+	want := " " + Line(args)
+	for _, d := range espDirs {
+		files, _ := filepath.Glob(root.Path(d, "loader", "entries", "*.conf"))
+		for _, f := range files {
+			b, err := root.ReadFile(f)
+			if err != nil || (kver != "" && !strings.Contains(string(b), kver)) {
+				continue
+			}
+			known = true
+			for _, l := range strings.Split(string(b), "\n") {
+				if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "options"); ok && strings.HasSuffix(" "+strings.TrimSpace(rest), want) {
+					return true, true
+				}
+			}
+		}
+	}
+	return false, known
+}
+
+// systemdBootInstalled reports whether systemd-boot is on one of the ESP
+// candidates (its loader.conf or its EFI binary), or booted this kernel
+// (its LoaderInfo EFI variable).
+func systemdBootInstalled(root *host.Root) bool {
+	if bootedBySystemdBoot(root) {
+		return true
+	}
+	for _, d := range espDirs {
+		if root.Exists(root.Path(d, "loader", "loader.conf")) {
+			return true
+		}
+		if m, _ := filepath.Glob(root.Path(d, "EFI", "systemd", "systemd-boot*.efi")); len(m) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// bootedBySystemdBoot: systemd-boot sets LoaderInfo ("systemd-boot 255...")
+// for the kernel it starts.
+func bootedBySystemdBoot(root *host.Root) bool {
+	m, _ := filepath.Glob(root.Path("sys", "firmware", "efi", "efivars", "LoaderInfo-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"))
+	if len(m) == 0 {
+		return false
+	}
+	b, err := root.ReadFile(m[0])
+	if err != nil {
+		return false
+	}
+	// efivarfs: 4 bytes of attributes, then UTF-16LE.
+	var s strings.Builder
+	for i := 4; i+1 < len(b); i += 2 {
+		if b[i] != 0 || b[i+1] != 0 {
+			s.WriteByte(b[i])
+		}
+	}
+	return strings.HasPrefix(s.String(), "systemd-boot")
+}
