@@ -37,6 +37,7 @@ var hostPaths = map[string]bool{
 	"/usr":                 false, // the host's irqbalance binaries
 	"/etc/default":         false, // GRUB's defaults: the backend, others' arguments
 	"/etc/default/grub.d":  true,  // the agent's staged boot arguments drop-in
+	"/etc/kernel":          true,  // systemd-boot: the arguments appended to /etc/kernel/cmdline
 	"/boot":                false, // the generated grub.cfg, checked and compared
 }
 
