@@ -21,6 +21,7 @@ import (
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/journal"
+	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/agent/systemd"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -172,8 +173,8 @@ func (r *Reconciler) rebootHost(ctx context.Context) error {
 
 // planBoot is the pass's boot plan, the agent's earlier staged lines (its
 // journal) not counted as conflicts.
-func (r *Reconciler) planBoot(ln *v1alpha1.LatencyNode) desired.Boot {
-	return desired.PlanBoot(r.Root, ln.Spec.Tuning, ln.Spec.Profile, stagedLines(r.Root))
+func (r *Reconciler) planBoot(ln *v1alpha1.LatencyNode, node snapshot.Node) desired.Boot {
+	return desired.PlanBootOn(r.Root, node, ln.Spec.Tuning, ln.Spec.Profile, stagedLines(r.Root))
 }
 
 // withBoot adds the plan's knob to the render (last: revert restores it
@@ -224,7 +225,7 @@ func stagedLines(root *host.Root) []string {
 func (r *Reconciler) bootPass(ctx context.Context, ln *v1alpha1.LatencyNode, st *v1alpha1.LatencyNodeStatus) {
 	switch ln.Spec.Action {
 	case v1alpha1.ActionRevert:
-		st.Boot = revertedBoot(r.Root, ln.Status.Boot)
+		// st.Boot is revertedBoot's, from the revert pass (revert.go).
 	case v1alpha1.ActionBaseline:
 		return
 	}
@@ -277,7 +278,7 @@ func appliedAfterBoot(prev *v1alpha1.BootStatus, st *v1alpha1.LatencyNodeStatus,
 // revertedBoot is status.boot on a reverting node: the arguments it
 // reported before that the running kernel still holds (the drop-in is gone;
 // a reboot drops them: state Staged), or NotNeeded once none is left.
-func revertedBoot(root *host.Root, prev *v1alpha1.BootStatus) *v1alpha1.BootStatus {
+func revertedBoot(root *host.Root, cmdline string, prev *v1alpha1.BootStatus) *v1alpha1.BootStatus {
 	var args []bootargs.Arg
 	if prev != nil {
 		for _, a := range prev.Arguments {
@@ -285,7 +286,7 @@ func revertedBoot(root *host.Root, prev *v1alpha1.BootStatus) *v1alpha1.BootStat
 			args = append(args, bootargs.Arg{Key: k, Value: v, Why: a.Why})
 		}
 	}
-	booted := bootargs.Check(root, args)
+	booted := bootargs.CheckCmdline(root, cmdline, args)
 	st := &v1alpha1.BootStatus{State: v1alpha1.BootNotNeeded, BootID: booted.BootID, Backend: bootargs.Detect(root).Name,
 		KernelIsolated: booted.Isolated, KernelNohzFull: booted.NohzFull, Message: "reverted: the running kernel holds none of the arguments"}
 	if !booted.BootedAt.IsZero() {

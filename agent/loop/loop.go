@@ -54,6 +54,7 @@ import (
 	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/agent/partition"
+	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/knobs"
@@ -313,13 +314,14 @@ func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile
 	}
 	var st v1alpha1.LatencyNodeStatus
 	baseline, current := r.evidence(ln)
+	node := snapshot.Read(r.Root, ln.Spec.Tuning) // the one view of the node this pass decides from
 	switch ln.Spec.Action {
 	case v1alpha1.ActionRevert:
-		st = r.revert(ctx, ln)
+		st = r.revert(ctx, ln, node)
 	case v1alpha1.ActionBaseline:
-		st = r.baseline(ctx, ln)
+		st = r.baseline(ctx, ln, node)
 	default:
-		st, err = r.apply(ctx, ln)
+		st, err = r.apply(ctx, ln, node)
 		if err != nil {
 			log.Error(err, "Failed to apply the node's tuning")
 		}
@@ -403,7 +405,7 @@ func (r *Reconciler) statusRefused(ctx context.Context, ln *v1alpha1.LatencyNode
 // eventStatusRefused is the reason of the event a refused status patch emits.
 const eventStatusRefused = "StatusRefused"
 
-func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alpha1.LatencyNodeStatus, error) {
+func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode, node snapshot.Node) (v1alpha1.LatencyNodeStatus, error) {
 	log := ctrl.LoggerFrom(ctx)
 	pods, err := r.pods(ctx)
 	if err != nil {
@@ -419,7 +421,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	}
 	ds := desired.Render(r.Root, layout, ln.Spec.Tuning, pods, r.adminList(ctx))
 	r.Health.progress()
-	boot := r.planBoot(ln)
+	boot := r.planBoot(ln, node)
 	ds = withBoot(ds, boot, bootPolicyOf(ln.Spec.Tuning))
 	r.reportRefusals(ctx, ds.Refusals)
 	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration,
@@ -436,7 +438,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 		log.Info("Applied tuning", "profile", ln.Spec.Profile, "writes", rep.Written)
 	}
 	r.Health.progress()
-	kf := facts.Read(r.Root, layout.EEVDF, layout.DebugfsMounted || wasMounted(ln))
+	kf := facts.ReadOn(r.Root, node.Cmdline, layout.EEVDF, layout.DebugfsMounted || wasMounted(ln))
 	r.Health.progress()
 	now := metav1.Now()
 	reasserted := len(rep.Drifts)
@@ -452,7 +454,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
 		Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Reasserted: reasserted, Now: now, Boot: &bs})
 	st.Isolation = partition.Account(ln.Spec.Tuning.CPUs, partition.Probe(r.Root, partition.DefaultKubepods), kf.CmdlineIsolation, rep.Results, ds.Results)
-	r.held(ln, ln.Spec.Tuning, ds.Pods, err == nil)
+	r.held(ln, node, ln.Spec.Tuning, ds.Pods, err == nil)
 	r.measure(ctx, ln, &st)
 	return st, err
 }
