@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,6 +57,7 @@ func (r *Reconciler) held(ln *v1alpha1.LatencyNode, node snapshot.Node, t v1alph
 // every window; reportDue writes them when they change bucket, else with
 // the heartbeat.
 func (r *Reconciler) measure(_ context.Context, ln *v1alpha1.LatencyNode, st *v1alpha1.LatencyNodeStatus) {
+	r.passFindings = slices.Clone(st.Findings)
 	if !r.measuring(ln) {
 		setCondition(st, metav1.Condition{Type: v1alpha1.NodeWithinBudget, Status: metav1.ConditionUnknown,
 			Reason: v1alpha1.ReasonNotMeasured, Message: "measurement is not running on this node"}, ln.Generation, metav1.Now())

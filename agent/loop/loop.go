@@ -7,10 +7,11 @@
 // measures, and patches only its own LatencyNode's status subresource (as
 // field manager latencytier-agent): when something a reader acts on changed,
 // and otherwise once per heartbeat (reportDue). Measurement runs beside the
-// loop on its own clock (Meter) and enqueues a pass after every window,
-// which writes the window as rollout evidence (status.current and
-// status.baseline) when it is new evidence, and leaves it to the heartbeat
-// when it only repeats the written figures.
+// loop on its own clock (Meter) and enqueues a window pass after every
+// window (window.go): the newest full pass's status with the window's
+// figures, no probe, render or apply. It writes the window as rollout
+// evidence (status.current and status.baseline) when it is new evidence,
+// and leaves it to the heartbeat when it only repeats the written figures.
 package loop
 
 import (
@@ -18,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -73,7 +75,7 @@ type Options struct {
 	// Config overrides Kubeconfig (tests pass envtest's config).
 	Config *rest.Config
 	// Meter, when set, measures beside the loop (a manager Runnable) and
-	// enqueues a pass after every window.
+	// enqueues a window pass after every window.
 	Meter *Meter
 	// Metrics serves the manager's metrics endpoint; off (BindAddress "0")
 	// when BindAddress is empty.
@@ -230,6 +232,12 @@ type Reconciler struct {
 	// published is the newest measurement window, which status shows
 	// (see measure).
 	published *measure.Result
+	// passFindings are the findings of the running pass before measure
+	// adds the window's.
+	passFindings []v1alpha1.Finding
+	// last is what the newest full pass computed, which a window pass
+	// updates with the window (window.go); nil before the first.
+	last *lastPass
 
 	// driftSeen holds each drifted setting for driftHold after it was last
 	// found, so a one-pass re-assert is visible to the controller and to
@@ -264,7 +272,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Namespace{}, toNode, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(start)
 	if r.Meter != nil {
-		b = b.WatchesRawSource(source.Channel(r.Meter.events, toNode))
+		window := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: windowRequest, Name: r.NodeName}}
+		toWindow := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return []reconcile.Request{window}
+		})
+		b = b.WatchesRawSource(source.Channel(r.Meter.events, toWindow))
 	}
 	return b.Complete(r)
 }
@@ -288,10 +300,17 @@ func notStatusOnly() predicate.Funcs {
 	}}
 }
 
-// Reconcile runs one pass and tells Health it started and finished.
+// Reconcile runs one pass (a window pass for a measurement window's
+// request) and tells Health it started and finished.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	r.Health.progress()
-	res, err := r.pass(ctx, req)
+	var res reconcile.Result
+	var err error
+	if req.Namespace == windowRequest {
+		res, err = r.windowPass(ctx, types.NamespacedName{Name: req.Name})
+	} else {
+		res, err = r.pass(ctx, req)
+	}
 	r.Health.passed(err == nil)
 	return res, err
 }
@@ -327,7 +346,17 @@ func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile
 		}
 	}
 	r.bootPass(ctx, ln, &st)
+	r.last = &lastPass{uid: ln.UID, generation: ln.Generation, measured: ln.Spec.Action != v1alpha1.ActionRevert,
+		status: *st.DeepCopy(), findings: slices.Clone(r.passFindings)}
 	st.Baseline, st.Current = baseline, current
+	return r.report(ctx, ln, st)
+}
+
+// report tells the Observer the pass's status st and patches it into
+// ln's status when reportDue says so.
+func (r *Reconciler) report(ctx context.Context, ln *v1alpha1.LatencyNode, st v1alpha1.LatencyNodeStatus) (reconcile.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	again := reconcile.Result{RequeueAfter: r.Resync}
 	if r.Observer != nil {
 		r.Observer.Observed(ln.Spec, st)
 	}
