@@ -448,7 +448,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode, node s
 	if layout.DebugfsMounted {
 		log.Info("Mounted debugfs to reach the scheduler knobs", "path", r.Root.Sys("kernel", "debug"))
 	}
-	ds := desired.Render(r.Root, layout, ln.Spec.Tuning, pods, r.adminList(ctx))
+	ds := desired.RenderOn(r.Root, node, layout, ln.Spec.Tuning, pods, r.adminList(ctx))
 	r.Health.progress()
 	boot := r.planBoot(ln, node)
 	ds = withBoot(ds, boot, bootPolicyOf(ln.Spec.Tuning))

@@ -219,7 +219,7 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 	m.last = now
 	cls := classesOf(in.Tuning)
 	if in.Node != nil {
-		cls = cpuClasses{isolated: in.Node.CPUs.Isolated, reserved: in.Node.CPUs.Reserved}
+		cls = classesFrom(in.Node.CPUs)
 	}
 	res := &Result{}
 

@@ -30,10 +30,12 @@ type Node struct {
 }
 
 // CPUs are a profile's reserved and isolated CPU sets, each empty when the
-// field is unset or not a cpulist (Err names the first such field).
+// field is unset or not a cpulist (Err names the first such field;
+// ReservedErr and IsolatedErr are the cpulist parser's own errors).
 type CPUs struct {
-	Reserved, Isolated cpuset.CPUSet
-	Err                error
+	Reserved, Isolated       cpuset.CPUSet
+	Err                      error
+	ReservedErr, IsolatedErr error
 }
 
 // Read reads the node once for a pass with tuning t.
@@ -77,6 +79,7 @@ func ParseCPUs(c *v1alpha1.CPUSpec) CPUs {
 		if set, err := cpulist.Parse(*c.Reserved); err == nil {
 			out.Reserved = set
 		} else {
+			out.ReservedErr = err
 			rerr = fmt.Errorf("cpus.reserved %q: not a cpulist: %w", *c.Reserved, err)
 		}
 	}
@@ -84,6 +87,7 @@ func ParseCPUs(c *v1alpha1.CPUSpec) CPUs {
 		if set, err := cpulist.Parse(*c.Isolated); err == nil {
 			out.Isolated = set
 		} else {
+			out.IsolatedErr = err
 			ierr = fmt.Errorf("cpus.isolated %q: not a cpulist: %w", *c.Isolated, err)
 		}
 	}
