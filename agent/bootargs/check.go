@@ -28,9 +28,14 @@ type Booted struct {
 // Check reads the running kernel's command line and CPU isolation and
 // compares them with want.
 func Check(root *host.Root, want []Arg) Booted {
+	cmdline, _ := root.ReadString(root.Proc("cmdline"))
+	return CheckCmdline(root, cmdline, want)
+}
+
+// CheckCmdline is Check with the command line a pass already read.
+func CheckCmdline(root *host.Root, cmdline string, want []Arg) Booted {
 	var b Booted
 	b.BootID, _ = root.ReadString(root.Proc("sys", "kernel", "random", "boot_id"))
-	cmdline, _ := root.ReadString(root.Proc("cmdline"))
 	have := bare(Parse(cmdline))
 	for _, w := range bare(want) {
 		if slices.Contains(have, w) {

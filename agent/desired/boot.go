@@ -13,6 +13,7 @@ import (
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/knob"
+	snap "latencytier.io/latencytier/agent/snapshot"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -38,18 +39,25 @@ type Boot struct {
 // BootScope is the journal scope of staged boot arguments (Undetermined).
 const BootScope = "boot"
 
-// PlanBoot derives the node's boot plan from the tuning's CPUs and boot
-// parameters. ours are argument lines the agent staged before (its journal):
-// the running command line holding those is the agent's own earlier
-// revision, not a conflict. profile names the drop-in's owner.
+// PlanBoot is PlanBootOn with a node snapshot of its own.
 func PlanBoot(root *host.Root, t v1alpha1.TuningSpec, profile string, ours []string) Boot {
+	return PlanBootOn(root, snap.Read(root, t), t, profile, ours)
+}
+
+// PlanBootOn derives the node's boot plan from the tuning's CPUs (as the
+// pass's snapshot node parsed them) and boot parameters, against the
+// command line the snapshot read. ours are argument lines the agent staged
+// before (its journal): the running command line holding those is the
+// agent's own earlier revision, not a conflict. profile names the
+// drop-in's owner.
+func PlanBootOn(root *host.Root, node snap.Node, t v1alpha1.TuningSpec, profile string, ours []string) Boot {
 	policy, extras := bootPolicy(t.BootParameters)
 	var b Boot
-	reserved, isolated, err := bootCPUs(t.CPUs)
+	err := node.CPUs.Err
 	if err == nil {
 		var online cpuset.CPUSet
 		if online, err = cpulist.Online(root); err == nil {
-			b.Args, err = bootargs.Derive(online, reserved, isolated, extras)
+			b.Args, err = bootargs.Derive(online, node.CPUs.Reserved, node.CPUs.Isolated, extras)
 		}
 	}
 	if err != nil {
@@ -60,9 +68,9 @@ func PlanBoot(root *host.Root, t v1alpha1.TuningSpec, profile string, ours []str
 		return b
 	}
 	backend := bootargs.Detect(root)
-	booted := bootargs.Check(root, b.Args)
+	booted := bootargs.CheckCmdline(root, node.Cmdline, b.Args)
 	b.Status = observedBoot(backend, b.Args, booted)
-	if conflicts, err := conflicting(root, backend, b.Args, ours); err != nil || len(conflicts) > 0 {
+	if conflicts, err := conflicting(root, node.Cmdline, backend, b.Args, ours); err != nil || len(conflicts) > 0 {
 		b.Hold = true
 		b.Status.State, b.Status.Message = v1alpha1.BootConflict, conflictMessage(conflicts, err)
 		return b
@@ -108,26 +116,6 @@ func bootPolicy(p *v1alpha1.BootParametersSpec) (v1alpha1.BootPolicy, bootargs.E
 	return v1alpha1.BootReportOnly, x
 }
 
-// bootCPUs parses cpus.reserved and cpus.isolated (absent: empty); the CRD
-// validates them, the agent does again.
-func bootCPUs(c *v1alpha1.CPUSpec) (reserved, isolated cpuset.CPUSet, err error) {
-	reserved, isolated = cpuset.New(), cpuset.New()
-	if c == nil {
-		return reserved, isolated, nil
-	}
-	if c.Reserved != nil {
-		if reserved, err = cpulist.Parse(*c.Reserved); err != nil {
-			return reserved, isolated, fmt.Errorf("cpus.reserved %q: not a cpulist: %w", *c.Reserved, err)
-		}
-	}
-	if c.Isolated != nil {
-		if isolated, err = cpulist.Parse(*c.Isolated); err != nil {
-			return reserved, isolated, fmt.Errorf("cpus.isolated %q: not a cpulist: %w", *c.Isolated, err)
-		}
-	}
-	return reserved, isolated, nil
-}
-
 func failedPlan(err error) Boot {
 	return Boot{Hold: true, Status: v1alpha1.BootStatus{State: v1alpha1.BootFailed, Message: err.Error()}}
 }
@@ -150,12 +138,11 @@ func observedBoot(backend bootargs.Backend, args []bootargs.Arg, booted bootargs
 // conflicting returns the wanted arguments that the running command line or
 // another GRUB default file sets differently, not counting the agent's own
 // staged arguments (now or before).
-func conflicting(root *host.Root, backend bootargs.Backend, args []bootargs.Arg, ours []string) ([]bootargs.Conflict, error) {
+func conflicting(root *host.Root, cmdline string, backend bootargs.Backend, args []bootargs.Arg, ours []string) ([]bootargs.Conflict, error) {
 	var own []bootargs.Arg
 	for _, l := range ours {
 		own = append(own, bootargs.Parse(l)...)
 	}
-	cmdline, _ := root.ReadString(root.Proc("cmdline"))
 	sources := [][2]string{{"/proc/cmdline", cmdline}}
 	if backend.Kind == bootargs.KindGRUB {
 		staged, err := bootargs.GRUB{Root: root}.Staged()

@@ -37,7 +37,7 @@ func (s *State) cpusets(root *host.Root, t v1alpha1.TuningSpec, reserved cpuset.
 	if t.CPUs.Isolated == nil || len(isolatedPods) == 0 {
 		return
 	}
-	isolated, err := cpulist.Parse(*t.CPUs.Isolated)
+	isolated, err := s.cpus.Isolated, s.cpus.IsolatedErr
 	if err != nil || !s.online(root, "cpus/isolated", isolated) {
 		return // nothing to keep pods on
 	}

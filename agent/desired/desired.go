@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/cpuquota"
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/host"
@@ -18,6 +17,7 @@ import (
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/agent/power"
+	snap "latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/knobs"
@@ -42,6 +42,9 @@ type State struct {
 	// ID or an ID prefix ending before a "/" ("irq", "cpuquota/ns/pod").
 	// Their absence from Knobs does not mean the spec dropped them.
 	Undetermined []string
+
+	// cpus are the profile's CPU classes as the pass's snapshot parsed them.
+	cpus snap.CPUs
 }
 
 // Render builds the desired state. Order: scheduler and sysctls, cpusets
@@ -51,7 +54,13 @@ type State struct {
 // knobs. admin is the cluster admin's sysctl unlock (nil: the built-in
 // allowlist only).
 func Render(root *host.Root, layout sysctl.Layout, t v1alpha1.TuningSpec, pods []podcgroup.Pod, admin knobs.AdminList) State {
-	var s State
+	return RenderOn(root, snap.Node{CPUs: snap.ParseCPUs(t.CPUs)}, layout, t, pods, admin)
+}
+
+// RenderOn is Render with the pass's node snapshot: the CPU classes it
+// parsed from t.CPUs.
+func RenderOn(root *host.Root, node snap.Node, layout sysctl.Layout, t v1alpha1.TuningSpec, pods []podcgroup.Pod, admin knobs.AdminList) State {
+	s := State{cpus: node.CPUs}
 	k, r := sysctl.Knobs(root, layout, t.Scheduler, t.Sysctls, admin)
 	s.add(k, r)
 	s.holdRTThrottling(root, t)
@@ -84,7 +93,7 @@ func (s *State) reserved(root *host.Root, t v1alpha1.TuningSpec) (cpuset.CPUSet,
 	if t.CPUs == nil || t.CPUs.Reserved == nil {
 		return cpuset.New(), false
 	}
-	set, err := cpulist.Parse(*t.CPUs.Reserved)
+	set, err := s.cpus.Reserved, s.cpus.ReservedErr
 	if err != nil || set.IsEmpty() {
 		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpus/reserved", Desired: *t.CPUs.Reserved,
 			State: v1alpha1.SettingInvalid, Message: fmt.Sprintf("not a cpulist: %v", err)})

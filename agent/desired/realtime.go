@@ -3,9 +3,6 @@ package desired
 import (
 	"fmt"
 
-	"k8s.io/utils/cpuset"
-
-	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/agent/rtsched"
@@ -26,7 +23,7 @@ const realtimeGrant = "realtime.namespaceSelector"
 // knobs (agent/rtsched); every other asking pod is a Refusal.
 func (s *State) realtime(root *host.Root, t v1alpha1.TuningSpec, pods []podcgroup.Pod) {
 	var grants []rtsched.Grant
-	isolated := isolatedCPUs(t)
+	isolated := s.cpus.Isolated // empty when unset or not a cpulist
 	for _, p := range pods {
 		ask, ok := p.Annotations[v1alpha1.SchedPolicyAnnotation]
 		if !ok {
@@ -66,17 +63,4 @@ func (s *State) realtime(root *host.Root, t v1alpha1.TuningSpec, pods []podcgrou
 func (s *State) refuse(r Refusal) {
 	s.Refusals = append(s.Refusals, r)
 	s.Results = append(s.Results, r.Result)
-}
-
-// isolatedCPUs are the profile's cpus.isolated; empty when unset or not a
-// cpulist (then no thread is within them, and rtsched.Check refuses first).
-func isolatedCPUs(t v1alpha1.TuningSpec) cpuset.CPUSet {
-	if t.CPUs == nil || t.CPUs.Isolated == nil {
-		return cpuset.New()
-	}
-	set, err := cpulist.Parse(*t.CPUs.Isolated)
-	if err != nil {
-		return cpuset.New()
-	}
-	return set
 }

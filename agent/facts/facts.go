@@ -21,9 +21,16 @@ import (
 // isolationFlags are the boot parameters full CPU isolation needs.
 var isolationFlags = []string{"isolcpus", "nohz_full", "rcu_nocbs"}
 
-// Read gathers the kernel facts. eevdf comes from the sysctl probe;
-// debugfsMounted says the agent mounted debugfs.
+// Read is ReadOn with the command line read from root.
 func Read(root *host.Root, eevdf, debugfsMounted bool) v1alpha1.KernelFacts {
+	cmdline, _ := root.ReadString(root.Proc("cmdline"))
+	return ReadOn(root, cmdline, eevdf, debugfsMounted)
+}
+
+// ReadOn gathers the kernel facts. cmdline is the running kernel's command
+// line as the pass's node snapshot read it; eevdf comes from the sysctl
+// probe; debugfsMounted says the agent mounted debugfs.
+func ReadOn(root *host.Root, cmdline string, eevdf, debugfsMounted bool) v1alpha1.KernelFacts {
 	f := v1alpha1.KernelFacts{DebugfsMounted: debugfsMounted, SchedulerClass: "CFS"}
 	if eevdf {
 		f.SchedulerClass = "EEVDF"
@@ -33,9 +40,7 @@ func Read(root *host.Root, eevdf, debugfsMounted bool) v1alpha1.KernelFacts {
 	f.CgroupDriver = CgroupDriver(root)
 	f.OnlineCPUs, _ = root.ReadString(root.Sys("devices", "system", "cpu", "online"))
 	f.SMTSiblings = SMTSiblings(root)
-	if cmd, err := root.ReadString(root.Proc("cmdline")); err == nil {
-		f.CmdlineIsolation = Isolation(cmd)
-	}
+	f.CmdlineIsolation = Isolation(cmdline)
 	return f
 }
 

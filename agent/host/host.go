@@ -12,12 +12,32 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 )
 
 // Root is the host filesystem root.
 type Root struct {
 	dir string
+	// observe, when set, is told every path read through the root.
+	observe atomic.Pointer[func(path string)]
+}
+
+// Observe calls fn with the path of every file read through the root
+// (ReadString, ReadFile), from any goroutine, until Observe(nil): tests
+// count what a pass reads.
+func (r *Root) Observe(fn func(path string)) {
+	if fn == nil {
+		r.observe.Store(nil)
+		return
+	}
+	r.observe.Store(&fn)
+}
+
+func (r *Root) read(path string) {
+	if fn := r.observe.Load(); fn != nil {
+		(*fn)(path)
+	}
 }
 
 // New returns a Root at dir ("/" for the real host).
@@ -202,6 +222,7 @@ func (r *Root) SysctlPath(name string) (string, error) {
 
 // ReadString reads a kernel file and trims surrounding whitespace.
 func (r *Root) ReadString(path string) (string, error) {
+	r.read(path)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
@@ -262,7 +283,10 @@ func (r *Root) WriteFile(path string, data []byte, perm os.FileMode) error {
 }
 
 // ReadFile reads a file under the root.
-func (r *Root) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+func (r *Root) ReadFile(path string) ([]byte, error) {
+	r.read(path)
+	return os.ReadFile(path)
+}
 
 // Subdirs lists the names of dir's subdirectories, sorted.
 func (r *Root) Subdirs(dir string) ([]string, error) {

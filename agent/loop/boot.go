@@ -23,6 +23,7 @@ import (
 	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/agent/sysctl"
 	"latencytier.io/latencytier/agent/systemd"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -175,8 +176,8 @@ func (r *Reconciler) rebootHost(ctx context.Context) error {
 
 // planBoot is the pass's boot plan, the agent's earlier staged lines (its
 // journal) not counted as conflicts.
-func (r *Reconciler) planBoot(ln *v1alpha1.LatencyNode) desired.Boot {
-	return desired.PlanBoot(r.Root, ln.Spec.Tuning, ln.Spec.Profile, stagedLines(r.Root))
+func (r *Reconciler) planBoot(ln *v1alpha1.LatencyNode, node snapshot.Node) desired.Boot {
+	return desired.PlanBootOn(r.Root, node, ln.Spec.Tuning, ln.Spec.Profile, stagedLines(r.Root))
 }
 
 // withBoot adds the plan's knob to the render (last: revert restores it
@@ -230,7 +231,7 @@ func stagedLines(root *host.Root) []string {
 func (r *Reconciler) bootPass(ctx context.Context, ln *v1alpha1.LatencyNode, st *v1alpha1.LatencyNodeStatus) {
 	switch ln.Spec.Action {
 	case v1alpha1.ActionRevert:
-		st.Boot = revertedBoot(r.Root, ln.Status.Boot)
+		// st.Boot is revertedBoot's, from the revert pass (revert.go).
 	case v1alpha1.ActionBaseline:
 		return
 	}
@@ -283,7 +284,7 @@ func appliedAfterBoot(prev *v1alpha1.BootStatus, st *v1alpha1.LatencyNodeStatus,
 // revertedBoot is status.boot on a reverting node: the arguments it
 // reported before that the running kernel still holds (the drop-in is gone;
 // a reboot drops them: state Staged), or NotNeeded once none is left.
-func revertedBoot(root *host.Root, prev *v1alpha1.BootStatus) *v1alpha1.BootStatus {
+func revertedBoot(root *host.Root, cmdline string, prev *v1alpha1.BootStatus) *v1alpha1.BootStatus {
 	var args []bootargs.Arg
 	if prev != nil {
 		for _, a := range prev.Arguments {
@@ -291,7 +292,7 @@ func revertedBoot(root *host.Root, prev *v1alpha1.BootStatus) *v1alpha1.BootStat
 			args = append(args, bootargs.Arg{Key: k, Value: v, Why: a.Why})
 		}
 	}
-	booted := bootargs.Check(root, args)
+	booted := bootargs.CheckCmdline(root, cmdline, args)
 	st := &v1alpha1.BootStatus{State: v1alpha1.BootNotNeeded, BootID: booted.BootID, Backend: bootargs.Detect(root).Name,
 		KernelIsolated: booted.Isolated, KernelNohzFull: booted.NohzFull, Message: "reverted: the running kernel holds none of the arguments"}
 	if !booted.BootedAt.IsZero() {
@@ -341,10 +342,10 @@ func bootRebootCondition(b *v1alpha1.BootStatus) metav1.Condition {
 
 // renderApply renders the tuning with the boot plan and runs the engine on
 // it: one half of an apply pass (apply runs it again when waitsOnWrites).
-func (r *Reconciler) renderApply(ctx context.Context, ln *v1alpha1.LatencyNode, layout sysctl.Layout, pods []podcgroup.Pod) (desired.State, desired.Boot, apply.Report, error) {
-	ds := desired.Render(r.Root, layout, ln.Spec.Tuning, pods, r.adminList(ctx))
+func (r *Reconciler) renderApply(ctx context.Context, ln *v1alpha1.LatencyNode, node snapshot.Node, layout sysctl.Layout, pods []podcgroup.Pod) (desired.State, desired.Boot, apply.Report, error) {
+	ds := desired.RenderOn(r.Root, node, layout, ln.Spec.Tuning, pods, r.adminList(ctx))
 	r.Health.progress()
-	boot := r.planBoot(ln)
+	boot := r.planBoot(ln, node)
 	ds = withBoot(ds, boot, bootPolicyOf(ln.Spec.Tuning))
 	r.reportRefusals(ctx, ds.Refusals)
 	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration,

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,6 +12,7 @@ import (
 	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -43,9 +45,11 @@ func (r *Reconciler) measuring(ln *v1alpha1.LatencyNode) bool {
 }
 
 // held tells the Meter what this pass left the node holding.
-func (r *Reconciler) held(ln *v1alpha1.LatencyNode, t v1alpha1.TuningSpec, pods []podcgroup.Pod, acted bool) {
+// node is the pass's snapshot; the Meter's windows decide from it too.
+func (r *Reconciler) held(ln *v1alpha1.LatencyNode, node snapshot.Node, t v1alpha1.TuningSpec, pods []podcgroup.Pod, acted bool) {
 	if r.Meter != nil {
-		r.Meter.hold(specKey(ln.Spec), measure.Input{Tuning: t, Pods: pods}, acted)
+		node = node.For(t)
+		r.Meter.hold(specKey(ln.Spec), measure.Input{Tuning: t, Pods: pods, Node: &node}, acted)
 	}
 }
 
@@ -53,6 +57,7 @@ func (r *Reconciler) held(ln *v1alpha1.LatencyNode, t v1alpha1.TuningSpec, pods 
 // every window; reportDue writes them when they change bucket, else with
 // the heartbeat.
 func (r *Reconciler) measure(_ context.Context, ln *v1alpha1.LatencyNode, st *v1alpha1.LatencyNodeStatus) {
+	r.passFindings = slices.Clone(st.Findings)
 	if !r.measuring(ln) {
 		setCondition(st, metav1.Condition{Type: v1alpha1.NodeWithinBudget, Status: metav1.ConditionUnknown,
 			Reason: v1alpha1.ReasonNotMeasured, Message: "measurement is not running on this node"}, ln.Generation, metav1.Now())
@@ -78,14 +83,14 @@ func (r *Reconciler) measure(_ context.Context, ln *v1alpha1.LatencyNode, st *v1
 
 // baseline is a Baseline pass: it writes nothing to the kernel (no probe
 // that mounts, no journal) and only measures.
-func (r *Reconciler) baseline(ctx context.Context, ln *v1alpha1.LatencyNode) v1alpha1.LatencyNodeStatus {
+func (r *Reconciler) baseline(ctx context.Context, ln *v1alpha1.LatencyNode, node snapshot.Node) v1alpha1.LatencyNodeStatus {
 	layout, _ := sysctl.Probe(r.Root, false)
-	kf := facts.Read(r.Root, layout.EEVDF, wasMounted(ln))
+	kf := facts.ReadOn(r.Root, node.Cmdline, layout.EEVDF, wasMounted(ln))
 	pods, err := r.pods(ctx)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the node's pods; measuring the node without them")
 	}
-	r.held(ln, measurementOnly(ln.Spec), pods, true)
+	r.held(ln, node, measurementOnly(ln.Spec), pods, true)
 	st := baselineStatus(ln.Status, ln, kf, metav1.Now())
 	r.measure(ctx, ln, &st)
 	return st

@@ -7,10 +7,11 @@
 // measures, and patches only its own LatencyNode's status subresource (as
 // field manager latencytier-agent): when something a reader acts on changed,
 // and otherwise once per heartbeat (reportDue). Measurement runs beside the
-// loop on its own clock (Meter) and enqueues a pass after every window,
-// which writes the window as rollout evidence (status.current and
-// status.baseline) when it is new evidence, and leaves it to the heartbeat
-// when it only repeats the written figures.
+// loop on its own clock (Meter) and enqueues a window pass after every
+// window (window.go): the newest full pass's status with the window's
+// figures, no probe, render or apply. It writes the window as rollout
+// evidence (status.current and status.baseline) when it is new evidence,
+// and leaves it to the heartbeat when it only repeats the written figures.
 package loop
 
 import (
@@ -18,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -53,6 +55,7 @@ import (
 	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/agent/partition"
+	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/knobs"
@@ -71,7 +74,7 @@ type Options struct {
 	// Config overrides Kubeconfig (tests pass envtest's config).
 	Config *rest.Config
 	// Meter, when set, measures beside the loop (a manager Runnable) and
-	// enqueues a pass after every window.
+	// enqueues a window pass after every window.
 	Meter *Meter
 	// Metrics serves the manager's metrics endpoint; off (BindAddress "0")
 	// when BindAddress is empty.
@@ -228,6 +231,12 @@ type Reconciler struct {
 	// published is the newest measurement window, which status shows
 	// (see measure).
 	published *measure.Result
+	// passFindings are the findings of the running pass before measure
+	// adds the window's.
+	passFindings []v1alpha1.Finding
+	// last is what the newest full pass computed, which a window pass
+	// updates with the window (window.go); nil before the first.
+	last *lastPass
 
 	// driftSeen holds each drifted setting for driftHold after it was last
 	// found, so a one-pass re-assert is visible to the controller and to
@@ -262,7 +271,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Namespace{}, toNode, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(start)
 	if r.Meter != nil {
-		b = b.WatchesRawSource(source.Channel(r.Meter.events, toNode))
+		window := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: windowRequest, Name: r.NodeName}}
+		toWindow := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return []reconcile.Request{window}
+		})
+		b = b.WatchesRawSource(source.Channel(r.Meter.events, toWindow))
 	}
 	return b.Complete(r)
 }
@@ -286,10 +299,17 @@ func notStatusOnly() predicate.Funcs {
 	}}
 }
 
-// Reconcile runs one pass and tells Health it started and finished.
+// Reconcile runs one pass (a window pass for a measurement window's
+// request) and tells Health it started and finished.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	r.Health.progress()
-	res, err := r.pass(ctx, req)
+	var res reconcile.Result
+	var err error
+	if req.Namespace == windowRequest {
+		res, err = r.windowPass(ctx, types.NamespacedName{Name: req.Name})
+	} else {
+		res, err = r.pass(ctx, req)
+	}
 	r.Health.passed(err == nil)
 	return res, err
 }
@@ -312,19 +332,30 @@ func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile
 	}
 	var st v1alpha1.LatencyNodeStatus
 	baseline, current := r.evidence(ln)
+	node := snapshot.Read(r.Root, ln.Spec.Tuning) // the one view of the node this pass decides from
 	switch ln.Spec.Action {
 	case v1alpha1.ActionRevert:
-		st = r.revert(ctx, ln)
+		st = r.revert(ctx, ln, node)
 	case v1alpha1.ActionBaseline:
-		st = r.baseline(ctx, ln)
+		st = r.baseline(ctx, ln, node)
 	default:
-		st, err = r.apply(ctx, ln)
+		st, err = r.apply(ctx, ln, node)
 		if err != nil {
 			log.Error(err, "Failed to apply the node's tuning")
 		}
 	}
 	r.bootPass(ctx, ln, &st)
+	r.last = &lastPass{uid: ln.UID, generation: ln.Generation, measured: ln.Spec.Action != v1alpha1.ActionRevert,
+		status: *st.DeepCopy(), findings: slices.Clone(r.passFindings)}
 	st.Baseline, st.Current = baseline, current
+	return r.report(ctx, ln, st)
+}
+
+// report tells the Observer the pass's status st and patches it into
+// ln's status when reportDue says so.
+func (r *Reconciler) report(ctx context.Context, ln *v1alpha1.LatencyNode, st v1alpha1.LatencyNodeStatus) (reconcile.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	again := reconcile.Result{RequeueAfter: r.Resync}
 	if r.Observer != nil {
 		r.Observer.Observed(ln.Spec, st)
 	}
@@ -402,7 +433,7 @@ func (r *Reconciler) statusRefused(ctx context.Context, ln *v1alpha1.LatencyNode
 // eventStatusRefused is the reason of the event a refused status patch emits.
 const eventStatusRefused = "StatusRefused"
 
-func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alpha1.LatencyNodeStatus, error) {
+func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode, node snapshot.Node) (v1alpha1.LatencyNodeStatus, error) {
 	log := ctrl.LoggerFrom(ctx)
 	pods, err := r.pods(ctx)
 	if err != nil {
@@ -416,7 +447,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	if layout.DebugfsMounted {
 		log.Info("Mounted debugfs to reach the scheduler knobs", "path", r.Root.Sys("kernel", "debug"))
 	}
-	ds, boot, rep, err := r.renderApply(ctx, ln, layout, pods)
+	ds, boot, rep, err := r.renderApply(ctx, ln, node, layout, pods)
 	if err == nil && rep.Written > len(rep.Drifts) && waitsOnWrites(ds.Results) {
 		// A setting that had to wait for one of this pass's writes (a
 		// slice's cpuset on the controller enabled after a boot) is
@@ -424,7 +455,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 		// profile Applied instead of a resync later.
 		log.V(1).Info("Rendering again: this pass's writes let waiting settings apply")
 		first := rep
-		ds, boot, rep, err = r.renderApply(ctx, ln, layout, pods)
+		ds, boot, rep, err = r.renderApply(ctx, ln, node, layout, pods)
 		rep = mergeReports(first, rep)
 	}
 	rep.Results = partition.Explain(rep.Results)
@@ -439,7 +470,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 		log.Info("Applied tuning", "profile", ln.Spec.Profile, "writes", rep.Written)
 	}
 	r.Health.progress()
-	kf := facts.Read(r.Root, layout.EEVDF, layout.DebugfsMounted || wasMounted(ln))
+	kf := facts.ReadOn(r.Root, node.Cmdline, layout.EEVDF, layout.DebugfsMounted || wasMounted(ln))
 	r.Health.progress()
 	now := metav1.Now()
 	reasserted := len(rep.Drifts)
@@ -455,7 +486,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode) (v1alp
 	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
 		Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Reasserted: reasserted, Now: now, Boot: &bs})
 	st.Isolation = partition.Account(ln.Spec.Tuning.CPUs, partition.Probe(r.Root, partition.DefaultKubepods), kf.CmdlineIsolation, rep.Results, ds.Results)
-	r.held(ln, ln.Spec.Tuning, ds.Pods, err == nil)
+	r.held(ln, node, ln.Spec.Tuning, ds.Pods, err == nil)
 	r.measure(ctx, ln, &st)
 	return st, err
 }

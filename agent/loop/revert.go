@@ -13,6 +13,7 @@ import (
 
 	"latencytier.io/latencytier/agent/apply"
 	"latencytier.io/latencytier/agent/facts"
+	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -43,7 +44,7 @@ func revertIfGone(ctx context.Context, c client.Reader, e *apply.Engine, nodeNam
 	return true
 }
 
-func (r *Reconciler) revert(ctx context.Context, ln *v1alpha1.LatencyNode) v1alpha1.LatencyNodeStatus {
+func (r *Reconciler) revert(ctx context.Context, ln *v1alpha1.LatencyNode, node snapshot.Node) v1alpha1.LatencyNodeStatus {
 	log := ctrl.LoggerFrom(ctx)
 	rep, err := r.Engine.Revert()
 	r.driftSeen = nil
@@ -54,11 +55,12 @@ func (r *Reconciler) revert(ctx context.Context, ln *v1alpha1.LatencyNode) v1alp
 		log.Info("Reverted tuning", "restores", rep.Written, "conflicts", len(rep.Conflicts()))
 	}
 	layout, _ := sysctl.Probe(r.Root, false)
-	kf := facts.Read(r.Root, layout.EEVDF, wasMounted(ln))
+	kf := facts.ReadOn(r.Root, node.Cmdline, layout.EEVDF, wasMounted(ln))
 	pods, _ := r.pods(ctx)
-	r.held(ln, measurementOnly(ln.Spec), pods, err == nil)
+	r.held(ln, node, measurementOnly(ln.Spec), pods, err == nil)
 	st := revertStatus(ln.Status, revertInput{Node: ln, Report: rep, Err: err, Kernel: kf, Now: metav1.Now()})
 	st.Isolation = nil // reverted: nothing of the profile's isolates the CPUs any more
+	st.Boot = revertedBoot(r.Root, node.Cmdline, ln.Status.Boot)
 	return st
 }
 

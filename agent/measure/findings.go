@@ -9,6 +9,7 @@ import (
 	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/power"
 	"latencytier.io/latencytier/agent/rtsched"
+	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -42,8 +43,10 @@ const (
 
 // checker holds what the checks look at in one window.
 type checker struct {
-	root      *host.Root
-	in        Input
+	root *host.Root
+	in   Input
+	// node is the pass's snapshot (view reads one when nil).
+	node      *snapshot.Node
 	cls       cpuClasses
 	irqs      [2]counterTable // previous, current
 	softirqs  [2]counterTable
@@ -61,7 +64,7 @@ func (c *checker) findings() []v1alpha1.Finding {
 	var out []v1alpha1.Finding
 	out = append(out, c.optedInThrottled()...)
 	out = append(out, c.podPressure()...)
-	out = append(out, power.Findings(c.root, c.in.Tuning)...)
+	out = append(out, power.FindingsOn(c.root, *c.view(), c.in.Tuning)...)
 	out = append(out, rtsched.Findings(c.root, c.cls.reserved)...)
 	for _, check := range checks {
 		if f := check(); f != nil {
@@ -75,6 +78,16 @@ func (c *checker) findings() []v1alpha1.Finding {
 		out = out[:bound.Findings]
 	}
 	return out
+}
+
+// view is the node snapshot the checks decide from: the pass's, or one
+// read for this window when the input carries none.
+func (c *checker) view() *snapshot.Node {
+	if c.node == nil {
+		n := snapshot.Read(c.root, c.in.Tuning)
+		c.node = &n
+	}
+	return c.node
 }
 
 func severityRank(s string) int {

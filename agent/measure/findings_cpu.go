@@ -96,17 +96,17 @@ func (c *checker) cmdline() *v1alpha1.Finding {
 	if c.cls.isolated.IsEmpty() {
 		return nil
 	}
-	cmdline, err := c.root.ReadString(c.root.Proc("cmdline"))
-	if err != nil {
+	node := c.view()
+	if node.CmdlineErr != nil {
 		return nil
 	}
-	missing := facts.MissingIsolation(c.cls.isolated, facts.Isolation(cmdline))
+	missing := facts.MissingIsolation(c.cls.isolated, node.Isolation())
 	if len(missing) == 0 {
 		return nil
 	}
 	return finding(FindingCmdline, SeverityWarning,
 		"the kernel command line lacks %s for isolated CPUs %s (has %q): the tick, RCU callbacks and unbound kernel work still run there; add them to the bootloader and reboot",
-		strings.Join(missing, " "), c.cls.isolated, strings.Join(facts.Isolation(cmdline), " "))
+		strings.Join(missing, " "), c.cls.isolated, strings.Join(node.Isolation(), " "))
 }
 
 // smtSplit: an isolated CPU whose hyperthread sibling is reserved shares a

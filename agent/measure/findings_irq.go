@@ -77,8 +77,7 @@ func (c *checker) irqbalance() *v1alpha1.Finding {
 	if c.cls.isolated.IsEmpty() {
 		return nil
 	}
-	cmdline, _ := c.root.ReadString(c.root.Proc("cmdline"))
-	kernelBanned := facts.FlagCPUs(facts.Isolation(cmdline), "isolcpus", "nohz_full")
+	kernelBanned := facts.FlagCPUs(c.view().Isolation(), "isolcpus", "nohz_full")
 	for _, ib := range facts.IRQBalances(c.root) {
 		banned := ib.Banned.Union(kernelBanned)
 		if missing := c.cls.isolated.Difference(banned); !missing.IsEmpty() {

@@ -58,8 +58,7 @@ func (c *checker) rtThrottlingOff() *v1alpha1.Finding {
 	if !ok || v != "-1" {
 		return nil
 	}
-	cmdline, _ := c.root.ReadString(c.root.Proc("cmdline"))
-	isolatedByKernel := facts.FlagCPUs(facts.Isolation(cmdline), "isolcpus")
+	isolatedByKernel := facts.FlagCPUs(c.view().Isolation(), "isolcpus")
 	if !c.cls.isolated.IsEmpty() && c.cls.isolated.IsSubsetOf(isolatedByKernel) {
 		return nil
 	}

@@ -21,6 +21,7 @@ import (
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/measure/bpf"
 	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -29,6 +30,10 @@ import (
 type Input struct {
 	Tuning v1alpha1.TuningSpec
 	Pods   []podcgroup.Pod
+	// Node is the snapshot of the pass that held Tuning (agent/snapshot):
+	// the window's findings decide from it instead of reading the node
+	// again. nil: the Measurer reads one.
+	Node *snapshot.Node
 }
 
 // Result is one window's measurement, shaped for LatencyNode status.
@@ -213,6 +218,9 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 	window := now.Sub(m.last)
 	m.last = now
 	cls := classesOf(in.Tuning)
+	if in.Node != nil {
+		cls = classesFrom(in.Node.CPUs)
+	}
 	res := &Result{}
 
 	if hs := m.latency(in.Tuning, cls); hs != nil {
@@ -249,7 +257,7 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 
 	prevIRQ, prevSoft, hadIRQ, hadSoft := m.irqs, m.softirqs, m.haveIRQ, m.haveSoft
 	m.readCounters()
-	c := &checker{root: m.root, in: in, cls: cls, throttles: throttles,
+	c := &checker{root: m.root, in: in, node: in.Node, cls: cls, throttles: throttles,
 		irqs: [2]counterTable{prevIRQ, m.irqs}, softirqs: [2]counterTable{prevSoft, m.softirqs},
 		haveIRQs: hadIRQ && m.haveIRQ, haveSoft: hadSoft && m.haveSoft}
 	res.Findings = c.findings()

@@ -13,6 +13,7 @@ import (
 
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -30,17 +31,11 @@ type cpuClasses struct {
 }
 
 func classesOf(t v1alpha1.TuningSpec) cpuClasses {
-	var c cpuClasses
-	if t.CPUs == nil {
-		return c
-	}
-	if t.CPUs.Isolated != nil {
-		c.isolated, _ = cpulist.Parse(*t.CPUs.Isolated)
-	}
-	if t.CPUs.Reserved != nil {
-		c.reserved, _ = cpulist.Parse(*t.CPUs.Reserved)
-	}
-	return c
+	return classesFrom(snapshot.ParseCPUs(t.CPUs))
+}
+
+func classesFrom(c snapshot.CPUs) cpuClasses {
+	return cpuClasses{isolated: c.Isolated, reserved: c.Reserved}
 }
 
 // counterTable is a /proc/interrupts or /proc/softirqs snapshot: per row

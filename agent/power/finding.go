@@ -2,7 +2,6 @@ package power
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/bound"
+	"latencytier.io/latencytier/agent/snapshot"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -43,6 +43,12 @@ const haltpoll = "haltpoll"
 // reachable under the budget. Nothing without isolated CPUs or with
 // idle=poll on the kernel command line.
 func Findings(root *host.Root, t v1alpha1.TuningSpec) []v1alpha1.Finding {
+	return FindingsOn(root, snapshot.Read(root, t), t)
+}
+
+// FindingsOn is Findings against a pass's node snapshot (its command line
+// and CPU classes).
+func FindingsOn(root *host.Root, node snapshot.Node, t v1alpha1.TuningSpec) []v1alpha1.Finding {
 	var out []v1alpha1.Finding
 	if online, err := root.ReadString(root.Sys("devices", "system", "cpu", "online")); err == nil {
 		if cpus, err := cpulist.Parse(online); err == nil {
@@ -51,7 +57,7 @@ func Findings(root *host.Root, t v1alpha1.TuningSpec) []v1alpha1.Finding {
 			}
 		}
 	}
-	return append(out, idleFindings(root, t)...)
+	return append(out, idleFindings(root, node, t)...)
 }
 
 // pollingEveryCPU reports a profile whose maxIdleExitLatency is 0 on every
@@ -71,9 +77,7 @@ func pollingEveryCPU(t v1alpha1.TuningSpec, online cpuset.CPUSet) *v1alpha1.Find
 		if !zero(t.Power.Reserved) || !zero(t.Power.Isolated) || t.CPUs == nil || t.CPUs.Reserved == nil || t.CPUs.Isolated == nil {
 			return nil
 		}
-		reserved, err1 := cpulist.Parse(*t.CPUs.Reserved)
-		isolated, err2 := cpulist.Parse(*t.CPUs.Isolated)
-		if err1 != nil || err2 != nil || !online.IsSubsetOf(reserved.Union(isolated)) {
+		if classes := snapshot.ParseCPUs(t.CPUs); classes.Err != nil || !online.IsSubsetOf(classes.Reserved.Union(classes.Isolated)) {
 			return nil
 		}
 		field = "power.reserved and power.isolated"
@@ -84,15 +88,9 @@ func pollingEveryCPU(t v1alpha1.TuningSpec, online cpuset.CPUSet) *v1alpha1.Find
 }
 
 // idleFindings are the isolated CPUs' idle checks.
-func idleFindings(root *host.Root, t v1alpha1.TuningSpec) []v1alpha1.Finding {
-	if t.CPUs == nil || t.CPUs.Isolated == nil {
-		return nil
-	}
-	isolated, err := cpulist.Parse(*t.CPUs.Isolated)
-	if err != nil || isolated.IsEmpty() {
-		return nil
-	}
-	if cmdline, _ := root.ReadString(root.Proc("cmdline")); slices.Contains(strings.Fields(cmdline), "idle=poll") {
+func idleFindings(root *host.Root, node snapshot.Node, t v1alpha1.TuningSpec) []v1alpha1.Finding {
+	isolated := node.CPUs.Isolated
+	if isolated.IsEmpty() || node.HasArg("idle=poll") {
 		return nil
 	}
 	if f := notEnforced(root, t, isolated); f != nil {
