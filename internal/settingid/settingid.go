@@ -82,9 +82,9 @@ var (
 	Power = Kind{Name: "power", Forms: []string{"power/cpu<N>/resume-latency", "power/cpu<N>/idle-state<K>/disable", "power/cpu<N>/governor", "power/<class>/governor"},
 		Doc:     "`spec.power` (section below); the class form for a result about a whole class",
 		Culprit: "tuned, power-profiles-daemon, cpupower or CRI-O's cpu-c-states annotation"}
-	Boot = Kind{Name: "boot", Forms: []string{"boot/grub", "boot/grub/grub.cfg"},
-		Doc:     "the kernel command line the agent stages for the next boot (`spec.cpus` boot parameters)",
-		Culprit: sysctlWriter}
+	Boot = Kind{Name: "boot", Forms: []string{"boot/grub"},
+		Doc:     "the GRUB drop-in with the kernel command line the agent stages for the next boot (`spec.cpus` boot parameters)",
+		Culprit: "an administrator or a package editing GRUB's drop-ins"}
 )
 
 const (

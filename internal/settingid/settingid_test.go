@@ -33,7 +33,7 @@ func TestParse(t *testing.T) {
 		{id: "rtsched/ns/p/uid", kind: "rtsched/", rest: "ns/p/uid", culprit: RTSched.Culprit, scope: "rtsched/ns/p"},
 		{id: "partition/exclusive/kubepods.slice", kind: "partition/", rest: "exclusive/kubepods.slice", culprit: Partition.Culprit},
 		{id: "power/cpu3/governor", kind: "power/", rest: "cpu3/governor", culprit: Power.Culprit},
-		{id: "boot/grub", kind: "boot/", rest: "grub", culprit: sysctlWriter},
+		{id: "boot/grub", kind: "boot/", rest: "grub", culprit: Boot.Culprit},
 		{id: "sched:12@34", culprit: sysctlWriter},
 		{id: "irq/", culprit: sysctlWriter},
 	} {
