@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/ratio"
 )
 
 // The verdict is computed here, by the controller, and not by the agent: the
@@ -195,8 +196,4 @@ func p99Pair(minSamples int64, b, c *v1alpha1.LatencySummary) (before, after tim
 }
 
 // formatRatio prints a ratio with at most two decimals: 4.6, 0.22, 1.
-func formatRatio(f float64) string {
-	s := strconv.FormatFloat(f, 'f', 2, 64)
-	s = strings.TrimRight(s, "0")
-	return strings.TrimSuffix(s, ".")
-}
+func formatRatio(f float64) string { return ratio.Short(f) }
