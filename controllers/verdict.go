@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -41,10 +40,10 @@ func gateOf(p *v1alpha1.LatencyProfile) gate {
 	g := gate{maxRatio: defaultMaxP99Regression, maxThrottled: defaultMaxThrottledGrowth,
 		minSamples: defaultMinSamples, budgetThrottle: -1}
 	if ro := p.Spec.Rollout; ro != nil {
-		if f, err := strconv.ParseFloat(ro.MaxP99Regression, 64); err == nil && f >= 1 {
+		if f, ok := ratio.Parse(ro.MaxP99Regression); ok && f >= 1 {
 			g.maxRatio = f
 		}
-		if f, err := strconv.ParseFloat(ro.MaxThrottledRatioIncrease, 64); err == nil && f >= 0 {
+		if f, ok := ratio.Parse(ro.MaxThrottledRatioIncrease); ok && f >= 0 {
 			g.maxThrottled = f
 		}
 		if ro.MinSamples > 0 {
