@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // ownedLabelKeys returns the label keys the controller recorded as set by it
@@ -146,11 +147,6 @@ func agentVariant(owner *v1alpha1.LatencyProfile, ln *v1alpha1.LatencyNode) stri
 	return ""
 }
 
-// threadSettingPrefix starts the setting of a pod thread's scheduling
-// policy in a LatencyNode's status (agent/rtsched.PodID, then
-// "/<tid>@<start time>" per thread).
-const threadSettingPrefix = "rtsched/"
-
 // holdsThreads reports whether the node's agent still holds thread policies
 // it set and has not restored (status.heldThreads, counted from its
 // journal). The settings list is capped (256) and a tenant's Refused
@@ -162,7 +158,7 @@ func holdsThreads(ln *v1alpha1.LatencyNode) bool {
 		return true
 	}
 	for _, s := range ln.Status.Settings {
-		if strings.HasPrefix(s.Setting, threadSettingPrefix) && strings.Contains(s.Setting, "@") &&
+		if settingid.IsThread(s.Setting) &&
 			(s.State == v1alpha1.SettingApplied || s.State == v1alpha1.SettingFailed) {
 			return true
 		}

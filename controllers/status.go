@@ -3,10 +3,8 @@ package controllers
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -16,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/ratio"
 )
 
 // maxStatusNodes caps status.nodes and status.waitingFor (the CRD's MaxItems).
@@ -448,10 +447,7 @@ func p99(d *metav1.Duration) time.Duration {
 // is NaN (which compares false with everything and would make the worst-first
 // order depend on the cache's iteration order), counts as 0.
 func parseRatio(s string) float64 {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) {
-		return 0
-	}
+	f, _ := ratio.Parse(s)
 	return f
 }
 

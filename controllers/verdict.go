@@ -2,11 +2,11 @@ package controllers
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/ratio"
 )
 
 // The verdict is computed here, by the controller, and not by the agent: the
@@ -40,10 +40,10 @@ func gateOf(p *v1alpha1.LatencyProfile) gate {
 	g := gate{maxRatio: defaultMaxP99Regression, maxThrottled: defaultMaxThrottledGrowth,
 		minSamples: defaultMinSamples, budgetThrottle: -1}
 	if ro := p.Spec.Rollout; ro != nil {
-		if f, err := strconv.ParseFloat(ro.MaxP99Regression, 64); err == nil && f >= 1 {
+		if f, ok := ratio.Parse(ro.MaxP99Regression); ok && f >= 1 {
 			g.maxRatio = f
 		}
-		if f, err := strconv.ParseFloat(ro.MaxThrottledRatioIncrease, 64); err == nil && f >= 0 {
+		if f, ok := ratio.Parse(ro.MaxThrottledRatioIncrease); ok && f >= 0 {
 			g.maxThrottled = f
 		}
 		if ro.MinSamples > 0 {
@@ -195,8 +195,4 @@ func p99Pair(minSamples int64, b, c *v1alpha1.LatencySummary) (before, after tim
 }
 
 // formatRatio prints a ratio with at most two decimals: 4.6, 0.22, 1.
-func formatRatio(f float64) string {
-	s := strconv.FormatFloat(f, 'f', 2, 64)
-	s = strings.TrimRight(s, "0")
-	return strings.TrimSuffix(s, ".")
-}
+func formatRatio(f float64) string { return ratio.Short(f) }

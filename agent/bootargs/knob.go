@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // The staged arguments are a knob like any other setting, so the journal,
@@ -26,7 +27,7 @@ import (
 const Prefix = "bootargs:"
 
 // SettingGRUB is the setting ID of the GRUB drop-in.
-const SettingGRUB = "boot/grub"
+var SettingGRUB = settingid.Boot.ID("grub")
 
 // GRUBPath is the knob path of the GRUB drop-in staged for profile.
 func GRUBPath(profile string) string { return Prefix + "grub/" + profile }

@@ -19,6 +19,7 @@ import (
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // Knobs returns, for every opted-in pod, one knob for the pod cgroup followed
@@ -63,7 +64,7 @@ func Knobs(root *host.Root, pods []podcgroup.Pod, opts ...podcgroup.Option) ([]k
 // pod still opted in is tuned again in the same pass, its original
 // journaled anew) and revert restores them as they are.
 func PodID(p podcgroup.Pod) string {
-	return "cpuquota/" + p.Namespace + "/" + p.Name + "/" + p.UID
+	return settingid.Pod(settingid.CPUQuota, p.Namespace, p.Name, p.UID)
 }
 
 func podKnobs(root *host.Root, p podcgroup.Pod, opts []podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult) {

@@ -18,6 +18,7 @@ import (
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // CPUsFile is the cpuset controller's CPU list.
@@ -73,13 +74,13 @@ func Knobs(root *host.Root, reserved cpuset.CPUSet, opts ...Option) ([]knob.Knob
 	var knobs []knob.Knob
 	var results []v1alpha1.SettingResult
 	for _, s := range o.slices {
-		id := "cpuset/" + s
+		id := settingid.CPUSet.ID(s)
 		if !root.IsDir(filepath.Join(base, s)) {
 			results = append(results, v1alpha1.SettingResult{Setting: id, Desired: reserved.String(), State: v1alpha1.SettingUnsupported,
 				Message: fmt.Sprintf("%s does not exist in the cgroup v1 cpuset hierarchy %s (systemd manages cpusets only on cgroup v2); not created", s, base)})
 			continue
 		}
-		k, err := confineV1(root, base, s, prefixed("cpuset/"), reserved)
+		k, err := confineV1(root, base, s, prefixed(settingid.CPUSet.Prefix()), reserved)
 		if err != nil {
 			results = append(results, v1alpha1.SettingResult{Setting: id, Desired: reserved.String(), State: v1alpha1.SettingFailed, Message: err.Error()})
 			continue
@@ -129,7 +130,7 @@ func v2Knobs(root *host.Root, base string, slices []string, reserved cpuset.CPUS
 	var results []v1alpha1.SettingResult
 	var waiting []string
 	for _, s := range slices {
-		id := "cpuset/" + s
+		id := settingid.CPUSet.ID(s)
 		dir := filepath.Join(base, s)
 		switch {
 		case !root.IsDir(dir):
@@ -155,20 +156,20 @@ func enableV2(root *host.Root, base string, waiting []string, reserved cpuset.CP
 	ctrl, err := root.ReadString(filepath.Join(base, "cgroup.controllers"))
 	if err != nil || !hasToken(ctrl, "cpuset") {
 		for _, s := range waiting {
-			results = append(results, v1alpha1.SettingResult{Setting: "cpuset/" + s, Desired: reserved.String(), State: v1alpha1.SettingUnsupported,
+			results = append(results, v1alpha1.SettingResult{Setting: settingid.CPUSet.ID(s), Desired: reserved.String(), State: v1alpha1.SettingUnsupported,
 				Message: fmt.Sprintf("the cpuset controller is not available in the cgroup v2 root %s (cgroup.controllers: %q)", base, ctrl)})
 		}
 		return nil, results
 	}
 	for _, s := range waiting {
-		results = append(results, v1alpha1.SettingResult{Setting: "cpuset/" + s, Desired: reserved.String(), State: v1alpha1.SettingFailed,
+		results = append(results, v1alpha1.SettingResult{Setting: settingid.CPUSet.ID(s), Desired: reserved.String(), State: v1alpha1.SettingFailed,
 			Message: fmt.Sprintf("%s has no cpuset.cpus yet: the agent enables the cpuset controller in %s/cgroup.subtree_control (setting %s) and confines it on the next pass", s, base, subtreeID)})
 	}
 	return []knob.Knob{subtreeKnob(base)}, results
 }
 
 // subtreeID is the setting name of the root's cpuset controller enablement.
-const subtreeID = "cpuset/cgroup.subtree_control"
+var subtreeID = settingid.CPUSet.ID("cgroup.subtree_control")
 
 // subtreeKnob enables the cpuset controller in dir's cgroup.subtree_control.
 // The file reads "cpu io memory" but takes "+cpuset"/"-cpuset", so the knob

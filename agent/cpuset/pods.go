@@ -14,13 +14,14 @@ import (
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // PodID is the setting name of a pod's cpuset knob:
 // "cpuset/pod/<namespace>/<name>/<uid>", keyed by UID for the reason given at
 // cpuquota.PodID.
 func PodID(p podcgroup.Pod) string {
-	return "cpuset/pod/" + p.Namespace + "/" + p.Name + "/" + p.UID
+	return settingid.Pod(settingid.CPUSetPod, p.Namespace, p.Name, p.UID)
 }
 
 // PodKnobs keeps the pods granted the isolated CPUs (Pod.Isolated: they

@@ -14,10 +14,11 @@ import (
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/agent/systemd"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // podScope covers every isolated pod's cpuset knobs.
-const podScope = "cpuset/pod"
+var podScope = settingid.CPUSet.ID(settingid.CPUSetPod.Sub)
 
 // cpusets confines system services to the reserved CPUs and keeps the pods
 // granted the isolated CPUs there, unless kubelet's CPU manager owns their
@@ -44,14 +45,14 @@ func (s *State) cpusets(root *host.Root, t v1alpha1.TuningSpec, reserved cpuset.
 	state, err := cpumanager.ReadFor(root, isolatedPods)
 	if err != nil {
 		s.Undetermined = append(s.Undetermined, podScope)
-		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuset/pods", State: v1alpha1.SettingFailed,
+		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: settingid.CPUSet.ID("pods"), State: v1alpha1.SettingFailed,
 			Message: fmt.Sprintf("kubelet cpu_manager_state: %v; pods left where they are", err)})
 		return
 	}
 	k, r, err = lcpuset.PodKnobs(root, isolatedPods, isolated, state)
 	if err != nil {
 		s.Undetermined = append(s.Undetermined, podScope)
-		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: "cpuset/pods", Desired: isolated.String(),
+		s.Results = append(s.Results, v1alpha1.SettingResult{Setting: settingid.CPUSet.ID("pods"), Desired: isolated.String(),
 			State: v1alpha1.SettingFailed, Message: err.Error()})
 		return
 	}
@@ -92,7 +93,7 @@ func systemdKnobs(root *host.Root, fileKnobs []knob.Knob, reserved cpuset.CPUSet
 	}
 	var out []knob.Knob
 	for _, unit := range systemd.Slices {
-		if slices.ContainsFunc(fileKnobs, func(k knob.Knob) bool { return k.ID == "cpuset/"+unit }) {
+		if slices.ContainsFunc(fileKnobs, func(k knob.Knob) bool { return k.ID == settingid.CPUSet.ID(unit) }) {
 			out = append(out, systemd.Knob(unit, reserved))
 		}
 	}

@@ -19,13 +19,14 @@ import (
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/knob"
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // defaultID is the setting name of /proc/irq/default_smp_affinity.
-const defaultID = "irq/default_smp_affinity"
+var defaultID = settingid.IRQ.ID("default_smp_affinity")
 
 // ID is the setting name of one IRQ.
-func ID(n int) string { return "irq/" + strconv.Itoa(n) }
+func ID(n int) string { return settingid.IRQ.ID(strconv.Itoa(n)) }
 
 // Knobs returns default_smp_affinity then every numbered IRQ, ascending,
 // each steered to reserved.

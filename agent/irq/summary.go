@@ -5,10 +5,12 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // idPrefix starts every IRQ setting ID (ID, defaultID).
-const idPrefix = "irq/"
+var idPrefix = settingid.IRQ.Prefix()
 
 // Number is the IRQ a per-IRQ setting ID names ("irq/24" → 24); false for
 // any other ID (default_smp_affinity, a summary, another kind).

@@ -17,6 +17,7 @@ import (
 	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/journal"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // applyInput is everything one Apply pass tells status.
@@ -208,16 +209,14 @@ func driftCondition(drifts []apply.Drift, irqbalancePID int) metav1.Condition {
 		Message: "re-asserted after someone else changed: " + strings.Join(first(parts, 8), "; ")}
 }
 
-// podScopedPrefixes start the settings of one pod: what its owner controls
-// (its threads' policy) or kubelet rewrites for it (quota and cpuset on an
-// in-place resize).
-var podScopedPrefixes = []string{"cpuquota/", "cpuset/pod/", "rtsched/"}
-
 // splitPodDrifts separates drifts of node settings from those of pod
 // settings (their IDs, sorted, so the message is stable).
 func splitPodDrifts(drifts []apply.Drift) (node []apply.Drift, pods []string) {
 	for _, d := range drifts {
-		if slices.ContainsFunc(podScopedPrefixes, func(p string) bool { return strings.HasPrefix(d.ID, p) }) {
+		// Pod-scoped settings are what their owner controls (its threads'
+		// policy) or kubelet rewrites for it (quota and cpuset on an
+		// in-place resize).
+		if _, ok := settingid.PodScope(d.ID); ok {
 			pods = append(pods, d.ID)
 			continue
 		}
@@ -227,26 +226,13 @@ func splitPodDrifts(drifts []apply.Drift) (node []apply.Drift, pods []string) {
 	return node, pods
 }
 
-// culprit names who most likely changed a setting, by its kind.
+// culprit names who most likely changed a setting, by its kind
+// (settingid's Culprit column), irqbalance by its pid when it runs.
 func culprit(id string, irqbalancePID int) string {
-	switch {
-	case strings.HasPrefix(id, "irq/") && irqbalancePID != 0:
+	if settingid.IRQ.Has(id) && irqbalancePID != 0 {
 		return fmt.Sprintf("irqbalance, pid %d", irqbalancePID)
-	case strings.HasPrefix(id, "irq/"):
-		return "a tool writing /proc/irq (irqbalance, tuned)"
-	case strings.HasPrefix(id, "cpuquota/"):
-		return "kubelet or the container runtime"
-	case strings.HasPrefix(id, "cpuset/"):
-		return "systemd (AllowedCPUs) or kubelet"
-	case strings.HasPrefix(id, "rtsched/"):
-		return "the pod itself (a thread calling sched_setscheduler) or chrt"
-	case strings.HasPrefix(id, "partition/"):
-		return "the kernel (CPU hotplug, a sibling cgroup claiming the CPUs) or a container runtime writing cpuset partitions"
-	case strings.HasPrefix(id, "power/"):
-		return "tuned, power-profiles-daemon, cpupower or CRI-O's cpu-c-states annotation"
-	default:
-		return "another sysctl writer (systemd-sysctl, tuned, an administrator)"
 	}
+	return settingid.Culprit(id)
 }
 
 func rebootCondition(cpus *v1alpha1.CPUSpec, cmdline []string) metav1.Condition {

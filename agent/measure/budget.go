@@ -2,12 +2,12 @@ package measure
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/ratio"
 )
 
 // budgetInput is what the budget is judged on.
@@ -46,12 +46,12 @@ func budgetCondition(in budgetInput) metav1.Condition {
 		}
 	}
 	if b.ThrottledRatio != nil {
-		limit, err := strconv.ParseFloat(*b.ThrottledRatio, 64)
+		limit, ok := ratio.Parse(*b.ThrottledRatio)
 		s := fmt.Sprintf("throttled ratio %s", formatRatio(in.throttled))
 		if in.throttledPod != "" {
 			s += " (" + in.throttledPod + ")"
 		}
-		if err == nil && in.throttled > limit {
+		if ok && in.throttled > limit {
 			outside = append(outside, s+" > budget "+*b.ThrottledRatio)
 		} else {
 			within = append(within, s+" <= budget "+*b.ThrottledRatio)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +13,7 @@ import (
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/ratio"
 )
 
 // maxThrottling bounds status.throttling.
@@ -37,9 +37,7 @@ func (c cpuStat) ratio() float64 {
 }
 
 // formatRatio renders a ratio the way status carries it ("0.0123").
-func formatRatio(r float64) string {
-	return strconv.FormatFloat(r, 'f', 4, 64)
-}
+func formatRatio(r float64) string { return ratio.Format(r) }
 
 // podThrottle is one pod's throttling over the window, with the cgroup
 // level (pod or a container) that throttled most.

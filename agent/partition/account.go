@@ -7,6 +7,7 @@ import (
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/facts"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // Account is the node's isolation status for a profile's CPUs: which
@@ -34,7 +35,7 @@ func Account(cpus *v1alpha1.CPUSpec, node Capability, cmdline []string, results 
 	msgs = appendMsg(msgs, "partitions", msg)
 	st.Confinement, msg = mechanism(all, isConfinement)
 	msgs = appendMsg(msgs, "confinement", msg)
-	st.IRQSteering, msg = mechanism(all, func(id string) bool { return strings.HasPrefix(id, "irq/") })
+	st.IRQSteering, msg = mechanism(all, func(id string) bool { return settingid.IRQ.Has(id) })
 	msgs = appendMsg(msgs, "irqSteering", msg)
 	if !isolated.IsSubsetOf(facts.FlagCPUs(cmdline, "nohz_full")) {
 		st.NeedsBoot = append(st.NeedsBoot, v1alpha1.BootGoalTick)
@@ -67,7 +68,7 @@ func partitionsState(p v1alpha1.CPUPartition, node Capability, all []v1alpha1.Se
 	if !node.Supported {
 		return v1alpha1.IsolationUnsupported, node.Reason
 	}
-	switch st, msg := mechanism(all, func(id string) bool { return strings.HasPrefix(id, "partition/") }); st {
+	switch st, msg := mechanism(all, func(id string) bool { return settingid.Partition.Has(id) }); st {
 	case v1alpha1.IsolationFailed:
 		return st, msg
 	case v1alpha1.IsolationOff:
@@ -81,7 +82,8 @@ func partitionsState(p v1alpha1.CPUPartition, node Capability, all []v1alpha1.Se
 // cpuset.cpus files and systemd's AllowedCPUs, cpuset/<slice>[/...]), not
 // the pods' cpusets (cpuset/pod/..., cpuset/pods).
 func isConfinement(id string) bool {
-	return strings.HasPrefix(id, "cpuset/") && !strings.HasPrefix(id, "cpuset/pod")
+	rest, ok := settingid.CPUSet.Rest(id)
+	return ok && !strings.HasPrefix(rest, settingid.CPUSetPod.Sub)
 }
 
 // mechanism judges the results whose setting is of one mechanism: Off

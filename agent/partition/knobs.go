@@ -16,6 +16,7 @@ import (
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // Request asks for one container's exclusive CPUs as a partition. Its
@@ -39,10 +40,13 @@ type Request struct {
 func (r Request) ID() string {
 	parts := strings.Split(r.Cgroup, "/")
 	if len(parts) < 2 {
-		return "partition/" + r.Cgroup
+		return settingid.Partition.ID(r.Cgroup)
 	}
-	return "partition/" + parts[len(parts)-2] + "/" + podcgroup.Key(parts[len(parts)-1])
+	return settingid.Partition.ID(parts[len(parts)-2], podcgroup.Key(parts[len(parts)-1]))
 }
+
+// exclusive is the first element of an exclusive-CPUs partition ID.
+const exclusive = "exclusive"
 
 // ExclusiveID is the setting name of the exclusive CPUs of the cgroup rel
 // (relative to the cgroup root): "partition/exclusive/<rel>", the container
@@ -52,7 +56,7 @@ func ExclusiveID(rel string, container bool) string {
 	if container {
 		rel = filepath.Join(filepath.Dir(rel), podcgroup.Key(filepath.Base(rel)))
 	}
-	return "partition/exclusive/" + rel
+	return settingid.Partition.ID(exclusive, rel)
 }
 
 // Options bound what Knobs accepts.
@@ -263,7 +267,8 @@ func restoreType(read string) string {
 // IsTypeID reports whether a setting names a partition type (not the
 // exclusive CPUs of a cgroup).
 func IsTypeID(id string) bool {
-	return strings.HasPrefix(id, "partition/") && !strings.HasPrefix(id, "partition/exclusive/")
+	rest, ok := settingid.Partition.Rest(id)
+	return ok && !strings.HasPrefix(rest, exclusive+"/")
 }
 
 // Explain rewrites the results of partition types whose read-back is an

@@ -26,6 +26,7 @@ import (
 	"latencytier.io/latencytier/agent/knob"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/knobs"
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // Class names, as in spec.power.
@@ -95,7 +96,7 @@ func Knobs(root *host.Root, t v1alpha1.TuningSpec) ([]knob.Knob, []v1alpha1.Sett
 func (r *renderer) cpus(c class) (cpuset.CPUSet, bool) {
 	online, err := cpulist.Online(r.root)
 	invalid := func(desired, format string, args ...any) (cpuset.CPUSet, bool) {
-		r.results = append(r.results, v1alpha1.SettingResult{Setting: "power/" + c.name, Desired: desired,
+		r.results = append(r.results, v1alpha1.SettingResult{Setting: settingid.Power.ID(c.name), Desired: desired,
 			State: v1alpha1.SettingInvalid, Message: fmt.Sprintf(format, args...)})
 		return cpuset.New(), false
 	}

@@ -19,6 +19,7 @@ import (
 	"latencytier.io/latencytier/agent/podcgroup"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/printable"
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // Bounds on what a pod's cgroups and /proc may make the agent read: the
@@ -76,7 +77,7 @@ type PodRefusal struct {
 // PodID is the setting name of a pod's threads: "rtsched/<namespace>/<name>/
 // <uid>"; each thread's knob adds "/<tid>@<start time>".
 func PodID(p podcgroup.Pod) string {
-	return "rtsched/" + p.Namespace + "/" + p.Name + "/" + p.UID
+	return settingid.Pod(settingid.RTSched, p.Namespace, p.Name, p.UID)
 }
 
 // Knobs returns one knob per thread of every process in the granted pods'

@@ -27,6 +27,7 @@ import (
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/knob"
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // Prefix starts the path of a systemd unit property knob.
@@ -253,7 +254,7 @@ func fromMask(mask []byte) (cpuset.CPUSet, error) {
 var Slices = []string{"system.slice", "user.slice"}
 
 // knobID is the setting name of unit's AllowedCPUs knob.
-func knobID(unit string) string { return "cpuset/" + unit + "/" + AllowedCPUs }
+func knobID(unit string) string { return settingid.CPUSet.ID(unit, AllowedCPUs) }
 
 // Knob sets unit's AllowedCPUs to cpus for this boot.
 func Knob(unit string, cpus cpuset.CPUSet) knob.Knob {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"latencytier.io/latencytier/agent/loop"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // LoadObject reads a JSON object (testdata/latencynode.json: one
@@ -90,7 +92,7 @@ func SpecChange(u *unstructured.Unstructured, seq int) {
 func ManySettings(u *unstructured.Unstructured) {
 	s := make([]any, 0, 256)
 	for i := 0; i < 256; i++ {
-		s = append(s, map[string]any{"setting": fmt.Sprintf("irq/%d", 24+i), "desired": "0", "actual": "0", "state": "Applied"})
+		s = append(s, map[string]any{"setting": settingid.IRQ.ID(strconv.Itoa(24 + i)), "desired": "0", "actual": "0", "state": "Applied"})
 	}
 	_ = unstructured.SetNestedSlice(u.Object, s, "status", "settings")
 }

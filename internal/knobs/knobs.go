@@ -14,6 +14,8 @@ package knobs
 import (
 	"slices"
 	"strings"
+
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // MaxValueChars bounds a raw sysctl value, counted in characters (as the API
@@ -65,10 +67,10 @@ func (s Scheduler) Sysctl() string {
 }
 
 // SchedulerID is the setting ID of a typed scheduler field.
-func SchedulerID(field string) string { return "scheduler/" + field }
+func SchedulerID(field string) string { return settingid.Scheduler.ID(field) }
 
 // SysctlID is the setting ID of a raw sysctl.
-func SysctlID(name string) string { return "sysctl/" + name }
+func SysctlID(name string) string { return settingid.Sysctl.ID(name) }
 
 // The typed scheduler knobs (field notes 000-004, DOMAIN.md).
 var (

@@ -1,6 +1,10 @@
 package knobs
 
-import "strings"
+import (
+	"strings"
+
+	"latencytier.io/latencytier/internal/settingid"
+)
 
 // Per-CPU power setting IDs: power/cpu<N>/<leaf>. One knob per CPU (PM QoS,
 // cpuidle states) or per cpufreq policy (governor, named by its first CPU
@@ -16,11 +20,11 @@ const (
 func IdleDisableLeaf(state string) string { return "idle-state" + state + "/disable" }
 
 // PowerID is the setting ID of one power knob of CPU cpu.
-func PowerID(cpu, leaf string) string { return "power/cpu" + cpu + "/" + leaf }
+func PowerID(cpu, leaf string) string { return settingid.Power.ID("cpu"+cpu, leaf) }
 
 // PowerClassID names a result about a whole class (all, reserved,
 // isolated), e.g. "power/isolated/governor" when no CPU has cpufreq.
-func PowerClassID(class, leaf string) string { return "power/" + class + "/" + leaf }
+func PowerClassID(class, leaf string) string { return settingid.Power.ID(class, leaf) }
 
 // PM QoS resume latency values (drivers/base/power/sysfs.c): the file reads
 // and takes microseconds, except that "0" means no limit at all and "n/a"

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"latencytier.io/latencytier/internal/settingid"
 )
 
 // CELRule is one x-kubernetes-validations entry of the API's Sysctl type.
@@ -68,14 +70,14 @@ func markdown(c Census) string {
 	b.WriteString("Generated from `internal/knobs` (`go test ./internal/knobs -update`); do not edit by hand.\n\n")
 	b.WriteString("## Setting IDs\n\n")
 	b.WriteString("Every result in `LatencyNode` `status.settings` and every journal entry is named by a setting ID:\n\n")
-	b.WriteString("- `" + SchedulerID("<field>") + "` — a typed field of `spec.scheduler` (table below)\n")
-	b.WriteString("- `" + SysctlID("<name>") + "` — a raw sysctl from `spec.sysctls`, e.g. `" + SysctlID("net.core.busy_poll") + "`\n")
-	b.WriteString("- `irq/<number>`, `irq/default_smp_affinity` — IRQ affinity\n")
-	b.WriteString("- `cpuset/<slice>` (`cpuset/system.slice`, …), `cpuset/cgroup.subtree_control`, `cpuset/pod/<namespace>/<pod>/…` — cpusets\n")
-	b.WriteString("- `cpuquota/<namespace>/<pod>/…` — CFS quota of an opted-in pod and its containers\n")
-	b.WriteString("- `partition/exclusive/<cgroup>`, `partition/<pod slice>/<container>` — cpuset partitions of `spec.cpus.partition` (section below)\n")
-	b.WriteString("- `" + PowerID("<N>", ResumeLatencyLeaf) + "`, `" + PowerID("<N>", IdleDisableLeaf("<K>")) + "`, `" + PowerID("<N>", GovernorLeaf) +
-		"` — `spec.power` (section below); `" + PowerClassID("<class>", GovernorLeaf) + "` for a result about a whole class\n\n")
+	for _, k := range settingid.Kinds {
+		b.WriteString("- `" + strings.Join(k.Forms, "`, `") + "` — " + k.Doc)
+		if k.CanBeImmovable {
+			b.WriteString("; the kernel may refuse one for this boot (`Immovable`)")
+		}
+		b.WriteString("; drift likely from " + k.Culprit + "\n")
+	}
+	b.WriteString("\n")
 	b.WriteString("## Typed scheduler knobs\n\n")
 	b.WriteString("The agent probes the places in order and uses the first that exists; the kernel versions say where each is expected.\n\n")
 	b.WriteString("| field | setting ID | places (kernel versions) | EEVDF (6.6+) |\n|---|---|---|---|\n")
