@@ -43,6 +43,6 @@ func (s *State) holdRTThrottling(root *host.Root, t v1alpha1.TuningSpec) {
 	}
 	s.Knobs = slices.Delete(s.Knobs, i, i+1)
 	s.Results = append(s.Results, v1alpha1.SettingResult{Setting: k.ID, Desired: k.Desired, State: v1alpha1.SettingInvalid,
-		Message: fmt.Sprintf("sched_rt_runtime_us %s turns RT throttling off (%s sched_rt_period_us is %d): a spinning real-time thread would starve every other task on its CPU; allowed only with cpus.isolated, not written (field note 003)",
+		Message: fmt.Sprintf("sched_rt_runtime_us %s turns RT throttling off (%s sched_rt_period_us is %d): a spinning real-time thread would starve every other task on its CPU; allowed only with cpus.isolated, not written",
 			k.Desired, where, period)})
 }

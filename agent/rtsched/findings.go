@@ -86,7 +86,7 @@ func rtOnReserved(root *host.Root, reserved cpuset.CPUSet) *v1alpha1.Finding {
 	}
 	shown := hits[:min(len(hits), 5)]
 	return &v1alpha1.Finding{Type: findingRTOnReserved, Severity: severityWarning, Message: fmt.Sprintf(
-		"%d real-time tasks may run on the reserved CPUs %s, where they preempt kubelet, system services and IRQ threads (field note 003 keeps real-time threads on isolated CPUs): %s",
+		"%d real-time tasks may run on the reserved CPUs %s, where they preempt kubelet, system services and IRQ threads (real-time threads belong on isolated CPUs, where nothing else waits for them): %s",
 		len(hits), reserved, strings.Join(shown, "; "))}
 }
 
@@ -113,7 +113,7 @@ func throttled(root *host.Root) *v1alpha1.Finding {
 		evidence = append(evidence, "throttled now: "+strings.Join(now[:min(len(now), 5)], ", "))
 	}
 	return &v1alpha1.Finding{Type: findingRTThrottled, Severity: severityWarning, Message: fmt.Sprintf(
-		"real-time tasks used up their RT bandwidth (kernel.sched_rt_runtime_us per sched_rt_period_us) and were stopped until the next period: %s. A real-time thread that spins needs isolated CPUs; one that only bursts needs more runtime (field note 003)",
+		"real-time tasks used up their RT bandwidth (kernel.sched_rt_runtime_us per sched_rt_period_us) and were stopped until the next period: %s. A real-time thread that spins needs isolated CPUs; one that only bursts needs more runtime",
 		strings.Join(evidence, "; "))}
 }
 

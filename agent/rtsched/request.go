@@ -55,7 +55,7 @@ func Check(t v1alpha1.TuningSpec, annotation string) (Value, *Refusal) {
 		return Value{}, &Refusal{Field: v1alpha1.SchedPolicyAnnotation, Message: err.Error(), Invalid: true}
 	}
 	if t.CPUs == nil || t.CPUs.Isolated == nil {
-		return Value{}, &Refusal{Field: FieldIsolated, Message: "the profile sets no cpus.isolated: a real-time thread is granted only on isolated CPUs, where it cannot starve kubelet and the IRQ threads (field note 003)"}
+		return Value{}, &Refusal{Field: FieldIsolated, Message: "the profile sets no cpus.isolated: a real-time thread is granted only on isolated CPUs, where it cannot starve kubelet and the IRQ threads"}
 	}
 	rt := t.Realtime
 	policies := rt.Policies

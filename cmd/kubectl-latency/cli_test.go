@@ -273,8 +273,8 @@ func TestTablesShowDashesForEmptyValues(t *testing.T) {
 	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "sparse"}}
 	n := v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "w-1"}, Spec: v1alpha1.LatencyNodeSpec{Profile: "sparse", Action: v1alpha1.ActionApply}}
 	n.Status.Settings = []v1alpha1.SettingResult{
-		{Setting: "sysctl kernel.sched_autogroup_enabled", State: v1alpha1.SettingApplied},
-		{Setting: "irq 24", State: v1alpha1.SettingFailed},
+		{Setting: "sysctl/kernel.sched_autogroup_enabled", State: v1alpha1.SettingApplied},
+		{Setting: "irq/24", State: v1alpha1.SettingFailed},
 	}
 	n.Status.Conditions = []metav1.Condition{{Type: v1alpha1.NodeApplied, Status: metav1.ConditionFalse, Reason: "SettingsFailed"}}
 
