@@ -449,7 +449,14 @@ spec:
       requests: {cpu: "1"}
 YAML
 }
-start_hog() { hog_pod | k apply -f - >/dev/null && k wait --for=condition=Ready pod/e2e-hog --timeout=60s >/dev/null; }
+start_hog() {
+  hog_pod | k apply -f - >/dev/null || return 1
+  k wait --for=condition=Ready pod/e2e-hog --timeout=60s >/dev/null && return 0
+  # Why not: the scheduler's and kubelet's events, the node's taints.
+  k describe pod e2e-hog | sed -n '/^Events:/,$p' | tail -8 | sed 's/^/    /'
+  echo "    node taints: $(k get node "$NODE" -o jsonpath='{.spec.taints}')"
+  return 1
+}
 top_offender() {
   k get latencynode "$NODE" -o jsonpath='{range .status.latency.pods[?(@.name=="rollout-server")]}{.offenders[0].class} {.offenders[0].name}{end}'
 }

@@ -60,16 +60,21 @@ func PlanBootOn(root *host.Root, node snap.Node, t v1alpha1.TuningSpec, profile 
 			b.Args, err = bootargs.Derive(online, node.CPUs.Reserved, node.CPUs.Isolated, extras)
 		}
 	}
-	if err != nil {
-		return failedPlan(err)
-	}
-	if len(b.Args) == 0 {
-		b.Status = v1alpha1.BootStatus{State: v1alpha1.BootNotNeeded, Message: "the profile isolates no CPUs and asks for no boot parameter"}
-		return b
-	}
+	// Every state reports the running boot (its id, when it began): the
+	// manager's tuning-ready gate counts Applied only from the node's
+	// current boot, plan or no plan.
 	backend := bootargs.Detect(root)
 	booted := bootargs.CheckCmdline(root, node.Cmdline, b.Args)
+	if err != nil {
+		b = failedPlan(err)
+		b.Status.BootID, b.Status.BootedAt = booted.BootID, observedBoot(backend, nil, booted).BootedAt
+		return b
+	}
 	b.Status = observedBoot(backend, b.Args, booted)
+	if len(b.Args) == 0 {
+		b.Status.State, b.Status.Message = v1alpha1.BootNotNeeded, "the profile isolates no CPUs and asks for no boot parameter"
+		return b
+	}
 	if conflicts, err := conflicting(root, node.Cmdline, backend, b.Args, ours); err != nil || len(conflicts) > 0 {
 		b.Hold = true
 		b.Status.State, b.Status.Message = v1alpha1.BootConflict, conflictMessage(conflicts, err)
