@@ -150,23 +150,7 @@ func keepOriginal(root *host.Root) error {
 	if err != nil {
 		return fmt.Errorf("keep the original %s before staging: %w", "/"+GRUBCfg, err)
 	}
-	dir, err := root.OwnStateDir()
-	if err != nil {
-		return err
-	}
-	f, err := root.OpenOwn(filepath.Join(dir, GRUBCfgOriginal), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return root.WriteOwn(GRUBCfgOriginal, b)
 }
 
 // compareOriginal checks, after a revert, that update-grub regenerated

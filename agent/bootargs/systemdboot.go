@@ -231,23 +231,10 @@ func (s SystemdBoot) Revert(ctx context.Context) (changed bool, err error) {
 
 // keep writes the original into the state directory, synced.
 func (s SystemdBoot) keep(orig string) error {
-	dir, err := s.Root.OwnStateDir()
-	if err != nil {
-		return err
-	}
-	f, err := s.Root.OpenOwn(filepath.Join(dir, KernelCmdlineOriginal), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := s.Root.WriteOwn(KernelCmdlineOriginal, []byte(orig)); err != nil {
 		return fmt.Errorf("keep the original /%s before staging: %w", KernelCmdline, err)
 	}
-	if _, err := f.WriteString(orig); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return nil
 }
 
 // kernelInstall is the host command that regenerates the running kernel's

@@ -172,6 +172,44 @@ func (r *Root) OpenOwn(path string, flag int, perm os.FileMode) (*os.File, error
 	return f, nil
 }
 
+// WriteOwn writes data as the file name of the agent's own state
+// directory, atomically and durably: a temp file opened as OpenOwn opens
+// (never through a symlink), synced, renamed over name, and the directory
+// synced, so a crash or a reboot leaves the old content or the new, never
+// a part.
+func (r *Root) WriteOwn(name string, data []byte) error {
+	dir, err := r.OwnStateDir()
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, name+".tmp")
+	_ = os.Remove(tmp)
+	f, err := r.OpenOwn(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
+	}
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if werr != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), werr)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
 // ReadOwn reads a file of the agent's own as OpenOwn opens it.
 func (r *Root) ReadOwn(path string) ([]byte, error) {
 	f, err := r.OpenOwn(path, os.O_RDONLY, 0)

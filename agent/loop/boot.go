@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,40 +80,14 @@ func loadRebootRecord(root *host.Root) (*rebootRecord, error) {
 // saveRebootRecord writes rec atomically and durably (temp file, fsync,
 // rename, fsync of the directory).
 func saveRebootRecord(root *host.Root, rec rebootRecord) error {
-	dir, err := root.OwnStateDir()
-	if err != nil {
-		return err
-	}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, rebootFile+".tmp")
-	_ = os.Remove(tmp)
-	f, err := root.OpenOwn(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
+	if err := root.WriteOwn(rebootFile, b); err != nil {
 		return fmt.Errorf("write the reboot record: %w", err)
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, rebootFile)); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }
 
 // rebootDecision is what one pass does about a managed reboot.
