@@ -1,6 +1,7 @@
 package host
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -55,5 +56,46 @@ func TestConfine(t *testing.T) {
 	}
 	if got := New("/").Confine("/host/proc/sys/a"); got != "/host/proc/sys/a" {
 		t.Errorf("real root: Confine = %s", got)
+	}
+}
+
+// WriteOwn replaces the file whole, 0600, and a symlink planted at its name
+// (or at its temp name) is replaced, never followed.
+func TestWriteOwnReplacesAndNeverFollows(t *testing.T) {
+	r := New(t.TempDir())
+	if err := r.WriteOwn("rec.json", []byte("first, longer")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteOwn("rec.json", []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(r.StateDir(), "rec.json")
+	if b, err := os.ReadFile(path); err != nil || string(b) != "second" {
+		t.Fatalf("content %q, %v", b, err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, %v", fi.Mode(), err)
+	}
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("untouched"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, link := range []string{path, path + ".tmp"} {
+		_ = os.Remove(link)
+		if err := os.Symlink(victim, link); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.WriteOwn("rec.json", []byte("third")); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(victim); string(b) != "untouched" {
+			t.Fatalf("wrote through the symlink at %s: victim now %q", link, b)
+		}
+		if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+			t.Fatalf("%s is not a regular file after the write: %v %v", path, fi.Mode(), err)
+		}
+	}
+	if _, err := os.Lstat(path + ".tmp"); !os.IsNotExist(err) {
+		t.Errorf("temp file left: %v", err)
 	}
 }
