@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/uninstall"
 )
@@ -33,9 +35,16 @@ func TestUninstallRevertsEveryNode(t *testing.T) {
 		return nil
 	})
 
+	// The command's own client (its scheme: a Node list failed with "no
+	// kind is registered" when it held only our kinds, and the chart's
+	// pre-delete hook failed in make test-e2e).
+	uc, err := client.New(testEnv.Config, client.Options{Scheme: uninstall.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// No agent answers the revert: uninstall gives up, naming the node.
 	var out bytes.Buffer
-	err := uninstall.Run(context.Background(), k8s, uninstall.Options{Timeout: 2 * time.Second, Poll: 100 * time.Millisecond, Out: &out})
+	err = uninstall.Run(context.Background(), uc, uninstall.Options{Timeout: 2 * time.Second, Poll: 100 * time.Millisecond, Out: &out})
 	if !errors.Is(err, uninstall.ErrStuck) || !strings.Contains(err.Error(), "uninst-1") {
 		t.Fatalf("uninstall without an agent: err = %v, want ErrStuck naming uninst-1\n%s", err, out.String())
 	}
@@ -43,7 +52,7 @@ func TestUninstallRevertsEveryNode(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		done <- uninstall.Run(context.Background(), k8s, uninstall.Options{Timeout: time.Minute, Poll: 100 * time.Millisecond, Out: &out})
+		done <- uninstall.Run(context.Background(), uc, uninstall.Options{Timeout: time.Minute, Poll: 100 * time.Millisecond, Out: &out})
 	}()
 	playAgent(t, "uninst-1", revertedTrue)
 	select {

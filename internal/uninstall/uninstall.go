@@ -25,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -190,6 +191,15 @@ func NewCommand() *cobra.Command {
 	return cmd
 }
 
+// Scheme holds every kind Run reads: profiles, LatencyNodes and Nodes (the
+// tuning-pending taint).
+func Scheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	utilruntime.Must(corev1.AddToScheme(scheme))
+	return scheme
+}
+
 func run(ctx context.Context, kubeconfig string, timeout time.Duration, out io.Writer) error {
 	var cfg *rest.Config
 	var err error
@@ -201,11 +211,7 @@ func run(ctx context.Context, kubeconfig string, timeout time.Duration, out io.W
 	if err != nil {
 		return fmt.Errorf("uninstall: loading kubeconfig: %w", err)
 	}
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
 	if err != nil {
 		return fmt.Errorf("uninstall: %w", err)
 	}
