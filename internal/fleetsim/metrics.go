@@ -42,38 +42,28 @@ func (c counters) minus(o counters) counters {
 		LatencyNodeWatches: c.LatencyNodeWatches}
 }
 
-// add counts v requests dispatched under FlowSchema fs.
+// add counts v requests dispatched under FlowSchema fs: every schema adds
+// to its side's requests, a write schema to its side's writes, and a
+// per-resource schema to its own count too.
 func (c *counters) add(fs string, v float64) {
-	switch fs {
-	case "fleetsim-manager-profile-status":
-		c.ProfileStatusWrites += v
-		c.ManagerWrites += v
+	own := map[string]*float64{
+		"fleetsim-manager-profile-status": &c.ProfileStatusWrites,
+		"fleetsim-manager-node-status":    &c.VerdictWrites,
+		"fleetsim-manager-nodes":          &c.NodeWrites,
+		"fleetsim-manager-latencynodes":   &c.LatencyNodeWrites,
+		"fleetsim-manager-events":         &c.EventWrites,
+		"fleetsim-agents-status":          &c.AgentStatusWrites,
+	}[fs]
+	if own != nil {
+		*own += v
+	}
+	switch {
+	case strings.HasPrefix(fs, "fleetsim-manager-"):
 		c.ManagerRequests += v
-	case "fleetsim-manager-node-status":
-		c.VerdictWrites += v
-		c.ManagerWrites += v
-		c.ManagerRequests += v
-	case "fleetsim-manager-nodes":
-		c.NodeWrites += v
-		c.ManagerWrites += v
-		c.ManagerRequests += v
-	case "fleetsim-manager-latencynodes":
-		c.LatencyNodeWrites += v
-		c.ManagerWrites += v
-		c.ManagerRequests += v
-	case "fleetsim-manager-events":
-		c.EventWrites += v
-		c.ManagerWrites += v
-		c.ManagerRequests += v
-	case "fleetsim-manager-writes":
-		c.ManagerWrites += v
-		c.ManagerRequests += v
-	case "fleetsim-manager-other":
-		c.ManagerRequests += v
-	case "fleetsim-agents-status":
-		c.AgentStatusWrites += v
-		c.AgentRequests += v
-	case "fleetsim-agents-writes", "fleetsim-agents-other":
+		if fs != "fleetsim-manager-other" {
+			c.ManagerWrites += v
+		}
+	case strings.HasPrefix(fs, "fleetsim-agents-"):
 		c.AgentRequests += v
 	}
 }
