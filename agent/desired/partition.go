@@ -33,7 +33,7 @@ func (s *State) partitions(root *host.Root, t v1alpha1.TuningSpec, isolated cpus
 			Message: "cpus.partition partitions the exclusive CPUs kubelet's static CPU manager assigns, and kubelet here has no static CPU manager state (cpuManagerPolicy: static, with reservedSystemCPUs the reserved CPUs)"})
 		return
 	}
-	kubepods := kubepodsCgroup(root)
+	kubepods := partition.Kubepods(root)
 	node := partition.Probe(root, kubepods)
 	var reqs []partition.Request
 	for _, p := range pods {
@@ -44,16 +44,6 @@ func (s *State) partitions(root *host.Root, t v1alpha1.TuningSpec, isolated cpus
 		reqs = append(reqs, r...)
 	}
 	s.add(partition.Knobs(root, node, reqs, partition.Options{Kubepods: kubepods, Within: isolated}))
-}
-
-// kubepodsCgroup is kubelet's top-level pod cgroup on the cgroup v2 root:
-// kubepods.slice with the systemd driver, kubepods with cgroupfs (the
-// systemd name when neither exists, so Probe reports it missing).
-func kubepodsCgroup(root *host.Root) string {
-	if !root.Exists(root.Cgroup(partition.DefaultKubepods)) && root.Exists(root.Cgroup(podcgroup.DefaultKubepods)) {
-		return podcgroup.DefaultKubepods
-	}
-	return partition.DefaultKubepods
 }
 
 func partitionType(p v1alpha1.CPUPartition) partition.Type {

@@ -485,10 +485,16 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode, node s
 	bs := boot.Settle(r.Root, rep.Results)
 	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
 		Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Reasserted: reasserted, Now: now, Boot: &bs})
-	st.Isolation = partition.Account(ln.Spec.Tuning.CPUs, partition.Probe(r.Root, partition.DefaultKubepods), kf.CmdlineIsolation, rep.Results, ds.Results)
+	st.Isolation = isolation(r.Root, ln.Spec.Tuning.CPUs, kf.CmdlineIsolation, rep.Results, ds.Results)
 	r.held(ln, node, ln.Spec.Tuning, ds.Pods, err == nil)
 	r.measure(ctx, ln, &st)
 	return st, err
+}
+
+// isolation accounts for the node's isolation mechanisms, probing
+// partitions in the kubepods cgroup kubelet uses here.
+func isolation(root *host.Root, cpus *v1alpha1.CPUSpec, cmdline []string, results ...[]v1alpha1.SettingResult) *v1alpha1.IsolationStatus {
+	return partition.Account(cpus, partition.Probe(root, partition.Kubepods(root)), cmdline, results...)
 }
 
 // adminList reads the admin's sysctl unlock for this pass. Unreadable, it

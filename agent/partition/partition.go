@@ -141,6 +141,17 @@ type Capability struct {
 // DefaultKubepods is kubelet's top-level pod cgroup with the systemd driver.
 var DefaultKubepods = podcgroup.DefaultKubepods + ".slice"
 
+// Kubepods is kubelet's top-level pod cgroup on the cgroup v2 root:
+// kubepods.slice with the systemd driver, kubepods with cgroupfs (the
+// systemd name when neither exists, so Probe reports it missing). Every
+// caller that probes or writes partitions names the cgroup through it.
+func Kubepods(root *host.Root) string {
+	if !root.Exists(root.Cgroup(DefaultKubepods)) && root.Exists(root.Cgroup(podcgroup.DefaultKubepods)) {
+		return podcgroup.DefaultKubepods
+	}
+	return DefaultKubepods
+}
+
 // Probe checks the interfaces partitions need, reading only: the unified
 // hierarchy, the cpuset controller, the kubepods cgroup (kubepods, e.g.
 // "kubepods.slice") with cpuset.cpus and cpuset.cpus.exclusive.
