@@ -89,10 +89,14 @@ func Normalize(text string, names map[string]string) string {
 	sort.Slice(keys, func(i, j int) bool { return len(names[keys[i]]) > len(names[keys[j]]) })
 	var out []string
 	var columns []int // start of each column of the current table, nil outside one
-	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+	named := func(s string) string {
 		for _, k := range keys {
-			line = regexp.MustCompile(`\b`+regexp.QuoteMeta(names[k])+`\b`).ReplaceAllString(line, "<"+k+">")
+			s = regexp.MustCompile(`\b`+regexp.QuoteMeta(names[k])+`\b`).ReplaceAllString(s, "<"+k+">")
 		}
+		return s
+	}
+	for _, raw := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		line := named(raw)
 		// Findings: their list, or "none", is one item.
 		if findingRE.MatchString(line) || (strings.TrimSpace(line) == "none" && len(out) > 0 && out[len(out)-1] == "Findings:") {
 			if len(out) == 0 || out[len(out)-1] != "<findings>" {
@@ -113,9 +117,14 @@ func Normalize(text string, names map[string]string) string {
 			out = append(out, "| "+strings.Join(strings.Fields(line), " | "))
 			continue
 		}
-		if cells, ok := split(line, columns); ok {
+		// A table row is cut where kubectl aligned it, before names are
+		// replaced: a name replaced by a key of another length would move
+		// the later cells off their columns, and empty cells would vanish.
+		if cells, ok := split(raw, columns); ok {
 			for i, c := range cells {
-				cells[i] = figures(c)
+				c = sharesRE.ReplaceAllString(named(c), "${1}: <shares>")
+				c = reasonRE.ReplaceAllString(c, "${1}<reason>${2}")
+				cells[i] = figures(passRE.ReplaceAllString(c, "<passed>"))
 			}
 			out = append(out, "| "+strings.Join(cells, " | "))
 			continue

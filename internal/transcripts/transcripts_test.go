@@ -247,3 +247,20 @@ func TestBlocksAndRender(t *testing.T) {
 		t.Error("a transcript without its header is accepted")
 	}
 }
+
+// A row whose name is replaced by a key of another length still splits
+// into its cells, so an empty cell reads # whether or not the run filled
+// it (a POD-P99 the e2e measured once and not the next time).
+func TestNormalizeNamesDoNotShiftCells(t *testing.T) {
+	const head = "NAME   POD-P99   THROTTLED   KERNEL            REVISION\n"
+	empty := head + "vm                 1.0000      6.18.44-fc-v857   r-e49419a0\n"
+	full := head + "vm     7.5ms     0.0000      6.18.44-fc-v1252  r-e49419a0\n"
+	a := Normalize(empty, map[string]string{"kernel": "6.18.44-fc-v857", "node": "vm"})
+	b := Normalize(full, map[string]string{"kernel": "6.18.44-fc-v1252", "node": "vm"})
+	if a != b {
+		t.Errorf("an empty and a filled cell normalize differently:\n%s\n%s", a, b)
+	}
+	if !strings.Contains(a, "| <node> | # | # | <kernel> | r-<hash>") {
+		t.Errorf("row not split into cells: %s", a)
+	}
+}
