@@ -64,7 +64,7 @@ test-e2e: build ## End-to-end on a real single-node cluster on this machine.
 	hack/e2e.sh
 
 .PHONY: bench
-bench: build ## Reproduce the field notes' incidents and write docs/benchmarks.md.
+bench: build ## Reproduce the run-queue incidents (autogroup, CFS throttling, IRQs, idle exit) before and after the agent's fix; writes docs/benchmarks.md.
 	hack/bench/run.sh
 
 BENCH_SCALE_NODES ?= 1000,1000,3000

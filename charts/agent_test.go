@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -241,6 +243,65 @@ func TestKustomizeImageOverrideReachesAgent(t *testing.T) {
 	}
 	if strings.Contains(string(out), "latencytier:dev") {
 		t.Errorf("latencytier:dev still referenced after the images: override")
+	}
+}
+
+// TestChartAgentAffinity: agent.affinity narrows where both DaemonSets
+// run and never widens it: each of the user's required node selector terms
+// also requires the manager's agent label with the DaemonSet's variant
+// (requiresAgentLabel), the user's own expressions and fields are kept,
+// and preferred terms and pod anti-affinity pass through. The chart had no
+// agent.affinity value.
+func TestChartAgentAffinity(t *testing.T) {
+	rendered := helm(t, "template", "latencytier", chartDir, "--kube-version", kubeVersion, "--set-json",
+		`agent.affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[`+
+			`{"matchExpressions":[{"key":"pool","operator":"In","values":["latency"]}]},`+
+			`{"matchFields":[{"key":"metadata.name","operator":"In","values":["worker-7"]}]}]},`+
+			`"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":5,"preference":{"matchExpressions":[{"key":"fast","operator":"Exists"}]}}]},`+
+			`"podAntiAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"topologyKey":"kubernetes.io/hostname","labelSelector":{"matchLabels":{"app":"noisy"}}}]}}`)
+	for name, ds := range agentDaemonSets(t, "helm template", rendered) {
+		variant := ds.Labels["latencytier.io/agent-variant"]
+		aff := ds.Spec.Template.Spec.Affinity
+		if !requiresAgentLabel(aff, variant) {
+			t.Errorf("%s: the user's affinity dropped the required agent label %s=%s:\n%s", name, v1alpha1.AgentLabel, variant, mustYAML(t, aff))
+			continue
+		}
+		own := corev1.NodeSelectorRequirement{Key: v1alpha1.AgentLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{variant}}
+		want := &corev1.Affinity{
+			NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+					{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"latency"}}, own}},
+					{MatchExpressions: []corev1.NodeSelectorRequirement{own},
+						MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"worker-7"}}}},
+				}},
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 5,
+					Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "fast", Operator: corev1.NodeSelectorOpExists}}}}},
+			},
+			PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "noisy"}}}}},
+		}
+		if !reflect.DeepEqual(aff, want) {
+			t.Errorf("%s: affinity:\n%s", name, diffObjects(t, want, aff))
+		}
+	}
+}
+
+// TestChartAgentExtraArgsQuoted: an extra argument YAML would read
+// otherwise (a " #" starts a comment, ": " a map, a leading "*" an alias)
+// reaches the container's args intact and last. Unquoted, '--x=a #b'
+// became --x=a.
+func TestChartAgentExtraArgsQuoted(t *testing.T) {
+	extra := []string{"--x=a #b", "--y=k: v", "*z", `--q="it's"`}
+	j, err := json.Marshal(extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered := helm(t, "template", "latencytier", chartDir, "--kube-version", kubeVersion, "--set-json", "agent.extraArgs="+string(j))
+	for name, ds := range agentDaemonSets(t, "helm template", rendered) {
+		args := ds.Spec.Template.Spec.Containers[0].Args
+		if len(args) < len(extra) || !slices.Equal(args[len(args)-len(extra):], extra) {
+			t.Errorf("%s: args %q, want them to end with %q", name, args, extra)
+		}
 	}
 }
 

@@ -15,6 +15,9 @@ import (
 	"sync"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -173,6 +176,51 @@ func TestChartValuesReachTheObjects(t *testing.T) {
 		if strings.Contains(key, "/latencytier-system/") {
 			t.Errorf("%s still in latencytier-system with namespace.name=tier", key)
 		}
+	}
+}
+
+// TestChartManagerPodValues: manager.affinity, podAnnotations and
+// priorityClassName reach the manager's pod as given; by default none is
+// set (TestChartRendersConfigDefault holds the defaults to config/default).
+// The chart had no such values.
+func TestChartManagerPodValues(t *testing.T) {
+	rendered := helm(t, "template", "latencytier", chartDir, "-n", "tier", "--kube-version", kubeVersion,
+		"--set", "manager.priorityClassName=cluster-critical", "--set", "manager.podAnnotations.example\\.com/team=platform",
+		"--set-json", `manager.affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"pool","operator":"In","values":["system"]}]}]}},"podAntiAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":10,"podAffinityTerm":{"topologyKey":"kubernetes.io/hostname","labelSelector":{"matchLabels":{"app.kubernetes.io/component":"agent"}}}}]}}`)
+	obj, ok := objects(t, "helm template", rendered)["Deployment/tier/latencytier-manager"]
+	if !ok {
+		t.Fatal("no manager Deployment")
+	}
+	dep := &appsv1.Deployment{}
+	if err := yaml.UnmarshalStrict(mustYAML(t, obj), dep); err != nil {
+		t.Fatal(err)
+	}
+	pod := dep.Spec.Template
+	want := &corev1.Affinity{
+		NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"system"}}}}}}},
+		PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 10, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname",
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/component": "agent"}}}}}},
+	}
+	if !reflect.DeepEqual(pod.Spec.Affinity, want) {
+		t.Errorf("manager affinity:\n%s", diffObjects(t, want, pod.Spec.Affinity))
+	}
+	if got := pod.Annotations["example.com/team"]; got != "platform" {
+		t.Errorf("manager pod annotations %v, want example.com/team: platform", pod.Annotations)
+	}
+	if pod.Spec.PriorityClassName != "cluster-critical" {
+		t.Errorf("manager priorityClassName %q, want cluster-critical", pod.Spec.PriorityClassName)
+	}
+
+	obj = objects(t, "helm template", helm(t, "template", "latencytier", chartDir, "-n", "tier"))["Deployment/tier/latencytier-manager"]
+	dep = &appsv1.Deployment{}
+	if err := yaml.UnmarshalStrict(mustYAML(t, obj), dep); err != nil {
+		t.Fatal(err)
+	}
+	if p := dep.Spec.Template; p.Spec.Affinity != nil || p.Annotations != nil || p.Spec.PriorityClassName != "" {
+		t.Errorf("defaults set affinity %v, annotations %v, priorityClassName %q; want none", p.Spec.Affinity, p.Annotations, p.Spec.PriorityClassName)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // TestChartRulesCopyMatchesConfig: the chart reads its PrometheusRule's
@@ -101,5 +103,82 @@ func TestChartMonitoringToggles(t *testing.T) {
 	}
 	if !strings.Contains(string(mustYAML(t, objs["PodMonitor/mon/latencytier"])), "interval: 15s") {
 		t.Error("monitoring.podMonitor.interval did not reach the PodMonitor")
+	}
+}
+
+// runbookURLs are the runbook_url annotations of a rendered
+// PrometheusRule's alerts, by alert.
+func runbookURLs(t *testing.T, rule map[string]any) map[string]string {
+	t.Helper()
+	var pr struct {
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Alert       string            `json:"alert"`
+					Annotations map[string]string `json:"annotations"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(mustYAML(t, rule), &pr); err != nil {
+		t.Fatal(err)
+	}
+	urls := map[string]string{}
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				urls[r.Alert] = r.Annotations["runbook_url"]
+			}
+		}
+	}
+	if len(urls) == 0 {
+		t.Fatal("the PrometheusRule has no alerts")
+	}
+	return urls
+}
+
+// TestChartRunbookBaseURL: monitoring.prometheusRule.runbookBaseURL
+// replaces the page of every alert's runbook_url and keeps its anchor; the
+// default is the rules file's own absolute URL, so the default render is
+// the file (TestChartMonitoringToggles compares the whole object).
+func TestChartRunbookBaseURL(t *testing.T) {
+	render := func(set ...string) map[string]string {
+		args := []string{"template", "rel", chartDir, "-n", "mon", "--set", "monitoring.prometheusRule.enabled=true"}
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		rule, ok := objects(t, "helm template", helm(t, args...))["PrometheusRule/mon/latencytier"]
+		if !ok {
+			t.Fatal("no PrometheusRule rendered")
+		}
+		return runbookURLs(t, rule)
+	}
+	values, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Monitoring struct {
+			PrometheusRule struct {
+				RunbookBaseURL string `json:"runbookBaseURL"`
+			} `json:"prometheusRule"`
+		} `json:"monitoring"`
+	}
+	if err := yaml.Unmarshal(values, &v); err != nil {
+		t.Fatal(err)
+	}
+	const mirror = "https://git.example.com/platform/latencytier/-/blob/v0.2.0/docs/runbooks.md"
+	for base, urls := range map[string]map[string]string{
+		v.Monitoring.PrometheusRule.RunbookBaseURL: render(),
+		mirror: render("monitoring.prometheusRule.runbookBaseURL=" + mirror),
+	} {
+		if !strings.HasPrefix(base, "https://") {
+			t.Errorf("runbook base %q is not an absolute https URL", base)
+		}
+		for alert, got := range urls {
+			if want := base + "#" + strings.ToLower(alert); got != want {
+				t.Errorf("base %s: %s runbook_url %q, want %q", base, alert, got, want)
+			}
+		}
 	}
 }

@@ -40,6 +40,18 @@ func TestValuesSchemaRefusesBadValues(t *testing.T) {
 		{"agent.kubeletDir=var/lib/kubelet", "does not match pattern"},
 		{"manager.maxRebooting=0", "minimum"},
 		{"manager.maxRebooting=two", "want integer"},
+		{"monitoring.prometheusRule.runbookBaseURL=docs/runbooks.md", "does not match pattern"},
+		{"monitoring.prometheusRule.runbookBaseURL=https://x.example/runbooks.md#top", "does not match pattern"},
+		{"monitoring.prometheusRule.runbookBaseURL=1", "want string"},
+		{"manager.affinity=nodes", "want object"},
+		{"agent.affinity=nodes", "want object"},
+		{"manager.affinity.nodeAfinity.x=1", "additional properties 'nodeAfinity' not allowed"},
+		{"agent.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution=pool", "want object"},
+		{"agent.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution=x", "want array"},
+		{"manager.podAnnotations=x", "want object"},
+		{"manager.podAnnotations.team=1", "want string"},
+		{"manager.priorityClassName=1", "want string"},
+		{"manager.priorityClassName=Not_A_Name", "does not match pattern"},
 	} {
 		out := helmFails(t, "template", "rel", chartDir, "--set", c.set)
 		if !strings.Contains(out, "values don't meet the specifications of the schema") || !strings.Contains(out, c.says) {

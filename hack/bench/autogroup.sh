@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# autogroup.sh: field note 004. A multi-threaded server in one session and a
-# gzip hog in another, with kernel.sched_autogroup_enabled=1; then the same
-# after the gateway profile (autogroup Disabled) is applied through the agent.
+# autogroup.sh: a cron job's session against a many-threaded server: the
+# server in one session and a gzip hog in another, with
+# kernel.sched_autogroup_enabled=1; then the same after the gateway profile
+# (autogroup Disabled) is applied through the agent.
 # Floor: the server alone, no hog, the machine's own tuning.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# irq.sh: field notes 000/001/003, as far as a 2-vCPU VM allows. The
+# irq.sh: device interrupts on the latency CPU, as far as a 2-vCPU VM allows. The
 # workload runs pinned to CPU 1 (the "isolated" CPU) while a disk reader on
 # CPU 0 generates interrupts (O_DIRECT reads: one virtio-blk completion IRQ
 # per request; loopback traffic raises softirqs on the sender, no device

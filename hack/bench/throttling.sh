@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# throttling.sh: field notes 001/002. The workload runs in a kubelet-shaped
+# throttling.sh: a pod frozen by its CFS quota. The workload runs in a kubelet-shaped
 # pod cgroup (cgroupfs driver, cgroup v1 cpu controller:
 # kubepods-bench/burstable/pod<uid>/<container id>) whose CFS quota, at pod
 # and container level as kubelet sets it, covers the workload's average CPU

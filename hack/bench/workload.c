@@ -1,4 +1,4 @@
-// workload: a server-shaped latency benchmark (field note 000's method).
+// workload: a server-shaped latency benchmark, timed inside the server.
 //
 // A dispatcher thread plays the network: it produces requests at a fixed
 // mean rate (Poisson arrivals, optionally in bursts) and hands each one to a

@@ -3,7 +3,7 @@
 #
 # The load is hack/demo/server.yaml: hack/bench's server workload in a pod
 # with a 500m CPU limit it needs 0.7 CPU under, so the CFS quota throttles
-# it every period (field note 002). The rollout profiles measure it by
+# it every period and freezes it until the next. The rollout profiles measure it by
 # label (measurement.podSelector app=rollout-server), so each verdict can
 # rest on the pod's own run delay, not only on the node-wide histogram that
 # everything else on a shared 2-CPU VM moves.

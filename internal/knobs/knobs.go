@@ -72,7 +72,9 @@ func SchedulerID(field string) string { return settingid.Scheduler.ID(field) }
 // SysctlID is the setting ID of a raw sysctl.
 func SysctlID(name string) string { return settingid.Sysctl.ID(name) }
 
-// The typed scheduler knobs (field notes 000-004, DOMAIN.md).
+// The typed scheduler knobs: each a kernel cause of run-queue delay
+// (autogroup, NUMA balancing, migration cost, ...) with where it lives by
+// kernel version.
 var (
 	Autogroup = Scheduler{Field: "autogroup",
 		Places: []Place{{Proc: "sched_autogroup_enabled", Since: "2.6.38"}}}
@@ -212,7 +214,8 @@ type entry struct {
 // rule).
 var rules = []entry{
 	// The built-in allowlist (RHEL tuned realtime, network-latency and
-	// latency-performance profiles; the field notes).
+	// latency-performance profiles, and the per-CPU work that delays a
+	// service's runnable threads).
 	{Name: "kernel.sched_rr_timeslice_ms", Allowed: true, Note: "the SCHED_RR quantum of real-time threads granted by spec.realtime"},
 	{Name: "kernel.sched_cfs_bandwidth_slice_us", Allowed: true, Note: "how much CFS quota a CPU takes at a time: a smaller slice throttles many-threaded pods less"},
 	{Name: "kernel.sched_schedstats", Allowed: true, Note: "scheduler statistics: their cost on every context switch against wait-time detail (CONFIG_SCHEDSTATS)"},

@@ -110,7 +110,7 @@ func sysctlMarkdown(b *strings.Builder) {
 	b.WriteString("- **" + string(ClassUnlockable) + "**: every other name; accepted only when the cluster admin lists it (below).\n")
 	b.WriteString("- **" + string(ClassRefused) + "**: refused even when the admin lists it (table below).\n\n")
 	b.WriteString("### Built-in allowlist\n\n")
-	b.WriteString("What latency tuning needs (RHEL tuned's realtime, network-latency and latency-performance profiles; the field notes): only settings the node has once, which the agent's revert restores completely. No network namespace has a copy of them to inherit.\n\n")
+	b.WriteString("What latency tuning needs (RHEL tuned's realtime, network-latency and latency-performance profiles, and the per-CPU timers, watchdogs, writeback, compaction and softirq work that delay the service's runnable threads): only settings the node has once, which the agent's revert restores completely. No network namespace has a copy of them to inherit.\n\n")
 	b.WriteString("| sysctl | namespace | why latency tuning needs it |\n|---|---|---|\n")
 	for _, r := range rules {
 		if r.Allowed {

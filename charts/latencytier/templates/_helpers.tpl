@@ -44,6 +44,29 @@ app.kubernetes.io/component: agent
 latencytier.io/agent-variant: {{ . }}
 {{- end }}
 
+{{/*
+An agent DaemonSet's affinity; the argument is a dict of the variant and
+agent.affinity. The manager's agent label, with exactly this variant as its
+value, is required in every one of the user's required node selector terms
+(terms are ORed, a term's expressions ANDed), or alone when there are none:
+the user's affinity narrows where an agent runs, never widens it. Everything
+else of agent.affinity passes through.
+*/}}
+{{- define "latencytier.agentAffinity" -}}
+{{- $own := dict "key" "node-restriction.kubernetes.io/latencytier-agent" "operator" "In" "values" (list .variant) }}
+{{- $aff := deepCopy (.affinity | default dict) }}
+{{- $node := $aff.nodeAffinity | default dict }}
+{{- $req := $node.requiredDuringSchedulingIgnoredDuringExecution | default dict }}
+{{- $terms := list }}
+{{- range $req.nodeSelectorTerms | default (list dict) }}
+{{- $terms = append $terms (set . "matchExpressions" (append (.matchExpressions | default list) $own)) }}
+{{- end }}
+{{- $_ := set $req "nodeSelectorTerms" $terms }}
+{{- $_ = set $node "requiredDuringSchedulingIgnoredDuringExecution" $req }}
+{{- $_ = set $aff "nodeAffinity" $node }}
+{{- toYaml $aff }}
+{{- end }}
+
 {{/* Annotations of the pre-delete hook's objects; the argument is the weight. */}}
 {{- define "latencytier.uninstallHook" -}}
 helm.sh/hook: pre-delete
