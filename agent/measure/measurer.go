@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"latencytier.io/latencytier/agent/findings"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/measure/bpf"
 	"latencytier.io/latencytier/agent/podcgroup"
@@ -108,8 +109,8 @@ type Measurer struct {
 	bpfErr   error
 	sched    *schedstatSource
 	thr      throttler
-	irqs     counterTable
-	softirqs counterTable
+	irqs     findings.CounterTable
+	softirqs findings.CounterTable
 	haveIRQ  bool
 	haveSoft bool
 	last     time.Time
@@ -257,10 +258,9 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 
 	prevIRQ, prevSoft, hadIRQ, hadSoft := m.irqs, m.softirqs, m.haveIRQ, m.haveSoft
 	m.readCounters()
-	c := &checker{root: m.root, in: in, node: in.Node, cls: cls, throttles: throttles,
-		irqs: [2]counterTable{prevIRQ, m.irqs}, softirqs: [2]counterTable{prevSoft, m.softirqs},
-		haveIRQs: hadIRQ && m.haveIRQ, haveSoft: hadSoft && m.haveSoft}
-	res.Findings = c.findings()
+	res.Findings = findings.Judge(observe(m.root, in, cls, observed{throttles: throttles,
+		irqs:     findings.CounterWindow{Prev: prevIRQ, Cur: m.irqs, OK: hadIRQ && m.haveIRQ},
+		softirqs: findings.CounterWindow{Prev: prevSoft, Cur: m.softirqs, OK: hadSoft && m.haveSoft}}))
 	if len(res.Attribution) > 0 {
 		if res.Latency != nil {
 			res.Latency.Pods = podWaits(res.Attribution, window)
@@ -271,9 +271,9 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 		}
 	}
 
-	res.Budget = budgetCondition(budgetInput{
-		budget: in.Tuning.LatencyBudget, p99: res.RunQueueP99,
-		throttled: highestOptedIn, throttledPod: mostThrottledOptedIn(throttles),
+	res.Budget = findings.Budget(findings.BudgetInput{
+		Budget: in.Tuning.LatencyBudget, P99: res.RunQueueP99,
+		Throttled: highestOptedIn, ThrottledPod: mostThrottledOptedIn(throttles),
 	})
 	return res, nil
 }

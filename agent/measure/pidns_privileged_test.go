@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"latencytier.io/latencytier/agent/findings"
+
 	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
 
@@ -106,9 +108,9 @@ func startProc(t *testing.T, cmd *exec.Cmd) int {
 func findingMessages(res *Result) (rt, irqbalance string) {
 	for _, f := range res.Findings {
 		switch f.Type {
-		case FindingRTTasksIsolated:
+		case findings.FindingRTTasksIsolated:
 			rt = f.Message
-		case FindingIRQBalance:
+		case findings.FindingIRQBalance:
 			irqbalance = f.Message
 		}
 	}

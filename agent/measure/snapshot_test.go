@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"latencytier.io/latencytier/agent/findings"
+
 	"github.com/go-logr/logr/testr"
 	"k8s.io/utils/ptr"
 
@@ -45,9 +47,9 @@ func TestWindowUsesThePassSnapshot(t *testing.T) {
 	}
 	var found bool
 	for _, f := range res.Findings {
-		found = found || f.Type == FindingCmdline
+		found = found || f.Type == findings.FindingCmdline
 	}
 	if !found {
-		t.Errorf("no %s finding from a snapshot whose command line lacks the flags: %+v", FindingCmdline, res.Findings)
+		t.Errorf("no %s finding from a snapshot whose command line lacks the flags: %+v", findings.FindingCmdline, res.Findings)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"latencytier.io/latencytier/agent/findings"
+
 	"github.com/go-logr/logr/testr"
 
 	"latencytier.io/latencytier/agent/host"
@@ -83,7 +85,7 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 	if res.ThrottledRatio != pt.Ratio || pt.Namespace != "shop" || pt.Name != "api" || !pt.OptedIn {
 		t.Errorf("result %q / %+v", res.ThrottledRatio, pt)
 	}
-	mustFind(t, res.Findings, FindingOptedInThrottled, "shop/api", "quota")
+	mustFind(t, res.Findings, findings.FindingOptedInThrottled, "shop/api", "quota")
 	if res.Budget.Status != "False" || res.Budget.Reason != v1alpha1.ReasonOutsideBudget {
 		t.Errorf("budget %s (%s): %s", res.Budget.Status, res.Budget.Reason, res.Budget.Message)
 	}
@@ -100,7 +102,7 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 	if pt.Throttled != 0 || pt.Ratio != formatRatio(0) {
 		t.Fatalf("still throttled after quota removal: %+v", pt)
 	}
-	mustNotFind(t, res.Findings, FindingOptedInThrottled)
+	mustNotFind(t, res.Findings, findings.FindingOptedInThrottled)
 	if res.Budget.Status != "True" {
 		t.Errorf("budget %s (%s): %s", res.Budget.Status, res.Budget.Reason, res.Budget.Message)
 	}
