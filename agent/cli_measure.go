@@ -12,6 +12,7 @@ import (
 
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/measure"
+	"latencytier.io/latencytier/agent/window"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -50,7 +51,7 @@ func runMeasure(ctx context.Context, f measureFlags, stdout io.Writer) error {
 		f.attach = measure.AttachAuto
 	}
 	in := measure.Input{Tuning: v1alpha1.TuningSpec{CPUs: cpuSpec(f.isolated, f.reserved)}}
-	m := measure.New(host.New(f.hostRoot), logr.Discard(), measure.WithAttach(f.attach))
+	m := window.New(measure.New(host.New(f.hostRoot), logr.Discard(), measure.WithAttach(f.attach)))
 	if err := m.Start(ctx); err != nil {
 		return err
 	}

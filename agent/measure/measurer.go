@@ -1,8 +1,9 @@
 // Package measure measures what a latency-tier node delivers: run-queue
 // latency (eBPF on sched_wakeup/sched_wakeup_new/sched_switch, like runqlat,
 // with per-task schedstat run_delay and PSI as the fallback where BPF is not
-// allowed), CFS throttling per pod from cgroup cpu.stat, and the field notes'
-// diagnostic findings, and judges them against the profile's latency budget.
+// allowed), CFS throttling per pod from cgroup cpu.stat, and who made the
+// measured pods wait (attribution). agent/window adds the findings and the
+// budget judgement (agent/findings) to each window.
 // A Measurer is started once and collected every interval; each Result
 // covers the window since the previous Collect.
 package measure
@@ -18,7 +19,6 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"latencytier.io/latencytier/agent/findings"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/measure/bpf"
 	"latencytier.io/latencytier/agent/podcgroup"
@@ -51,9 +51,14 @@ type Result struct {
 	AllThrottling []v1alpha1.PodThrottling `json:"-"`
 	// ThrottledRatio is the highest ratio in Throttling ("" when no pod).
 	ThrottledRatio string `json:"throttledRatio,omitempty"`
-	// Findings are diagnostics with evidence, most severe first.
+	// PodPressure is, by namespace/name, each pod in AllThrottling's
+	// cgroup v2 cpu.pressure "some avg10" (absent on cgroup v1).
+	PodPressure map[string]string `json:"-"`
+	// Findings are diagnostics with evidence, most severe first: measure
+	// sets the NoisyNeighbor finding, agent/window adds the checks'.
 	Findings []v1alpha1.Finding `json:"findings,omitempty"`
-	// Budget is the WithinBudget condition (the caller sets transition times).
+	// Budget is the WithinBudget condition (the caller sets transition
+	// times), set by agent/window.
 	Budget metav1.Condition `json:"budget"`
 	// Pods is the measured pods' own run delay (see pods.go): nil when no
 	// such pod ran through the whole window or BPF is unavailable.
@@ -103,17 +108,13 @@ type Measurer struct {
 	attach        string
 	noAttribution bool
 
-	mu       sync.Mutex
-	started  bool
-	bpfSrc   *bpfSource
-	bpfErr   error
-	sched    *schedstatSource
-	thr      throttler
-	irqs     findings.CounterTable
-	softirqs findings.CounterTable
-	haveIRQ  bool
-	haveSoft bool
-	last     time.Time
+	mu      sync.Mutex
+	started bool
+	bpfSrc  *bpfSource
+	bpfErr  error
+	sched   *schedstatSource
+	thr     throttler
+	last    time.Time
 	// podsTracked says the BPF program measured pods' cgroups in the window
 	// now running.
 	podsTracked bool
@@ -154,7 +155,6 @@ func (m *Measurer) Start(ctx context.Context) error {
 	if m.bpfSrc == nil {
 		_, _ = m.sched.perCPU() // baseline
 	}
-	m.readCounters()
 	m.last = time.Now()
 	return nil
 }
@@ -195,6 +195,9 @@ func (m *Measurer) Source() string {
 	}
 	return SourceSchedstat
 }
+
+// Root is the host root the Measurer reads.
+func (m *Measurer) Root() *host.Root { return m.root }
 
 // Tracer returns the BPF tracer (nil on the fallback), for cost accounting.
 func (m *Measurer) Tracer() *bpf.Tracer {
@@ -246,7 +249,7 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 	if err != nil {
 		m.log.V(1).Info("Read no pod throttling", "reason", err.Error())
 	}
-	list, highest, highestOptedIn := podThrottlings(throttles)
+	list, highest := podThrottlings(throttles)
 	res.AllThrottling = list
 	res.Throttling = slices.Clip(list[:min(len(list), maxThrottling)])
 	if len(throttles) > 0 {
@@ -256,11 +259,14 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 		res.PodsThrottledRatio = formatRatio(r)
 	}
 
-	prevIRQ, prevSoft, hadIRQ, hadSoft := m.irqs, m.softirqs, m.haveIRQ, m.haveSoft
-	m.readCounters()
-	res.Findings = findings.Judge(observe(m.root, in, cls, observed{throttles: throttles,
-		irqs:     findings.CounterWindow{Prev: prevIRQ, Cur: m.irqs, OK: hadIRQ && m.haveIRQ},
-		softirqs: findings.CounterWindow{Prev: prevSoft, Cur: m.softirqs, OK: hadSoft && m.haveSoft}}))
+	for _, t := range throttles {
+		if t.pressure != "" {
+			if res.PodPressure == nil {
+				res.PodPressure = map[string]string{}
+			}
+			res.PodPressure[t.pod.Namespace+"/"+t.pod.Name] = t.pressure
+		}
+	}
 	if len(res.Attribution) > 0 {
 		if res.Latency != nil {
 			res.Latency.Pods = podWaits(res.Attribution, window)
@@ -270,11 +276,6 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 			res.Findings = append(res.Findings, *f)
 		}
 	}
-
-	res.Budget = findings.Budget(findings.BudgetInput{
-		Budget: in.Tuning.LatencyBudget, P99: res.RunQueueP99,
-		Throttled: highestOptedIn, ThrottledPod: mostThrottledOptedIn(throttles),
-	})
 	return res, nil
 }
 
@@ -314,23 +315,6 @@ func (m *Measurer) latency(t v1alpha1.TuningSpec, cls cpuClasses) *latencyHists 
 		return nil
 	}
 	return &latencyHists{source: SourceSchedstat, hists: byClass(perCPU, cls)}
-}
-
-func (m *Measurer) readCounters() {
-	var err error
-	m.irqs, err = readCounterTable(m.root, m.root.Proc("interrupts"))
-	m.haveIRQ = err == nil
-	m.softirqs, err = readCounterTable(m.root, m.root.Proc("softirqs"))
-	m.haveSoft = err == nil
-}
-
-func mostThrottledOptedIn(ps []podThrottle) string {
-	for _, p := range ps { // sorted most throttled first
-		if p.pod.OptedIn && p.delta.throttled > 0 {
-			return p.pod.Namespace + "/" + p.pod.Name
-		}
-	}
-	return ""
 }
 
 // Close unloads the BPF program.

@@ -29,9 +29,6 @@ func TestMeasurementDisabled(t *testing.T) {
 	if res.Latency != nil || res.RunQueueP99 != nil {
 		t.Errorf("measured although disabled: %+v", res.Latency)
 	}
-	if res.Budget.Status != metav1.ConditionUnknown || res.Budget.Reason != v1alpha1.ReasonNotMeasured {
-		t.Errorf("budget %+v", res.Budget)
-	}
 	if _, err := New(root, testr.New(t)).Collect(context.Background(), Input{}); err == nil {
 		t.Error("Collect before Start succeeded")
 	}
@@ -49,4 +46,20 @@ func TestPrintLog2MatchesRunqlat(t *testing.T) {
 	if out.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
 	}
+}
+
+// tuning is a TuningSpec with isolated and reserved CPUs ("" leaves one
+// unset).
+func tuning(isolated, reserved string) v1alpha1.TuningSpec {
+	if isolated == "" && reserved == "" {
+		return v1alpha1.TuningSpec{}
+	}
+	c := &v1alpha1.CPUSpec{}
+	if isolated != "" {
+		c.Isolated = &isolated
+	}
+	if reserved != "" {
+		c.Reserved = &reserved
+	}
+	return v1alpha1.TuningSpec{CPUs: c}
 }

@@ -8,8 +8,6 @@ import (
 	"github.com/prometheus/procfs"
 	"k8s.io/utils/cpuset"
 
-	"latencytier.io/latencytier/agent/cpulist"
-	"latencytier.io/latencytier/agent/findings"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -36,65 +34,34 @@ func classesFrom(c snapshot.CPUs) cpuClasses {
 	return cpuClasses{isolated: c.Isolated, reserved: c.Reserved}
 }
 
-// readCounterTable reads /proc/interrupts or /proc/softirqs.
-func readCounterTable(root *host.Root, path string) (findings.CounterTable, error) {
-	b, err := root.ReadFile(path)
-	if err != nil {
-		return findings.CounterTable{}, err
-	}
-	return findings.ParseCounterTable(string(b))
-}
-
 // procFS is the host root's /proc as prometheus/procfs reads it, so a
 // temp-dir root stands in for the host's tasks in tests.
 func procFS(root *host.Root) (procfs.FS, error) { return procfs.NewFS(root.Proc()) }
 
-// task is one thread of the host, /proc/<pid>/task/<tid>.
-type task struct {
-	pid, tid int
-	proc     procfs.Proc // reads the thread's own stat, schedstat and status
+// Task is one thread of the host, /proc/<pid>/task/<tid>.
+type Task struct {
+	PID, TID int
+	Proc     procfs.Proc // reads the thread's own stat, schedstat and status
 }
 
 // key names the task across windows.
-func (t task) key() string { return strconv.Itoa(t.pid) + "/" + strconv.Itoa(t.tid) }
+func (t Task) key() string { return strconv.Itoa(t.PID) + "/" + strconv.Itoa(t.TID) }
 
-// tasks lists every thread of every process under the host root's /proc.
-func tasks(root *host.Root) []task {
+// Tasks lists every thread of every process under the host root's /proc.
+func Tasks(root *host.Root) []Task {
 	fs, err := procFS(root)
 	if err != nil {
 		return nil
 	}
 	procs, _ := fs.AllProcs()
-	var out []task
+	var out []Task
 	for _, p := range procs {
 		threads, _ := fs.AllThreads(p.PID)
 		for _, th := range threads {
-			out = append(out, task{pid: p.PID, tid: th.PID, proc: th})
+			out = append(out, Task{PID: p.PID, TID: th.PID, Proc: th})
 		}
 	}
 	return out
-}
-
-// procsRunning reads procs_running from /proc/stat.
-func procsRunning(root *host.Root) (int, error) {
-	fs, err := procFS(root)
-	if err != nil {
-		return 0, err
-	}
-	st, err := fs.Stat()
-	if err != nil {
-		return 0, err
-	}
-	return int(st.ProcessesRunning), nil
-}
-
-// onlineCPUs reads /sys/devices/system/cpu/online.
-func onlineCPUs(root *host.Root) (cpuset.CPUSet, error) {
-	s, err := root.ReadString(root.Sys("devices", "system", "cpu", "online"))
-	if err != nil {
-		return cpuset.New(), err
-	}
-	return cpulist.Parse(s)
 }
 
 // nodePressure reads "some avg10" of /proc/pressure/cpu, formatted as the

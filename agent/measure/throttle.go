@@ -147,14 +147,11 @@ func highestMeasured(ps []podThrottle, t v1alpha1.TuningSpec) (highest float64, 
 }
 
 // podThrottlings renders every pod (most throttled first; status keeps the
-// first maxThrottling) and the highest ratio of all and of opted-in pods.
-func podThrottlings(ps []podThrottle) (list []v1alpha1.PodThrottling, highest, highestOptedIn float64) {
+// first maxThrottling) and the highest ratio of all.
+func podThrottlings(ps []podThrottle) (list []v1alpha1.PodThrottling, highest float64) {
 	for _, p := range ps {
 		r := p.delta.ratio()
 		highest = max(highest, r)
-		if p.pod.OptedIn {
-			highestOptedIn = max(highestOptedIn, r)
-		}
 		list = append(list, v1alpha1.PodThrottling{
 			Namespace:     p.pod.Namespace,
 			Name:          p.pod.Name,
@@ -165,5 +162,5 @@ func podThrottlings(ps []podThrottle) (list []v1alpha1.PodThrottling, highest, h
 			ThrottledTime: &metav1.Duration{Duration: p.delta.time},
 		})
 	}
-	return list, highest, highestOptedIn
+	return list, highest
 }

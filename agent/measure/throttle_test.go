@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"latencytier.io/latencytier/agent/findings"
-
 	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -49,8 +47,6 @@ func TestThrottlingCgroupV2Fixture(t *testing.T) {
 	if pt.Periods != 100 || pt.Throttled != 50 || pt.Ratio != "0.5000" || pt.ThrottledTime.Duration != 20*time.Millisecond {
 		t.Errorf("v2 deltas %+v (throttled %s)", pt, pt.ThrottledTime.Duration)
 	}
-	mustFind(t, res.Findings, findings.FindingOptedInThrottled, "50 of 100 periods")
-	mustFind(t, res.Findings, findings.FindingPodCPUPressure, "some avg10=23.50%")
 }
 
 // TestEvidenceThrottlingIsTheMeasuredPods': the rollout's throttled ratio

@@ -1,12 +1,15 @@
 //go:build privileged
 
-package measure
+package window
 
 import (
 	"context"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"latencytier.io/latencytier/agent/measure"
+	"latencytier.io/latencytier/internal/ratio"
 
 	"latencytier.io/latencytier/agent/findings"
 
@@ -45,16 +48,16 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 	setQuota(t, podDir, "10000") // 10 ms per 100 ms period
 	cgtest.Spin(t, pod.CtrDir)
 
-	m := New(host.New("/"), testr.New(t), WithAttach(AttachNone), WithPodcgroup(podcgroup.WithKubepods(kubepods)))
+	m := New(measure.New(host.New("/"), testr.New(t), measure.WithAttach(measure.AttachNone), measure.WithPodcgroup(podcgroup.WithKubepods(kubepods))))
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	budget := "0.01"
-	in := Input{
+	in := measure.Input{
 		Tuning: v1alpha1.TuningSpec{LatencyBudget: &v1alpha1.LatencyBudget{ThrottledRatio: &budget}},
 		Pods:   []podcgroup.Pod{{UID: uid, Namespace: "shop", Name: "api", OptedIn: true}},
 	}
-	collect := func() *Result {
+	collect := func() *measure.Result {
 		t.Helper()
 		res, err := m.Collect(context.Background(), in)
 		if err != nil {
@@ -79,7 +82,7 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 	}
 	pt := res.Throttling[0]
 	t.Logf("with quota: %d of %d periods throttled, ratio %s, %s throttled", pt.Throttled, pt.Periods, pt.Ratio, pt.ThrottledTime.Duration)
-	if pt.Throttled <= 0 || pt.Periods <= 0 || pt.Ratio == formatRatio(0) || pt.ThrottledTime.Duration <= 0 {
+	if pt.Throttled <= 0 || pt.Periods <= 0 || pt.Ratio == ratio.Format(0) || pt.ThrottledTime.Duration <= 0 {
 		t.Fatalf("a spinning pod under a 10%% quota is not throttled: %+v", pt)
 	}
 	if res.ThrottledRatio != pt.Ratio || pt.Namespace != "shop" || pt.Name != "api" || !pt.OptedIn {
@@ -99,7 +102,7 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 	}
 	pt = res.Throttling[0]
 	t.Logf("quota removed: %d of %d periods throttled, ratio %s", pt.Throttled, pt.Periods, pt.Ratio)
-	if pt.Throttled != 0 || pt.Ratio != formatRatio(0) {
+	if pt.Throttled != 0 || pt.Ratio != ratio.Format(0) {
 		t.Fatalf("still throttled after quota removal: %+v", pt)
 	}
 	mustNotFind(t, res.Findings, findings.FindingOptedInThrottled)
@@ -113,11 +116,11 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 func TestThrottlingSkipsUnlimitedPods(t *testing.T) {
 	pod := v1Pod(t)
 	kubepods, uid := pod.Kubepods, pod.UID
-	m := New(host.New("/"), testr.New(t), WithAttach(AttachNone), WithPodcgroup(podcgroup.WithKubepods(kubepods)))
+	m := New(measure.New(host.New("/"), testr.New(t), measure.WithAttach(measure.AttachNone), measure.WithPodcgroup(podcgroup.WithKubepods(kubepods))))
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	in := Input{Pods: []podcgroup.Pod{{UID: uid, Namespace: "shop", Name: "free"}}}
+	in := measure.Input{Pods: []podcgroup.Pod{{UID: uid, Namespace: "shop", Name: "free"}}}
 	for i := 0; i < 2; i++ {
 		res, err := m.Collect(context.Background(), in)
 		if err != nil {

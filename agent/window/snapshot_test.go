@@ -1,9 +1,11 @@
-package measure
+package window
 
 import (
 	"context"
 	"strings"
 	"testing"
+
+	"latencytier.io/latencytier/agent/measure"
 
 	"latencytier.io/latencytier/agent/findings"
 
@@ -27,7 +29,7 @@ func TestWindowUsesThePassSnapshot(t *testing.T) {
 		Measurement: &v1alpha1.MeasurementSpec{Source: v1alpha1.MeasurementDisabled}}
 	node := snapshot.Read(root, tuning)
 	node.Cmdline = "ro"
-	m := New(root, testr.New(t), WithAttach(AttachNone))
+	m := New(measure.New(root, testr.New(t), measure.WithAttach(measure.AttachNone)))
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func TestWindowUsesThePassSnapshot(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { root.Observe(nil) })
-	res, err := m.Collect(context.Background(), Input{Tuning: tuning, Node: &node})
+	res, err := m.Collect(context.Background(), measure.Input{Tuning: tuning, Node: &node})
 	if err != nil {
 		t.Fatal(err)
 	}

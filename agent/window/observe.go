@@ -1,9 +1,10 @@
-package measure
+package window
 
 import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/prometheus/procfs"
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/cpulist"
@@ -11,6 +12,7 @@ import (
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/findings"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/agent/power"
 	"latencytier.io/latencytier/agent/rtsched"
 	"latencytier.io/latencytier/agent/snapshot"
@@ -19,53 +21,42 @@ import (
 // pfKthread is PF_KTHREAD in task flags.
 const pfKthread = 0x00200000
 
-// observed is what one window's checks look at besides the host: the
-// measured throttling and the IRQ counters at the window's ends.
-type observed struct {
-	throttles      []podThrottle
-	irqs, softirqs findings.CounterWindow
-}
-
 // observe reads the host for the window's checks (agent/findings): only
-// what a check looks at under the profile's CPU classes.
-func observe(root *host.Root, in Input, cls cpuClasses, w observed) findings.Observation {
+// what a check looks at under the profile's CPU classes. res is the
+// Measurer's window, whose throttling the checks judge.
+func observe(root *host.Root, in measure.Input, cls snapshot.CPUs, res *measure.Result) findings.Observation {
 	node := in.Node
 	if node == nil {
 		n := snapshot.Read(root, in.Tuning)
 		node = &n
 	}
-	o := findings.Observation{Isolated: cls.isolated, Reserved: cls.reserved,
-		CmdlineRead: node.CmdlineErr == nil, Isolation: node.Isolation(),
-		IRQs: w.irqs, Softirqs: w.softirqs, Sysctls: map[string]string{}}
+	o := findings.Observation{Isolated: cls.Isolated, Reserved: cls.Reserved,
+		CmdlineRead: node.CmdlineErr == nil, Isolation: node.Isolation(), Sysctls: map[string]string{}}
 	if in.Tuning.Scheduler != nil {
 		o.Scheduler = *in.Tuning.Scheduler
 	}
-	for _, t := range w.throttles {
-		o.Throttles = append(o.Throttles, findings.PodThrottle{Namespace: t.pod.Namespace, Name: t.pod.Name,
-			OptedIn: t.pod.OptedIn, Periods: t.delta.periods, Throttled: t.delta.throttled,
-			Time: t.delta.time, Ratio: t.delta.ratio(), Pressure: t.pressure})
-	}
-	o.Other = append(power.FindingsOn(root, *node, in.Tuning), rtsched.Findings(root, cls.reserved)...)
+	o.Throttles = throttles(res)
+	o.Other = append(power.FindingsOn(root, *node, in.Tuning), rtsched.Findings(root, cls.Reserved)...)
 	for _, name := range findings.Sysctls() {
 		if v, ok := readSysctl(root, name); ok {
 			o.Sysctls[name] = v
 		}
 	}
-	if !cls.isolated.IsEmpty() {
+	if !cls.Isolated.IsEmpty() {
 		o.IRQBalances = facts.IRQBalances(root)
 		o.RTTasks = rtTasks(root)
 	}
 	if online, err := onlineCPUs(root); err == nil && !online.IsEmpty() {
 		o.Online = online
 		o.ProcsRunning = procsRunningSamples(root, 3)
-		if !cls.isolated.IsEmpty() || !cls.reserved.IsEmpty() {
+		if !cls.Isolated.IsEmpty() || !cls.Reserved.IsEmpty() {
 			o.NUMA = numaNodes(root)
 		}
 	}
-	if !cls.isolated.IsEmpty() && !cls.reserved.IsEmpty() {
-		o.Siblings = siblings(root, cls.isolated)
+	if !cls.Isolated.IsEmpty() && !cls.Reserved.IsEmpty() {
+		o.Siblings = siblings(root, cls.Isolated)
 	}
-	if !cls.isolated.IsEmpty() {
+	if !cls.Isolated.IsEmpty() {
 		st, err := cpumanager.Read(root)
 		o.CPUManagerNone = err == nil && st != nil && st.PolicyName == cpumanager.PolicyNone
 		for _, p := range in.Pods {
@@ -86,19 +77,36 @@ func readSysctl(root *host.Root, name string) (string, bool) {
 	return v, err == nil
 }
 
+// throttles are the window's pods' throttling, most throttled first.
+func throttles(res *measure.Result) []findings.PodThrottle {
+	var out []findings.PodThrottle
+	for _, t := range res.AllThrottling {
+		pt := findings.PodThrottle{Namespace: t.Namespace, Name: t.Name, OptedIn: t.OptedIn,
+			Periods: t.Periods, Throttled: t.Throttled, Pressure: res.PodPressure[t.Namespace+"/"+t.Name]}
+		if t.ThrottledTime != nil {
+			pt.Time = t.ThrottledTime.Duration
+		}
+		if t.Periods > 0 && t.Throttled > 0 {
+			pt.Ratio = float64(t.Throttled) / float64(t.Periods)
+		}
+		out = append(out, pt)
+	}
+	return out
+}
+
 // rtTasks lists the host's user-space SCHED_FIFO/SCHED_RR threads.
 func rtTasks(root *host.Root) []findings.RTTask {
 	var out []findings.RTTask
-	for _, t := range tasks(root) {
-		st, err := t.proc.Stat()
+	for _, t := range measure.Tasks(root) {
+		st, err := t.Proc.Stat()
 		if err != nil || st.Flags&pfKthread != 0 || (st.Policy != findings.SchedFIFO && st.Policy != findings.SchedRR) {
 			continue
 		}
-		status, err := t.proc.NewStatus()
+		status, err := t.Proc.NewStatus()
 		if err != nil {
 			continue
 		}
-		out = append(out, findings.RTTask{Comm: st.Comm, TID: t.tid, Policy: st.Policy,
+		out = append(out, findings.RTTask{Comm: st.Comm, TID: t.TID, Policy: st.Policy,
 			RTPriority: st.RTPriority, Allowed: cpuset.New(toInts(status.CpusAllowedList)...)})
 	}
 	return out
@@ -159,4 +167,26 @@ func numaNodes(root *host.Root) map[int]cpuset.CPUSet {
 		}
 	}
 	return out
+}
+
+// procsRunning reads procs_running from /proc/stat.
+func procsRunning(root *host.Root) (int, error) {
+	fs, err := procfs.NewFS(root.Proc())
+	if err != nil {
+		return 0, err
+	}
+	st, err := fs.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return int(st.ProcessesRunning), nil
+}
+
+// onlineCPUs reads /sys/devices/system/cpu/online.
+func onlineCPUs(root *host.Root) (cpuset.CPUSet, error) {
+	s, err := root.ReadString(root.Sys("devices", "system", "cpu", "online"))
+	if err != nil {
+		return cpuset.New(), err
+	}
+	return cpulist.Parse(s)
 }
