@@ -1,7 +1,7 @@
 // Package findings judges one measurement window's observations of a node
 // against the field notes' checklists and the profile's latency budget. It
 // is pure: the observations come in an Observation (read from the host by
-// agent/measure), so every check is a table test without a host root.
+// agent/window), so every check is a table test without a host root.
 package findings
 
 import (
