@@ -45,7 +45,7 @@ func applyStatus(prev v1alpha1.LatencyNodeStatus, in applyInput) v1alpha1.Latenc
 		withHeld(in.Results, in.Report.Held)...), unsettled(in.Report.Restored)...)))
 	st.Settings, st.SettingsOmitted = capSettings(all)
 	st.HeldThreads = heldThreads(prev, in.Report, in.Err)
-	st.Findings = nil // measure's findings of the last window are added after the pass
+	st.Findings = nil // the last window's findings are added after the pass
 	gen := in.Node.Generation
 	setCondition(&st, appliedCondition(in.Err, all, st.SettingsOmitted), gen, in.Now)
 	setCondition(&st, driftCondition(in.Report.Drifts, in.IRQBalancePID), gen, in.Now)
