@@ -21,6 +21,7 @@ import (
 
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/measure/bpf"
+	"latencytier.io/latencytier/agent/measure/throttling"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -98,7 +99,7 @@ func WithoutAttribution() Option { return func(m *Measurer) { m.noAttribution = 
 // WithPodcgroup passes options to podcgroup.Find (tests use their own
 // kubepods name).
 func WithPodcgroup(opts ...podcgroup.Option) Option {
-	return func(m *Measurer) { m.thr.opts = opts }
+	return func(m *Measurer) { m.podOpts = opts }
 }
 
 // Measurer owns the BPF program and the previous counters of every source.
@@ -113,7 +114,9 @@ type Measurer struct {
 	bpfSrc  *bpfSource
 	bpfErr  error
 	sched   *schedstatSource
-	thr     throttler
+	thr     *throttling.Meter
+	// podOpts find pods' cgroups (WithPodcgroup).
+	podOpts []podcgroup.Option
 	last    time.Time
 	// podsTracked says the BPF program measured pods' cgroups in the window
 	// now running.
@@ -128,10 +131,11 @@ type Measurer struct {
 
 // New returns a Measurer reading the host through root.
 func New(root *host.Root, log logr.Logger, opts ...Option) *Measurer {
-	m := &Measurer{root: root, log: log, thr: throttler{root: root}}
+	m := &Measurer{root: root, log: log}
 	for _, o := range opts {
 		o(m)
 	}
+	m.thr = throttling.New(root, m.podOpts...)
 	return m
 }
 
@@ -245,28 +249,16 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 		res.Pods, res.Attribution = m.podLatency(t, in.Pods)
 	}
 
-	throttles, err := m.thr.collect(in.Pods, func(p podcgroup.Pod) bool { return measured(in.Tuning, p) })
+	isMeasured := func(p podcgroup.Pod) bool { return measured(in.Tuning, p) }
+	throttles, err := m.thr.Collect(in.Pods, isMeasured)
 	if err != nil {
 		m.log.V(1).Info("Read no pod throttling", "reason", err.Error())
 	}
-	list, highest := podThrottlings(throttles)
-	res.AllThrottling = list
-	res.Throttling = slices.Clip(list[:min(len(list), maxThrottling)])
-	if len(throttles) > 0 {
-		res.ThrottledRatio = formatRatio(highest)
-	}
-	if r, ok := highestMeasured(throttles, in.Tuning); ok {
-		res.PodsThrottledRatio = formatRatio(r)
-	}
+	sum := throttling.Summarise(throttles, isMeasured)
+	res.AllThrottling = sum.All
+	res.Throttling = slices.Clip(sum.All[:min(len(sum.All), throttling.MaxListed)])
+	res.ThrottledRatio, res.PodsThrottledRatio, res.PodPressure = sum.Ratio, sum.MeasuredRatio, sum.Pressure
 
-	for _, t := range throttles {
-		if t.pressure != "" {
-			if res.PodPressure == nil {
-				res.PodPressure = map[string]string{}
-			}
-			res.PodPressure[t.pod.Namespace+"/"+t.pod.Name] = t.pressure
-		}
-	}
 	if len(res.Attribution) > 0 {
 		if res.Latency != nil {
 			res.Latency.Pods = podWaits(res.Attribution, window)

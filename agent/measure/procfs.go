@@ -3,7 +3,6 @@ package measure
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/prometheus/procfs"
 	"k8s.io/utils/cpuset"
@@ -79,25 +78,4 @@ func nodePressure(root *host.Root) (string, error) {
 		return "", fmt.Errorf("no some line in %s", root.Proc("pressure", "cpu"))
 	}
 	return strconv.FormatFloat(psi.Some.Avg10, 'f', 2, 64), nil
-}
-
-// cgroupPressure reads "some avg10=" of a cgroup v2 cpu.pressure. The file
-// has /proc/pressure/cpu's format, but procfs only reads the latter, so it
-// is parsed here.
-func cgroupPressure(root *host.Root, path string) (string, error) {
-	b, err := root.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, "some ") {
-			continue
-		}
-		for _, f := range strings.Fields(line) {
-			if v, ok := strings.CutPrefix(f, "avg10="); ok {
-				return v, nil
-			}
-		}
-	}
-	return "", fmt.Errorf("no some avg10 in %s", path)
 }
