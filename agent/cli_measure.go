@@ -50,7 +50,7 @@ func runMeasure(ctx context.Context, f measureFlags, stdout io.Writer) error {
 	if f.attach == "auto" {
 		f.attach = measure.AttachAuto
 	}
-	in := measure.Input{Tuning: v1alpha1.TuningSpec{CPUs: cpuSpec(f.isolated, f.reserved)}}
+	in := window.Input{Tuning: v1alpha1.TuningSpec{CPUs: cpuSpec(f.isolated, f.reserved)}}
 	m := window.New(measure.New(host.New(f.hostRoot), logr.Discard(), measure.WithAttach(f.attach)))
 	if err := m.Start(ctx); err != nil {
 		return err

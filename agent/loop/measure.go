@@ -59,7 +59,7 @@ type heldSpec struct {
 	key evidenceKey
 	// since is when the agent finished acting on key; zero while it has not.
 	since time.Time
-	in    measure.Input
+	in    mwindow.Input
 }
 
 // window is one collected measurement interval.
@@ -76,7 +76,7 @@ type window struct {
 // hold tells the Meter what the node holds after a pass: key, the input to
 // measure with, and whether the pass finished acting on key (a pass that
 // failed to act has not). A new key restarts the clock of "held since".
-func (mt *Meter) hold(key evidenceKey, in measure.Input, acted bool) {
+func (mt *Meter) hold(key evidenceKey, in mwindow.Input, acted bool) {
 	mt.mu.Lock()
 	defer mt.mu.Unlock()
 	interval, on := mt.scheduleLocked()

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -23,7 +25,6 @@ import (
 	"latencytier.io/latencytier/agent/measure/bpf"
 	"latencytier.io/latencytier/agent/measure/throttling"
 	"latencytier.io/latencytier/agent/podcgroup"
-	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -32,10 +33,10 @@ import (
 type Input struct {
 	Tuning v1alpha1.TuningSpec
 	Pods   []podcgroup.Pod
-	// Node is the snapshot of the pass that held Tuning (agent/snapshot):
-	// the window's findings decide from it instead of reading the node
-	// again. nil: the Measurer reads one.
-	Node *snapshot.Node
+	// Isolated and Reserved are the CPU classes latency is broken down by
+	// (agent/window sets them from the pass's snapshot); empty, latency is
+	// the Node class's only.
+	Isolated, Reserved cpuset.CPUSet
 }
 
 // Result is one window's measurement, shaped for LatencyNode status.
@@ -225,10 +226,7 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 	now := time.Now()
 	window := now.Sub(m.last)
 	m.last = now
-	cls := classesOf(in.Tuning)
-	if in.Node != nil {
-		cls = classesFrom(in.Node.CPUs)
-	}
+	cls := cpuClasses{isolated: in.Isolated, reserved: in.Reserved}
 	res := &Result{}
 
 	if hs := m.latency(in.Tuning, cls); hs != nil {

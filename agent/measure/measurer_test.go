@@ -47,19 +47,3 @@ func TestPrintLog2MatchesRunqlat(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
 	}
 }
-
-// tuning is a TuningSpec with isolated and reserved CPUs ("" leaves one
-// unset).
-func tuning(isolated, reserved string) v1alpha1.TuningSpec {
-	if isolated == "" && reserved == "" {
-		return v1alpha1.TuningSpec{}
-	}
-	c := &v1alpha1.CPUSpec{}
-	if isolated != "" {
-		c.Isolated = &isolated
-	}
-	if reserved != "" {
-		c.Reserved = &reserved
-	}
-	return v1alpha1.TuningSpec{CPUs: c}
-}

@@ -8,8 +8,6 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/host"
-	"latencytier.io/latencytier/agent/snapshot"
-	"latencytier.io/latencytier/api/v1alpha1"
 )
 
 // CPU classes in status.
@@ -23,14 +21,6 @@ const (
 // unset or unparsable).
 type cpuClasses struct {
 	isolated, reserved cpuset.CPUSet
-}
-
-func classesOf(t v1alpha1.TuningSpec) cpuClasses {
-	return classesFrom(snapshot.ParseCPUs(t.CPUs))
-}
-
-func classesFrom(c snapshot.CPUs) cpuClasses {
-	return cpuClasses{isolated: c.Isolated, reserved: c.Reserved}
 }
 
 // procFS is the host root's /proc as prometheus/procfs reads it, so a

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/go-logr/logr/testr"
 
 	"latencytier.io/latencytier/agent/host"
@@ -37,7 +39,7 @@ func TestTaskReadsThroughRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	testroot.Write(t, root.Proc("4242", "task", "4242", "schedstat"), "100 5000 13\n")
-	res, err := m.Collect(context.Background(), Input{Tuning: tuning("1", "0")})
+	res, err := m.Collect(context.Background(), Input{Isolated: cpuset.New(1), Reserved: cpuset.New(0)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestThrottlingFindingsCgroupV2Fixture(t *testing.T) {
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	in := measure.Input{Pods: []podcgroup.Pod{{UID: uid, Namespace: "shop", Name: "api", OptedIn: true}}}
+	in := Input{Pods: []podcgroup.Pod{{UID: uid, Namespace: "shop", Name: "api", OptedIn: true}}}
 	if _, err := m.Collect(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
@@ -69,9 +69,9 @@ func taskRoot(t *testing.T, runDelay, slices string) *host.Root {
 // in for the host's /proc.
 func TestRTTaskReadThroughRoot(t *testing.T) {
 	root := taskRoot(t, "2000", "10")
-	fs := findingsOf(root, measure.Input{Tuning: tuning("1", "0")})
+	fs := findingsOf(root, Input{Tuning: tuning("1", "0")})
 	mustFind(t, fs, findings.FindingRTTasksIsolated, "1 real-time tasks", "my (weird) app (tid 4242, SCHED_FIFO prio 50, cpus 1)")
-	mustNotFind(t, findingsOf(root, measure.Input{Tuning: tuning("0", "1")}), findings.FindingRTTasksIsolated)
+	mustNotFind(t, findingsOf(root, Input{Tuning: tuning("0", "1")}), findings.FindingRTTasksIsolated)
 }
 
 // With measurement disabled, a budgeted p99 is not measured: WithinBudget
@@ -82,7 +82,7 @@ func TestMeasurementDisabledBudgetUnknown(t *testing.T) {
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := m.Collect(context.Background(), measure.Input{Tuning: v1alpha1.TuningSpec{
+	res, err := m.Collect(context.Background(), Input{Tuning: v1alpha1.TuningSpec{
 		Measurement:   &v1alpha1.MeasurementSpec{Source: v1alpha1.MeasurementDisabled},
 		LatencyBudget: &v1alpha1.LatencyBudget{RunQueueP99: &metav1.Duration{Duration: time.Millisecond}},
 	}})

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"latencytier.io/latencytier/agent/measure"
-
 	"latencytier.io/latencytier/agent/findings"
 
 	"golang.org/x/sys/unix"
@@ -62,14 +60,14 @@ func TestFindingSysctlsRealKernel(t *testing.T) {
 func testFindingAutogroupRealKernel(t *testing.T) {
 	root := host.New("/")
 	setSysctl(t, "kernel.sched_autogroup_enabled", "1")
-	mustFind(t, findingsOf(root, measure.Input{}), findings.FindingAutogroup, "kernel.sched_autogroup_enabled=1")
+	mustFind(t, findingsOf(root, Input{}), findings.FindingAutogroup, "kernel.sched_autogroup_enabled=1")
 
 	enabled := v1alpha1.Enabled
-	asked := measure.Input{Tuning: v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{Autogroup: &enabled}}}
+	asked := Input{Tuning: v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{Autogroup: &enabled}}}
 	mustNotFind(t, findingsOf(root, asked), findings.FindingAutogroup)
 
 	setSysctl(t, "kernel.sched_autogroup_enabled", "0")
-	mustNotFind(t, findingsOf(root, measure.Input{}), findings.FindingAutogroup)
+	mustNotFind(t, findingsOf(root, Input{}), findings.FindingAutogroup)
 }
 
 // startNamed runs a sleeping process whose comm is name, with env.
@@ -116,7 +114,7 @@ func TestFindingIRQBalanceRealProcess(t *testing.T) {
 	// running it are irqbalance; one merely named so is not.
 	root := testroot.RealKernel(t)
 	bin := root.Path("usr", "sbin", "irqbalance")
-	in := measure.Input{Tuning: tuning("1", "0")}
+	in := Input{Tuning: tuning("1", "0")}
 
 	impostor := startNamed(t, "irqbalance", "PATH=/usr/bin")
 	waitComm(t, impostor.Process.Pid, "irqbalance")
@@ -157,9 +155,9 @@ func TestFindingRTTaskOnIsolatedCPURealKernel(t *testing.T) {
 		t.Fatalf("making it SCHED_FIFO: %v", err)
 	}
 	root := host.New("/")
-	mustFind(t, findingsOf(root, measure.Input{Tuning: tuning("1", "0")}), findings.FindingRTTasksIsolated,
+	mustFind(t, findingsOf(root, Input{Tuning: tuning("1", "0")}), findings.FindingRTTasksIsolated,
 		"rt-sleeper (tid "+strconv.Itoa(pid)+", SCHED_FIFO prio 10, cpus 1)")
-	if f := findType(findingsOf(root, measure.Input{Tuning: tuning("0", "1")}), findings.FindingRTTasksIsolated); f != nil &&
+	if f := findType(findingsOf(root, Input{Tuning: tuning("0", "1")}), findings.FindingRTTasksIsolated); f != nil &&
 		strings.Contains(f.Message, "tid "+strconv.Itoa(pid)) {
 		t.Errorf("task pinned to CPU 1 reported on isolated CPU 0: %s", f.Message)
 	}
@@ -170,15 +168,15 @@ func TestFindingRTTaskOnIsolatedCPURealKernel(t *testing.T) {
 func testFindingRTThrottlingDisabledRealKernel(t *testing.T) {
 	setSysctl(t, "kernel.sched_rt_runtime_us", "-1")
 	root := host.New("/")
-	mustFind(t, findingsOf(root, measure.Input{}), findings.FindingRTThrottlingOff, "sched_rt_runtime_us=-1")
+	mustFind(t, findingsOf(root, Input{}), findings.FindingRTThrottlingOff, "sched_rt_runtime_us=-1")
 
 	// With the isolated CPUs isolated by the kernel, -1 is a choice.
 	isolated := testroot.Files(t, map[string]string{
 		"proc/sys/kernel/sched_rt_runtime_us": "-1\n",
 		"proc/cmdline":                        "ro isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1\n",
 	})
-	mustNotFind(t, findingsOf(isolated, measure.Input{Tuning: tuning("1", "0")}), findings.FindingRTThrottlingOff)
+	mustNotFind(t, findingsOf(isolated, Input{Tuning: tuning("1", "0")}), findings.FindingRTThrottlingOff)
 
 	setSysctl(t, "kernel.sched_rt_runtime_us", "950000")
-	mustNotFind(t, findingsOf(root, measure.Input{}), findings.FindingRTThrottlingOff)
+	mustNotFind(t, findingsOf(root, Input{}), findings.FindingRTThrottlingOff)
 }

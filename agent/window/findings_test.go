@@ -33,7 +33,7 @@ func tuning(isolated, reserved string) v1alpha1.TuningSpec {
 	return v1alpha1.TuningSpec{CPUs: c}
 }
 
-func findingsOf(root *host.Root, in measure.Input) []v1alpha1.Finding {
+func findingsOf(root *host.Root, in Input) []v1alpha1.Finding {
 	return findings.Judge(observe(root, in, classes(in), &measure.Result{}))
 }
 
@@ -68,9 +68,9 @@ func mustNotFind(t *testing.T, fs []v1alpha1.Finding, typ string) {
 
 func TestFindingNumaBalancing(t *testing.T) {
 	on := testroot.Files(t, map[string]string{"proc/sys/kernel/numa_balancing": "1\n"})
-	mustFind(t, findingsOf(on, measure.Input{}), findings.FindingNumaBalancing, "kernel.numa_balancing=1")
+	mustFind(t, findingsOf(on, Input{}), findings.FindingNumaBalancing, "kernel.numa_balancing=1")
 	off := testroot.Files(t, map[string]string{"proc/sys/kernel/numa_balancing": "0\n"})
-	mustNotFind(t, findingsOf(off, measure.Input{}), findings.FindingNumaBalancing)
+	mustNotFind(t, findingsOf(off, Input{}), findings.FindingNumaBalancing)
 }
 
 const interrupts1 = `           CPU0       CPU1       
@@ -112,7 +112,7 @@ func TestFindingIRQsAndSoftirqsOnIsolated(t *testing.T) {
 	}
 	testroot.Write(t, root.Proc("interrupts"), interrupts2)
 	testroot.Write(t, root.Proc("softirqs"), softirqs2)
-	res, err := m.Collect(context.Background(), measure.Input{Tuning: tuning("1", "0")})
+	res, err := m.Collect(context.Background(), Input{Tuning: tuning("1", "0")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestFindingIRQsAndSoftirqsOnIsolated(t *testing.T) {
 	}
 
 	// Nothing new in the next window: no finding.
-	res, _ = m.Collect(context.Background(), measure.Input{Tuning: tuning("1", "0")})
+	res, _ = m.Collect(context.Background(), Input{Tuning: tuning("1", "0")})
 	mustNotFind(t, res.Findings, findings.FindingIRQsIsolated)
 	mustNotFind(t, res.Findings, findings.FindingSoftirqsIsolated)
 }
@@ -133,12 +133,12 @@ func TestFindingRunQueueOverloaded(t *testing.T) {
 		"proc/stat":                     "cpu  1 2 3\nprocs_running 9\nprocs_blocked 0\n",
 		"sys/devices/system/cpu/online": "0-1\n",
 	})
-	mustFind(t, findingsOf(busy, measure.Input{}), findings.FindingRunQueueOverloaded, "stayed at 8 or more", "2 online CPUs")
+	mustFind(t, findingsOf(busy, Input{}), findings.FindingRunQueueOverloaded, "stayed at 8 or more", "2 online CPUs")
 	calm := testroot.Files(t, map[string]string{
 		"proc/stat":                     "procs_running 2\n",
 		"sys/devices/system/cpu/online": "0-1\n",
 	})
-	mustNotFind(t, findingsOf(calm, measure.Input{}), findings.FindingRunQueueOverloaded)
+	mustNotFind(t, findingsOf(calm, Input{}), findings.FindingRunQueueOverloaded)
 }
 
 func TestFindingCmdlineMissingIsolation(t *testing.T) {
@@ -147,11 +147,11 @@ func TestFindingCmdlineMissingIsolation(t *testing.T) {
 	if err != nil || strings.Contains(cmdline, "isolcpus=") {
 		t.Skip("this kernel's command line already isolates CPUs")
 	}
-	mustFind(t, findingsOf(root, measure.Input{Tuning: tuning("1", "0")}), findings.FindingCmdline, "isolcpus=1 nohz_full=1 rcu_nocbs=1")
-	mustNotFind(t, findingsOf(root, measure.Input{}), findings.FindingCmdline) // nothing to isolate
+	mustFind(t, findingsOf(root, Input{Tuning: tuning("1", "0")}), findings.FindingCmdline, "isolcpus=1 nohz_full=1 rcu_nocbs=1")
+	mustNotFind(t, findingsOf(root, Input{}), findings.FindingCmdline) // nothing to isolate
 
 	full := testroot.Files(t, map[string]string{"proc/cmdline": "ro isolcpus=managed_irq,1 nohz_full=1 rcu_nocbs=1\n"})
-	mustNotFind(t, findingsOf(full, measure.Input{Tuning: tuning("1", "0")}), findings.FindingCmdline)
+	mustNotFind(t, findingsOf(full, Input{Tuning: tuning("1", "0")}), findings.FindingCmdline)
 }
 
 func TestFindingSMTSiblingsSplit(t *testing.T) {
@@ -160,17 +160,17 @@ func TestFindingSMTSiblingsSplit(t *testing.T) {
 		files["sys/devices/system/cpu/cpu"+cpu+"/topology/thread_siblings_list"] = sib + "\n"
 	}
 	root := testroot.Files(t, files)
-	mustFind(t, findingsOf(root, measure.Input{Tuning: tuning("2-3", "0-1")}), findings.FindingSMTSplit, "2 with 0", "3 with 1")
-	mustNotFind(t, findingsOf(root, measure.Input{Tuning: tuning("1,3", "0,2")}), findings.FindingSMTSplit)
+	mustFind(t, findingsOf(root, Input{Tuning: tuning("2-3", "0-1")}), findings.FindingSMTSplit, "2 with 0", "3 with 1")
+	mustNotFind(t, findingsOf(root, Input{Tuning: tuning("1,3", "0,2")}), findings.FindingSMTSplit)
 }
 
 func TestFindingCPUManagerNone(t *testing.T) {
 	pods := []podcgroup.Pod{{Namespace: "shop", Name: "api", QOSClass: "Guaranteed"}, {Namespace: "shop", Name: "batch", QOSClass: "BestEffort"}}
 	none := testroot.Files(t, map[string]string{"var/lib/kubelet/cpu_manager_state": `{"policyName":"none","defaultCpuSet":"","checksum":1}`})
-	mustFind(t, findingsOf(none, measure.Input{Tuning: tuning("1", "0"), Pods: pods}), findings.FindingCPUManagerNone, "shop/api")
-	if f := findType(findingsOf(none, measure.Input{Tuning: tuning("1", "0"), Pods: pods}), findings.FindingCPUManagerNone); strings.Contains(f.Message, "batch") {
+	mustFind(t, findingsOf(none, Input{Tuning: tuning("1", "0"), Pods: pods}), findings.FindingCPUManagerNone, "shop/api")
+	if f := findType(findingsOf(none, Input{Tuning: tuning("1", "0"), Pods: pods}), findings.FindingCPUManagerNone); strings.Contains(f.Message, "batch") {
 		t.Errorf("a BestEffort pod is said to expect exclusive CPUs: %s", f.Message)
 	}
 	static := testroot.Files(t, map[string]string{"var/lib/kubelet/cpu_manager_state": `{"policyName":"static","defaultCpuSet":"0","checksum":1}`})
-	mustNotFind(t, findingsOf(static, measure.Input{Tuning: tuning("1", "0"), Pods: pods}), findings.FindingCPUManagerNone)
+	mustNotFind(t, findingsOf(static, Input{Tuning: tuning("1", "0"), Pods: pods}), findings.FindingCPUManagerNone)
 }

@@ -24,7 +24,7 @@ const pfKthread = 0x00200000
 // observe reads the host for the window's checks (agent/findings): only
 // what a check looks at under the profile's CPU classes. res is the
 // Measurer's window, whose throttling the checks judge.
-func observe(root *host.Root, in measure.Input, cls snapshot.CPUs, res *measure.Result) findings.Observation {
+func observe(root *host.Root, in Input, cls snapshot.CPUs, res *measure.Result) findings.Observation {
 	node := in.Node
 	if node == nil {
 		n := snapshot.Read(root, in.Tuning)

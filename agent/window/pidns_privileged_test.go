@@ -174,7 +174,7 @@ func runPidnsChild(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond) // the measurement window: schedstat needs time to pass
-	res, err := m.Collect(context.Background(), measure.Input{Tuning: tuning("1", "0")})
+	res, err := m.Collect(context.Background(), Input{Tuning: tuning("1", "0")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"latencytier.io/latencytier/agent/measure"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/agent/internal/testroot"
@@ -26,7 +24,7 @@ func TestFindingsIncludeDeepIdle(t *testing.T) {
 	reserved, isolated := "0", "1"
 	spec := v1alpha1.TuningSpec{CPUs: &v1alpha1.CPUSpec{Reserved: &reserved, Isolated: &isolated},
 		LatencyBudget: &v1alpha1.LatencyBudget{RunQueueP99: &metav1.Duration{Duration: 100 * time.Microsecond}}}
-	fs := findingsOf(root, measure.Input{Tuning: spec})
+	fs := findingsOf(root, Input{Tuning: spec})
 	for _, f := range fs {
 		if f.Type == power.FindingDeepIdle {
 			return

@@ -40,7 +40,7 @@ func TestWindowUsesThePassSnapshot(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { root.Observe(nil) })
-	res, err := m.Collect(context.Background(), measure.Input{Tuning: tuning, Node: &node})
+	res, err := m.Collect(context.Background(), Input{Tuning: tuning, Node: &node})
 	if err != nil {
 		t.Fatal(err)
 	}

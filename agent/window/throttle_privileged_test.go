@@ -53,7 +53,7 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	budget := "0.01"
-	in := measure.Input{
+	in := Input{
 		Tuning: v1alpha1.TuningSpec{LatencyBudget: &v1alpha1.LatencyBudget{ThrottledRatio: &budget}},
 		Pods:   []podcgroup.Pod{{UID: uid, Namespace: "shop", Name: "api", OptedIn: true}},
 	}
@@ -120,7 +120,7 @@ func TestThrottlingSkipsUnlimitedPods(t *testing.T) {
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	in := measure.Input{Pods: []podcgroup.Pod{{UID: uid, Namespace: "shop", Name: "free"}}}
+	in := Input{Pods: []podcgroup.Pod{{UID: uid, Namespace: "shop", Name: "free"}}}
 	for i := 0; i < 2; i++ {
 		res, err := m.Collect(context.Background(), in)
 		if err != nil {

@@ -12,8 +12,20 @@ import (
 	"latencytier.io/latencytier/agent/findings"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/measure"
+	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/agent/snapshot"
+	"latencytier.io/latencytier/api/v1alpha1"
 )
+
+// Input is what a window is collected for: the node's resolved tuning, the
+// pods running on it, and the snapshot of the pass that held the tuning
+// (agent/snapshot), which the checks decide from instead of reading the
+// node again (nil: the Collector reads one).
+type Input struct {
+	Tuning v1alpha1.TuningSpec
+	Pods   []podcgroup.Pod
+	Node   *snapshot.Node
+}
 
 // Collector is a Measurer with the window's findings and budget.
 type Collector struct {
@@ -52,14 +64,15 @@ func (c *Collector) Source() string { return c.m.Source() }
 // Collect ends the window since the previous Collect (or Start): the
 // Measurer's Result with the window's findings (the checks' first, most
 // severe first, then measure's own) and its WithinBudget condition.
-func (c *Collector) Collect(ctx context.Context, in measure.Input) (*measure.Result, error) {
-	res, err := c.m.Collect(ctx, in)
+func (c *Collector) Collect(ctx context.Context, in Input) (*measure.Result, error) {
+	cls := classes(in)
+	res, err := c.m.Collect(ctx, measure.Input{Tuning: in.Tuning, Pods: in.Pods, Isolated: cls.Isolated, Reserved: cls.Reserved})
 	if err != nil {
 		return nil, err
 	}
 	prevIRQ, prevSoft := c.irqs, c.softirqs
 	c.readCounters()
-	o := observe(c.root, in, classes(in), res)
+	o := observe(c.root, in, cls, res)
 	o.IRQs = findings.CounterWindow{Prev: prevIRQ.table, Cur: c.irqs.table, OK: prevIRQ.ok && c.irqs.ok}
 	o.Softirqs = findings.CounterWindow{Prev: prevSoft.table, Cur: c.softirqs.table, OK: prevSoft.ok && c.softirqs.ok}
 	res.Findings = append(findings.Judge(o), res.Findings...)
@@ -70,8 +83,8 @@ func (c *Collector) Collect(ctx context.Context, in measure.Input) (*measure.Res
 }
 
 // classes are the profile's CPU classes: the pass's snapshot's, or parsed
-// from the tuning when the input carries none (as measure does).
-func classes(in measure.Input) snapshot.CPUs {
+// from the tuning when the input carries none.
+func classes(in Input) snapshot.CPUs {
 	if in.Node != nil {
 		return in.Node.CPUs
 	}
