@@ -12,6 +12,7 @@ import (
 
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/measure"
+	"latencytier.io/latencytier/agent/window"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -49,8 +50,8 @@ func runMeasure(ctx context.Context, f measureFlags, stdout io.Writer) error {
 	if f.attach == "auto" {
 		f.attach = measure.AttachAuto
 	}
-	in := measure.Input{Tuning: v1alpha1.TuningSpec{CPUs: cpuSpec(f.isolated, f.reserved)}}
-	m := measure.New(host.New(f.hostRoot), logr.Discard(), measure.WithAttach(f.attach))
+	in := window.Input{Tuning: v1alpha1.TuningSpec{CPUs: cpuSpec(f.isolated, f.reserved)}}
+	m := window.New(measure.New(host.New(f.hostRoot), logr.Discard(), measure.WithAttach(f.attach)))
 	if err := m.Start(ctx); err != nil {
 		return err
 	}

@@ -10,10 +10,10 @@ import (
 
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/internal/bound"
-	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/agent/sysctl"
+	mwindow "latencytier.io/latencytier/agent/window"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -49,7 +49,7 @@ func (r *Reconciler) measuring(ln *v1alpha1.LatencyNode) bool {
 func (r *Reconciler) held(ln *v1alpha1.LatencyNode, node snapshot.Node, t v1alpha1.TuningSpec, pods []podcgroup.Pod, acted bool) {
 	if r.Meter != nil {
 		node = node.For(t)
-		r.Meter.hold(specKey(ln.Spec), measure.Input{Tuning: t, Pods: pods, Node: &node}, acted)
+		r.Meter.hold(specKey(ln.Spec), mwindow.Input{Tuning: t, Pods: pods, Node: &node}, acted)
 	}
 }
 

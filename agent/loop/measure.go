@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"latencytier.io/latencytier/agent/measure"
+	mwindow "latencytier.io/latencytier/agent/window"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -23,7 +24,7 @@ const defaultMeasureInterval = 30 * time.Second
 // follows writes the window into status. Passes tell it what the node holds
 // (hold) and read its newest window (latest).
 type Meter struct {
-	m      *measure.Measurer
+	m      *mwindow.Collector
 	clock  clock.Clock
 	log    logr.Logger
 	events chan event.GenericEvent
@@ -38,10 +39,11 @@ type Meter struct {
 	last   *window
 }
 
-// NewMeter returns a Meter that starts m, collects from it on clk and
-// closes it when the manager stops.
+// NewMeter returns a Meter that starts m, collects windows from it (with
+// their findings and budget, agent/window) on clk and closes it when the
+// manager stops.
 func NewMeter(m *measure.Measurer, clk clock.Clock, log logr.Logger) *Meter {
-	return &Meter{m: m, clock: clk, log: log, events: make(chan event.GenericEvent, 1), wake: make(chan struct{}, 1)}
+	return &Meter{m: mwindow.New(m), clock: clk, log: log, events: make(chan event.GenericEvent, 1), wake: make(chan struct{}, 1)}
 }
 
 // evidenceKey is what a window is evidence of: the spec's action and revision.
@@ -57,7 +59,7 @@ type heldSpec struct {
 	key evidenceKey
 	// since is when the agent finished acting on key; zero while it has not.
 	since time.Time
-	in    measure.Input
+	in    mwindow.Input
 }
 
 // window is one collected measurement interval.
@@ -74,7 +76,7 @@ type window struct {
 // hold tells the Meter what the node holds after a pass: key, the input to
 // measure with, and whether the pass finished acting on key (a pass that
 // failed to act has not). A new key restarts the clock of "held since".
-func (mt *Meter) hold(key evidenceKey, in measure.Input, acted bool) {
+func (mt *Meter) hold(key evidenceKey, in mwindow.Input, acted bool) {
 	mt.mu.Lock()
 	defer mt.mu.Unlock()
 	interval, on := mt.scheduleLocked()

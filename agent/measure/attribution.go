@@ -252,7 +252,7 @@ func (n *namer) cgroup(victim string, id uint64) (OffenderClass, string) {
 func (m *Measurer) cgroupRefs(pods []podcgroup.Pod) map[uint64]podRef {
 	out := map[uint64]podRef{}
 	for _, p := range pods {
-		dirs, err := podcgroup.Find(m.root, p.UID, m.thr.opts...)
+		dirs, err := podcgroup.Find(m.root, p.UID, m.podOpts...)
 		if err != nil {
 			continue
 		}
@@ -308,7 +308,7 @@ func (m *Measurer) cgroupPath(id uint64) (string, bool) {
 	return p, ok
 }
 
-func (m *Measurer) kubepods() string { return podcgroup.KubepodsName(m.thr.opts...) }
+func (m *Measurer) kubepods() string { return podcgroup.KubepodsName(m.podOpts...) }
 
 // readAttribution reads the window's attribution for the pods measured in
 // it (nil when attribution is off or nothing was measured).

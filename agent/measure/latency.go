@@ -69,7 +69,7 @@ type taskDelay struct {
 func (s *schedstatSource) perCPU() ([]Hist, error) {
 	cur := map[string]taskDelay{}
 	var out []Hist
-	for _, t := range tasks(s.root) {
+	for _, t := range Tasks(s.root) {
 		td, cpu, err := readTaskDelay(t)
 		if err != nil {
 			continue // the task exited
@@ -95,12 +95,12 @@ func (s *schedstatSource) perCPU() ([]Hist, error) {
 
 // readTaskDelay reads a task's run_delay and timeslice count and the CPU it
 // last ran on.
-func readTaskDelay(t task) (taskDelay, int, error) {
-	ss, err := t.proc.Schedstat()
+func readTaskDelay(t Task) (taskDelay, int, error) {
+	ss, err := t.Proc.Schedstat()
 	if err != nil {
 		return taskDelay{}, 0, err
 	}
-	st, err := t.proc.Stat()
+	st, err := t.Proc.Stat()
 	if err != nil {
 		return taskDelay{}, 0, err
 	}

@@ -1,8 +1,9 @@
 // Package measure measures what a latency-tier node delivers: run-queue
 // latency (eBPF on sched_wakeup/sched_wakeup_new/sched_switch, like runqlat,
 // with per-task schedstat run_delay and PSI as the fallback where BPF is not
-// allowed), CFS throttling per pod from cgroup cpu.stat, and the field notes'
-// diagnostic findings, and judges them against the profile's latency budget.
+// allowed), CFS throttling per pod from cgroup cpu.stat, and who made the
+// measured pods wait (attribution). agent/window adds the findings and the
+// budget judgement (agent/findings) to each window.
 // A Measurer is started once and collected every interval; each Result
 // covers the window since the previous Collect.
 package measure
@@ -15,13 +16,15 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/measure/bpf"
+	"latencytier.io/latencytier/agent/measure/throttling"
 	"latencytier.io/latencytier/agent/podcgroup"
-	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -30,10 +33,10 @@ import (
 type Input struct {
 	Tuning v1alpha1.TuningSpec
 	Pods   []podcgroup.Pod
-	// Node is the snapshot of the pass that held Tuning (agent/snapshot):
-	// the window's findings decide from it instead of reading the node
-	// again. nil: the Measurer reads one.
-	Node *snapshot.Node
+	// Isolated and Reserved are the CPU classes latency is broken down by
+	// (agent/window sets them from the pass's snapshot); empty, latency is
+	// the Node class's only.
+	Isolated, Reserved cpuset.CPUSet
 }
 
 // Result is one window's measurement, shaped for LatencyNode status.
@@ -50,9 +53,14 @@ type Result struct {
 	AllThrottling []v1alpha1.PodThrottling `json:"-"`
 	// ThrottledRatio is the highest ratio in Throttling ("" when no pod).
 	ThrottledRatio string `json:"throttledRatio,omitempty"`
-	// Findings are diagnostics with evidence, most severe first.
+	// PodPressure is, by namespace/name, each pod in AllThrottling's
+	// cgroup v2 cpu.pressure "some avg10" (absent on cgroup v1).
+	PodPressure map[string]string `json:"-"`
+	// Findings are diagnostics with evidence, most severe first: measure
+	// sets the NoisyNeighbor finding, agent/window adds the checks'.
 	Findings []v1alpha1.Finding `json:"findings,omitempty"`
-	// Budget is the WithinBudget condition (the caller sets transition times).
+	// Budget is the WithinBudget condition (the caller sets transition
+	// times), set by agent/window.
 	Budget metav1.Condition `json:"budget"`
 	// Pods is the measured pods' own run delay (see pods.go): nil when no
 	// such pod ran through the whole window or BPF is unavailable.
@@ -92,7 +100,7 @@ func WithoutAttribution() Option { return func(m *Measurer) { m.noAttribution = 
 // WithPodcgroup passes options to podcgroup.Find (tests use their own
 // kubepods name).
 func WithPodcgroup(opts ...podcgroup.Option) Option {
-	return func(m *Measurer) { m.thr.opts = opts }
+	return func(m *Measurer) { m.podOpts = opts }
 }
 
 // Measurer owns the BPF program and the previous counters of every source.
@@ -102,17 +110,15 @@ type Measurer struct {
 	attach        string
 	noAttribution bool
 
-	mu       sync.Mutex
-	started  bool
-	bpfSrc   *bpfSource
-	bpfErr   error
-	sched    *schedstatSource
-	thr      throttler
-	irqs     counterTable
-	softirqs counterTable
-	haveIRQ  bool
-	haveSoft bool
-	last     time.Time
+	mu      sync.Mutex
+	started bool
+	bpfSrc  *bpfSource
+	bpfErr  error
+	sched   *schedstatSource
+	thr     *throttling.Meter
+	// podOpts find pods' cgroups (WithPodcgroup).
+	podOpts []podcgroup.Option
+	last    time.Time
 	// podsTracked says the BPF program measured pods' cgroups in the window
 	// now running.
 	podsTracked bool
@@ -126,10 +132,11 @@ type Measurer struct {
 
 // New returns a Measurer reading the host through root.
 func New(root *host.Root, log logr.Logger, opts ...Option) *Measurer {
-	m := &Measurer{root: root, log: log, thr: throttler{root: root}}
+	m := &Measurer{root: root, log: log}
 	for _, o := range opts {
 		o(m)
 	}
+	m.thr = throttling.New(root, m.podOpts...)
 	return m
 }
 
@@ -153,7 +160,6 @@ func (m *Measurer) Start(ctx context.Context) error {
 	if m.bpfSrc == nil {
 		_, _ = m.sched.perCPU() // baseline
 	}
-	m.readCounters()
 	m.last = time.Now()
 	return nil
 }
@@ -195,6 +201,9 @@ func (m *Measurer) Source() string {
 	return SourceSchedstat
 }
 
+// Root is the host root the Measurer reads.
+func (m *Measurer) Root() *host.Root { return m.root }
+
 // Tracer returns the BPF tracer (nil on the fallback), for cost accounting.
 func (m *Measurer) Tracer() *bpf.Tracer {
 	m.mu.Lock()
@@ -217,10 +226,7 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 	now := time.Now()
 	window := now.Sub(m.last)
 	m.last = now
-	cls := classesOf(in.Tuning)
-	if in.Node != nil {
-		cls = classesFrom(in.Node.CPUs)
-	}
+	cls := cpuClasses{isolated: in.Isolated, reserved: in.Reserved}
 	res := &Result{}
 
 	if hs := m.latency(in.Tuning, cls); hs != nil {
@@ -241,26 +247,16 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 		res.Pods, res.Attribution = m.podLatency(t, in.Pods)
 	}
 
-	throttles, err := m.thr.collect(in.Pods, func(p podcgroup.Pod) bool { return measured(in.Tuning, p) })
+	isMeasured := func(p podcgroup.Pod) bool { return measured(in.Tuning, p) }
+	throttles, err := m.thr.Collect(in.Pods, isMeasured)
 	if err != nil {
 		m.log.V(1).Info("Read no pod throttling", "reason", err.Error())
 	}
-	list, highest, highestOptedIn := podThrottlings(throttles)
-	res.AllThrottling = list
-	res.Throttling = slices.Clip(list[:min(len(list), maxThrottling)])
-	if len(throttles) > 0 {
-		res.ThrottledRatio = formatRatio(highest)
-	}
-	if r, ok := highestMeasured(throttles, in.Tuning); ok {
-		res.PodsThrottledRatio = formatRatio(r)
-	}
+	sum := throttling.Summarise(throttles, isMeasured)
+	res.AllThrottling = sum.All
+	res.Throttling = slices.Clip(sum.All[:min(len(sum.All), throttling.MaxListed)])
+	res.ThrottledRatio, res.PodsThrottledRatio, res.PodPressure = sum.Ratio, sum.MeasuredRatio, sum.Pressure
 
-	prevIRQ, prevSoft, hadIRQ, hadSoft := m.irqs, m.softirqs, m.haveIRQ, m.haveSoft
-	m.readCounters()
-	c := &checker{root: m.root, in: in, node: in.Node, cls: cls, throttles: throttles,
-		irqs: [2]counterTable{prevIRQ, m.irqs}, softirqs: [2]counterTable{prevSoft, m.softirqs},
-		haveIRQs: hadIRQ && m.haveIRQ, haveSoft: hadSoft && m.haveSoft}
-	res.Findings = c.findings()
 	if len(res.Attribution) > 0 {
 		if res.Latency != nil {
 			res.Latency.Pods = podWaits(res.Attribution, window)
@@ -270,11 +266,6 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 			res.Findings = append(res.Findings, *f)
 		}
 	}
-
-	res.Budget = budgetCondition(budgetInput{
-		budget: in.Tuning.LatencyBudget, p99: res.RunQueueP99,
-		throttled: highestOptedIn, throttledPod: mostThrottledOptedIn(throttles),
-	})
 	return res, nil
 }
 
@@ -314,23 +305,6 @@ func (m *Measurer) latency(t v1alpha1.TuningSpec, cls cpuClasses) *latencyHists 
 		return nil
 	}
 	return &latencyHists{source: SourceSchedstat, hists: byClass(perCPU, cls)}
-}
-
-func (m *Measurer) readCounters() {
-	var err error
-	m.irqs, err = readCounterTable(m.root, m.root.Proc("interrupts"))
-	m.haveIRQ = err == nil
-	m.softirqs, err = readCounterTable(m.root, m.root.Proc("softirqs"))
-	m.haveSoft = err == nil
-}
-
-func mostThrottledOptedIn(ps []podThrottle) string {
-	for _, p := range ps { // sorted most throttled first
-		if p.pod.OptedIn && p.delta.throttled > 0 {
-			return p.pod.Namespace + "/" + p.pod.Name
-		}
-	}
-	return ""
 }
 
 // Close unloads the BPF program.

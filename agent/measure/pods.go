@@ -57,11 +57,11 @@ func (m *Measurer) podCgroupIDs(pods []podcgroup.Pod) ([]bpf.PodCgroup, map[uint
 	var ids []bpf.PodCgroup
 	refs := map[uint64]podRef{}
 	for _, p := range pods {
-		dirs, err := podcgroup.Find(m.root, p.UID, m.thr.opts...)
+		dirs, err := podcgroup.Find(m.root, p.UID, m.podOpts...)
 		if err != nil {
 			continue
 		}
-		limited := m.thr.hasLimit(dirs)
+		limited := m.thr.HasLimit(dirs)
 		for _, dir := range append([]string{dirs.Pod}, dirs.Containers...) {
 			ino, err := m.root.Inode(dir)
 			if err != nil {

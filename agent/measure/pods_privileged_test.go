@@ -24,7 +24,7 @@ import (
 // granted a tuning nor matched by measurement.podSelector gets no figure.
 // It writes only its own uniquely named cgroups (no kernellock).
 func TestPodRunDelayCountsOnlyThePodsTasks(t *testing.T) {
-	pod := v1Pod(t)
+	pod := cgtest.V1Pod(t, "cpu", podcgroup.DriverCgroupfs, "ltmeasure-", nil)
 	cgtest.StartIn(t, pod.CtrDir, "sleep", "600")
 	m := New(host.New("/"), testr.New(t), WithPodcgroup(podcgroup.WithKubepods(pod.Kubepods)))
 	if err := m.Start(context.Background()); err != nil {

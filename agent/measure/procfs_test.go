@@ -4,52 +4,13 @@ import (
 	"context"
 	"testing"
 
-	"github.com/go-logr/logr/testr"
-
 	"k8s.io/utils/cpuset"
+
+	"github.com/go-logr/logr/testr"
 
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/testroot"
 )
-
-const interrupts1 = `           CPU0       CPU1       
- 24:          1          0  IO-APIC   5-edge      ACPI:Ged
- 36:        100        200  PCI-MSIX-0000:00:05.0   0-edge      virtio1-req.0
-LOC:       5000       6000   Local timer interrupts
-ERR:          0
-`
-
-const interrupts2 = `           CPU0       CPU1       
- 24:          1          0  IO-APIC   5-edge      ACPI:Ged
- 36:        150        320  PCI-MSIX-0000:00:05.0   0-edge      virtio1-req.0
- 41:          0          7  PCI-MSIX-0000:00:04.0   1-edge      virtio0-input.0
-LOC:       5100       6900   Local timer interrupts
-ERR:          0
-`
-
-func TestCounterTableDelta(t *testing.T) {
-	a, err := parseCounterTable(interrupts1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := parseCounterTable(interrupts2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := b.deltaOn(a, cpuset.New(1), isNumber)
-	if len(d) != 2 || d[0].key != "36" || d[0].n != 120 || d[1].key != "41" || d[1].n != 7 {
-		t.Fatalf("delta on CPU1 = %+v, want irq 36:120, 41:7", d)
-	}
-	if lastField(d[0].label) != "virtio1-req.0" {
-		t.Errorf("label %q", d[0].label)
-	}
-	if d := b.deltaOn(a, cpuset.New(0), isNumber); len(d) != 1 || d[0].n != 50 {
-		t.Errorf("delta on CPU0 = %+v, want irq 36:50", d)
-	}
-	if d := b.deltaOn(a, cpuset.New(1), func(k string) bool { return k == "LOC" }); len(d) != 1 || d[0].n != 900 {
-		t.Errorf("LOC delta = %+v", d)
-	}
-}
 
 // taskRoot is a temp-dir root holding one SCHED_FIFO task allowed on CPU 1
 // (comm with spaces and parentheses, stat fields from a real 6.x kernel
@@ -72,16 +33,13 @@ func taskRoot(t *testing.T, runDelay, slices string) *host.Root {
 // root: a temp-dir root stands in for the host's /proc.
 func TestTaskReadsThroughRoot(t *testing.T) {
 	root := taskRoot(t, "2000", "10")
-	fs := findingsOf(root, Input{Tuning: tuning("1", "0")})
-	mustFind(t, fs, FindingRTTasksIsolated, "1 real-time tasks", "my (weird) app (tid 4242, SCHED_FIFO prio 50, cpus 1)")
-	mustNotFind(t, findingsOf(root, Input{Tuning: tuning("0", "1")}), FindingRTTasksIsolated)
 
 	m := New(root, testr.New(t), WithAttach(AttachNone))
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	testroot.Write(t, root.Proc("4242", "task", "4242", "schedstat"), "100 5000 13\n")
-	res, err := m.Collect(context.Background(), Input{Tuning: tuning("1", "0")})
+	res, err := m.Collect(context.Background(), Input{Isolated: cpuset.New(1), Reserved: cpuset.New(0)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"latencytier.io/latencytier/agent/measure/throttling"
+
 	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -47,8 +49,6 @@ func TestThrottlingCgroupV2Fixture(t *testing.T) {
 	if pt.Periods != 100 || pt.Throttled != 50 || pt.Ratio != "0.5000" || pt.ThrottledTime.Duration != 20*time.Millisecond {
 		t.Errorf("v2 deltas %+v (throttled %s)", pt, pt.ThrottledTime.Duration)
 	}
-	mustFind(t, res.Findings, FindingOptedInThrottled, "50 of 100 periods")
-	mustFind(t, res.Findings, FindingPodCPUPressure, "some avg10=23.50%")
 }
 
 // TestEvidenceThrottlingIsTheMeasuredPods': the rollout's throttled ratio
@@ -59,38 +59,42 @@ func TestEvidenceThrottlingIsTheMeasuredPods(t *testing.T) {
 	tuning := v1alpha1.TuningSpec{Measurement: &v1alpha1.MeasurementSpec{
 		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "latency"}},
 		NamespaceSelector: &v1alpha1.NamespaceSelector{MatchLabels: tier}}}
-	batch := podThrottle{pod: podcgroup.Pod{Name: "batch", NamespaceLabels: tier}, delta: cpuStat{periods: 10, throttled: 9}}
-	selected := podThrottle{pod: podcgroup.Pod{Name: "api", Labels: map[string]string{"tier": "latency"}, NamespaceLabels: tier}, delta: cpuStat{periods: 10, throttled: 1}}
-	granted := podThrottle{pod: podcgroup.Pod{Name: "gw", Isolated: true}, delta: cpuStat{periods: 10, throttled: 2}}
-	if r, ok := highestMeasured([]podThrottle{batch, selected, granted}, tuning); !ok || formatRatio(r) != "0.2000" {
+	highestMeasured := func(ps []throttling.Pod, t v1alpha1.TuningSpec) (string, bool) {
+		r := throttling.Summarise(ps, func(p podcgroup.Pod) bool { return measured(t, p) }).MeasuredRatio
+		return r, r != ""
+	}
+	batch := throttling.Pod{Pod: podcgroup.Pod{Name: "batch", NamespaceLabels: tier}, Delta: throttling.Stat{Periods: 10, Throttled: 9}}
+	selected := throttling.Pod{Pod: podcgroup.Pod{Name: "api", Labels: map[string]string{"tier": "latency"}, NamespaceLabels: tier}, Delta: throttling.Stat{Periods: 10, Throttled: 1}}
+	granted := throttling.Pod{Pod: podcgroup.Pod{Name: "gw", Isolated: true}, Delta: throttling.Stat{Periods: 10, Throttled: 2}}
+	if r, ok := highestMeasured([]throttling.Pod{batch, selected, granted}, tuning); !ok || r != "0.2000" {
 		t.Errorf("highest measured = %v, %v; want 0.2 (the isolated pod), not the batch pod's 0.9", r, ok)
 	}
-	if _, ok := highestMeasured([]podThrottle{batch}, tuning); ok {
+	if _, ok := highestMeasured([]throttling.Pod{batch}, tuning); ok {
 		t.Error("a node with only an unmeasured pod has a measured throttled ratio")
 	}
-	if r, ok := highestMeasured([]podThrottle{selected}, tuning); !ok || formatRatio(r) != "0.1000" {
+	if r, ok := highestMeasured([]throttling.Pod{selected}, tuning); !ok || r != "0.1000" {
 		t.Errorf("a selected pod of a granted namespace: %v, %v; want 0.1", r, ok)
 	}
 	// A tenant labels its own pod like the tier's, in a namespace
 	// measurement.namespaceSelector does not select: it is not evidence.
-	impostor := podThrottle{pod: podcgroup.Pod{Namespace: "tenant", Name: "fake-api", Labels: map[string]string{"tier": "latency"},
-		NamespaceLabels: map[string]string{"team": "tenant"}}, delta: cpuStat{periods: 10, throttled: 10}}
-	if r, ok := highestMeasured([]podThrottle{selected, granted, impostor}, tuning); !ok || formatRatio(r) != "0.2000" {
+	impostor := throttling.Pod{Pod: podcgroup.Pod{Namespace: "tenant", Name: "fake-api", Labels: map[string]string{"tier": "latency"},
+		NamespaceLabels: map[string]string{"team": "tenant"}}, Delta: throttling.Stat{Periods: 10, Throttled: 10}}
+	if r, ok := highestMeasured([]throttling.Pod{selected, granted, impostor}, tuning); !ok || r != "0.2000" {
 		t.Errorf("with a tenant's look-alike pod: %v, %v; want 0.2, the tenant's 1.0 not counted", r, ok)
 	}
 	// Without a namespace grant podSelector selects no pod at all.
 	open := v1alpha1.TuningSpec{Measurement: &v1alpha1.MeasurementSpec{PodSelector: tuning.Measurement.PodSelector}}
-	if _, ok := highestMeasured([]podThrottle{selected, impostor}, open); ok {
+	if _, ok := highestMeasured([]throttling.Pod{selected, impostor}, open); ok {
 		t.Error("podSelector without measurement.namespaceSelector measured a pod")
 	}
 }
 
-// TestThrottlingPodsPastTheStatusBound: status lists the maxThrottling most
+// TestThrottlingPodsPastTheStatusBound: status lists the throttling.MaxListed most
 // throttled pods; Pods (what the agent's metrics count) keeps every one.
 func TestThrottlingPodsPastTheStatusBound(t *testing.T) {
 	files := map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n"}
 	var pods []podcgroup.Pod
-	for i := range maxThrottling + 3 {
+	for i := range throttling.MaxListed + 3 {
 		uid := fmt.Sprintf("0b5e6f1c-0000-4000-8000-%012d", i)
 		files["sys/fs/cgroup/kubepods/pod"+uid+"/cpu.max"] = "50000 100000\n"
 		files["sys/fs/cgroup/kubepods/pod"+uid+"/cpu.stat"] = "nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n"
@@ -109,7 +113,7 @@ func TestThrottlingPodsPastTheStatusBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Throttling) != maxThrottling || len(res.AllThrottling) != len(pods) {
-		t.Errorf("status lists %d pods (want %d), AllThrottling %d (want %d)", len(res.Throttling), maxThrottling, len(res.AllThrottling), len(pods))
+	if len(res.Throttling) != throttling.MaxListed || len(res.AllThrottling) != len(pods) {
+		t.Errorf("status lists %d pods (want %d), AllThrottling %d (want %d)", len(res.Throttling), throttling.MaxListed, len(res.AllThrottling), len(pods))
 	}
 }

@@ -1,6 +1,6 @@
 //go:build privileged
 
-package measure
+package window
 
 import (
 	"bytes"
@@ -14,6 +14,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"latencytier.io/latencytier/agent/measure"
+
+	"latencytier.io/latencytier/agent/findings"
 
 	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
@@ -71,7 +75,7 @@ func TestProcessReadsNeedNoHostPID(t *testing.T) {
 
 	hostRoot := t.TempDir()
 	res := measureInPidns(t, hostRoot)
-	if res.Latency == nil || res.Latency.Source != SourceSchedstat || len(res.Latency.Classes) == 0 || res.Latency.Classes[0].Samples == 0 {
+	if res.Latency == nil || res.Latency.Source != measure.SourceSchedstat || len(res.Latency.Classes) == 0 || res.Latency.Classes[0].Samples == 0 {
 		t.Errorf("schedstat through the host root measured nothing: %+v", res.Latency)
 	}
 	rtMsg, irqMsg := findingMessages(res)
@@ -103,12 +107,12 @@ func startProc(t *testing.T, cmd *exec.Cmd) int {
 	return cmd.Process.Pid
 }
 
-func findingMessages(res *Result) (rt, irqbalance string) {
+func findingMessages(res *measure.Result) (rt, irqbalance string) {
 	for _, f := range res.Findings {
 		switch f.Type {
-		case FindingRTTasksIsolated:
+		case findings.FindingRTTasksIsolated:
 			rt = f.Message
-		case FindingIRQBalance:
+		case findings.FindingIRQBalance:
 			irqbalance = f.Message
 		}
 	}
@@ -116,9 +120,9 @@ func findingMessages(res *Result) (rt, irqbalance string) {
 }
 
 // measureInPidns re-runs this test as a child in new pid and mount
-// namespaces and returns the Result the child measured there, as JSON. dir "/" reads
+// namespaces and returns the measure.Result the child measured there, as JSON. dir "/" reads
 // the namespace's own /proc; any other dir becomes the host root.
-func measureInPidns(t *testing.T, dir string) *Result {
+func measureInPidns(t *testing.T, dir string) *measure.Result {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestProcessReadsNeedNoHostPID$", "-test.v")
 	cmd.Env = append(os.Environ(), pidnsChild+"="+dir)
@@ -134,7 +138,7 @@ func measureInPidns(t *testing.T, dir string) *Result {
 	if !ok || !ok2 {
 		t.Fatalf("child printed no result:\n%s", out)
 	}
-	var res Result
+	var res measure.Result
 	if err := json.Unmarshal([]byte(js), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +169,7 @@ func runPidnsChild(t *testing.T, dir string) {
 	if err := unix.Mount("proc", "/proc", "proc", 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	m := New(host.New(root), logr.Discard(), WithAttach(AttachNone))
+	m := New(measure.New(host.New(root), logr.Discard(), measure.WithAttach(measure.AttachNone)))
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

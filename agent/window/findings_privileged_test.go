@@ -1,6 +1,6 @@
 //go:build privileged
 
-package measure
+package window
 
 import (
 	"os"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"latencytier.io/latencytier/agent/findings"
 
 	"golang.org/x/sys/unix"
 
@@ -47,7 +49,7 @@ func setSysctl(t *testing.T, name, val string) {
 // for minutes at a time (benchmarks, demos, other packages' tests), so each
 // separate Lock could cost a full wait.
 func TestFindingSysctlsRealKernel(t *testing.T) {
-	needRoot(t)
+	privtest.Root(t)
 	kernellock.Lock(t)
 	t.Run("autogroup", testFindingAutogroupRealKernel)
 	t.Run("rt throttling disabled", testFindingRTThrottlingDisabledRealKernel)
@@ -58,14 +60,14 @@ func TestFindingSysctlsRealKernel(t *testing.T) {
 func testFindingAutogroupRealKernel(t *testing.T) {
 	root := host.New("/")
 	setSysctl(t, "kernel.sched_autogroup_enabled", "1")
-	mustFind(t, findingsOf(root, Input{}), FindingAutogroup, "kernel.sched_autogroup_enabled=1")
+	mustFind(t, findingsOf(root, Input{}), findings.FindingAutogroup, "kernel.sched_autogroup_enabled=1")
 
 	enabled := v1alpha1.Enabled
 	asked := Input{Tuning: v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{Autogroup: &enabled}}}
-	mustNotFind(t, findingsOf(root, asked), FindingAutogroup)
+	mustNotFind(t, findingsOf(root, asked), findings.FindingAutogroup)
 
 	setSysctl(t, "kernel.sched_autogroup_enabled", "0")
-	mustNotFind(t, findingsOf(root, Input{}), FindingAutogroup)
+	mustNotFind(t, findingsOf(root, Input{}), findings.FindingAutogroup)
 }
 
 // startNamed runs a sleeping process whose comm is name, with env.
@@ -104,7 +106,7 @@ func startAt(t *testing.T, bin string, env ...string) *exec.Cmd {
 }
 
 func TestFindingIRQBalanceRealProcess(t *testing.T) {
-	needRoot(t)
+	privtest.Root(t)
 	if out, _ := exec.Command("pgrep", "-x", "irqbalance").Output(); len(out) > 0 {
 		privtest.Missing(t, "a real irqbalance runs here; the test needs to own every irqbalance process")
 	}
@@ -116,15 +118,15 @@ func TestFindingIRQBalanceRealProcess(t *testing.T) {
 
 	impostor := startNamed(t, "irqbalance", "PATH=/usr/bin")
 	waitComm(t, impostor.Process.Pid, "irqbalance")
-	mustNotFind(t, findingsOf(root, in), FindingIRQBalance)
+	mustNotFind(t, findingsOf(root, in), findings.FindingIRQBalance)
 
 	banned := startAt(t, bin, "IRQBALANCE_BANNED_CPULIST=1")
 	waitComm(t, banned.Process.Pid, "irqbalance")
-	mustNotFind(t, findingsOf(root, in), FindingIRQBalance)
+	mustNotFind(t, findingsOf(root, in), findings.FindingIRQBalance)
 
 	unbanned := startAt(t, bin, "PATH=/usr/bin")
 	waitComm(t, unbanned.Process.Pid, "irqbalance")
-	mustFind(t, findingsOf(root, in), FindingIRQBalance, "pid "+strconv.Itoa(unbanned.Process.Pid), "IRQBALANCE_BANNED_CPULIST=1")
+	mustFind(t, findingsOf(root, in), findings.FindingIRQBalance, "pid "+strconv.Itoa(unbanned.Process.Pid), "IRQBALANCE_BANNED_CPULIST=1")
 }
 
 func waitComm(t *testing.T, pid int, comm string) {
@@ -140,7 +142,7 @@ func waitComm(t *testing.T, pid int, comm string) {
 }
 
 func TestFindingRTTaskOnIsolatedCPURealKernel(t *testing.T) {
-	needRoot(t)
+	privtest.Root(t)
 	cmd := startNamed(t, "rt-sleeper")
 	pid := cmd.Process.Pid
 	var cpus unix.CPUSet
@@ -153,9 +155,9 @@ func TestFindingRTTaskOnIsolatedCPURealKernel(t *testing.T) {
 		t.Fatalf("making it SCHED_FIFO: %v", err)
 	}
 	root := host.New("/")
-	mustFind(t, findingsOf(root, Input{Tuning: tuning("1", "0")}), FindingRTTasksIsolated,
+	mustFind(t, findingsOf(root, Input{Tuning: tuning("1", "0")}), findings.FindingRTTasksIsolated,
 		"rt-sleeper (tid "+strconv.Itoa(pid)+", SCHED_FIFO prio 10, cpus 1)")
-	if f := findType(findingsOf(root, Input{Tuning: tuning("0", "1")}), FindingRTTasksIsolated); f != nil &&
+	if f := findType(findingsOf(root, Input{Tuning: tuning("0", "1")}), findings.FindingRTTasksIsolated); f != nil &&
 		strings.Contains(f.Message, "tid "+strconv.Itoa(pid)) {
 		t.Errorf("task pinned to CPU 1 reported on isolated CPU 0: %s", f.Message)
 	}
@@ -166,15 +168,15 @@ func TestFindingRTTaskOnIsolatedCPURealKernel(t *testing.T) {
 func testFindingRTThrottlingDisabledRealKernel(t *testing.T) {
 	setSysctl(t, "kernel.sched_rt_runtime_us", "-1")
 	root := host.New("/")
-	mustFind(t, findingsOf(root, Input{}), FindingRTThrottlingOff, "sched_rt_runtime_us=-1")
+	mustFind(t, findingsOf(root, Input{}), findings.FindingRTThrottlingOff, "sched_rt_runtime_us=-1")
 
 	// With the isolated CPUs isolated by the kernel, -1 is a choice.
 	isolated := testroot.Files(t, map[string]string{
 		"proc/sys/kernel/sched_rt_runtime_us": "-1\n",
 		"proc/cmdline":                        "ro isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1\n",
 	})
-	mustNotFind(t, findingsOf(isolated, Input{Tuning: tuning("1", "0")}), FindingRTThrottlingOff)
+	mustNotFind(t, findingsOf(isolated, Input{Tuning: tuning("1", "0")}), findings.FindingRTThrottlingOff)
 
 	setSysctl(t, "kernel.sched_rt_runtime_us", "950000")
-	mustNotFind(t, findingsOf(root, Input{}), FindingRTThrottlingOff)
+	mustNotFind(t, findingsOf(root, Input{}), findings.FindingRTThrottlingOff)
 }

@@ -1,4 +1,4 @@
-package measure
+package findings
 
 import (
 	"latencytier.io/latencytier/agent/facts"
@@ -6,38 +6,27 @@ import (
 	"latencytier.io/latencytier/internal/knobs"
 )
 
-func (c *checker) sysctl(name string) (string, bool) {
-	p, err := c.root.SysctlPath(name)
-	if err != nil {
-		return "", false
-	}
-	v, err := c.root.ReadString(p)
-	return v, err == nil
-}
-
-func (c *checker) scheduler() v1alpha1.SchedulerSpec {
-	if c.in.Tuning.Scheduler == nil {
-		return v1alpha1.SchedulerSpec{}
-	}
-	return *c.in.Tuning.Scheduler
+// Sysctls are the sysctls the checks look at, for the reader.
+func Sysctls() []string {
+	return []string{knobs.Autogroup.Sysctl(), knobs.NumaBalancing.Sysctl(), knobs.RTRuntime.Sysctl()}
 }
 
 // autogroup: field note 004, a cron tar in its own session got the CPU share
 // of a 500-thread gateway.
-func (c *checker) autogroup() *v1alpha1.Finding {
-	return c.toggleOn(knobs.Autogroup, c.scheduler().Autogroup, FindingAutogroup,
+func autogroup(o Observation) *v1alpha1.Finding {
+	return toggleOn(o, knobs.Autogroup, o.Scheduler.Autogroup, FindingAutogroup,
 		"each session (a cron job, an ssh login) gets as much CPU as a whole many-threaded server")
 }
 
-func (c *checker) numaBalancing() *v1alpha1.Finding {
-	return c.toggleOn(knobs.NumaBalancing, c.scheduler().NumaBalancing, FindingNumaBalancing,
+func numaBalancing(o Observation) *v1alpha1.Finding {
+	return toggleOn(o, knobs.NumaBalancing, o.Scheduler.NumaBalancing, FindingNumaBalancing,
 		"the kernel migrates pages and tasks between NUMA nodes under load")
 }
 
 // toggleOn finds an on/off scheduler knob switched on although the profile
 // does not ask for it (Enabled); why says what that costs.
-func (c *checker) toggleOn(k knobs.Scheduler, want *v1alpha1.Toggle, typ, why string) *v1alpha1.Finding {
-	v, ok := c.sysctl(k.Sysctl())
+func toggleOn(o Observation, k knobs.Scheduler, want *v1alpha1.Toggle, typ, why string) *v1alpha1.Finding {
+	v, ok := o.Sysctls[k.Sysctl()]
 	if !ok || v == "0" || togglePtr(want) == v1alpha1.Enabled {
 		return nil
 	}
@@ -53,16 +42,16 @@ func togglePtr(t *v1alpha1.Toggle) v1alpha1.Toggle {
 
 // rtThrottlingOff: sched_rt_runtime_us=-1 lets a runaway RT task take a CPU
 // forever; only sensible on isolated CPUs that the kernel keeps apart.
-func (c *checker) rtThrottlingOff() *v1alpha1.Finding {
-	v, ok := c.sysctl(knobs.RTRuntime.Sysctl())
+func rtThrottlingOff(o Observation) *v1alpha1.Finding {
+	v, ok := o.Sysctls[knobs.RTRuntime.Sysctl()]
 	if !ok || v != "-1" {
 		return nil
 	}
-	isolatedByKernel := facts.FlagCPUs(c.view().Isolation(), "isolcpus")
-	if !c.cls.isolated.IsEmpty() && c.cls.isolated.IsSubsetOf(isolatedByKernel) {
+	isolatedByKernel := facts.FlagCPUs(o.Isolation, "isolcpus")
+	if !o.Isolated.IsEmpty() && o.Isolated.IsSubsetOf(isolatedByKernel) {
 		return nil
 	}
 	return finding(FindingRTThrottlingOff, SeverityWarning,
 		"%s=-1 (RT throttling off) without isolated CPUs (profile isolated %q, kernel isolcpus %q): a runaway real-time task can starve every CFS task on its CPU; keep 950000 or isolate the CPUs first",
-		knobs.RTRuntime.Sysctl(), c.cls.isolated.String(), isolatedByKernel.String())
+		knobs.RTRuntime.Sysctl(), o.Isolated.String(), isolatedByKernel.String())
 }

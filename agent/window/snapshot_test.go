@@ -1,9 +1,13 @@
-package measure
+package window
 
 import (
 	"context"
 	"strings"
 	"testing"
+
+	"latencytier.io/latencytier/agent/measure"
+
+	"latencytier.io/latencytier/agent/findings"
 
 	"github.com/go-logr/logr/testr"
 	"k8s.io/utils/ptr"
@@ -25,7 +29,7 @@ func TestWindowUsesThePassSnapshot(t *testing.T) {
 		Measurement: &v1alpha1.MeasurementSpec{Source: v1alpha1.MeasurementDisabled}}
 	node := snapshot.Read(root, tuning)
 	node.Cmdline = "ro"
-	m := New(root, testr.New(t), WithAttach(AttachNone))
+	m := New(measure.New(root, testr.New(t), measure.WithAttach(measure.AttachNone)))
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -45,9 +49,9 @@ func TestWindowUsesThePassSnapshot(t *testing.T) {
 	}
 	var found bool
 	for _, f := range res.Findings {
-		found = found || f.Type == FindingCmdline
+		found = found || f.Type == findings.FindingCmdline
 	}
 	if !found {
-		t.Errorf("no %s finding from a snapshot whose command line lacks the flags: %+v", FindingCmdline, res.Findings)
+		t.Errorf("no %s finding from a snapshot whose command line lacks the flags: %+v", findings.FindingCmdline, res.Findings)
 	}
 }

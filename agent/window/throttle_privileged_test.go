@@ -1,12 +1,17 @@
 //go:build privileged
 
-package measure
+package window
 
 import (
 	"context"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"latencytier.io/latencytier/agent/measure"
+	"latencytier.io/latencytier/internal/ratio"
+
+	"latencytier.io/latencytier/agent/findings"
 
 	"github.com/go-logr/logr/testr"
 
@@ -43,7 +48,7 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 	setQuota(t, podDir, "10000") // 10 ms per 100 ms period
 	cgtest.Spin(t, pod.CtrDir)
 
-	m := New(host.New("/"), testr.New(t), WithAttach(AttachNone), WithPodcgroup(podcgroup.WithKubepods(kubepods)))
+	m := New(measure.New(host.New("/"), testr.New(t), measure.WithAttach(measure.AttachNone), measure.WithPodcgroup(podcgroup.WithKubepods(kubepods))))
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +57,7 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 		Tuning: v1alpha1.TuningSpec{LatencyBudget: &v1alpha1.LatencyBudget{ThrottledRatio: &budget}},
 		Pods:   []podcgroup.Pod{{UID: uid, Namespace: "shop", Name: "api", OptedIn: true}},
 	}
-	collect := func() *Result {
+	collect := func() *measure.Result {
 		t.Helper()
 		res, err := m.Collect(context.Background(), in)
 		if err != nil {
@@ -77,13 +82,13 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 	}
 	pt := res.Throttling[0]
 	t.Logf("with quota: %d of %d periods throttled, ratio %s, %s throttled", pt.Throttled, pt.Periods, pt.Ratio, pt.ThrottledTime.Duration)
-	if pt.Throttled <= 0 || pt.Periods <= 0 || pt.Ratio == formatRatio(0) || pt.ThrottledTime.Duration <= 0 {
+	if pt.Throttled <= 0 || pt.Periods <= 0 || pt.Ratio == ratio.Format(0) || pt.ThrottledTime.Duration <= 0 {
 		t.Fatalf("a spinning pod under a 10%% quota is not throttled: %+v", pt)
 	}
 	if res.ThrottledRatio != pt.Ratio || pt.Namespace != "shop" || pt.Name != "api" || !pt.OptedIn {
 		t.Errorf("result %q / %+v", res.ThrottledRatio, pt)
 	}
-	mustFind(t, res.Findings, FindingOptedInThrottled, "shop/api", "quota")
+	mustFind(t, res.Findings, findings.FindingOptedInThrottled, "shop/api", "quota")
 	if res.Budget.Status != "False" || res.Budget.Reason != v1alpha1.ReasonOutsideBudget {
 		t.Errorf("budget %s (%s): %s", res.Budget.Status, res.Budget.Reason, res.Budget.Message)
 	}
@@ -97,10 +102,10 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 	}
 	pt = res.Throttling[0]
 	t.Logf("quota removed: %d of %d periods throttled, ratio %s", pt.Throttled, pt.Periods, pt.Ratio)
-	if pt.Throttled != 0 || pt.Ratio != formatRatio(0) {
+	if pt.Throttled != 0 || pt.Ratio != ratio.Format(0) {
 		t.Fatalf("still throttled after quota removal: %+v", pt)
 	}
-	mustNotFind(t, res.Findings, FindingOptedInThrottled)
+	mustNotFind(t, res.Findings, findings.FindingOptedInThrottled)
 	if res.Budget.Status != "True" {
 		t.Errorf("budget %s (%s): %s", res.Budget.Status, res.Budget.Reason, res.Budget.Message)
 	}
@@ -111,7 +116,7 @@ func TestThrottlingRealCgroupV1(t *testing.T) {
 func TestThrottlingSkipsUnlimitedPods(t *testing.T) {
 	pod := v1Pod(t)
 	kubepods, uid := pod.Kubepods, pod.UID
-	m := New(host.New("/"), testr.New(t), WithAttach(AttachNone), WithPodcgroup(podcgroup.WithKubepods(kubepods)))
+	m := New(measure.New(host.New("/"), testr.New(t), measure.WithAttach(measure.AttachNone), measure.WithPodcgroup(podcgroup.WithKubepods(kubepods))))
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

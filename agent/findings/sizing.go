@@ -1,15 +1,12 @@
-package measure
+package findings
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"k8s.io/utils/cpuset"
 
-	"latencytier.io/latencytier/agent/cpulist"
-	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -24,15 +21,11 @@ import (
 const onlinePerReserved = 16
 
 // reservedSize checks the profile's reserved set against this node's CPUs.
-func (c *checker) reservedSize() *v1alpha1.Finding {
-	if c.cls.isolated.IsEmpty() && c.cls.reserved.IsEmpty() {
+func reservedSize(o Observation) *v1alpha1.Finding {
+	if (o.Isolated.IsEmpty() && o.Reserved.IsEmpty()) || o.Online.IsEmpty() {
 		return nil
 	}
-	online, err := onlineCPUs(c.root)
-	if err != nil || online.IsEmpty() {
-		return nil
-	}
-	return reservedTooSmall(c.cls.reserved, c.cls.isolated, online, numaNodes(c.root))
+	return reservedTooSmall(o.Reserved, o.Isolated, o.Online, o.NUMA)
 }
 
 // reservedTooSmall reports a reserved set too small for the node: no online
@@ -80,24 +73,4 @@ func need(online cpuset.CPUSet, numa map[int]cpuset.CPUSet) int {
 		}
 	}
 	return max(nodes, (online.Size()+onlinePerReserved-1)/onlinePerReserved, 1)
-}
-
-// numaNodes reads /sys/devices/system/node/node<N>/cpulist.
-func numaNodes(root *host.Root) map[int]cpuset.CPUSet {
-	out := map[int]cpuset.CPUSet{}
-	paths, _ := filepath.Glob(root.Sys("devices", "system", "node", "node[0-9]*", "cpulist"))
-	for _, p := range paths {
-		var n int
-		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(p)), "node%d", &n); err != nil {
-			continue
-		}
-		b, err := root.ReadString(p)
-		if err != nil {
-			continue
-		}
-		if cpus, err := cpulist.Parse(b); err == nil {
-			out[n] = cpus
-		}
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package measure
+package window
 
 import (
 	"testing"
@@ -24,11 +24,11 @@ func TestFindingsIncludeDeepIdle(t *testing.T) {
 	reserved, isolated := "0", "1"
 	spec := v1alpha1.TuningSpec{CPUs: &v1alpha1.CPUSpec{Reserved: &reserved, Isolated: &isolated},
 		LatencyBudget: &v1alpha1.LatencyBudget{RunQueueP99: &metav1.Duration{Duration: 100 * time.Microsecond}}}
-	c := &checker{root: root, in: Input{Tuning: spec}, cls: classesOf(spec)}
-	for _, f := range c.findings() {
+	fs := findingsOf(root, Input{Tuning: spec})
+	for _, f := range fs {
 		if f.Type == power.FindingDeepIdle {
 			return
 		}
 	}
-	t.Fatalf("no %s finding in %+v", power.FindingDeepIdle, c.findings())
+	t.Fatalf("no %s finding in %+v", power.FindingDeepIdle, fs)
 }

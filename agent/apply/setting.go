@@ -1,0 +1,89 @@
+package apply
+
+import (
+	"errors"
+	"fmt"
+
+	"latencytier.io/latencytier/agent/kerr"
+	"latencytier.io/latencytier/agent/knob"
+	"latencytier.io/latencytier/agent/plan"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+// observe reads each knob's current value for the plan.
+func (e *Engine) observe(knobs []knob.Knob) map[string]plan.Observed {
+	out := make(map[string]plan.Observed, len(knobs))
+	for _, k := range knobs {
+		v, err := e.read(k.Path)
+		out[k.ID] = plan.Observed{Value: v, Err: kerr.Classify("read", k.Path, err)}
+	}
+	return out
+}
+
+func (e *Engine) write(c plan.Change) v1alpha1.SettingResult {
+	k := c.Knob
+	res := v1alpha1.SettingResult{Setting: k.ID, Desired: k.Desired, Actual: c.From}
+	err := kerr.Classify("write", k.Path, e.writePath(k.Path, k.Desired))
+	e.hook(StageWritten, k.ID)
+	if err != nil {
+		res.State, res.Message = refusal(k, err)
+		if now, rerr := e.read(k.Path); rerr == nil {
+			res.Actual = now
+		}
+		e.Log.Info("Kernel refused a write", "setting", k.ID, "value", k.Desired, "state", res.State, "error", err.Error())
+		return res
+	}
+	now, err := e.read(k.Path)
+	if err != nil {
+		res.State, res.Message = v1alpha1.SettingFailed, fmt.Sprintf("read back after write: %v", err)
+		return res
+	}
+	res.Actual = now
+	if !k.Matches(now, k.Desired) {
+		res.State = v1alpha1.SettingFailed
+		res.Message = fmt.Sprintf("%s holds %q after writing %q", describe(k), now, k.Desired)
+		return res
+	}
+	res.State = v1alpha1.SettingApplied
+	res.Message = e.verify(k)
+	e.Log.V(1).Info("Wrote setting", "setting", k.ID, "from", c.From, "to", k.Desired)
+	return res
+}
+
+// verify reads VerifyPath; a mismatch is a note, not a failure: the kernel
+// moves an IRQ's effective affinity on its next interrupt.
+func (e *Engine) verify(k knob.Knob) string {
+	if k.VerifyPath == "" {
+		return ""
+	}
+	eff, err := e.Root.ReadString(k.VerifyPath)
+	if err != nil {
+		return fmt.Sprintf("could not verify %s: %v", k.VerifyPath, err)
+	}
+	if !k.Verified(eff, k.Desired) {
+		return fmt.Sprintf("effective affinity still %s; the kernel moves it on the next interrupt", eff)
+	}
+	return ""
+}
+
+func refusal(k knob.Knob, err error) (v1alpha1.SettingState, string) {
+	cls := kerr.ClassOf(err)
+	cause := errors.Unwrap(err)
+	switch {
+	case k.RefusalIsImmovable && (cls == kerr.Immovable || cls == kerr.Permission):
+		return v1alpha1.SettingImmovable, fmt.Sprintf("%s refuses new affinity (%v): managed or per-CPU interrupt", describe(k), cause)
+	case cls == kerr.Unsupported:
+		return v1alpha1.SettingUnsupported, fmt.Sprintf("%s does not exist on this kernel", k.Path)
+	case cls == kerr.Invalid:
+		return v1alpha1.SettingInvalid, fmt.Sprintf("kernel refused %q for %s: %v", k.Desired, describe(k), cause)
+	default:
+		return v1alpha1.SettingFailed, fmt.Sprintf("write %s: %v", describe(k), err)
+	}
+}
+
+func describe(k knob.Knob) string {
+	if k.Label != "" {
+		return k.Label
+	}
+	return k.ID
+}

@@ -1,0 +1,122 @@
+// Package window collects one measurement window of a node: the figures
+// agent/measure measures, the observations of the node its checks need
+// (sysctls, real-time tasks, IRQ counters, irqbalance, kubelet's CPU
+// manager, topology), and what agent/findings judges of both: the findings
+// and the WithinBudget condition. measure measures; findings judges; this
+// package reads the rest and puts them together.
+package window
+
+import (
+	"context"
+
+	"latencytier.io/latencytier/agent/findings"
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/measure"
+	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/snapshot"
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// Input is what a window is collected for: the node's resolved tuning, the
+// pods running on it, and the snapshot of the pass that held the tuning
+// (agent/snapshot), which the checks decide from instead of reading the
+// node again (nil: the Collector reads one).
+type Input struct {
+	Tuning v1alpha1.TuningSpec
+	Pods   []podcgroup.Pod
+	Node   *snapshot.Node
+}
+
+// Collector is a Measurer with the window's findings and budget.
+type Collector struct {
+	m    *measure.Measurer
+	root *host.Root
+	// irqs and softirqs are /proc/interrupts and /proc/softirqs at the end
+	// of the previous window; ok says they were read.
+	irqs, softirqs counters
+}
+
+type counters struct {
+	table findings.CounterTable
+	ok    bool
+}
+
+// New returns a Collector over m, reading the host through m's root.
+func New(m *measure.Measurer) *Collector {
+	return &Collector{m: m, root: m.Root()}
+}
+
+// Start starts the Measurer and takes the counters' baselines.
+func (c *Collector) Start(ctx context.Context) error {
+	if err := c.m.Start(ctx); err != nil {
+		return err
+	}
+	c.readCounters()
+	return nil
+}
+
+// Close stops the Measurer.
+func (c *Collector) Close() error { return c.m.Close() }
+
+// Source says where run-queue latency comes from (Measurer.Source).
+func (c *Collector) Source() string { return c.m.Source() }
+
+// Collect ends the window since the previous Collect (or Start): the
+// Measurer's Result with the window's findings (the checks' first, most
+// severe first, then measure's own) and its WithinBudget condition.
+func (c *Collector) Collect(ctx context.Context, in Input) (*measure.Result, error) {
+	cls := classes(in)
+	res, err := c.m.Collect(ctx, measure.Input{Tuning: in.Tuning, Pods: in.Pods, Isolated: cls.Isolated, Reserved: cls.Reserved})
+	if err != nil {
+		return nil, err
+	}
+	prevIRQ, prevSoft := c.irqs, c.softirqs
+	c.readCounters()
+	o := observe(c.root, in, cls, res)
+	o.IRQs = findings.CounterWindow{Prev: prevIRQ.table, Cur: c.irqs.table, OK: prevIRQ.ok && c.irqs.ok}
+	o.Softirqs = findings.CounterWindow{Prev: prevSoft.table, Cur: c.softirqs.table, OK: prevSoft.ok && c.softirqs.ok}
+	res.Findings = append(findings.Judge(o), res.Findings...)
+	highest, pod := optedInThrottled(o.Throttles)
+	res.Budget = findings.Budget(findings.BudgetInput{Budget: in.Tuning.LatencyBudget, P99: res.RunQueueP99,
+		Throttled: highest, ThrottledPod: pod})
+	return res, nil
+}
+
+// classes are the profile's CPU classes: the pass's snapshot's, or parsed
+// from the tuning when the input carries none.
+func classes(in Input) snapshot.CPUs {
+	if in.Node != nil {
+		return in.Node.CPUs
+	}
+	return snapshot.ParseCPUs(in.Tuning.CPUs)
+}
+
+func (c *Collector) readCounters() {
+	c.irqs = readCounters(c.root, c.root.Proc("interrupts"))
+	c.softirqs = readCounters(c.root, c.root.Proc("softirqs"))
+}
+
+// readCounters reads /proc/interrupts or /proc/softirqs.
+func readCounters(root *host.Root, path string) counters {
+	b, err := root.ReadFile(path)
+	if err != nil {
+		return counters{}
+	}
+	t, err := findings.ParseCounterTable(string(b))
+	return counters{table: t, ok: err == nil}
+}
+
+// optedInThrottled is the highest throttled ratio of an opted-in pod and
+// the first opted-in pod that was throttled (ts is most throttled first).
+func optedInThrottled(ts []findings.PodThrottle) (highest float64, pod string) {
+	for _, t := range ts {
+		if !t.OptedIn {
+			continue
+		}
+		highest = max(highest, t.Ratio)
+		if pod == "" && t.Throttled > 0 {
+			pod = t.Namespace + "/" + t.Name
+		}
+	}
+	return highest, pod
+}
