@@ -192,7 +192,7 @@ func TestAgentUnstagedArgumentsNeedARebootOut(t *testing.T) {
 			// Rolled back: to a revision that asks for no boot parameter
 			// (and isolates nothing), or reverted.
 			f.update(func(s *v1alpha1.LatencyNodeSpec) {
-				s.Tuning.CPUs, s.Tuning.BootParameters, s.Revision = nil, nil, "r1"
+				s.Tuning.CPUs, s.Tuning.IRQ, s.Tuning.BootParameters, s.Revision = nil, nil, nil, "r1"
 				if revert {
 					s.Action, s.Revision = v1alpha1.ActionRevert, ""
 				}
