@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,13 @@ import (
 //
 // The record is in the API, so a restarted manager resumes where it was;
 // the agent reboots at most once per revision (status.boot.rebootedFor).
+//
+// A reboot back: after a rollback, a node moved back (to the previous
+// revision, or Revert) whose running kernel still holds arguments the agent
+// staged for the rolled-back target reports them Unstaged. It is rebooted
+// once more through the same phases, its record's revision backRevision of
+// the target, and verified by what the agent reports in the new boot: the
+// arguments gone (no longer Unstaged) and, under Apply, its tuning Applied.
 
 // rebootAct is what a node's managed reboot does next.
 type rebootAct int
@@ -67,6 +75,35 @@ func rebootsAllowed(ln *v1alpha1.LatencyNode) bool {
 	return ln.Spec.Action == v1alpha1.ActionApply && bp != nil && bp.Policy == v1alpha1.BootReboot
 }
 
+// backSuffix ends the revision of a reboot back (backRevision); a profile
+// revision ends in hex digits (revisionName), so the two never meet.
+const backSuffix = "-back"
+
+// backRevision is the revision of the reboot that takes a rolled-back
+// target's arguments out of a node's kernel: one per target and node.
+func backRevision(target string) string {
+	if len(target) > 253-len(backSuffix) {
+		target = target[:253-len(backSuffix)]
+	}
+	return target + backSuffix
+}
+
+// isBack: rec is a reboot back.
+func isBack(rec *v1alpha1.NodeRebootSpec) bool {
+	return rec != nil && strings.HasSuffix(rec.Revision, backSuffix)
+}
+
+// unstagedForReboot: ln was moved off target (a rollback: the previous
+// revision or Revert), its agent reported that spec with arguments it
+// staged still in the running kernel (Unstaged), and it has not been
+// rebooted back from target yet.
+func unstagedForReboot(ln *v1alpha1.LatencyNode, target string) bool {
+	b := ln.Status.Boot
+	return (ln.Spec.Action == v1alpha1.ActionApply || ln.Spec.Action == v1alpha1.ActionRevert) && ln.Spec.Revision != target &&
+		ln.Status.ObservedGeneration >= ln.Generation && b != nil && b.State == v1alpha1.BootUnstaged &&
+		b.RebootedFor != backRevision(target)
+}
+
 // stagedForReboot: the agent reported ln's current spec with the arguments
 // staged in the bootloader and has not rebooted for this revision yet.
 // Planned, Failed, Unsupported and Conflict never lead to a cordon.
@@ -107,7 +144,8 @@ func nextReboot(v rebootView) (rebootAct, string) {
 	if rec == nil {
 		return rebootWait, ""
 	}
-	if v.Node == nil || ln.Spec.Action != v1alpha1.ActionApply || !ln.DeletionTimestamp.IsZero() {
+	action := ln.Spec.Action == v1alpha1.ActionApply || (isBack(rec) && ln.Spec.Action == v1alpha1.ActionRevert)
+	if v.Node == nil || !action || !ln.DeletionTimestamp.IsZero() {
 		return rebootFinish, "no longer to be rebooted"
 	}
 	switch rec.Phase {
@@ -159,6 +197,9 @@ func rebootedBack(v rebootView) bool {
 
 func nextVerifying(v rebootView) (rebootAct, string) {
 	rec, ln := v.LN.Spec.Reboot, v.LN
+	if isBack(rec) {
+		return nextVerifyingBack(v)
+	}
 	if ln.Spec.Revision != rec.Revision {
 		// The rollout moved the node on (a rollback): done with this
 		// boot; the next revision's staging starts its own reboot.
@@ -180,6 +221,28 @@ func nextVerifying(v rebootView) (rebootAct, string) {
 		return rebootFinish, "failed verification; the rollout acts on it"
 	}
 	return rebootWait, "verifying"
+}
+
+// nextVerifyingBack judges a reboot back by the agent's report of the new
+// boot: the arguments gone from the running kernel and, under Apply, the
+// tuning Applied in it (the taint lifts then).
+func nextVerifyingBack(v rebootView) (rebootAct, string) {
+	rec, ln, b := v.LN.Spec.Reboot, v.LN, v.LN.Status.Boot
+	kubelet := v.Node.Status.NodeInfo.BootID
+	reported := ln.Status.ObservedGeneration >= ln.Generation && b != nil && b.BootID != rec.BootID &&
+		(kubelet == "" || kubelet == b.BootID)
+	if reported && ln.Spec.Action == v1alpha1.ActionApply {
+		reported = tunedThisBoot(v.Node, ln)
+	}
+	switch {
+	case !reported && !v.Now.Before(rec.Since.Add(v.Limits.Boot)):
+		return rebootStall, fmt.Sprintf("node %s rebooted to take the rolled-back arguments out but did not report the new boot within %s; it stays cordoned", ln.Name, v.Limits.Boot)
+	case !reported:
+		return rebootWait, "waiting for the agent's report of the new boot"
+	case b.State == v1alpha1.BootUnstaged:
+		return rebootAbandon, fmt.Sprintf("node %s rebooted but its kernel still holds the rolled-back arguments: %s; uncordoned", ln.Name, b.Message)
+	}
+	return rebootFinish, "rebooted without the rolled-back arguments"
 }
 
 // rebootCounts is status.reboots from the profile's LatencyNodes after the
@@ -211,7 +274,10 @@ func rebootCounts(lns []*v1alpha1.LatencyNode, acts map[string]rebootAct, target
 			st.Verifying++
 		case b != nil && b.RebootedFor == target && ln.Spec.Revision == target:
 			st.Rebooted++
-		case rebootsAllowed(ln) && b != nil && (b.State == v1alpha1.BootStaged || b.State == v1alpha1.BootPlanned) && b.RebootedFor != ln.Spec.Revision:
+		case b != nil && b.RebootedFor == backRevision(target) && b.State != v1alpha1.BootUnstaged:
+			st.Rebooted++ // rebooted back after target's rollback
+		case rebootsAllowed(ln) && b != nil && (b.State == v1alpha1.BootStaged || b.State == v1alpha1.BootPlanned) && b.RebootedFor != ln.Spec.Revision,
+			unstagedForReboot(ln, target):
 			st.Pending++
 		}
 	}

@@ -164,10 +164,11 @@ func (r *rebooter) poll() time.Duration {
 	return defaultRebootPoll
 }
 
-// anyRebootPolicy: some node holds a tuning whose boot policy is Reboot.
+// anyRebootPolicy: some node holds a tuning whose boot policy is Reboot,
+// or arguments that need a reboot out.
 func anyRebootPolicy(lns []*v1alpha1.LatencyNode) bool {
 	for _, ln := range lns {
-		if rebootsAllowed(ln) || ln.Spec.Reboot != nil {
+		if rebootsAllowed(ln) || ln.Spec.Reboot != nil || (ln.Status.Boot != nil && ln.Status.Boot.State == v1alpha1.BootUnstaged) {
 			return true
 		}
 	}
@@ -191,7 +192,9 @@ func inFlightMessage(lns []*v1alpha1.LatencyNode, acts map[string]rebootAct) str
 // chooseStarts picks the staged nodes whose reboot starts now, while the
 // budget across all profiles allows: a node holding the target revision
 // (the rollout's turn), or any revision after a rollback (the arguments go
-// back), Ready and not cordoned by someone else.
+// back), or, after a rollback, a node whose kernel still holds the target's
+// arguments (Unstaged: the reboot back), Ready and not cordoned by someone
+// else.
 func (r *rebooter) chooseStarts(ctx context.Context, p *v1alpha1.LatencyProfile, lns []*v1alpha1.LatencyNode,
 	nodes map[string]*corev1.Node, target string, acts map[string]rebootAct) error {
 	rolledBack := p.Status.Rollout != nil && p.Status.Rollout.Phase == v1alpha1.RolloutRolledBack
@@ -199,8 +202,11 @@ func (r *rebooter) chooseStarts(ctx context.Context, p *v1alpha1.LatencyProfile,
 	counted := false
 	for _, ln := range lns {
 		n := nodes[ln.Name]
-		if ln.Spec.Reboot != nil || !stagedForReboot(ln) || n == nil || n.Spec.Unschedulable ||
-			readyStatus(n) != corev1.ConditionTrue || (ln.Spec.Revision != target && !rolledBack) {
+		if ln.Spec.Reboot != nil || n == nil || n.Spec.Unschedulable || readyStatus(n) != corev1.ConditionTrue {
+			continue
+		}
+		staged := stagedForReboot(ln) && (ln.Spec.Revision == target || rolledBack)
+		if !staged && !(rolledBack && unstagedForReboot(ln, target)) {
 			continue
 		}
 		if !counted {
@@ -265,6 +271,9 @@ func (r *rebooter) carryOut(ctx context.Context, p *v1alpha1.LatencyProfile, ln 
 	case rebootStart:
 		r.markStarted(ln.Name, true)
 		rec := &v1alpha1.NodeRebootSpec{Revision: ln.Spec.Revision, Phase: v1alpha1.RebootDraining, Since: since}
+		if !stagedForReboot(ln) {
+			rec.Revision = backRevision(currentRevision(p))
+		}
 		if err := r.writeRecord(ctx, ln, rec, nil); err != nil {
 			r.markStarted(ln.Name, false)
 			return err
@@ -289,11 +298,14 @@ func (r *rebooter) carryOut(ctx context.Context, p *v1alpha1.LatencyProfile, ln 
 	case rebootVerify:
 		rec := ln.Spec.Reboot.DeepCopy()
 		rec.Phase, rec.Since = v1alpha1.RebootVerifying, since
-		var verifyAfter *metav1.Time
-		if ro := p.Spec.Rollout; ro != nil {
-			verifyAfter = &metav1.Time{Time: since.Add(window(ro))}
+		var stamp *verifyStamp
+		if !isBack(rec) { // a reboot back is judged by the boot, not the rollout's window
+			stamp = &verifyStamp{at: now}
+			if ro := p.Spec.Rollout; ro != nil {
+				stamp.after = &metav1.Time{Time: since.Add(window(ro))}
+			}
 		}
-		if err := r.writeRecord(ctx, ln, rec, &verifyStamp{at: now, after: verifyAfter}); err != nil {
+		if err := r.writeRecord(ctx, ln, rec, stamp); err != nil {
 			return err
 		}
 		r.event(p, corev1.EventTypeNormal, eventRebootVerifying, "Node %s is %s; verifying", ln.Name, why)

@@ -289,15 +289,24 @@ type standIn struct {
 	mu    sync.Mutex
 	nodes []string
 	boot  map[string]string // the running boot id
+	// staged: the bootloader holds the boot arguments; booted: the
+	// running kernel does (what was staged when it booted).
+	staged, booted map[string]bool
 	// rebootedFor is the agent's on-node record of its last managed
-	// reboot; reboots counts them per node and revision.
+	// reboot. requests counts the manager's reboot requests per node and
+	// revision: the stand-in serves every request (one per record, in the
+	// boot it was made in) instead of refusing a second one as the real
+	// agent does, so a manager that asks twice fails check.
 	rebootedFor map[string]string
-	reboots     map[string]int
+	requests    map[string]int
+	served      map[string]bool // node/revision/since of the requests served
 	// down: the node rebooted and never came back (NotReady, silent).
 	neverBack, down map[string]bool
 	// hold: the agent does not reboot yet; quiet: it reports nothing yet;
-	// stageFails: staging failed.
-	hold, quiet, stageFails map[string]bool
+	// stageFails: staging failed; regress: its latency window under a
+	// revision (node/revision) regresses (p99 2ms, not 300µs).
+	hold, quiet, stageFails, regress map[string]bool
+	window                           time.Duration
 	// Observed: the most nodes cordoned at once, whether each node was
 	// ever cordoned, and gate violations (untainted while not Applied in
 	// the running boot, after the manager saw that boot).
@@ -308,9 +317,10 @@ type standIn struct {
 }
 
 func newStandIn(t *testing.T, c client.Client) *standIn {
-	s := &standIn{t: t, c: c, boot: map[string]string{}, rebootedFor: map[string]string{}, reboots: map[string]int{},
+	s := &standIn{t: t, c: c, boot: map[string]string{}, staged: map[string]bool{}, booted: map[string]bool{},
+		rebootedFor: map[string]string{}, requests: map[string]int{}, served: map[string]bool{},
 		neverBack: map[string]bool{}, down: map[string]bool{}, hold: map[string]bool{}, quiet: map[string]bool{}, stageFails: map[string]bool{},
-		cordoned: map[string]bool{}}
+		regress: map[string]bool{}, window: 5 * time.Second, cordoned: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -341,7 +351,7 @@ func (s *standIn) set(f func(s *standIn)) {
 func (s *standIn) rebootCount(node, rev string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.reboots[node+"/"+rev]
+	return s.requests[node+"/"+rev]
 }
 
 func (s *standIn) pass(ctx context.Context) {
@@ -399,21 +409,32 @@ func (s *standIn) removeTerminated(ctx context.Context, node string) {
 	}
 }
 
-// agent reports the node's tuning and boot, and reboots once when asked.
+// agent reports the node's tuning, latency and boot, and reboots when
+// asked.
 func (s *standIn) agent(ctx context.Context, n *corev1.Node) {
 	ln := &v1alpha1.LatencyNode{}
-	if err := s.c.Get(ctx, types.NamespacedName{Name: n.Name}, ln); err != nil || ln.Spec.Action != v1alpha1.ActionApply {
+	if err := s.c.Get(ctx, types.NamespacedName{Name: n.Name}, ln); err != nil || ln.Spec.Action == "" {
 		return
 	}
-	if rec := ln.Spec.Reboot; rec != nil && rec.Phase == v1alpha1.RebootRequested && s.rebootedFor[n.Name] != rec.Revision && !s.hold[n.Name] {
-		s.reboots[n.Name+"/"+rec.Revision]++
-		s.rebootedFor[n.Name] = rec.Revision
-		s.bootSeq++
-		s.boot[n.Name] = fmt.Sprintf("boot-%s-%d", n.Name, s.bootSeq)
-		if s.neverBack[n.Name] {
-			s.down[n.Name] = true
+	apply := ln.Spec.Action == v1alpha1.ActionApply
+	wants := apply && ln.Spec.Tuning.BootParameters != nil && ln.Spec.Tuning.BootParameters.Policy == v1alpha1.BootReboot
+	// Staging (or taking the drop-in out) is what the agent's pass does
+	// before it reports.
+	s.staged[n.Name] = wants && !s.stageFails[n.Name]
+	if rec := ln.Spec.Reboot; rec != nil && rec.Phase == v1alpha1.RebootRequested && !s.hold[n.Name] {
+		key := n.Name + "/" + rec.Revision + "/" + rec.BootID + "/" + rec.Since.UTC().Format(time.RFC3339Nano)
+		if !s.served[key] && (rec.BootID == "" || rec.BootID == s.boot[n.Name]) {
+			s.served[key] = true
+			s.requests[n.Name+"/"+rec.Revision]++
+			s.rebootedFor[n.Name] = rec.Revision
+			s.bootSeq++
+			s.boot[n.Name] = fmt.Sprintf("boot-%s-%d", n.Name, s.bootSeq)
+			s.booted[n.Name] = s.staged[n.Name]
+			if s.neverBack[n.Name] {
+				s.down[n.Name] = true
+			}
+			return // the kubelet reports the new boot on the next pass
 		}
-		return // the kubelet reports the new boot on the next pass
 	}
 	if n.Status.NodeInfo.BootID != s.boot[n.Name] {
 		return
@@ -422,30 +443,77 @@ func (s *standIn) agent(ctx context.Context, n *corev1.Node) {
 	// manager has put the taint back; the taint must be there whenever
 	// the report does not say Applied in this boot.
 	tainted := hasTaint(n.Spec.Taints, pendingTaint)
-	if !tainted && !tunedThisBoot(n, ln) && ln.Status.Boot != nil && ln.Status.Boot.BootID != s.boot[n.Name] {
+	if apply && !tainted && !tunedThisBoot(n, ln) && ln.Status.Boot != nil && ln.Status.Boot.BootID != s.boot[n.Name] {
 		return // wait for the manager to see the new boot
 	}
-	if !tainted && !appliedThisBoot(n, ln) && ln.Status.ObservedGeneration > 0 {
+	if apply && !tainted && !appliedThisBoot(n, ln) && ln.Status.ObservedGeneration > 0 {
 		s.violations = append(s.violations, fmt.Sprintf("%s untainted while not Applied in boot %s", n.Name, s.boot[n.Name]))
 	}
 	st := ln.Status.DeepCopy()
 	st.ObservedGeneration, st.Profile, st.ProfileGeneration = ln.Generation, ln.Spec.Profile, ln.Spec.ProfileGeneration
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.NodeApplied, Status: metav1.ConditionTrue,
-		Reason: v1alpha1.ReasonApplied, ObservedGeneration: ln.Generation})
-	boot := &v1alpha1.BootStatus{State: v1alpha1.BootStaged, Backend: "GRUB", BootID: s.boot[n.Name], RebootedFor: s.rebootedFor[n.Name]}
-	switch {
-	case s.stageFails[n.Name]:
-		boot.State, boot.Message = v1alpha1.BootFailed, "update-grub failed"
-	case s.rebootedFor[n.Name] == ln.Spec.Revision:
-		boot.State = v1alpha1.BootBooted
+	cond := metav1.Condition{Type: v1alpha1.NodeApplied, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonApplied, ObservedGeneration: ln.Generation}
+	if ln.Spec.Action == v1alpha1.ActionRevert {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.NodeApplied)
+		cond = metav1.Condition{Type: v1alpha1.NodeReverted, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRevertComplete, ObservedGeneration: ln.Generation}
 	}
-	st.Boot = boot
+	meta.SetStatusCondition(&st.Conditions, cond)
+	st.Boot = s.bootStatus(n.Name, wants)
+	s.evidence(ln, st)
 	if equality.Semantic.DeepEqual(&ln.Status, st) {
 		return
 	}
 	patched := ln.DeepCopy()
 	patched.Status = *st
 	_ = s.c.Status().Patch(ctx, patched, client.MergeFrom(ln))
+}
+
+// bootStatus is what the agent reports of the node's boot arguments: a
+// spec that wants them has them Staged, then Booted; one that does not
+// while the running kernel holds them has them Unstaged.
+func (s *standIn) bootStatus(node string, wants bool) *v1alpha1.BootStatus {
+	b := &v1alpha1.BootStatus{State: v1alpha1.BootNotNeeded, Backend: "GRUB", BootID: s.boot[node], RebootedFor: s.rebootedFor[node]}
+	args := []v1alpha1.BootArgument{{Argument: "nohz_full=1", Present: s.booted[node]}}
+	switch {
+	case wants && s.stageFails[node]:
+		b.State, b.Message = v1alpha1.BootFailed, "update-grub failed"
+	case wants && s.booted[node]:
+		b.State, b.Arguments = v1alpha1.BootBooted, args
+	case wants:
+		b.State, b.Arguments = v1alpha1.BootStaged, args
+	case s.booted[node]:
+		b.State, b.Arguments = v1alpha1.BootUnstaged, args
+	}
+	return b
+}
+
+// evidence reports latency windows as the API documents them
+// (LatencyEvidence, as simAgents does): on a new (action, revision) the
+// last window becomes the baseline; a window under the spec ends one
+// window after the revision was set (a reboot's Verifying sets it again).
+// p99 is 400µs untuned, 300µs tuned, 2ms where regress says so.
+func (s *standIn) evidence(ln *v1alpha1.LatencyNode, st *v1alpha1.LatencyNodeStatus) {
+	setAt, err := time.Parse(time.RFC3339, ln.Annotations[v1alpha1.RevisionSetAtAnnotation])
+	if err != nil {
+		setAt = ln.CreationTimestamp.Time
+	}
+	end := metav1.NewTime(setAt.Add(s.window + time.Second))
+	cur := st.Current
+	if cur != nil && cur.Action == ln.Spec.Action && cur.Revision == ln.Spec.Revision && !cur.MeasuredAt.Before(&end) {
+		return
+	}
+	if cur != nil && (cur.Action != ln.Spec.Action || cur.Revision != ln.Spec.Revision) {
+		st.Baseline = cur
+	}
+	p99 := 400 * time.Microsecond
+	switch {
+	case s.regress[ln.Name+"/"+ln.Spec.Revision]:
+		p99 = 2 * time.Millisecond
+	case ln.Spec.Action == v1alpha1.ActionApply:
+		p99 = 300 * time.Microsecond
+	}
+	st.Current = &v1alpha1.LatencyEvidence{Action: ln.Spec.Action, Revision: ln.Spec.Revision,
+		Window: &metav1.Duration{Duration: s.window}, MeasuredAt: end,
+		RunQueue: v1alpha1.LatencySummary{Samples: 5000, P99: &metav1.Duration{Duration: p99}}}
 }
 
 // finish checks what must hold all along.
@@ -456,9 +524,9 @@ func (s *standIn) check(maxCordoned int) {
 	if s.maxCordoned > maxCordoned {
 		s.t.Errorf("%d nodes cordoned at once, at most %d allowed", s.maxCordoned, maxCordoned)
 	}
-	for k, n := range s.reboots {
+	for k, n := range s.requests {
 		if n > 1 {
-			s.t.Errorf("%s rebooted %d times for one revision", k, n)
+			s.t.Errorf("%s: the manager asked for %d reboots for one revision", k, n)
 		}
 	}
 	for _, v := range s.violations {
@@ -692,6 +760,113 @@ func TestRebootResumesAfterManagerRestart(t *testing.T) {
 		if e.node(n).Spec.Unschedulable {
 			t.Errorf("%s still cordoned", n)
 		}
+	}
+	e.sim.check(1)
+}
+
+// TestRebootBackAfterRegressedRollback: a rollout of a revision that adds
+// isolation and boot parameters (policy Reboot) to one that had none
+// reboots the node into the arguments; its latency after the boot
+// regresses, the rollout rolls it back, and the node, whose kernel still
+// holds the arguments (Unstaged), is rebooted a second time, once, and
+// comes back without them, uncordoned and untainted once Applied.
+func TestRebootBackAfterRegressedRollback(t *testing.T) {
+	e := startRebootEnv(t, 1)
+	e.nodes("back", "back-a")
+	ctx := context.Background()
+	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "back"},
+		Spec: v1alpha1.LatencyProfileSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": "back"}},
+			TuningSpec: v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{Autogroup: ptr.To(v1alpha1.Disabled)},
+				Measurement: &v1alpha1.MeasurementSpec{Interval: &metav1.Duration{Duration: 5 * time.Second}}},
+			Rollout: &v1alpha1.RolloutSpec{VerificationWindow: &metav1.Duration{Duration: 5 * time.Second}},
+		}}
+	if err := e.c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	r1 := currentRevision(p)
+	rollout := func(what string, f func(*v1alpha1.RolloutStatus) bool) {
+		t.Helper()
+		e.until("rollout "+what, func() error {
+			if ro := e.profile("back").Status.Rollout; ro == nil || !f(ro) {
+				return fmt.Errorf("status.rollout = %+v", ro)
+			}
+			return nil
+		})
+	}
+	rollout(r1+" complete", func(ro *v1alpha1.RolloutStatus) bool {
+		return ro.Revision == r1 && ro.Phase == v1alpha1.RolloutComplete
+	})
+
+	// r2 isolates CPU 1 with boot parameters; after the boot its latency
+	// regresses.
+	withBoot := func(p *v1alpha1.LatencyProfile) {
+		p.Spec.CPUs = &v1alpha1.CPUSpec{Reserved: ptr.To("0"), Isolated: ptr.To("1"), NamespaceSelector: &v1alpha1.NamespaceSelector{}}
+		p.Spec.BootParameters = &v1alpha1.BootParametersSpec{Policy: v1alpha1.BootReboot}
+	}
+	next := p.DeepCopy()
+	withBoot(next)
+	r2 := currentRevision(next)
+	e.sim.set(func(s *standIn) { s.regress["back-a/"+r2] = true })
+	e.until("profile updated to "+r2, func() error {
+		cur := e.profile("back")
+		withBoot(cur)
+		return e.c.Update(ctx, cur)
+	})
+	rollout(r2+" rolled back", func(ro *v1alpha1.RolloutStatus) bool {
+		return ro.Revision == r2 && ro.Phase == v1alpha1.RolloutRolledBack
+	})
+	if got := e.sim.rebootCount("back-a", r2); got != 1 {
+		t.Fatalf("back-a rebooted %d times for %s before its verdict, want 1", got, r2)
+	}
+	e.until("back-a rebooted back without the arguments", func() error {
+		ln := e.ln("back-a")
+		if b := ln.Status.Boot; ln.Spec.Revision != r1 || ln.Spec.Reboot != nil || b == nil ||
+			b.State != v1alpha1.BootNotNeeded || b.RebootedFor != backRevision(r2) {
+			return fmt.Errorf("revision %s, record %+v, boot %+v", ln.Spec.Revision, ln.Spec.Reboot, b)
+		}
+		if n := e.node("back-a"); n.Spec.Unschedulable || hasTaint(n.Spec.Taints, pendingTaint) {
+			return fmt.Errorf("unschedulable %v taints %v", n.Spec.Unschedulable, n.Spec.Taints)
+		}
+		return nil
+	})
+	if got := e.sim.rebootCount("back-a", backRevision(r2)); got != 1 {
+		t.Errorf("back-a rebooted back %d times, want 1", got)
+	}
+	st := e.rebootsIs("back", "the reboot back counted", func(st *v1alpha1.RebootRolloutStatus) bool {
+		return st.Rebooted == 1 && st.Draining+st.Rebooting+st.Verifying+st.Pending == 0
+	})
+	if st.Paused {
+		t.Errorf("status.reboots = %+v", st)
+	}
+	// Once back, never again: no third reboot while the rollback holds.
+	time.Sleep(2 * time.Second)
+	if ln := e.ln("back-a"); ln.Spec.Reboot != nil {
+		t.Errorf("a third reboot started: %+v", ln.Spec.Reboot)
+	}
+	e.expectEvent(eventRebootDone)
+	e.sim.check(1)
+}
+
+// TestRebootLimitHoldsAcrossProfiles: --max-rebooting 1 holds for two
+// profiles staged at once: never more than one node cordoned, each node
+// asked once.
+func TestRebootLimitHoldsAcrossProfiles(t *testing.T) {
+	e := startRebootEnv(t, 1)
+	e.nodes("lim-a", "lim-a1", "lim-a2")
+	e.nodes("lim-b", "lim-b1", "lim-b2")
+	e.rebootProfile("lim-a", nil)
+	e.rebootProfile("lim-b", nil)
+	for _, p := range []string{"lim-a", "lim-b"} {
+		e.rebootsIs(p, "both rebooted", func(st *v1alpha1.RebootRolloutStatus) bool {
+			return st.Rebooted == 2 && st.Draining+st.Rebooting+st.Verifying == 0
+		})
+	}
+	e.sim.mu.Lock()
+	most := e.sim.maxCordoned
+	e.sim.mu.Unlock()
+	if most != 1 {
+		t.Errorf("at most %d node(s) cordoned at once, want exactly 1 (each in turn)", most)
 	}
 	e.sim.check(1)
 }

@@ -214,3 +214,70 @@ func TestRebootCounts(t *testing.T) {
 		t.Errorf("counts = %+v, want %+v", got, want)
 	}
 }
+
+// TestRebootBack: after a rollback from r2, a node moved back (r1 without
+// boot parameters, or Revert) that reports the target's arguments still in
+// its kernel (Unstaged) is due a reboot back, once; the reboot back is
+// judged by the new boot: the arguments gone and, under Apply, Applied.
+func TestRebootBack(t *testing.T) {
+	unstaged := func(action v1alpha1.NodeAction) *v1alpha1.LatencyNode {
+		ln := rebootLN(v1alpha1.BootUnstaged)
+		ln.Spec.Tuning.BootParameters, ln.Spec.Action = nil, action
+		if action == v1alpha1.ActionRevert {
+			ln.Spec.Revision = ""
+		}
+		ln.Status.Boot.RebootedFor = "r2"
+		return ln
+	}
+	for _, a := range []v1alpha1.NodeAction{v1alpha1.ActionApply, v1alpha1.ActionRevert} {
+		if !unstagedForReboot(unstaged(a), "r2") {
+			t.Errorf("%s, Unstaged after the rollback of r2: not due a reboot back", a)
+		}
+	}
+	done := unstaged(v1alpha1.ActionApply)
+	done.Status.Boot.RebootedFor = backRevision("r2")
+	atTarget := unstaged(v1alpha1.ActionApply)
+	atTarget.Spec.Revision = "r2"
+	gone := unstaged(v1alpha1.ActionApply)
+	gone.Status.Boot.State = v1alpha1.BootNotNeeded
+	for name, ln := range map[string]*v1alpha1.LatencyNode{"rebooted back already": done, "holds the target": atTarget, "nothing left": gone} {
+		if unstagedForReboot(ln, "r2") {
+			t.Errorf("%s: due a reboot back", name)
+		}
+	}
+
+	limits := rebootLimits{Drain: 10 * time.Minute, Boot: 15 * time.Minute}
+	verifying := func(action v1alpha1.NodeAction, st v1alpha1.BootState, boot string) *v1alpha1.LatencyNode {
+		ln := unstaged(action)
+		ln.Spec.Reboot = &v1alpha1.NodeRebootSpec{Revision: backRevision("r2"), Phase: v1alpha1.RebootVerifying, Since: metav1.NewTime(rebootT0), BootID: "b1"}
+		ln.Status.Boot.State, ln.Status.Boot.BootID, ln.Status.Boot.RebootedFor = st, boot, backRevision("r2")
+		return ln
+	}
+	notApplied := verifying(v1alpha1.ActionApply, v1alpha1.BootNotNeeded, "b2")
+	notApplied.Status.Conditions = nil
+	cases := []struct {
+		name string
+		v    rebootView
+		want rebootAct
+	}{
+		{"revert: draining goes on", rebootView{LN: func() *v1alpha1.LatencyNode {
+			ln := unstaged(v1alpha1.ActionRevert)
+			ln.Spec.Reboot = &v1alpha1.NodeRebootSpec{Revision: backRevision("r2"), Phase: v1alpha1.RebootDraining, Since: metav1.NewTime(rebootT0)}
+			return ln
+		}(), Node: readyNode("b1"), Drained: true}, rebootRequest},
+		{"back without the arguments, Applied", rebootView{LN: verifying(v1alpha1.ActionApply, v1alpha1.BootNotNeeded, "b2"), Node: readyNode("b2")}, rebootFinish},
+		{"reverted, back without the arguments", rebootView{LN: verifying(v1alpha1.ActionRevert, v1alpha1.BootNotNeeded, "b2"), Node: readyNode("b2")}, rebootFinish},
+		{"back, not Applied yet", rebootView{LN: notApplied, Node: readyNode("b2")}, rebootWait},
+		{"back, not Applied in time", rebootView{LN: notApplied, Node: readyNode("b2"), Now: rebootT0.Add(time.Hour)}, rebootStall},
+		{"back still holding them", rebootView{LN: verifying(v1alpha1.ActionApply, v1alpha1.BootUnstaged, "b2"), Node: readyNode("b2")}, rebootAbandon},
+	}
+	for _, c := range cases {
+		c.v.Limits = limits
+		if c.v.Now.IsZero() {
+			c.v.Now = rebootT0.Add(time.Minute)
+		}
+		if got, why := nextReboot(c.v); got != c.want {
+			t.Errorf("%s: act %d (%s), want %d", c.name, got, why, c.want)
+		}
+	}
+}

@@ -103,7 +103,8 @@ type rebootDecision struct {
 
 // decideReboot is the pure reboot rule. The agent reboots for spec's
 // revision when the manager asks (phase Rebooting), the bootloader holds
-// arguments the running kernel lacks (state Staged), the node has not
+// arguments the running kernel lacks (state Staged) or the running kernel
+// holds arguments the agent took out of it (Unstaged), the node has not
 // booted since the manager asked (spec.bootID) and the agent has never
 // asked for this revision (rec). A request whose boot id is unchanged after
 // failAfter is reported Failed, never asked again.
@@ -125,12 +126,17 @@ func decideReboot(spec *v1alpha1.NodeRebootSpec, state v1alpha1.BootState, bootI
 		}
 		return d
 	}
-	if (spec.BootID != "" && spec.BootID != bootID) || state != v1alpha1.BootStaged || bootID == "" {
+	if (spec.BootID != "" && spec.BootID != bootID) || !rebootTakes(state) || bootID == "" {
 		return d
 	}
 	d.Reboot = true
 	d.Record = rebootRecord{Revision: spec.Revision, FromBoot: bootID, RequestedAt: now.UTC(), Done: d.RebootedFor}
 	return d
+}
+
+// rebootTakes: a reboot changes the kernel's arguments in state.
+func rebootTakes(state v1alpha1.BootState) bool {
+	return state == v1alpha1.BootStaged || state == v1alpha1.BootUnstaged
 }
 
 func (r *Reconciler) failAfter() time.Duration {
@@ -254,37 +260,99 @@ func appliedAfterBoot(prev *v1alpha1.BootStatus, st *v1alpha1.LatencyNodeStatus,
 	return &metav1.Duration{Duration: max(now.Sub(b.BootedAt.Time), 0).Truncate(time.Second)}
 }
 
-// revertedBoot is status.boot on a reverting node: the arguments it
-// reported before that the running kernel still holds (the drop-in is gone;
-// a reboot drops them: state Staged), or NotNeeded once none is left.
-func revertedBoot(root *host.Root, cmdline string, prev *v1alpha1.BootStatus) *v1alpha1.BootStatus {
-	var args []bootargs.Arg
-	if prev != nil {
+// stagedArgs are the arguments the agent staged before this pass: the
+// staging lines of its journal (read before the engine runs: a pass that
+// stages nothing removes them) and, once they are removed, the arguments
+// an Unstaged report of an earlier pass still lists. Arguments someone
+// else put on the command line are not among them.
+func stagedArgs(root *host.Root, prev *v1alpha1.BootStatus) []bootargs.Arg {
+	var out []bootargs.Arg
+	for _, l := range stagedLines(root) {
+		out = append(out, bootargs.Parse(l)...)
+	}
+	if prev != nil && prev.State == v1alpha1.BootUnstaged {
 		for _, a := range prev.Arguments {
-			k, v, _ := strings.Cut(a.Argument, "=")
-			args = append(args, bootargs.Arg{Key: k, Value: v, Why: a.Why})
+			out = append(out, bootargs.Parse(a.Argument)...)
 		}
 	}
-	booted := bootargs.CheckCmdline(root, cmdline, args)
-	st := &v1alpha1.BootStatus{State: v1alpha1.BootNotNeeded, BootID: booted.BootID, Backend: bootargs.Detect(root).Name,
-		KernelIsolated: booted.Isolated, KernelNohzFull: booted.NohzFull, Message: "reverted: the running kernel holds none of the arguments"}
-	if !booted.BootedAt.IsZero() {
-		t := metav1.NewTime(booted.BootedAt)
-		st.BootedAt = &t
+	why := map[string]string{}
+	if prev != nil {
+		for _, a := range prev.Arguments {
+			why[a.Argument] = a.Why
+		}
 	}
+	seen := map[string]bool{}
+	var uniq []bootargs.Arg
+	for _, a := range out {
+		if !seen[a.String()] {
+			seen[a.String()] = true
+			a.Why = why[a.String()]
+			uniq = append(uniq, a)
+		}
+	}
+	return uniq
+}
+
+// unstaged is status.boot when the pass's spec stages nothing (an apply
+// whose plan has no staging knob, or a revert) and the running kernel
+// still holds arguments the agent staged earlier (staged) that the plan
+// does not list: Unstaged, those first in arguments, so the manager can
+// reboot them out after a rollback. Otherwise st as it is. An argument the
+// plan lists (policy ReportOnly deriving the same ones) is wanted: it
+// stays, as the platform team's to keep or drop.
+func unstaged(root *host.Root, cmdline string, staged []bootargs.Arg, st v1alpha1.BootStatus) v1alpha1.BootStatus {
+	switch st.State {
+	case v1alpha1.BootNotNeeded, v1alpha1.BootPlanned, v1alpha1.BootBooted:
+	default:
+		return st
+	}
+	var gone []bootargs.Arg
+	for _, a := range staged {
+		if !slices.ContainsFunc(st.Arguments, func(p v1alpha1.BootArgument) bool { return p.Argument == a.String() }) {
+			gone = append(gone, a)
+		}
+	}
+	booted := bootargs.CheckCmdline(root, cmdline, gone)
 	if len(booted.Present) == 0 {
 		return st
 	}
-	for _, a := range args {
-		st.Arguments = append(st.Arguments, v1alpha1.BootArgument{Argument: a.String(), Why: a.Why, Present: slices.Contains(booted.Present, a.String())})
+	var args []v1alpha1.BootArgument
+	for _, a := range gone {
+		if slices.Contains(booted.Present, a.String()) {
+			args = append(args, v1alpha1.BootArgument{Argument: a.String(), Why: a.Why, Present: true})
+		}
 	}
-	st.State = v1alpha1.BootStaged
-	st.Message = "reverted: the staged arguments are removed; the running kernel keeps " + strings.Join(booted.Present, " ") + " until the node reboots"
+	st.Arguments = append(args, st.Arguments...)
+	if len(st.Arguments) > 16 {
+		st.Arguments = st.Arguments[:16]
+	}
+	st.State = v1alpha1.BootUnstaged
+	st.Message = "unstaged: the bootloader no longer holds arguments the agent staged; the running kernel keeps " +
+		strings.Join(booted.Present, " ") + " until the node reboots"
 	if m := bootargs.Mismatch(root); m != "" {
 		st.Message += "; " + m
 	}
 	st.Message = bound.String(st.Message, 512)
 	return st
+}
+
+// revertedBoot is status.boot on a reverting node: Unstaged while the
+// running kernel holds arguments the agent had staged (staged, read
+// before the revert; the drop-in is gone, a reboot drops them), or
+// NotNeeded once none is left.
+func revertedBoot(root *host.Root, cmdline string, staged []bootargs.Arg) *v1alpha1.BootStatus {
+	booted := bootargs.CheckCmdline(root, cmdline, nil)
+	st := v1alpha1.BootStatus{State: v1alpha1.BootNotNeeded, BootID: booted.BootID, Backend: bootargs.Detect(root).Name,
+		KernelIsolated: booted.Isolated, KernelNohzFull: booted.NohzFull, Message: "reverted: the running kernel holds none of the arguments"}
+	if !booted.BootedAt.IsZero() {
+		t := metav1.NewTime(booted.BootedAt)
+		st.BootedAt = &t
+	}
+	st = unstaged(root, cmdline, staged, st)
+	if st.State == v1alpha1.BootUnstaged {
+		st.Message = bound.String("reverted; "+st.Message, 512)
+	}
+	return &st
 }
 
 // bootRebootCondition is RebootRequired from the boot plan: true while the
@@ -299,6 +367,9 @@ func bootRebootCondition(b *v1alpha1.BootStatus) metav1.Condition {
 		}
 	}
 	switch {
+	case b.State == v1alpha1.BootUnstaged:
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonCmdlineHoldsUnstaged
+		c.Message = b.Message
 	case b.State == v1alpha1.BootNotNeeded:
 		c.Message = "the profile needs no kernel argument"
 	case len(missing) == 0:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -15,6 +16,7 @@ import (
 	"latencytier.io/latencytier/agent/apply"
 	"latencytier.io/latencytier/agent/bootargs"
 	"latencytier.io/latencytier/agent/bootargs/bootargstest"
+	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/testroot"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -27,50 +29,9 @@ import (
 // Applied, and policy ReportOnly takes the drop-in out with grub.cfg back
 // byte for byte.
 func TestAgentStagesAndRebootsForBootParameters(t *testing.T) {
-	c, _ := startAPI(t)
-	ctx := context.Background()
-	files := bootargstest.Files("quiet")
-	files["proc/stat"] = "cpu 1 2 3\nbtime 1700000000\n"
-	files["sys/devices/system/cpu/online"] = "0-3"
-	root := fakeHostWith(t, files)
-	if err := bootargstest.MakeExecutable(root); err != nil {
-		t.Fatal(err)
-	}
-	u := &bootargstest.UpdateGRUB{Root: root}
-	if err := u.Run(ctx, "baseline", nil); err != nil {
-		t.Fatal(err)
-	}
-	baseline := testroot.Read(t, root.Path(bootargs.GRUBCfg))
-	reboots := 0
-	agent := func() *Reconciler {
-		return &Reconciler{Client: c, NodeName: "node-boot", Root: root, Resync: time.Minute,
-			Engine: &apply.Engine{Root: root, Log: testr.New(t), HostTool: u.Run},
-			Boot:   BootOptions{Reboot: func(context.Context) error { reboots++; return nil }}}
-	}
+	f := newBootFixture(t, "node-boot")
+	root, baseline, reboots, agent, get, update := f.root, f.baseline, f.reboots, f.agent, f.get, f.update
 	r := agent()
-	sp := spec()
-	sp.Tuning.CPUs = &v1alpha1.CPUSpec{Reserved: ptr.To("0-1"), Isolated: ptr.To("2-3"), NamespaceSelector: &v1alpha1.NamespaceSelector{}}
-	sp.Tuning.BootParameters = &v1alpha1.BootParametersSpec{Policy: v1alpha1.BootReboot}
-	ln := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "node-boot"}, Spec: sp}
-	if err := c.Create(ctx, ln); err != nil {
-		t.Fatal(err)
-	}
-	get := func() *v1alpha1.LatencyNode {
-		t.Helper()
-		out := &v1alpha1.LatencyNode{}
-		if err := c.Get(ctx, types.NamespacedName{Name: "node-boot"}, out); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	update := func(f func(*v1alpha1.LatencyNodeSpec)) {
-		t.Helper()
-		cur := get()
-		f(&cur.Spec)
-		if err := c.Update(ctx, cur); err != nil {
-			t.Fatal(err)
-		}
-	}
 	line := "nohz_full=2-3 rcu_nocbs=2-3 isolcpus=managed_irq,2-3 irqaffinity=0-1"
 
 	pass(t, r, "node-boot")
@@ -94,8 +55,8 @@ func TestAgentStagesAndRebootsForBootParameters(t *testing.T) {
 	})
 	pass(t, r, "node-boot")
 	pass(t, agent(), "node-boot") // a restarted agent, the same boot
-	if reboots != 1 {
-		t.Fatalf("rebooted %d times for one revision", reboots)
+	if *reboots != 1 {
+		t.Fatalf("rebooted %d times for one revision", *reboots)
 	}
 
 	// The node comes back: a new boot id, the arguments on the command line.
@@ -107,8 +68,8 @@ func TestAgentStagesAndRebootsForBootParameters(t *testing.T) {
 	pass(t, r, "node-boot")
 	got = get()
 	b = got.Status.Boot
-	if b.State != v1alpha1.BootBooted || b.RebootedFor != "gateway-r1" || b.KernelNohzFull != "2-3" || b.KernelIsolated != "2-3" || reboots != 1 {
-		t.Fatalf("after the boot (%d reboots): %+v", reboots, b)
+	if b.State != v1alpha1.BootBooted || b.RebootedFor != "gateway-r1" || b.KernelNohzFull != "2-3" || b.KernelIsolated != "2-3" || *reboots != 1 {
+		t.Fatalf("after the boot (%d reboots): %+v", *reboots, b)
 	}
 	for _, a := range b.Arguments {
 		if !a.Present {
@@ -130,6 +91,148 @@ func TestAgentStagesAndRebootsForBootParameters(t *testing.T) {
 	}
 	if b := get().Status.Boot; b.State != v1alpha1.BootBooted {
 		t.Errorf("report only on a booted node: %+v", b)
+	}
+}
+
+// bootFixture is a temp-dir Debian host (GRUB, four CPUs) whose agent
+// talks to a real API server, with one LatencyNode of policy Reboot
+// isolating CPUs 2-3.
+type bootFixture struct {
+	root     *host.Root
+	baseline string
+	reboots  *int
+	agent    func() *Reconciler
+	get      func() *v1alpha1.LatencyNode
+	update   func(func(*v1alpha1.LatencyNodeSpec))
+}
+
+func newBootFixture(t *testing.T, name string) bootFixture {
+	t.Helper()
+	c, _ := startAPI(t)
+	ctx := context.Background()
+	files := bootargstest.Files("quiet")
+	files["proc/stat"] = "cpu 1 2 3\nbtime 1700000000\n"
+	files["sys/devices/system/cpu/online"] = "0-3"
+	root := fakeHostWith(t, files)
+	if err := bootargstest.MakeExecutable(root); err != nil {
+		t.Fatal(err)
+	}
+	u := &bootargstest.UpdateGRUB{Root: root}
+	if err := u.Run(ctx, "baseline", nil); err != nil {
+		t.Fatal(err)
+	}
+	f := bootFixture{root: root, baseline: testroot.Read(t, root.Path(bootargs.GRUBCfg)), reboots: new(int)}
+	f.agent = func() *Reconciler {
+		return &Reconciler{Client: c, NodeName: name, Root: root, Resync: time.Minute,
+			Engine: &apply.Engine{Root: root, Log: testr.New(t), HostTool: u.Run},
+			Boot:   BootOptions{Reboot: func(context.Context) error { *f.reboots++; return nil }}}
+	}
+	sp := spec()
+	sp.Tuning.CPUs = &v1alpha1.CPUSpec{Reserved: ptr.To("0-1"), Isolated: ptr.To("2-3"), NamespaceSelector: &v1alpha1.NamespaceSelector{}}
+	sp.Tuning.BootParameters = &v1alpha1.BootParametersSpec{Policy: v1alpha1.BootReboot}
+	if err := c.Create(ctx, &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: sp}); err != nil {
+		t.Fatal(err)
+	}
+	f.get = func() *v1alpha1.LatencyNode {
+		t.Helper()
+		out := &v1alpha1.LatencyNode{}
+		if err := c.Get(ctx, types.NamespacedName{Name: name}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	f.update = func(fn func(*v1alpha1.LatencyNodeSpec)) {
+		t.Helper()
+		cur := f.get()
+		fn(&cur.Spec)
+		if err := c.Update(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// boot plays the node's reboot: a new boot id and cmdline as the kernel
+// command line's arguments after "quiet", and the kernel's view of them.
+func (f bootFixture) boot(t *testing.T, id, args, nohz string) {
+	testroot.Write(t, f.root.Proc("sys", "kernel", "random", "boot_id"), id+"\n")
+	testroot.Write(t, f.root.Proc("cmdline"), strings.TrimSpace("BOOT_IMAGE=/vmlinuz root=/dev/vda ro quiet "+args)+"\n")
+	testroot.Write(t, f.root.Sys("devices", "system", "cpu", "nohz_full"), nohz+"\n")
+	testroot.Write(t, f.root.Sys("devices", "system", "cpu", "isolated"), nohz+"\n")
+}
+
+// TestAgentUnstagedArgumentsNeedARebootOut: a node booted with the
+// arguments it staged for one revision, moved (a rollback) to a revision
+// without boot parameters or to Revert, takes the drop-in out and reports
+// Unstaged with the arguments the running kernel still holds, and
+// RebootRequired; the manager's request for that reboot is honoured once;
+// the next boot, without them, reports NotNeeded.
+func TestAgentUnstagedArgumentsNeedARebootOut(t *testing.T) {
+	for _, revert := range []bool{false, true} {
+		name := map[bool]string{false: "node-back", true: "node-back-revert"}[revert]
+		t.Run(name, func(t *testing.T) {
+			f := newBootFixture(t, name)
+			line := "nohz_full=2-3 rcu_nocbs=2-3 isolcpus=managed_irq,2-3 irqaffinity=0-1"
+			pass(t, f.agent(), name)
+			b := f.get().Status.Boot
+			if b == nil || b.State != v1alpha1.BootStaged {
+				t.Fatalf("after staging: %+v", b)
+			}
+			f.update(func(s *v1alpha1.LatencyNodeSpec) {
+				s.Reboot = &v1alpha1.NodeRebootSpec{Revision: "r2", Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: b.BootID}
+			})
+			pass(t, f.agent(), name)
+			f.boot(t, "11111111-0000-0000-0000-000000000000", line, "2-3")
+			f.update(func(s *v1alpha1.LatencyNodeSpec) { s.Reboot = nil })
+			pass(t, f.agent(), name)
+			if b := f.get().Status.Boot; b.State != v1alpha1.BootBooted || *f.reboots != 1 {
+				t.Fatalf("after the boot for r2 (%d reboots): %+v", *f.reboots, b)
+			}
+
+			// Rolled back: to a revision that asks for no boot parameter
+			// (and isolates nothing), or reverted.
+			f.update(func(s *v1alpha1.LatencyNodeSpec) {
+				s.Tuning.CPUs, s.Tuning.IRQ, s.Tuning.BootParameters, s.Revision = nil, nil, nil, "r1"
+				if revert {
+					s.Action, s.Revision = v1alpha1.ActionRevert, ""
+				}
+			})
+			r := f.agent()
+			pass(t, r, name)
+			got := f.get()
+			b = got.Status.Boot
+			if f.root.Exists(f.root.Path(bootargs.DropIn)) || testroot.Read(t, f.root.Path(bootargs.GRUBCfg)) != f.baseline {
+				t.Fatalf("the drop-in is left (%v) or grub.cfg differs from the baseline", f.root.Exists(f.root.Path(bootargs.DropIn)))
+			}
+			if b == nil || b.State != v1alpha1.BootUnstaged || len(b.Arguments) != 4 || !b.Arguments[0].Present {
+				t.Fatalf("rolled back on a kernel holding the arguments: want Unstaged with four present, got %+v", b)
+			}
+			c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.NodeRebootRequired)
+			if !revert && (c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonCmdlineHoldsUnstaged) {
+				t.Errorf("RebootRequired %+v", c)
+			}
+			// Unstaged stays while the kernel holds them (the journal
+			// entry is gone now).
+			pass(t, r, name)
+			if b := f.get().Status.Boot; b.State != v1alpha1.BootUnstaged {
+				t.Fatalf("second pass forgot the unstaged arguments: %+v", b)
+			}
+
+			f.update(func(s *v1alpha1.LatencyNodeSpec) {
+				s.Reboot = &v1alpha1.NodeRebootSpec{Revision: "r2-back", Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: b.BootID}
+			})
+			pass(t, r, name)
+			pass(t, f.agent(), name)
+			if *f.reboots != 2 {
+				t.Fatalf("the reboot out: %d reboots in all, want 2", *f.reboots)
+			}
+			f.boot(t, "22222222-0000-0000-0000-000000000000", "", "")
+			pass(t, f.agent(), name)
+			b = f.get().Status.Boot
+			if b.State != v1alpha1.BootNotNeeded || b.RebootedFor != "r2-back" || *f.reboots != 2 {
+				t.Fatalf("back without the arguments (%d reboots): %+v", *f.reboots, b)
+			}
+		})
 	}
 }
 

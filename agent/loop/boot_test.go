@@ -34,6 +34,8 @@ func TestDecideReboot(t *testing.T) {
 		{name: "no request", state: v1alpha1.BootStaged, boot: "b1"},
 		{name: "draining: not yet", spec: &v1alpha1.NodeRebootSpec{Revision: "r1", Phase: v1alpha1.RebootDraining}, state: v1alpha1.BootStaged, boot: "b1"},
 		{name: "asked, staged: reboot", spec: rebooting("r1"), state: v1alpha1.BootStaged, boot: "b1", reboot: true},
+		{name: "asked, unstaged (a rollback): reboot", spec: rebooting("r1"), state: v1alpha1.BootUnstaged, boot: "b1", reboot: true},
+		{name: "asked, nothing to take out: no reboot", spec: rebooting("r1"), state: v1alpha1.BootNotNeeded, boot: "b1"},
 		{name: "asked, nothing staged", spec: rebooting("r1"), state: v1alpha1.BootBooted, boot: "b1"},
 		{name: "asked, conflict", spec: rebooting("r1"), state: v1alpha1.BootConflict, boot: "b1"},
 		{name: "asked for another boot", spec: &v1alpha1.NodeRebootSpec{Revision: "r1", Phase: v1alpha1.RebootRequested, BootID: "b0"}, state: v1alpha1.BootStaged, boot: "b1"},
@@ -116,6 +118,7 @@ func TestBootRebootCondition(t *testing.T) {
 		{v1alpha1.BootStatus{State: v1alpha1.BootBooted, Arguments: []v1alpha1.BootArgument{arg("nohz_full=1", true)}}, metav1.ConditionFalse},
 		{v1alpha1.BootStatus{State: v1alpha1.BootPlanned, Arguments: []v1alpha1.BootArgument{arg("nohz_full=1", false)}}, metav1.ConditionTrue},
 		{v1alpha1.BootStatus{State: v1alpha1.BootStaged, Arguments: []v1alpha1.BootArgument{arg("nohz_full=1", false)}}, metav1.ConditionTrue},
+		{v1alpha1.BootStatus{State: v1alpha1.BootUnstaged, Arguments: []v1alpha1.BootArgument{arg("nohz_full=1", true)}}, metav1.ConditionTrue},
 		{v1alpha1.BootStatus{State: v1alpha1.BootUnsupported, Arguments: []v1alpha1.BootArgument{arg("nohz_full=1", false)}}, metav1.ConditionTrue},
 	}
 	for _, c := range cases {

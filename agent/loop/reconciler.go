@@ -284,6 +284,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode, node s
 	if layout.DebugfsMounted {
 		log.Info("Mounted debugfs to reach the scheduler knobs", "path", r.Root.Sys("kernel", "debug"))
 	}
+	staged := stagedArgs(r.Root, ln.Status.Boot) // before the engine unstages what the plan no longer holds
 	ds, boot, rep, err := r.renderApply(ctx, ln, node, layout, pods)
 	if err == nil && rep.Written > len(rep.Drifts) && waitsOnWrites(ds.Results) {
 		// A setting that had to wait for one of this pass's writes (a
@@ -320,6 +321,9 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode, node s
 	}
 	rep.Drifts = r.drifts(rep.Drifts, now.Time)
 	bs := boot.Settle(r.Root, rep.Results)
+	if boot.Knob == nil {
+		bs = unstaged(r.Root, node.Cmdline, staged, bs)
+	}
 	st := applyStatus(ln.Status, applyInput{Node: ln, Report: rep, Err: err, Results: ds.Results,
 		Kernel: kf, IRQBalancePID: ds.IRQBalancePID, Reasserted: reasserted, Now: now, Boot: &bs})
 	st.Isolation = isolation(r.Root, ln.Spec.Tuning.CPUs, kf.CmdlineIsolation, rep.Results, ds.Results)

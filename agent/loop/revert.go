@@ -46,6 +46,7 @@ func revertIfGone(ctx context.Context, c client.Reader, e *apply.Engine, nodeNam
 
 func (r *Reconciler) revert(ctx context.Context, ln *v1alpha1.LatencyNode, node snapshot.Node) v1alpha1.LatencyNodeStatus {
 	log := ctrl.LoggerFrom(ctx)
+	staged := stagedArgs(r.Root, ln.Status.Boot) // before the revert removes them from the journal
 	rep, err := r.Engine.Revert()
 	r.driftSeen = nil
 	if err != nil {
@@ -60,7 +61,7 @@ func (r *Reconciler) revert(ctx context.Context, ln *v1alpha1.LatencyNode, node 
 	r.held(ln, node, measurementOnly(ln.Spec), pods, err == nil)
 	st := revertStatus(ln.Status, revertInput{Node: ln, Report: rep, Err: err, Kernel: kf, Now: metav1.Now()})
 	st.Isolation = nil // reverted: nothing of the profile's isolates the CPUs any more
-	st.Boot = revertedBoot(r.Root, node.Cmdline, ln.Status.Boot)
+	st.Boot = revertedBoot(r.Root, node.Cmdline, staged)
 	return st
 }
 

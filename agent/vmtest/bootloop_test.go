@@ -223,8 +223,8 @@ func TestBootAgentGRUBBooted(t *testing.T) {
 	if string(cfg) != loadState(t, "agent-grub-baseline") {
 		t.Errorf("%s after the revert pass differs from the baseline:\n%s", grubCfg, cfg)
 	}
-	if b := getNode(t, c).Status.Boot; b == nil || b.State != v1alpha1.BootStaged || reboots != 1 {
-		t.Fatalf("reverted, the running kernel still isolated: want Staged and one reboot, got %d reboots, %+v", reboots, b)
+	if b := getNode(t, c).Status.Boot; b == nil || b.State != v1alpha1.BootUnstaged || reboots != 1 {
+		t.Fatalf("reverted, the running kernel still isolated: want Unstaged and one reboot, got %d reboots, %+v", reboots, b)
 	}
 	saveState(t, "agent-boot", bootID(t, root))
 	saveNode(t, c)

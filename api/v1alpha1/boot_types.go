@@ -119,7 +119,7 @@ type NodeRebootSpec struct {
 }
 
 // BootState is where a node's boot parameters stand.
-// +kubebuilder:validation:Enum=NotNeeded;Planned;Staged;Booted;Unsupported;Conflict;Failed
+// +kubebuilder:validation:Enum=NotNeeded;Planned;Staged;Booted;Unstaged;Unsupported;Conflict;Failed
 type BootState string
 
 const (
@@ -133,6 +133,13 @@ const (
 	BootStaged BootState = "Staged"
 	// BootBooted: the running kernel holds every argument.
 	BootBooted BootState = "Booted"
+	// BootUnstaged: the node's spec (a rolled-back revision, a revision
+	// that stages nothing, Revert) no longer stages arguments the agent
+	// staged earlier; the agent took them out of the bootloader but the
+	// running kernel still holds them (arguments lists them, present):
+	// a reboot takes them out. After a rollback the manager makes that
+	// reboot, once.
+	BootUnstaged BootState = "Unstaged"
 	// BootUnsupported: the node's boot backend cannot be staged by the
 	// agent (image-based systems, UKIs); the message says why.
 	BootUnsupported BootState = "Unsupported"
@@ -162,8 +169,8 @@ type BootArgument struct {
 // from its own CPUs, what the bootloader and the running kernel hold, and
 // the boots the agent has seen.
 type BootStatus struct {
-	// state is NotNeeded, Planned, Staged, Booted, Unsupported, Conflict or
-	// Failed.
+	// state is NotNeeded, Planned, Staged, Booted, Unstaged, Unsupported,
+	// Conflict or Failed.
 	// +required
 	State BootState `json:"state"`
 

@@ -104,6 +104,10 @@ const (
 	ReasonRevertComplete        = "RevertComplete"
 	ReasonRevertConflict        = "RevertConflict"
 	ReasonJournalCorrupt        = "JournalCorrupt"
+	// ReasonCmdlineHoldsUnstaged: the running kernel holds arguments the
+	// agent staged and has since taken out of the bootloader (boot state
+	// Unstaged); a reboot takes them out.
+	ReasonCmdlineHoldsUnstaged = "CmdlineHoldsUnstaged"
 	// ReasonMeasuringBaseline: Applied is False under action Baseline, by
 	// design: the agent measures and writes nothing to the kernel.
 	ReasonMeasuringBaseline = "MeasuringBaseline"
