@@ -83,6 +83,12 @@ func Run(ctx context.Context, root *host.Root, unit string, argv []string, timeo
 			return nil
 		case "failed", "inactive":
 			result, _ := stringProp(ctx, conn, obj, "org.freedesktop.systemd1.Service", "Result")
+			if state == "inactive" && result == "success" {
+				// The start job has not run yet: a oneshot that ran and
+				// succeeded stays active (RemainAfterExit), so inactive
+				// with a success result is before its start, not after.
+				break
+			}
 			var status dbus.Variant
 			_ = conn.Object(dest, obj).CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0,
 				"org.freedesktop.systemd1.Service", "ExecMainStatus").Store(&status)
