@@ -26,25 +26,7 @@ var fileReference = regexp.MustCompile(`(?:^|[\s(\x60'"])((?:[A-Za-z0-9_.-]+/)+[
 // readable are the files of the CRDs (config/crd/bases and the chart's
 // copy) and the samples, relative to the repository root.
 func readable(t *testing.T) map[string]string {
-	t.Helper()
-	files := map[string]string{}
-	for _, glob := range []string{"bases/*.yaml", "../samples/*.yaml", "../../charts/latencytier/crds/*.yaml"} {
-		paths, err := filepath.Glob(glob)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(paths) == 0 {
-			t.Fatalf("no files match %s", glob)
-		}
-		for _, p := range paths {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			files[p] = string(b)
-		}
-	}
-	return files
+	return readGlobs(t, "bases/*.yaml", "../samples/*.yaml", "../../charts/latencytier/crds/*.yaml")
 }
 
 // prose are the files a reader of the repository follows besides the CRDs:
@@ -52,9 +34,15 @@ func readable(t *testing.T) map[string]string {
 // benchmarks.md by hack/bench/report.sh) and the Makefile, whose help
 // lines make help prints.
 func prose(t *testing.T) map[string]string {
+	return readGlobs(t, "../../README.md", "../../docs/*.md", "../../Makefile")
+}
+
+// readGlobs reads every file the globs match, by path; a glob that
+// matches nothing fails the test.
+func readGlobs(t *testing.T, globs ...string) map[string]string {
 	t.Helper()
 	files := map[string]string{}
-	for _, glob := range []string{"../../README.md", "../../docs/*.md", "../../Makefile"} {
+	for _, glob := range globs {
 		paths, err := filepath.Glob(glob)
 		if err != nil {
 			t.Fatal(err)
