@@ -6,7 +6,9 @@
 // a reboot the kernel is back at its boot values and stale originals must not
 // be written back. A journal that does not parse is never guessed at: it is
 // moved aside (Quarantine) for a human, and the fresh journal that replaces
-// it is marked recovered (see Journal.RecoveredFrom).
+// it is marked recovered (see Journal.RecoveredFrom). Each entry records
+// the kind of its value (Entry.Kind), so it is restored without its knob.
+// One lock guards the journal: the flock on owner.lock (Own, Lock).
 package journal
 
 import (
