@@ -27,42 +27,34 @@ import (
 const defaultStatusInterval = 2 * time.Second
 
 // statusGate remembers when each profile's status was last written, and
-// the resourceVersion that write gave the profile.
+// (writes) the resourceVersion that write gave the profile.
 type statusGate struct {
 	interval time.Duration
 	now      func() time.Time
 	mu       sync.Mutex
 	last     map[string]time.Time
-	version  map[string]string
+	writes   writeLog
 }
 
 func newStatusGate(interval time.Duration, now func() time.Time) *statusGate {
 	if interval <= 0 {
 		interval = defaultStatusInterval
 	}
-	return &statusGate{interval: interval, now: now, last: map[string]time.Time{}, version: map[string]string{}}
+	return &statusGate{interval: interval, now: now, last: map[string]time.Time{}}
 }
 
 // wroteVersion records that the manager's status write gave profile
 // resourceVersion rv.
 func (g *statusGate) wroteVersion(profile, rv string) {
-	if g == nil {
-		return
+	if g != nil {
+		g.writes.record(profile, 0, rv, readClock(g.now))
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.version[profile] = rv
 }
 
 // ownWrite reports whether rv is the version the manager's last status
 // write of profile gave it.
 func (g *statusGate) ownWrite(profile, rv string) bool {
-	if g == nil {
-		return false
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return rv != "" && g.version[profile] == rv
+	return g != nil && g.writes.echo(profile, rv)
 }
 
 // wait is how long profile's next status write must wait; 0 means now.
@@ -104,7 +96,7 @@ func (g *statusGate) forget(profile string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.last, profile)
-	delete(g.version, profile)
+	g.writes.forget(profile)
 }
 
 // statusUrgent reports whether a status change must be written at once:

@@ -19,8 +19,9 @@ import (
 // While the cache is behind the manager's own write, the reconcile waits
 // for that write's event instead.
 type ownWrites struct {
-	mu sync.Mutex
-	m  map[string]ownWrite
+	// spec is the generation of each LatencyNode's last spec write.
+	spec writeLog
+	mu   sync.Mutex
 	// labels are the node label values the node controller last patched
 	// (nil: removed), per node, until its Node cache shows them. The
 	// create of a LatencyNode follows its node's label patch and its
@@ -35,11 +36,6 @@ type labelWrite struct {
 	at     time.Time
 }
 
-type ownWrite struct {
-	generation int64
-	at         time.Time
-}
-
 // ownWriteTimeout bounds how long a write is waited for: a LatencyNode
 // deleted by someone else right after the write never shows that
 // generation, and its node must not wait forever.
@@ -47,40 +43,23 @@ const ownWriteTimeout = 10 * time.Second
 
 // wrote records that the LatencyNode name was written at generation.
 func (w *ownWrites) wrote(name string, generation int64, now time.Time) {
-	if generation == 0 {
-		return
+	if generation != 0 {
+		w.spec.record(name, generation, "", now)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.m == nil {
-		w.m = map[string]ownWrite{}
-	}
-	w.m[name] = ownWrite{generation: generation, at: now}
 }
 
 // behind reports whether cached (nil: the cache has none) is older than
 // the last write of name, and forgets a write the cache has caught up with
 // or that is older than ownWriteTimeout.
 func (w *ownWrites) behind(name string, cached *v1alpha1.LatencyNode, now time.Time) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e, ok := w.m[name]
-	if !ok {
-		return false
+	if cached == nil {
+		return w.spec.behind(name, 0, false, now, ownWriteTimeout)
 	}
-	if (cached != nil && cached.Generation >= e.generation) || now.Sub(e.at) > ownWriteTimeout {
-		delete(w.m, name)
-		return false
-	}
-	return true
+	return w.spec.behind(name, cached.Generation, true, now, ownWriteTimeout)
 }
 
 // forget drops name (its LatencyNode was deleted).
-func (w *ownWrites) forget(name string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.m, name)
-}
+func (w *ownWrites) forget(name string) { w.spec.forget(name) }
 
 // wroteLabels records that node name was patched to the label values
 // (nil: the label removed).

@@ -9,19 +9,15 @@ package apply
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"syscall"
 
 	"github.com/go-logr/logr"
 
-	"latencytier.io/latencytier/agent/bootargs"
+	"latencytier.io/latencytier/agent/access"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/plan"
-	"latencytier.io/latencytier/agent/rtsched"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -51,7 +47,7 @@ type Engine struct {
 	Hook func(stage Stage, id string)
 	// HostTool runs a host tool a setting needs (update-grub for staged
 	// boot arguments); nil: a transient unit through the host's systemd.
-	HostTool bootargs.RunFunc
+	HostTool knob.RunFunc
 }
 
 // Meta says which spec the knobs come from; it is journaled.
@@ -96,15 +92,22 @@ type Report struct {
 	HeldThreads int
 }
 
-// heldThreads counts j's thread policy entries the agent wrote.
+// heldThreads counts j's entries the agent wrote whose restore needs the
+// host's pid namespace (threads' policies).
 func heldThreads(j *journal.Journal) int {
 	n := 0
 	for _, en := range j.Entries {
-		if rtsched.IsPath(en.Path) && (len(en.Written) > 0 || en.OriginalUnknown) {
+		if needsHostPID(en) && (len(en.Written) > 0 || en.OriginalUnknown) {
 			n++
 		}
 	}
 	return n
+}
+
+// needsHostPID reports whether restoring en needs the host's pid namespace.
+func needsHostPID(en journal.Entry) bool {
+	acc, err := access.Entry(en)
+	return err == nil && acc.NeedsHostPID
 }
 
 // Conflicts counts Conflict results.
@@ -133,7 +136,7 @@ func (e *Engine) load(rep *Report, mayRecover bool) (*journal.Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	j, err := journal.Load(e.Root)
+	j, err := e.loadJournal()
 	if errors.Is(err, journal.ErrCorrupt) && mayRecover {
 		return e.recoverCorrupt(boot, err, rep)
 	}
@@ -177,22 +180,10 @@ func (e *Engine) Preview(knobs []knob.Knob) (dryRun, error) {
 }
 
 // lock serialises engines on one host (the DaemonSet agent and a one-shot
-// CLI run) with an flock next to the journal, so two never interleave
-// journal and kernel writes.
+// CLI run) with the journal's one lock, so two never interleave journal and
+// kernel writes.
 func (e *Engine) lock() (unlock func(), err error) {
-	dir, err := e.Root.OwnStateDir()
-	if err != nil {
-		return nil, err
-	}
-	f, err := e.Root.OpenOwn(filepath.Join(dir, "journal.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open journal lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock journal: %w", err)
-	}
-	return func() { f.Close() }, nil
+	return journal.Lock(e.Root)
 }
 
 // Apply brings the host to knobs: restores journaled settings the spec no
@@ -222,7 +213,8 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (rep Report, err error) {
 	p.Changes, rep.Results = skipRefused(j, p.Changes, p.Settled)
 	for _, c := range p.Changes {
 		followWriter(j, c)
-		j.Record(c.Knob.ID, e.rel(c.Knob.Path), c.Knob.RestoreValue(c.From), c.From, c.Knob.Desired)
+		acc := access.Of(c.Knob)
+		j.Record(c.Knob.ID, e.rel(acc, c.Knob.Path), c.Knob.RestoreValue(c.From), c.From, c.Knob.Desired).Kind = acc.Name
 	}
 	j.Profile, j.ProfileGeneration = meta.Profile, meta.Generation
 	if len(p.Changes) > 0 || dirty {
@@ -313,14 +305,15 @@ func (e *Engine) noteSettled(j *journal.Journal, settled []v1alpha1.SettingResul
 			continue
 		}
 		k := byID[r.Setting]
-		en := journal.Entry{ID: r.Setting, Path: e.rel(k.Path), Original: k.RestoreValue(r.Actual), Verified: r.Desired}
+		acc := access.Of(k)
+		en := journal.Entry{ID: r.Setting, Kind: acc.Name, Path: e.rel(acc, k.Path), Original: k.RestoreValue(r.Actual), Verified: r.Desired}
 		if en.Original != r.Actual {
 			en.OriginalRead = r.Actual
 		}
 		if j.RecoveredFrom != "" {
 			// After a corrupt journal the desired value found here may be
 			// the agent's own from before: not an original.
-			en = journal.Entry{ID: en.ID, Path: en.Path, Verified: en.Verified, OriginalUnknown: true}
+			en = journal.Entry{ID: en.ID, Kind: en.Kind, Path: en.Path, Verified: en.Verified, OriginalUnknown: true}
 		}
 		j.Add(en)
 		dirty = true
@@ -330,4 +323,14 @@ func (e *Engine) noteSettled(j *journal.Journal, settled []v1alpha1.SettingResul
 
 func (e *Engine) save(j *journal.Journal) error {
 	return journal.Save(e.Root, j)
+}
+
+// loadJournal reads the journal, recording the kind of entries written
+// before entries recorded it (access.Migrate).
+func (e *Engine) loadJournal() (*journal.Journal, error) {
+	j, err := journal.Load(e.Root)
+	if j != nil {
+		access.Migrate(j)
+	}
+	return j, err
 }

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"latencytier.io/latencytier/agent/access"
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/partition"
 	"latencytier.io/latencytier/agent/plan"
-	"latencytier.io/latencytier/agent/rtsched"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -61,7 +61,7 @@ func (e *Engine) revert(rep *Report) (left int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	j, err := journal.Load(e.Root)
+	j, err := e.loadJournal()
 	if errors.Is(err, journal.ErrCorrupt) {
 		j, err = e.recoverCorrupt(boot, err, rep)
 		if err == nil && j.RecoveredFrom != "" {
@@ -148,7 +148,7 @@ func (e *Engine) restore(j *journal.Journal, idsInOrder []string, rep *Report) [
 // path, so a human can restore it by hand and the revert can complete.
 func (e *Engine) giveUp(en *journal.Entry, res v1alpha1.SettingResult) (v1alpha1.SettingResult, bool) {
 	en.RestoreFailures++
-	if rtsched.IsPath(en.Path) {
+	if needsHostPID(*en) {
 		res.Message = fmt.Sprintf("%s (attempt %d; a thread's policy is retried until it is restored or the thread exits)", res.Message, en.RestoreFailures)
 		return res, false
 	}
@@ -167,11 +167,12 @@ func (e *Engine) giveUp(en *journal.Entry, res v1alpha1.SettingResult) (v1alpha1
 // journal, wrote that the original was written back.
 func (e *Engine) restoreOne(en journal.Entry) (res v1alpha1.SettingResult, settled, wrote bool) {
 	res = v1alpha1.SettingResult{Setting: en.ID, Desired: en.Original, State: v1alpha1.SettingReverted}
+	acc, accErr := access.Entry(en)
 	if en.OriginalUnknown {
 		res.State = v1alpha1.SettingConflict
 		res.Message = "original unknown: it was found at the desired value after a corrupt journal was moved aside; left in place: restore it by hand or reboot the node"
-		if cur, err := e.Root.ReadString(e.abs(en.Path)); err == nil {
-			res.Actual = cur
+		if accErr == nil {
+			res.Actual, _ = acc.Read(e.env(), e.abs(acc, en.Path))
 		}
 		return res, true, false
 	}
@@ -179,8 +180,12 @@ func (e *Engine) restoreOne(en journal.Entry) (res v1alpha1.SettingResult, settl
 		res.Message = "never changed by the agent"
 		return res, true, false
 	}
-	path := e.abs(en.Path)
-	cur, err := e.read(path)
+	if accErr != nil {
+		res.State, res.Message = v1alpha1.SettingFailed, accErr.Error()
+		return res, false, false
+	}
+	env, path := e.env(), e.abs(acc, en.Path)
+	cur, err := acc.Read(env, path)
 	if err != nil {
 		err = kerr.Classify("read", path, err)
 		if kerr.ClassOf(err) == kerr.Unsupported {
@@ -202,12 +207,12 @@ func (e *Engine) restoreOne(en journal.Entry) (res v1alpha1.SettingResult, settl
 		e.Log.Info("Left a setting someone else changed", "setting", en.ID, "ours", en.Written, "theirs", cur)
 		return res, true, false
 	}
-	if err := e.writePath(path, en.Original); err != nil {
+	if err := acc.Write(env, path, en.Original); err != nil {
 		res.State, res.Message = v1alpha1.SettingFailed, kerr.Classify("write", path, err).Error()
 		return res, false, false
 	}
 	e.hook(StageRestored, en.ID)
-	if now, err := e.read(path); err == nil {
+	if now, err := acc.Read(env, path); err == nil {
 		res.Actual = now
 	}
 	return res, true, true

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"latencytier.io/latencytier/agent/access"
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/plan"
@@ -14,26 +15,26 @@ import (
 func (e *Engine) observe(knobs []knob.Knob) map[string]plan.Observed {
 	out := make(map[string]plan.Observed, len(knobs))
 	for _, k := range knobs {
-		v, err := e.read(k.Path)
+		v, err := access.Of(k).Read(e.env(), k.Path)
 		out[k.ID] = plan.Observed{Value: v, Err: kerr.Classify("read", k.Path, err)}
 	}
 	return out
 }
 
 func (e *Engine) write(c plan.Change) v1alpha1.SettingResult {
-	k := c.Knob
+	k, acc, env := c.Knob, access.Of(c.Knob), e.env()
 	res := v1alpha1.SettingResult{Setting: k.ID, Desired: k.Desired, Actual: c.From}
-	err := kerr.Classify("write", k.Path, e.writePath(k.Path, k.Desired))
+	err := kerr.Classify("write", k.Path, acc.Write(env, k.Path, k.Desired))
 	e.hook(StageWritten, k.ID)
 	if err != nil {
 		res.State, res.Message = refusal(k, err)
-		if now, rerr := e.read(k.Path); rerr == nil {
+		if now, rerr := acc.Read(env, k.Path); rerr == nil {
 			res.Actual = now
 		}
 		e.Log.Info("Kernel refused a write", "setting", k.ID, "value", k.Desired, "state", res.State, "error", err.Error())
 		return res
 	}
-	now, err := e.read(k.Path)
+	now, err := acc.Read(env, k.Path)
 	if err != nil {
 		res.State, res.Message = v1alpha1.SettingFailed, fmt.Sprintf("read back after write: %v", err)
 		return res

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/internal/settingid"
 )
 
@@ -35,10 +36,17 @@ func GRUBPath(profile string) string { return Prefix + "grub/" + profile }
 // IsPath reports whether a knob or journal path names staged boot arguments.
 func IsPath(p string) bool { return strings.HasPrefix(p, Prefix) }
 
-// Persistent reports whether a journaled path survives a reboot: the staged
-// arguments are in files on disk, unlike every kernel value, so the engine
-// keeps their entries when it drops an earlier boot's journal.
-func Persistent(p string) bool { return IsPath(p) }
+// Access reaches the staged arguments (Read, Write; update-grub or
+// kernel-install through env.Run); the journal records its entries as kind
+// "bootargs". They are in files on disk, unlike every kernel value, so they
+// survive a reboot and the engine keeps their entries when it drops an
+// earlier boot's journal.
+var Access = &knob.Access{Name: "bootargs", Claims: IsPath, SurvivesReboot: true,
+	Read: func(env knob.Env, path string) (string, error) { return Read(env.Root, path) },
+	Write: func(env knob.Env, path, value string) error {
+		return Write(context.Background(), env.Root, path, value, env.Run)
+	},
+}
 
 // RestoreAbsent is the knob's Restore: the drop-in's original is absence.
 func RestoreAbsent(string) string { return "" }

@@ -9,11 +9,12 @@ import (
 	"path/filepath"
 
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/knob"
 )
 
 // RunFunc runs a host tool (absolute argv[0]) as the transient unit named
 // unit and waits for it: systemd.Run in the agent.
-type RunFunc func(ctx context.Context, unit string, argv []string) error
+type RunFunc = knob.RunFunc
 
 // updateGRUB is Debian's wrapper around grub-mkconfig, on the host.
 var updateGRUB = []string{"/usr/sbin/update-grub"}

@@ -83,14 +83,14 @@ func PlanBootOn(root *host.Root, node snap.Node, t v1alpha1.TuningSpec, profile 
 	missing := len(booted.Missing) > 0
 	switch {
 	case policy == v1alpha1.BootReboot && backend.Kind == bootargs.KindGRUB:
-		b.Knob = &knob.Knob{ID: bootargs.SettingGRUB, Path: bootargs.GRUBPath(profile), Desired: bootargs.Line(b.Args),
+		b.Knob = &knob.Knob{ID: bootargs.SettingGRUB, Path: bootargs.GRUBPath(profile), Access: bootargs.Access, Desired: bootargs.Line(b.Args),
 			Restore: bootargs.RestoreAbsent, Label: "GRUB drop-in /" + bootargs.DropIn}
 		b.Status.State = v1alpha1.BootStaged // settled after the engine ran the knob
 	case policy == v1alpha1.BootReboot && backend.Kind == bootargs.KindSystemdBoot:
 		// The knob's value is the arguments the agent added; its original
 		// is none added (the file's own bytes are kept apart, see
 		// bootargs.SystemdBoot).
-		b.Knob = &knob.Knob{ID: bootargs.SettingSystemdBoot, Path: bootargs.SystemdBootPath(profile), Desired: bootargs.Line(b.Args),
+		b.Knob = &knob.Knob{ID: bootargs.SettingSystemdBoot, Path: bootargs.SystemdBootPath(profile), Access: bootargs.Access, Desired: bootargs.Line(b.Args),
 			Restore: bootargs.RestoreAbsent, Label: "systemd-boot /" + bootargs.KernelCmdline}
 		b.Status.State = v1alpha1.BootStaged
 	case !missing:

@@ -21,7 +21,7 @@ const CorruptPrefix = FileName + ".corrupt-"
 // in the state directory, where it stays for a human to read: the agent
 // never deletes it. earlierBoot says the file was last written before this
 // boot began, so the reboot already restored the boot values it recorded.
-// The caller holds the engine's journal lock.
+// The caller holds the journal's lock (Lock).
 func Quarantine(root *host.Root, now time.Time) (aside string, earlierBoot bool, err error) {
 	st, err := os.Lstat(Path(root))
 	if err != nil {

@@ -6,7 +6,9 @@
 // a reboot the kernel is back at its boot values and stale originals must not
 // be written back. A journal that does not parse is never guessed at: it is
 // moved aside (Quarantine) for a human, and the fresh journal that replaces
-// it is marked recovered (see Journal.RecoveredFrom).
+// it is marked recovered (see Journal.RecoveredFrom). Each entry records
+// the kind of its value (Entry.Kind), so it is restored without its knob.
+// One lock guards the journal: the flock on owner.lock (Own, Lock).
 package journal
 
 import (
@@ -35,7 +37,15 @@ var ErrCorrupt = errors.New("journal is corrupt")
 type Entry struct {
 	// ID is the knob's setting name.
 	ID string `json:"id"`
-	// Path is the kernel file (under the host root).
+	// Kind names the knob.Access that reaches Path ("file", "systemd",
+	// "thread", "bootargs"; agent/access). Entries written before kinds
+	// were recorded have none: their kind is the one their Path claims.
+	// Adding it kept Version at 1: an older agent ignores the field and
+	// still tells the kinds apart by Path, so a rollback keeps the journal.
+	Kind string `json:"kind,omitempty"`
+	// Path is the knob's address: a file relative to the host root for
+	// kind "file", the Access's own name for the value otherwise
+	// ("sched:<tid>@<start>", "systemd:<unit>/AllowedCPUs", ...).
 	Path string `json:"path"`
 	// Original is the value that restores the setting as it was before
 	// the agent's first write this boot (in the file's write format).
@@ -158,8 +168,8 @@ func (j *Journal) reindex() {
 // Record notes that the agent is about to write value to id. original is
 // the value that restores the setting, read is how it was read (the same for
 // most files). The first record of an id keeps its original; later records
-// keep the first.
-func (j *Journal) Record(id, path, original, read, value string) {
+// keep the first. It returns the entry.
+func (j *Journal) Record(id, path, original, read, value string) *Entry {
 	e := j.Find(id)
 	if e == nil {
 		e = j.Add(Entry{ID: id, Path: path, Original: original})
@@ -170,6 +180,7 @@ func (j *Journal) Record(id, path, original, read, value string) {
 	if !slices.Contains(e.Written, value) {
 		e.Written = append(e.Written, value)
 	}
+	return e
 }
 
 // Add appends a new entry (its ID not yet journaled) and indexes it, so a
@@ -303,7 +314,7 @@ func Remove(root *host.Root) error {
 
 // clearTemps removes temp journals an earlier Save left when it crashed
 // between creating and renaming them. Save and Remove run under the
-// engine's journal lock, so no other Save is writing one.
+// journal's one lock (Lock), so no other Save is writing one.
 func clearTemps(dir string) {
 	left, _ := filepath.Glob(filepath.Join(dir, FileName+".tmp-*"))
 	for _, p := range left {

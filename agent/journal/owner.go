@@ -8,17 +8,34 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"latencytier.io/latencytier/agent/host"
 )
 
-// ownerFileName is the owner lock's file name in the state directory. The
-// process that holds an exclusive flock on it owns the journal; the file
+// ownerFileName is the journal's one lock, a file in the state directory.
+// The process that holds an exclusive flock on it owns the journal; the file
 // says who that is. The kernel drops the lock when the owner dies, so a
-// killed agent never blocks the next one.
+// killed agent never blocks the next one. The DaemonSet agent holds it for
+// its lifetime (OwnWait), a one-shot command for its run (Own); every Apply
+// and Revert runs under it (Lock).
 const ownerFileName = "owner.lock"
+
+// legacyLockName is the second lock agents before the single lock took
+// around each Apply and Revert, always while holding the owner lock. An
+// owner removes the file that is left: no process of that version can hold
+// it while the owner lock is ours.
+const legacyLockName = "journal.lock"
+
+// owned maps the state directories this process owns (Own) to the mutex
+// that serialises this process's engine operations on their journal: a
+// second flock from the owning process would wait for itself.
+var owned = struct {
+	sync.Mutex
+	dirs map[string]*sync.Mutex
+}{dirs: map[string]*sync.Mutex{}}
 
 // Mode names the kind of process that owns the journal.
 const (
@@ -82,6 +99,52 @@ func Own(root *host.Root, mode string) (release func(), err error) {
 	me := fmt.Sprintf("mode=%s\npid=%d\nname=%s\nsince=%s\n", mode, hostPID(root), name, time.Now().UTC().Format(time.RFC3339))
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(me), 0)
+	}
+	_ = os.Remove(filepath.Join(dir, legacyLockName))
+	mu := &sync.Mutex{}
+	owned.Lock()
+	owned.dirs[dir] = mu
+	owned.Unlock()
+	return func() {
+		mu.Lock() // an operation of ours in flight ends first
+		defer mu.Unlock()
+		owned.Lock()
+		delete(owned.dirs, dir)
+		owned.Unlock()
+		f.Close()
+	}, nil
+}
+
+// Lock holds the journal for one engine operation (Apply, Revert) and
+// returns the unlock. In a process that owns the journal (Own) it waits for
+// this process's other operations; elsewhere (a test, a tool that never
+// calls Own) it takes the owner lock itself for the operation, waiting for
+// whoever holds it.
+func Lock(root *host.Root) (unlock func(), err error) {
+	dir, err := root.OwnStateDir()
+	if err != nil {
+		return nil, err
+	}
+	owned.Lock()
+	mu := owned.dirs[dir]
+	owned.Unlock()
+	if mu != nil {
+		mu.Lock()
+		owned.Lock()
+		still := owned.dirs[dir] == mu
+		owned.Unlock()
+		if still {
+			return mu.Unlock, nil
+		}
+		mu.Unlock() // released meanwhile: take the lock below
+	}
+	f, err := root.OpenOwn(filepath.Join(dir, ownerFileName), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open journal owner file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock journal: %w", err)
 	}
 	return func() { f.Close() }, nil
 }

@@ -1,7 +1,9 @@
 // Package knob defines the unit the agent plans, journals, applies and
-// reverts: one kernel value at one path. The setting packages (sysctl, irq,
-// cpuset, cpuquota) turn intent into Knobs; the plan/journal/apply machinery
-// works on Knobs only and never needs to know what a knob means.
+// reverts: one value at one address, with the Access that reads and writes
+// it. The setting packages (sysctl, irq, cpuset, cpuquota, systemd,
+// rtsched, bootargs) turn intent into Knobs; the plan/journal/apply
+// machinery works on Knobs and Accesses only and never needs to know what a
+// knob means or which kind it is.
 package knob
 
 import "strings"
@@ -12,8 +14,12 @@ type Knob struct {
 	// "scheduler/autogroup", "sysctl/net.core.busy_poll", "irq/24",
 	// "cpuset/system.slice" (docs/knobs.md lists the forms).
 	ID string
-	// Path is the absolute file (already under the host root).
+	// Path is the knob's address: the absolute file (already under the
+	// host root) for files, or a name its Access understands.
 	Path string
+	// Access reaches the value at Path; nil means the kind whose Claims
+	// accept Path (agent/access), a file when none does.
+	Access *Access
 	// Desired is the value to write.
 	Desired string
 	// Equal compares a read-back value with a wanted one; nil means equality

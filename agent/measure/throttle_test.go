@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"latencytier.io/latencytier/agent/internal/hostfixture"
 	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -19,16 +20,8 @@ import (
 // TestThrottlingCgroupV2Fixture covers the v2 layout (cpu.max, cpu.stat
 // throttled_usec, cpu.pressure) that this cgroup v1 machine lacks.
 func TestThrottlingCgroupV2Fixture(t *testing.T) {
-	uid := "0b5e6f1c-0000-4000-8000-0123456789ab"
-	pod := "sys/fs/cgroup/kubepods/pod" + uid
-	root := testroot.Files(t, map[string]string{
-		"sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids\n",
-		pod + "/cpu.max":                   "50000 100000\n",
-		pod + "/cpu.stat":                  "usage_usec 1000\nnr_periods 100\nnr_throttled 10\nthrottled_usec 5000\n",
-		pod + "/cpu.pressure":              "some avg10=23.50 avg60=4.00 avg300=1.00 total=123\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
-		pod + "/abc123/cpu.max":            "max 100000\n",
-		pod + "/abc123/cpu.stat":           "usage_usec 900\n",
-	})
+	uid := hostfixture.ThrottledPodUID
+	root, pod := hostfixture.ThrottledPodV2(t)
 	m := New(root, testr.New(t), WithAttach(AttachNone))
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -49,6 +49,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/knob"
 )
 
 // pathPrefix starts the path of a thread's scheduling policy knob.
@@ -56,6 +57,14 @@ const pathPrefix = "sched:"
 
 // IsPath reports whether a knob or journal path names a thread's policy.
 func IsPath(p string) bool { return strings.HasPrefix(p, pathPrefix) }
+
+// Access reaches a thread's scheduling policy (sched_getattr and
+// sched_setattr, Read and Write); the journal records its entries as kind
+// "thread". Restoring one needs the host's pid namespace.
+var Access = &knob.Access{Name: "thread", Claims: IsPath, NeedsHostPID: true,
+	Read:  func(env knob.Env, path string) (string, error) { return Read(env.Root, path) },
+	Write: func(env knob.Env, path, value string) error { return Write(env.Root, path, value) },
+}
 
 // threadPath is the knob path of thread tid, started at start (clock ticks after
 // boot, /proc/<tid>/stat field 22).

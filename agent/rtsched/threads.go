@@ -175,7 +175,7 @@ func podKnobs(root *host.Root, g Grant, opts []podcgroup.Option) ([]knob.Knob, [
 	knobs := make([]knob.Knob, 0, len(tids))
 	for _, t := range tids {
 		p := threadPath(t.tid, t.start)
-		knobs = append(knobs, knob.Knob{ID: id + "/" + p[len(pathPrefix):], Path: p, Desired: g.Value,
+		knobs = append(knobs, knob.Knob{ID: id + "/" + p[len(pathPrefix):], Path: p, Access: Access, Desired: g.Value,
 			Label: fmt.Sprintf("thread %d (%s) of pod %s/%s", t.tid, t.comm, g.Pod.Namespace, g.Pod.Name)})
 	}
 	return knobs, results, no

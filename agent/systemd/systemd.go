@@ -62,6 +62,13 @@ func Path(unit string) string { return Prefix + unit + "/" + AllowedCPUs }
 // IsPath reports whether a knob or journal path names a unit property.
 func IsPath(p string) bool { return strings.HasPrefix(p, Prefix) }
 
+// Access reaches a unit property over systemd's D-Bus (Read, Write); the
+// journal records its entries as kind "systemd".
+var Access = &knob.Access{Name: "systemd", Claims: IsPath,
+	Read:  func(env knob.Env, path string) (string, error) { return Read(env.Root, path) },
+	Write: func(env knob.Env, path, value string) error { return Write(env.Root, path, value) },
+}
+
 func parsePath(p string) (unit string, err error) {
 	rest, ok := strings.CutPrefix(p, Prefix)
 	unit, prop, found := strings.Cut(rest, "/")
@@ -258,7 +265,7 @@ func knobID(unit string) string { return settingid.CPUSet.ID(unit, AllowedCPUs) 
 
 // Knob sets unit's AllowedCPUs to cpus for this boot.
 func Knob(unit string, cpus cpuset.CPUSet) knob.Knob {
-	return knob.Knob{ID: knobID(unit), Path: Path(unit), Desired: cpus.String(), Equal: equal,
+	return knob.Knob{ID: knobID(unit), Path: Path(unit), Access: Access, Desired: cpus.String(), Equal: equal,
 		Label: unit + " " + AllowedCPUs + " (systemd, runtime)"}
 }
 
