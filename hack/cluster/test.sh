@@ -62,7 +62,8 @@ finish() {
 }
 
 [[ $(id -u) -eq 0 ]] || { echo "test-cluster needs root (netns, taps, qemu)" >&2; exit 1; }
-"$C" down >/dev/null 2>&1 || true   # a cluster left by an interrupted run
+# CLUSTER_REUSE=1: run on the cluster already up (with CLUSTER_KEEP=1, to iterate)
+[[ "${CLUSTER_REUSE:-}" == 1 ]] || "$C" down >/dev/null 2>&1 || true   # a cluster left by an interrupted run
 HOST_BEFORE=$(host_state)
 trap finish EXIT
 
@@ -118,22 +119,29 @@ for n in "${NODES[@]}"; do
   k label node "$n" "$LABEL=" --overwrite >/dev/null
 done
 t=$SECONDS
-must "apply cluster-rollout (canary 1, maxInFlight 1)" bash -c "$(declare -f profile); profile | '$C' kubectl apply -f - >/dev/null"
+profile >"$STATE/cluster-rollout.yaml"
+must "apply cluster-rollout (canary 1, maxInFlight 1)" k apply -f "$STATE/cluster-rollout.yaml"
 timeline="$STATE/rollout-timeline.txt"; : >"$timeline"
-# row: seconds, node-6-1's value, node-6-12's value, phase, verdicts, updated
+# row: s since apply at the kernel reads, node-6-1's value, node-6-12's
+# value, s at the status read, phase, verdicts (improved unchanged
+# regressed inconclusive), their sum, updated
 while ((SECONDS - t < ${ROLLOUT_TIMEOUT:-900})); do
-  a=$(ask node-6-1 $SYSCTL); b=$(ask node-6-12 $SYSCTL)
+  tk=$((SECONDS - t))
+  ask node-6-1 $SYSCTL >"$STATE/a.1" & ask node-6-12 $SYSCTL >"$STATE/a.2" & wait
+  a=$(cat "$STATE/a.1") b=$(cat "$STATE/a.2")
+  ts=$((SECONDS - t))
   st=$(k get latencyprofile cluster-rollout -o jsonpath='{.status.rollout.phase} {.status.rollout.improved} {.status.rollout.unchanged} {.status.rollout.regressed} {.status.rollout.inconclusive} {.status.rollout.updated}' 2>/dev/null || true)
   read -r phase im un re inc up <<<"$st"
-  echo "$((SECONDS - t)) $a $b ${phase:--} $(( ${im:-0} + ${un:-0} + ${re:-0} + ${inc:-0} )) ${up:-0}" >>"$timeline"
+  echo "$tk $a $b $ts ${phase:--} ${im:-0}/${un:-0}/${re:-0}/${inc:-0} $(( ${im:-0} + ${un:-0} + ${re:-0} + ${inc:-0} )) ${up:-0}" >>"$timeline"
   case "$phase" in
     Complete) [[ $a == 10 && $b == 10 ]] && break ;;
     RolledBack | Failed | Paused) break ;;
   esac
-  sleep 2
+  sleep 1
 done
 figure rollout_s $((SECONDS - t))
-echo "  timeline (s since apply, node-6-1, node-6-12, phase, verdicts, updated):"; sed 's/^/    /' "$timeline"
+echo "  timeline (kernel read s, node-6-1, node-6-12, status read s, phase, improved/unchanged/regressed/inconclusive, verdicts, updated):"
+sed 's/^/    /' "$timeline"
 # canary: the first node whose kernel moved; it must have moved alone.
 first=$(awk '$2 == 10 || $3 == 10 {print; exit}' "$timeline")
 check "a node's kernel moved to 10" [ -n "$first" ]
@@ -142,12 +150,18 @@ if [[ $fa == 10 && $fb == 10 ]]; then fail "both nodes moved at once (no canary)
 elif [[ $fa == 10 ]]; then canary=node-6-1 other=node-6-12; col=3; else canary=node-6-12 other=node-6-1; col=2; fi
 if [[ $canary != none ]]; then
   pass "canary $canary moved alone (the other still 60)"
-  # every row where the other node's kernel holds 10 has a verdict
-  early=$(awk -v c="$col" '$c == 10 && $5 == 0' "$timeline" | head -1)
-  check "$other moved only after the canary's verdict was recorded${early:+ (not so at: $early)}" [ -z "$early" ]
-  tv=$(awk '$5 > 0 {print $1; exit}' "$timeline"); to=$(awk -v c="$col" '$c == 10 {print $1; exit}' "$timeline")
-  [[ -n "$tv" ]] && figure canary_verdict_s "$tv"; [[ -n "$to" ]] && figure other_moved_s "$to"
+  # The other node moved only after the canary's verdict: an earlier row
+  # read the other's kernel still at 60 and then (later) a verdict in the
+  # status, before the row whose kernel read saw the other at 10.
+  gate=$(awk -v c="$col" '$c == 10 {exit} $c == 60 && $7 > 0 {g = $0} END {print g}' "$timeline")
+  check "$other moved only after the canary's verdict (verdict seen while $other still read 60: ${gate:-none})" [ -n "$gate" ]
+  # and never before the canary itself
+  check "$other never moved before $canary" awk -v c="$col" -v o="$((5 - col))" '$c == 10 && $o != 10 {exit 1}' "$timeline"
+  tc=$(awk -v c="$((5 - col))" '$c == 10 {print $1; exit}' "$timeline")
+  tv=$(awk '$7 > 0 {print $4; exit}' "$timeline"); to=$(awk -v c="$col" '$c == 10 {print $1; exit}' "$timeline")
+  figure canary_moved_s "${tc:-?}"; figure canary_verdict_s "${tv:-?}"; figure other_moved_s "${to:-?}"
 fi
+k get latencyprofile cluster-rollout -o wide || true
 phase=$(k get latencyprofile cluster-rollout -o jsonpath='{.status.rollout.phase}')
 if [[ $phase == Complete ]]; then
   for n in "${NODES[@]}"; do check "$n: vm.swappiness is 10 (guest kernel)" [ "$(ask "$n" $SYSCTL)" = 10 ]; done
