@@ -146,7 +146,8 @@ sed 's/^/    /' "$timeline"
 first=$(awk '$2 == 10 || $3 == 10 {print; exit}' "$timeline")
 check "a node's kernel moved to 10" [ -n "$first" ]
 read -r _ fa fb _ <<<"${first:-0 0 0}"
-if [[ $fa == 10 && $fb == 10 ]]; then fail "both nodes moved at once (no canary)"; canary=none other=none
+if [[ -z "$first" ]]; then canary=none other=none
+elif [[ $fa == 10 && $fb == 10 ]]; then fail "both nodes moved at once (no canary)"; canary=none other=none
 elif [[ $fa == 10 ]]; then canary=node-6-1 other=node-6-12; col=3; else canary=node-6-12 other=node-6-1; col=2; fi
 if [[ $canary != none ]]; then
   pass "canary $canary moved alone (the other still 60)"
