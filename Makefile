@@ -59,6 +59,11 @@ test-kernels: deps ## The agent's kernel tests in emulated VMs: Debian 6.1 (cgro
 	hack/install-deps.sh hack/vm/apt-packages.txt
 	hack/vm/test-kernels.sh
 
+.PHONY: test-cluster
+test-cluster: deps ## Multi-node end-to-end: a control plane in a netns and kubelets in Debian 6.1 and 6.12 VMs (hack/cluster; slow, not in make test or CI: docs/development.md).
+	hack/install-deps.sh hack/vm/apt-packages.txt
+	hack/cluster/test.sh
+
 .PHONY: test-e2e
 test-e2e: build ## End-to-end on a real single-node cluster on this machine.
 	hack/e2e.sh

@@ -1,0 +1,123 @@
+#!/bin/sh
+# guest-node.sh runs inside a cluster VM as root, as the share's guest.sh
+# (hack/vm/guest-boot.sh starts it from latencytier-vmtest.service). The
+# share (/mnt/share) holds what hack/cluster/cluster.sh put there: node.env
+# (NODE, IP, GW, API), pki/, bin/ (kubelet, the CNI loopback plugin),
+# images/*.tar. It brings up the VM's tap link, containerd with a CRI
+# config for systemd cgroups, imports the images (no registry) and starts
+# the pinned kubelet as a systemd unit; then it answers kernel reads the
+# host asks for in ask/ (one file per question, naming a /proc/sys or /sys
+# path) in answer/, so the tests read the guest's kernel, not a status.
+set -eu
+S=/mnt/share
+. $S/node.env
+export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
+stamp() { echo "$1 $(cut -d' ' -f1 /proc/uptime)" >>$S/timing; }
+say() { echo "cluster-node: $*" >/dev/console; }
+stamp guest-start
+
+# The root disk has no /lib/modules (the initramfs loads the disk's own
+# chain): the kernel's modules come read-only from a second 9p share.
+mkdir -p /lib/modules
+mount -t 9p -o trans=virtio,version=9p2000.L,ro modules /lib/modules
+for m in virtio_net overlay; do modprobe $m; done
+
+i=0
+while :; do
+  dev="$(ls /sys/class/net | grep -v '^lo$' | head -1)"
+  [ -n "$dev" ] && break
+  i=$((i + 1)); [ $i -lt 100 ] || { say "no network device"; exit 1; }
+  sleep 0.1
+done
+hostname "$NODE"; echo "$NODE" >/etc/hostname
+echo "$IP $NODE" >>/etc/hosts
+ip link set lo up
+ip addr add "$IP/24" dev "$dev"
+ip link set "$dev" up
+ip route add default via "$GW"
+: >/etc/resolv.conf
+stamp network-up
+
+mkdir -p /etc/containerd /etc/cni/net.d /opt/cni/bin /etc/kubernetes/pki /var/lib/kubelet
+cp $S/bin/loopback /opt/cni/bin/loopback
+echo '{"cniVersion":"1.0.0","name":"lo-only","plugins":[{"type":"loopback"}]}' >/etc/cni/net.d/10-lo-only.conflist
+cat >/etc/containerd/config.toml <<CFG
+version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/opt/cni/bin"
+    conf_dir = "/etc/cni/net.d"
+CFG
+systemctl restart containerd
+i=0; until ctr version >/dev/null 2>&1; do i=$((i + 1)); [ $i -lt 600 ] || { say "containerd did not start"; exit 1; }; sleep 0.2; done
+stamp containerd-up
+for t in $S/images/*.tar; do ctr -n k8s.io images import "$t" >/dev/null; done
+stamp images-imported
+
+cp $S/pki/* /etc/kubernetes/pki/
+cat >/etc/kubernetes/kubelet.kubeconfig <<CFG
+apiVersion: v1
+kind: Config
+clusters:
+- name: cluster
+  cluster: {server: "$API", certificate-authority: /etc/kubernetes/pki/ca.crt}
+users:
+- name: node
+  user: {client-certificate: /etc/kubernetes/pki/kubelet.crt, client-key: /etc/kubernetes/pki/kubelet.key}
+contexts:
+- name: cluster
+  context: {cluster: cluster, user: node}
+current-context: cluster
+CFG
+cat >/etc/kubernetes/kubelet.yaml <<CFG
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $IP
+healthzBindAddress: 127.0.0.1
+readOnlyPort: 0
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+cgroupDriver: systemd
+failSwapOn: false
+tlsCertFile: /etc/kubernetes/pki/kubelet-serving.crt
+tlsPrivateKeyFile: /etc/kubernetes/pki/kubelet-serving.key
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: /etc/kubernetes/pki/ca.crt}
+authorization: {mode: Webhook}
+evictionHard: {memory.available: 50Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+resolvConf: /etc/resolv.conf
+CFG
+install -m 755 $S/bin/kubelet /usr/local/bin/kubelet
+systemd-run --unit=kubelet --property=Restart=always --property=RestartSec=2 \
+  /usr/local/bin/kubelet --config=/etc/kubernetes/kubelet.yaml \
+  --kubeconfig=/etc/kubernetes/kubelet.kubeconfig --hostname-override="$NODE" --node-ip="$IP" --v=1
+stamp kubelet-started
+say "kubelet started for $NODE ($IP)"
+
+# Kernel reads for the host: ask/ID names a path under /proc/sys or /sys;
+# answer/ID gets "value" (written to a temporary name, then renamed, so the
+# host never reads half an answer).
+mkdir -p $S/ask $S/answer
+while :; do
+  for q in $S/ask/*; do
+    [ -f "$q" ] || continue
+    id="$(basename "$q")"; p="$(cat "$q")"
+    case "$p" in
+      /proc/sys/*|/sys/*) v="$(cat "$p" 2>&1 | tr '\t' ' ')" || v="error: $v" ;;
+      *) v="error: refused path $p" ;;
+    esac
+    echo "$v" >"$S/answer/.$id"; mv "$S/answer/.$id" "$S/answer/$id"; rm -f "$q"
+  done
+  sleep 0.5
+done
