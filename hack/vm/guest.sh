@@ -8,7 +8,7 @@
 # VM reboots (qemu -snapshot keeps the disk) and boot 2 runs that package's
 # *AfterReboot tests, or the -test.run pattern the marker names after the
 # package ("agent_vmtest ^TestX$"); a test of boot N may leave the marker
-# again for boot N+1 (the bootloader row boots three times), at most 4
+# again for boot N+1 (the bootloader row boots five times), at most 5
 # boots. Then power off.
 S=/mnt/share
 R=$S/results
@@ -29,7 +29,7 @@ run() { # name phase args...
 }
 # reboot_if_asked reboots when a test left the marker and boots remain.
 reboot_if_asked() {
-  if [ -f "$marker" ] && [ "$(cat "$boots" 2>/dev/null || echo 1)" -lt 4 ]; then
+  if [ -f "$marker" ] && [ "$(cat "$boots" 2>/dev/null || echo 1)" -lt 5 ]; then
     sync; echo "latencytier-vmtest: rebooting for $(cat "$marker")" >/dev/console
     exec systemctl reboot
   fi
