@@ -13,7 +13,8 @@ import (
 
 // Managed reboots (issue 26), the decision half: for one node, what its
 // reboot record (LatencyNode spec.reboot) says next. Pure: the reconciler
-// (reboot_controller.go) gathers the inputs and carries the act out.
+// (reboot_controller.go) gathers the inputs, reboot_act.go carries the act
+// out.
 //
 // A node's managed reboot, once the rollout moved it to a revision whose
 // boot policy is Reboot and its agent staged the arguments:
