@@ -159,9 +159,14 @@ func nextReboot(v rebootView) (rebootAct, string) {
 	}
 }
 
+// nextDraining asks for the reboot only of a drained node that is still
+// cordoned: a node found uncordoned (a manager that stopped between the
+// Draining record and the cordon, or a person's uncordon) is cordoned
+// again first, and drained after, so nothing is scheduled onto it before
+// it reboots.
 func nextDraining(v rebootView) (rebootAct, string) {
 	rec := v.LN.Spec.Reboot
-	if v.Drained {
+	if v.Drained && v.Node.Spec.Unschedulable {
 		return rebootRequest, "drained"
 	}
 	if !v.Now.Before(rec.Since.Add(v.Limits.Drain)) {

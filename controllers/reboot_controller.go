@@ -93,7 +93,10 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 		v := rebootView{LN: ln, Node: nodes[ln.Name], Limits: rebootLimitsOf(p), Now: in.Now}
 		v.Class, v.Judged = classes[ln.Name]
 		v.Judged = v.Judged && p.Spec.Rollout != nil && ln.Spec.Reboot.Revision == target
-		if ln.Spec.Reboot.Phase == v1alpha1.RebootDraining && v.Node != nil {
+		// Drained only while cordoned: evicted from an uncordoned node,
+		// a pod could be scheduled right back (nextDraining cordons
+		// first).
+		if ln.Spec.Reboot.Phase == v1alpha1.RebootDraining && v.Node != nil && v.Node.Spec.Unschedulable {
 			drained, blocked, err := r.drain(ctx, v.Node)
 			if err != nil {
 				return rebootStep{}, err

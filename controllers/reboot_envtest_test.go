@@ -425,6 +425,9 @@ func (s *standIn) agent(ctx context.Context, n *corev1.Node) {
 		key := n.Name + "/" + rec.Revision + "/" + rec.BootID + "/" + rec.Since.UTC().Format(time.RFC3339Nano)
 		if !s.served[key] && (rec.BootID == "" || rec.BootID == s.boot[n.Name]) {
 			s.served[key] = true
+			if !n.Spec.Unschedulable {
+				s.violations = append(s.violations, fmt.Sprintf("%s asked to reboot for %s while not cordoned", n.Name, rec.Revision))
+			}
 			s.requests[n.Name+"/"+rec.Revision]++
 			s.rebootedFor[n.Name] = rec.Revision
 			s.bootSeq++
@@ -530,7 +533,7 @@ func (s *standIn) check(maxCordoned int) {
 		}
 	}
 	for _, v := range s.violations {
-		s.t.Errorf("tuning-ready gate: %s", v)
+		s.t.Errorf("violated: %s", v)
 	}
 }
 
@@ -756,6 +759,81 @@ func TestRebootResumesAfterManagerRestart(t *testing.T) {
 	for _, n := range []string{first, second} {
 		if got := e.sim.rebootCount(n, rev); got != 1 {
 			t.Errorf("%s rebooted %d times, want 1", n, got)
+		}
+		if e.node(n).Spec.Unschedulable {
+			t.Errorf("%s still cordoned", n)
+		}
+	}
+	e.sim.check(1)
+}
+
+// TestRebootResumesDrainingAfterManagerRestart: the manager stops while a
+// node is Draining (a PodDisruptionBudget holds its pod); meanwhile the pod
+// goes and the node is uncordoned, as when the manager died between its
+// Draining record and the cordon, or a person ran kubectl uncordon. The new
+// manager reads the record back, cordons the node again before asking for
+// the reboot, reboots it once, and holds --max-rebooting 1 for the other
+// node all along.
+func TestRebootResumesDrainingAfterManagerRestart(t *testing.T) {
+	e := startRebootEnv(t, 1)
+	e.nodes("drn", "drn-a", "drn-b")
+	ctx := context.Background()
+	for _, n := range []string{"drn-a", "drn-b"} {
+		e.pod("db-"+n, n, nil)
+		b := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db-" + n, Namespace: "work"},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db-" + n}}}}
+		if err := e.c.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		// What the disruption controller (not running here) would write.
+		e.until("PDB status written", func() error {
+			cur := &policyv1.PodDisruptionBudget{}
+			if err := e.c.Get(ctx, client.ObjectKeyFromObject(b), cur); err != nil {
+				return err
+			}
+			cur.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: cur.Generation, CurrentHealthy: 1, DesiredHealthy: 2, ExpectedPods: 1}
+			return e.c.Status().Update(ctx, cur)
+		})
+	}
+	e.rebootProfile("drn", nil)
+	var first string
+	e.until("one node draining", func() error {
+		for _, n := range []string{"drn-a", "drn-b"} {
+			if ln := e.ln(n); ln != nil && ln.Spec.Reboot != nil && ln.Spec.Reboot.Phase == v1alpha1.RebootDraining {
+				first = n
+				return nil
+			}
+		}
+		return fmt.Errorf("neither node draining")
+	})
+	e.expectEvent(eventRebootBlocked)
+	e.stop()
+	second := map[string]string{"drn-a": "drn-b", "drn-b": "drn-a"}[first]
+	if e.ln(second).Spec.Reboot != nil {
+		t.Fatal("both nodes in flight under --max-rebooting 1")
+	}
+	// While no manager runs: the pod goes, the node is uncordoned.
+	if err := e.c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-" + first, Namespace: "work"}}, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	e.until(first+" uncordoned by hand", func() error {
+		n := e.node(first)
+		n.Spec.Unschedulable = false
+		return e.c.Update(ctx, n)
+	})
+	rev := e.ln(first).Spec.Revision
+	// The second node's budget lets its pod go once the first is done.
+	if err := e.c.Delete(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db-" + second, Namespace: "work"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.startManager(1)
+	e.rebootsIs("drn", "both rebooted", func(st *v1alpha1.RebootRolloutStatus) bool {
+		return st.Rebooted == 2 && st.Draining+st.Rebooting+st.Verifying == 0
+	})
+	for _, n := range []string{first, second} {
+		if got := e.sim.rebootCount(n, rev); got != 1 {
+			t.Errorf("%s rebooted %d times for %s, want 1", n, got, rev)
 		}
 		if e.node(n).Spec.Unschedulable {
 			t.Errorf("%s still cordoned", n)

@@ -29,6 +29,13 @@ func readyNode(boot string) *corev1.Node {
 	return n
 }
 
+// cordonedNode is readyNode cordoned, as the manager leaves a node it drains.
+func cordonedNode(boot string) *corev1.Node {
+	n := readyNode(boot)
+	n.Spec.Unschedulable = true
+	return n
+}
+
 func withRecord(ln *v1alpha1.LatencyNode, phase v1alpha1.RebootPhase, since time.Time) *v1alpha1.LatencyNode {
 	ln.Spec.Reboot = &v1alpha1.NodeRebootSpec{Revision: "r1", Phase: phase, Since: metav1.NewTime(since), BootID: "b1"}
 	return ln
@@ -88,11 +95,16 @@ func TestNextReboot(t *testing.T) {
 		{"no record", rebootView{LN: rebootLN(v1alpha1.BootStaged), Node: readyNode("b1")}, rebootWait, false},
 		{"deselected mid-drain", rebootView{LN: reverting, Node: readyNode("b1")}, rebootFinish, false},
 		{"node gone", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0)}, rebootFinish, false},
-		{"pods left", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: readyNode("b1"),
+		{"pods left", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: cordonedNode("b1"),
 			Now: rebootT0.Add(9 * time.Minute)}, rebootDrain, false},
-		{"drained", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: readyNode("b1"),
+		{"drained", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: cordonedNode("b1"),
 			Drained: true, Now: rebootT0.Add(11 * time.Minute)}, rebootRequest, false},
-		{"drain timed out", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: readyNode("b1"),
+		// A manager that stopped between the Draining record and the
+		// cordon, or a person's uncordon: cordoned again before the
+		// reboot, never asked to reboot uncordoned.
+		{"drained but not cordoned", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: readyNode("b1"),
+			Drained: true, Now: rebootT0.Add(time.Minute)}, rebootDrain, false},
+		{"drain timed out", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: cordonedNode("b1"),
 			Now: rebootT0.Add(10 * time.Minute)}, rebootAbandon, true},
 		{"not rebooted yet", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootRequested, rebootT0), Node: readyNode("b1"),
 			Now: rebootT0.Add(time.Minute)}, rebootWait, false},
