@@ -306,7 +306,10 @@ type standIn struct {
 	// stageFails: staging failed; regress: its latency window under a
 	// revision (node/revision) regresses (p99 2ms, not 300µs).
 	hold, quiet, stageFails, regress map[string]bool
-	window                           time.Duration
+	// downAs is how a down node's Ready reads ("": False, the kubelet's
+	// own NotReady; Unknown: the node lifecycle controller's).
+	downAs corev1.ConditionStatus
+	window time.Duration
 	// Observed: the most nodes cordoned at once, whether each node was
 	// ever cordoned, and gate violations (untainted while not Applied in
 	// the running boot, after the manager saw that boot).
@@ -348,6 +351,12 @@ func (s *standIn) set(f func(s *standIn)) {
 	f(s)
 }
 
+func (s *standIn) bootOf(node string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.boot[node]
+}
+
 func (s *standIn) rebootCount(node, rev string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -383,6 +392,9 @@ func (s *standIn) kubelet(ctx context.Context, n *corev1.Node) {
 	ready := corev1.ConditionTrue
 	if s.down[n.Name] {
 		ready = corev1.ConditionFalse
+		if s.downAs != "" {
+			ready = s.downAs
+		}
 	}
 	want := n.DeepCopy()
 	want.Status.NodeInfo.BootID = s.boot[n.Name]
@@ -391,7 +403,33 @@ func (s *standIn) kubelet(ctx context.Context, n *corev1.Node) {
 	if readyStatus(n) == ready && n.Status.NodeInfo.BootID == want.Status.NodeInfo.BootID {
 		return
 	}
+	if ready == corev1.ConditionTrue {
+		s.schedulable(ctx, n, want)
+	}
 	_ = s.c.Status().Update(ctx, want)
+}
+
+// schedulable records a gate violation when the kubelet is about to report
+// the node Ready (in a new boot, or after NotReady) while the scheduler
+// could place a pod there (neither cordoned nor tainted) and its agent has
+// not reported the tuning Applied in that boot.
+func (s *standIn) schedulable(ctx context.Context, n, ready *corev1.Node) {
+	ln := &v1alpha1.LatencyNode{}
+	if err := s.c.Get(ctx, types.NamespacedName{Name: n.Name}, ln); err != nil || ln.Spec.Action != v1alpha1.ActionApply {
+		return
+	}
+	if !n.Spec.Unschedulable && !hasTaint(n.Spec.Taints, pendingTaint) && !appliedThisBoot(ready, ln) {
+		s.violations = append(s.violations, fmt.Sprintf("%s Ready in boot %s, schedulable and untainted before its tuning was Applied in it",
+			n.Name, ready.Status.NodeInfo.BootID))
+	}
+}
+
+// rebootUnplanned is a reboot nobody asked for: a new boot, the running
+// kernel with what the bootloader held.
+func (s *standIn) rebootUnplanned(node string) {
+	s.bootSeq++
+	s.boot[node] = fmt.Sprintf("boot-%s-%d", node, s.bootSeq)
+	s.booted[node] = s.staged[node]
 }
 
 // removeTerminated finishes the pods an eviction deleted (the kubelet's
@@ -840,6 +878,67 @@ func TestRebootResumesDrainingAfterManagerRestart(t *testing.T) {
 		}
 	}
 	e.sim.check(1)
+}
+
+// TestUnplannedRebootTaintedBeforeReady: a tuned, untainted node reboots
+// on its own (no reboot record: a kernel update, a person's reboot). Its
+// kubelet first reports NotReady in the old boot (graceful node shutdown
+// before an orderly reboot; the node lifecycle controller's Unknown for a
+// silent one), then, in the new boot, Ready at once, before the agent runs.
+// The tuning-pending taint must be on by then, so no pod of the tier lands
+// on the untuned node, and come off once the agent reports Applied in the
+// new boot.
+func TestUnplannedRebootTaintedBeforeReady(t *testing.T) {
+	e := startRebootEnv(t, 1)
+	e.nodes("up", "up-a")
+	ctx := context.Background()
+	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "up"},
+		Spec: v1alpha1.LatencyProfileSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": "up"}},
+			TuningSpec:   v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{Autogroup: ptr.To(v1alpha1.Disabled)}},
+		}}
+	if err := e.c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	untainted := func(what string) {
+		t.Helper()
+		e.until("up-a untainted "+what, func() error {
+			ln := e.ln("up-a")
+			if n := e.node("up-a"); ln == nil || hasTaint(n.Spec.Taints, pendingTaint) || !appliedThisBoot(n, ln) {
+				return fmt.Errorf("taints %v", n.Spec.Taints)
+			}
+			return nil
+		})
+	}
+	untainted("once Applied")
+	for _, down := range []corev1.ConditionStatus{corev1.ConditionFalse, corev1.ConditionUnknown} {
+		// Going down: the agent stops, the kubelet reports down.
+		e.sim.set(func(s *standIn) { s.quiet["up-a"], s.down["up-a"], s.downAs = true, true, down })
+		e.until("up-a reported "+string(down), func() error {
+			if got := readyStatus(e.node("up-a")); got != down {
+				return fmt.Errorf("Ready %q", got)
+			}
+			return nil
+		})
+		time.Sleep(time.Second) // the reboot itself
+		// The new boot: Ready before the agent's first report in it.
+		e.sim.set(func(s *standIn) { s.rebootUnplanned("up-a"); s.down["up-a"] = false })
+		e.until("up-a Ready in its new boot", func() error {
+			if n := e.node("up-a"); readyStatus(n) != corev1.ConditionTrue || n.Status.NodeInfo.BootID != e.sim.bootOf("up-a") {
+				return fmt.Errorf("Ready %q boot %s", readyStatus(n), n.Status.NodeInfo.BootID)
+			}
+			return nil
+		})
+		if !hasTaint(e.node("up-a").Spec.Taints, pendingTaint) {
+			t.Errorf("down %s: up-a Ready in its new boot without the taint, its agent silent", down)
+		}
+		e.sim.set(func(s *standIn) { s.quiet["up-a"] = false })
+		untainted("after Applied in the new boot (down " + string(down) + ")")
+	}
+	if e.ln("up-a").Spec.Reboot != nil || e.node("up-a").Spec.Unschedulable {
+		t.Error("an unplanned reboot became a managed one")
+	}
+	e.sim.check(0)
 }
 
 // TestRebootBackAfterRegressedRollback: a rollout of a revision that adds
