@@ -83,6 +83,9 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 	if last := p.Status.Reboots; last != nil && last.Revision == target {
 		st.Paused, st.Message = last.Paused, last.Message
 	}
+	// A node that left p's selection (a label changed, a profile of
+	// higher priority or a tie, p deleted) is no longer p's to reboot.
+	deselected := func(n *corev1.Node) bool { return n != nil && in.resolution(n).Winner != p.Name }
 	acts, why := map[string]rebootAct{}, map[string]string{}
 	inFlight := false
 	for _, ln := range lns {
@@ -91,6 +94,7 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 		}
 		inFlight = true
 		v := rebootView{LN: ln, Node: nodes[ln.Name], Limits: rebootLimitsOf(p), Now: in.Now}
+		v.Deselected = deselected(v.Node)
 		v.Class, v.Judged = classes[ln.Name]
 		v.Judged = v.Judged && p.Spec.Rollout != nil && ln.Spec.Reboot.Revision == target
 		// Drained only while cordoned: evicted from an uncordoned node,
@@ -113,7 +117,7 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 		}
 	}
 	if !st.Paused {
-		if err := r.chooseStarts(ctx, p, lns, nodes, target, acts); err != nil {
+		if err := r.chooseStarts(ctx, p, lns, nodes, target, acts, deselected); err != nil {
 			return rebootStep{}, err
 		}
 	}
@@ -184,17 +188,13 @@ func inFlightMessage(lns []*v1alpha1.LatencyNode, acts map[string]rebootAct) str
 // arguments (Unstaged: the reboot back), Ready and not cordoned by someone
 // else.
 func (r *rebooter) chooseStarts(ctx context.Context, p *v1alpha1.LatencyProfile, lns []*v1alpha1.LatencyNode,
-	nodes map[string]*corev1.Node, target string, acts map[string]rebootAct) error {
+	nodes map[string]*corev1.Node, target string, acts map[string]rebootAct, deselected func(*corev1.Node) bool) error {
 	rolledBack := p.Status.Rollout != nil && p.Status.Rollout.Phase == v1alpha1.RolloutRolledBack
 	var used int
 	counted := false
 	for _, ln := range lns {
 		n := nodes[ln.Name]
-		if ln.Spec.Reboot != nil || n == nil || n.Spec.Unschedulable || readyStatus(n) != corev1.ConditionTrue {
-			continue
-		}
-		staged := stagedForReboot(ln) && (ln.Spec.Revision == target || rolledBack)
-		if !staged && !(rolledBack && unstagedForReboot(ln, target)) {
+		if ln.Spec.Reboot != nil || !startable(ln, n, target, rolledBack, deselected(n)) {
 			continue
 		}
 		if !counted {

@@ -941,6 +941,81 @@ func TestUnplannedRebootTaintedBeforeReady(t *testing.T) {
 	e.sim.check(0)
 }
 
+// TestRebootDeselectedWhileDrainingIsLetGo: a node that leaves the
+// profile's selection while it is Draining (a PodDisruptionBudget holds its
+// pod) is not rebooted: its agent takes the staged arguments out of the
+// bootloader (Revert), the node is uncordoned, and it is released (no
+// LatencyNode, no taint); the budget it held goes to the next node.
+func TestRebootDeselectedWhileDrainingIsLetGo(t *testing.T) {
+	e := startRebootEnv(t, 1)
+	nodes := []string{"dsl-a", "dsl-b"}
+	e.nodes("dsl", nodes...)
+	ctx := context.Background()
+	for _, n := range nodes {
+		e.pod("db-"+n, n, nil)
+		b := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db-" + n, Namespace: "work"},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db-" + n}}}}
+		if err := e.c.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		e.until("PDB status written", func() error {
+			cur := &policyv1.PodDisruptionBudget{}
+			if err := e.c.Get(ctx, client.ObjectKeyFromObject(b), cur); err != nil {
+				return err
+			}
+			cur.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: cur.Generation, CurrentHealthy: 1, DesiredHealthy: 2, ExpectedPods: 1}
+			return e.c.Status().Update(ctx, cur)
+		})
+	}
+	e.rebootProfile("dsl", nil)
+	var first string
+	e.until("one node draining", func() error {
+		for _, n := range nodes {
+			if ln := e.ln(n); ln != nil && ln.Spec.Reboot != nil && ln.Spec.Reboot.Phase == v1alpha1.RebootDraining {
+				first = n
+				return nil
+			}
+		}
+		return fmt.Errorf("neither node draining")
+	})
+	second := map[string]string{"dsl-a": "dsl-b", "dsl-b": "dsl-a"}[first]
+	e.expectEvent(eventRebootBlocked)
+	rev := e.ln(first).Spec.Revision
+	// The second node's budget lets its pod go once the first is let go.
+	if err := e.c.Delete(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db-" + second, Namespace: "work"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.until(first+" deselected", func() error {
+		n := e.node(first)
+		delete(n.Labels, "tier")
+		return e.c.Update(ctx, n)
+	})
+	e.until(first+" released and uncordoned", func() error {
+		n := e.node(first)
+		if e.ln(first) != nil || n.Spec.Unschedulable || hasTaint(n.Spec.Taints, pendingTaint) {
+			return fmt.Errorf("LatencyNode %v, unschedulable %v, taints %v", e.ln(first) != nil, n.Spec.Unschedulable, n.Spec.Taints)
+		}
+		return nil
+	})
+	e.rebootsIs("dsl", second+" rebooted", func(st *v1alpha1.RebootRolloutStatus) bool {
+		return st.Rebooted == 1 && st.Draining+st.Rebooting+st.Verifying == 0
+	})
+	e.sim.mu.Lock()
+	stagedFirst := e.sim.staged[first]
+	e.sim.mu.Unlock()
+	if got := e.sim.rebootCount(first, rev); got != 0 || stagedFirst {
+		t.Errorf("%s, deselected mid-drain: rebooted %d times, arguments still staged %v", first, got, stagedFirst)
+	}
+	if !e.podExists("db-" + first) {
+		t.Errorf("%s's pod was evicted despite its budget", first)
+	}
+	if got := e.sim.rebootCount(second, rev); got != 1 {
+		t.Errorf("%s rebooted %d times, want 1", second, got)
+	}
+	e.sim.check(1)
+}
+
 // TestRebootBackAfterRegressedRollback: a rollout of a revision that adds
 // isolation and boot parameters (policy Reboot) to one that had none
 // reboots the node into the arguments; its latency after the boot
