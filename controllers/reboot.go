@@ -118,10 +118,9 @@ func stagedForReboot(ln *v1alpha1.LatencyNode) bool {
 // still selects its node (a node that left the selection is never rebooted
 // by us, even in the moment before the node controller turns its spec to
 // Revert), the node is Ready and not cordoned (by someone else: a cordoned
-// node waits), and it
-// is staged for the target revision (any revision after a rollback), or,
-// after a rollback, its kernel still holds the target's arguments
-// (Unstaged: the reboot back).
+// node waits), and it is staged for the target revision (any revision
+// after a rollback) or, after a rollback, its kernel still holds the
+// target's arguments (Unstaged: the reboot back).
 func startable(ln *v1alpha1.LatencyNode, n *corev1.Node, target string, rolledBack, deselected bool) bool {
 	if n == nil || deselected || n.Spec.Unschedulable || readyStatus(n) != corev1.ConditionTrue {
 		return false
