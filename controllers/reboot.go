@@ -13,7 +13,8 @@ import (
 
 // Managed reboots (issue 26), the decision half: for one node, what its
 // reboot record (LatencyNode spec.reboot) says next. Pure: the reconciler
-// (reboot_controller.go) gathers the inputs and carries the act out.
+// (reboot_controller.go) gathers the inputs, reboot_act.go carries the act
+// out.
 //
 // A node's managed reboot, once the rollout moved it to a revision whose
 // boot policy is Reboot and its agent staged the arguments:
@@ -113,6 +114,21 @@ func stagedForReboot(ln *v1alpha1.LatencyNode) bool {
 		b != nil && b.State == v1alpha1.BootStaged && b.RebootedFor != ln.Spec.Revision
 }
 
+// startable: a reboot may start on ln (no record yet) now: the profile
+// still selects its node (a node that left the selection is never rebooted
+// by us, even in the moment before the node controller turns its spec to
+// Revert), the node is Ready and not cordoned (by someone else: a cordoned
+// node waits), and it is staged for the target revision (any revision
+// after a rollback) or, after a rollback, its kernel still holds the
+// target's arguments (Unstaged: the reboot back).
+func startable(ln *v1alpha1.LatencyNode, n *corev1.Node, target string, rolledBack, deselected bool) bool {
+	if n == nil || deselected || n.Spec.Unschedulable || readyStatus(n) != corev1.ConditionTrue {
+		return false
+	}
+	staged := stagedForReboot(ln) && (ln.Spec.Revision == target || rolledBack)
+	return staged || (rolledBack && unstagedForReboot(ln, target))
+}
+
 // awaitingReboot: the rollout must wait for ln's reboot before it judges
 // the node (its verdict compares the latency before and after the boot):
 // it is staged, draining or rebooting. A node in Verifying is judged.
@@ -133,8 +149,10 @@ type rebootView struct {
 	Class  nodeClass
 	// Drained: no pod left to evict (read only in Draining).
 	Drained bool
-	Limits  rebootLimits
-	Now     time.Time
+	// Deselected: the node left the profile's selection.
+	Deselected bool
+	Limits     rebootLimits
+	Now        time.Time
 }
 
 // nextReboot is the act for a node that has a reboot record, with the
@@ -148,6 +166,11 @@ func nextReboot(v rebootView) (rebootAct, string) {
 	if v.Node == nil || !action || !ln.DeletionTimestamp.IsZero() {
 		return rebootFinish, "no longer to be rebooted"
 	}
+	if v.Deselected {
+		// A reboot back included: a node that left the selection keeps
+		// what its kernel holds until someone else reboots it.
+		return rebootFinish, "no longer selected by the profile"
+	}
 	switch rec.Phase {
 	case v1alpha1.RebootDraining:
 		return nextDraining(v)
@@ -158,9 +181,14 @@ func nextReboot(v rebootView) (rebootAct, string) {
 	}
 }
 
+// nextDraining asks for the reboot only of a drained node that is still
+// cordoned: a node found uncordoned (a manager that stopped between the
+// Draining record and the cordon, or a person's uncordon) is cordoned
+// again first, and drained after, so nothing is scheduled onto it before
+// it reboots.
 func nextDraining(v rebootView) (rebootAct, string) {
 	rec := v.LN.Spec.Reboot
-	if v.Drained {
+	if v.Drained && v.Node.Spec.Unschedulable {
 		return rebootRequest, "drained"
 	}
 	if !v.Now.Before(rec.Since.Add(v.Limits.Drain)) {

@@ -306,7 +306,10 @@ type standIn struct {
 	// stageFails: staging failed; regress: its latency window under a
 	// revision (node/revision) regresses (p99 2ms, not 300µs).
 	hold, quiet, stageFails, regress map[string]bool
-	window                           time.Duration
+	// downAs is how a down node's Ready reads ("": False, the kubelet's
+	// own NotReady; Unknown: the node lifecycle controller's).
+	downAs corev1.ConditionStatus
+	window time.Duration
 	// Observed: the most nodes cordoned at once, whether each node was
 	// ever cordoned, and gate violations (untainted while not Applied in
 	// the running boot, after the manager saw that boot).
@@ -348,6 +351,12 @@ func (s *standIn) set(f func(s *standIn)) {
 	f(s)
 }
 
+func (s *standIn) bootOf(node string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.boot[node]
+}
+
 func (s *standIn) rebootCount(node, rev string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -383,6 +392,9 @@ func (s *standIn) kubelet(ctx context.Context, n *corev1.Node) {
 	ready := corev1.ConditionTrue
 	if s.down[n.Name] {
 		ready = corev1.ConditionFalse
+		if s.downAs != "" {
+			ready = s.downAs
+		}
 	}
 	want := n.DeepCopy()
 	want.Status.NodeInfo.BootID = s.boot[n.Name]
@@ -391,7 +403,33 @@ func (s *standIn) kubelet(ctx context.Context, n *corev1.Node) {
 	if readyStatus(n) == ready && n.Status.NodeInfo.BootID == want.Status.NodeInfo.BootID {
 		return
 	}
+	if ready == corev1.ConditionTrue {
+		s.schedulable(ctx, n, want)
+	}
 	_ = s.c.Status().Update(ctx, want)
+}
+
+// schedulable records a gate violation when the kubelet is about to report
+// the node Ready (in a new boot, or after NotReady) while the scheduler
+// could place a pod there (neither cordoned nor tainted) and its agent has
+// not reported the tuning Applied in that boot.
+func (s *standIn) schedulable(ctx context.Context, n, ready *corev1.Node) {
+	ln := &v1alpha1.LatencyNode{}
+	if err := s.c.Get(ctx, types.NamespacedName{Name: n.Name}, ln); err != nil || ln.Spec.Action != v1alpha1.ActionApply {
+		return
+	}
+	if !n.Spec.Unschedulable && !hasTaint(n.Spec.Taints, pendingTaint) && !appliedThisBoot(ready, ln) {
+		s.violations = append(s.violations, fmt.Sprintf("%s Ready in boot %s, schedulable and untainted before its tuning was Applied in it",
+			n.Name, ready.Status.NodeInfo.BootID))
+	}
+}
+
+// rebootUnplanned is a reboot nobody asked for: a new boot, the running
+// kernel with what the bootloader held.
+func (s *standIn) rebootUnplanned(node string) {
+	s.bootSeq++
+	s.boot[node] = fmt.Sprintf("boot-%s-%d", node, s.bootSeq)
+	s.booted[node] = s.staged[node]
 }
 
 // removeTerminated finishes the pods an eviction deleted (the kubelet's
@@ -425,6 +463,9 @@ func (s *standIn) agent(ctx context.Context, n *corev1.Node) {
 		key := n.Name + "/" + rec.Revision + "/" + rec.BootID + "/" + rec.Since.UTC().Format(time.RFC3339Nano)
 		if !s.served[key] && (rec.BootID == "" || rec.BootID == s.boot[n.Name]) {
 			s.served[key] = true
+			if !n.Spec.Unschedulable {
+				s.violations = append(s.violations, fmt.Sprintf("%s asked to reboot for %s while not cordoned", n.Name, rec.Revision))
+			}
 			s.requests[n.Name+"/"+rec.Revision]++
 			s.rebootedFor[n.Name] = rec.Revision
 			s.bootSeq++
@@ -530,7 +571,7 @@ func (s *standIn) check(maxCordoned int) {
 		}
 	}
 	for _, v := range s.violations {
-		s.t.Errorf("tuning-ready gate: %s", v)
+		s.t.Errorf("violated: %s", v)
 	}
 }
 
@@ -760,6 +801,217 @@ func TestRebootResumesAfterManagerRestart(t *testing.T) {
 		if e.node(n).Spec.Unschedulable {
 			t.Errorf("%s still cordoned", n)
 		}
+	}
+	e.sim.check(1)
+}
+
+// TestRebootResumesDrainingAfterManagerRestart: the manager stops while a
+// node is Draining (a PodDisruptionBudget holds its pod); meanwhile the pod
+// goes and the node is uncordoned, as when the manager died between its
+// Draining record and the cordon, or a person ran kubectl uncordon. The new
+// manager reads the record back, cordons the node again before asking for
+// the reboot, reboots it once, and holds --max-rebooting 1 for the other
+// node all along.
+func TestRebootResumesDrainingAfterManagerRestart(t *testing.T) {
+	e := startRebootEnv(t, 1)
+	e.nodes("drn", "drn-a", "drn-b")
+	ctx := context.Background()
+	for _, n := range []string{"drn-a", "drn-b"} {
+		e.pod("db-"+n, n, nil)
+		b := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db-" + n, Namespace: "work"},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db-" + n}}}}
+		if err := e.c.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		// What the disruption controller (not running here) would write.
+		e.until("PDB status written", func() error {
+			cur := &policyv1.PodDisruptionBudget{}
+			if err := e.c.Get(ctx, client.ObjectKeyFromObject(b), cur); err != nil {
+				return err
+			}
+			cur.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: cur.Generation, CurrentHealthy: 1, DesiredHealthy: 2, ExpectedPods: 1}
+			return e.c.Status().Update(ctx, cur)
+		})
+	}
+	e.rebootProfile("drn", nil)
+	var first string
+	e.until("one node draining", func() error {
+		for _, n := range []string{"drn-a", "drn-b"} {
+			if ln := e.ln(n); ln != nil && ln.Spec.Reboot != nil && ln.Spec.Reboot.Phase == v1alpha1.RebootDraining {
+				first = n
+				return nil
+			}
+		}
+		return fmt.Errorf("neither node draining")
+	})
+	e.expectEvent(eventRebootBlocked)
+	e.stop()
+	second := map[string]string{"drn-a": "drn-b", "drn-b": "drn-a"}[first]
+	if e.ln(second).Spec.Reboot != nil {
+		t.Fatal("both nodes in flight under --max-rebooting 1")
+	}
+	// While no manager runs: the pod goes, the node is uncordoned.
+	if err := e.c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-" + first, Namespace: "work"}}, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	e.until(first+" uncordoned by hand", func() error {
+		n := e.node(first)
+		n.Spec.Unschedulable = false
+		return e.c.Update(ctx, n)
+	})
+	rev := e.ln(first).Spec.Revision
+	// The second node's budget lets its pod go once the first is done.
+	if err := e.c.Delete(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db-" + second, Namespace: "work"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.startManager(1)
+	e.rebootsIs("drn", "both rebooted", func(st *v1alpha1.RebootRolloutStatus) bool {
+		return st.Rebooted == 2 && st.Draining+st.Rebooting+st.Verifying == 0
+	})
+	for _, n := range []string{first, second} {
+		if got := e.sim.rebootCount(n, rev); got != 1 {
+			t.Errorf("%s rebooted %d times for %s, want 1", n, got, rev)
+		}
+		if e.node(n).Spec.Unschedulable {
+			t.Errorf("%s still cordoned", n)
+		}
+	}
+	e.sim.check(1)
+}
+
+// TestUnplannedRebootTaintedBeforeReady: a tuned, untainted node reboots
+// on its own (no reboot record: a kernel update, a person's reboot). Its
+// kubelet first reports NotReady in the old boot (graceful node shutdown
+// before an orderly reboot; the node lifecycle controller's Unknown for a
+// silent one), then, in the new boot, Ready at once, before the agent runs.
+// The tuning-pending taint must be on by then, so no pod of the tier lands
+// on the untuned node, and come off once the agent reports Applied in the
+// new boot.
+func TestUnplannedRebootTaintedBeforeReady(t *testing.T) {
+	e := startRebootEnv(t, 1)
+	e.nodes("up", "up-a")
+	ctx := context.Background()
+	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "up"},
+		Spec: v1alpha1.LatencyProfileSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": "up"}},
+			TuningSpec:   v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{Autogroup: ptr.To(v1alpha1.Disabled)}},
+		}}
+	if err := e.c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	untainted := func(what string) {
+		t.Helper()
+		e.until("up-a untainted "+what, func() error {
+			ln := e.ln("up-a")
+			if n := e.node("up-a"); ln == nil || hasTaint(n.Spec.Taints, pendingTaint) || !appliedThisBoot(n, ln) {
+				return fmt.Errorf("taints %v", n.Spec.Taints)
+			}
+			return nil
+		})
+	}
+	untainted("once Applied")
+	for _, down := range []corev1.ConditionStatus{corev1.ConditionFalse, corev1.ConditionUnknown} {
+		// Going down: the agent stops, the kubelet reports down.
+		e.sim.set(func(s *standIn) { s.quiet["up-a"], s.down["up-a"], s.downAs = true, true, down })
+		e.until("up-a reported "+string(down), func() error {
+			if got := readyStatus(e.node("up-a")); got != down {
+				return fmt.Errorf("Ready %q", got)
+			}
+			return nil
+		})
+		time.Sleep(time.Second) // the reboot itself
+		// The new boot: Ready before the agent's first report in it.
+		e.sim.set(func(s *standIn) { s.rebootUnplanned("up-a"); s.down["up-a"] = false })
+		e.until("up-a Ready in its new boot", func() error {
+			if n := e.node("up-a"); readyStatus(n) != corev1.ConditionTrue || n.Status.NodeInfo.BootID != e.sim.bootOf("up-a") {
+				return fmt.Errorf("Ready %q boot %s", readyStatus(n), n.Status.NodeInfo.BootID)
+			}
+			return nil
+		})
+		if !hasTaint(e.node("up-a").Spec.Taints, pendingTaint) {
+			t.Errorf("down %s: up-a Ready in its new boot without the taint, its agent silent", down)
+		}
+		e.sim.set(func(s *standIn) { s.quiet["up-a"] = false })
+		untainted("after Applied in the new boot (down " + string(down) + ")")
+	}
+	if e.ln("up-a").Spec.Reboot != nil || e.node("up-a").Spec.Unschedulable {
+		t.Error("an unplanned reboot became a managed one")
+	}
+	e.sim.check(0)
+}
+
+// TestRebootDeselectedWhileDrainingIsLetGo: a node that leaves the
+// profile's selection while it is Draining (a PodDisruptionBudget holds its
+// pod) is not rebooted: its agent takes the staged arguments out of the
+// bootloader (Revert), the node is uncordoned, and it is released (no
+// LatencyNode, no taint); the budget it held goes to the next node.
+func TestRebootDeselectedWhileDrainingIsLetGo(t *testing.T) {
+	e := startRebootEnv(t, 1)
+	nodes := []string{"dsl-a", "dsl-b"}
+	e.nodes("dsl", nodes...)
+	ctx := context.Background()
+	for _, n := range nodes {
+		e.pod("db-"+n, n, nil)
+		b := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db-" + n, Namespace: "work"},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db-" + n}}}}
+		if err := e.c.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		e.until("PDB status written", func() error {
+			cur := &policyv1.PodDisruptionBudget{}
+			if err := e.c.Get(ctx, client.ObjectKeyFromObject(b), cur); err != nil {
+				return err
+			}
+			cur.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: cur.Generation, CurrentHealthy: 1, DesiredHealthy: 2, ExpectedPods: 1}
+			return e.c.Status().Update(ctx, cur)
+		})
+	}
+	e.rebootProfile("dsl", nil)
+	var first string
+	e.until("one node draining", func() error {
+		for _, n := range nodes {
+			if ln := e.ln(n); ln != nil && ln.Spec.Reboot != nil && ln.Spec.Reboot.Phase == v1alpha1.RebootDraining {
+				first = n
+				return nil
+			}
+		}
+		return fmt.Errorf("neither node draining")
+	})
+	second := map[string]string{"dsl-a": "dsl-b", "dsl-b": "dsl-a"}[first]
+	e.expectEvent(eventRebootBlocked)
+	rev := e.ln(first).Spec.Revision
+	// The second node's budget lets its pod go once the first is let go.
+	if err := e.c.Delete(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db-" + second, Namespace: "work"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.until(first+" deselected", func() error {
+		n := e.node(first)
+		delete(n.Labels, "tier")
+		return e.c.Update(ctx, n)
+	})
+	e.until(first+" released and uncordoned", func() error {
+		n := e.node(first)
+		if e.ln(first) != nil || n.Spec.Unschedulable || hasTaint(n.Spec.Taints, pendingTaint) {
+			return fmt.Errorf("LatencyNode %v, unschedulable %v, taints %v", e.ln(first) != nil, n.Spec.Unschedulable, n.Spec.Taints)
+		}
+		return nil
+	})
+	e.rebootsIs("dsl", second+" rebooted", func(st *v1alpha1.RebootRolloutStatus) bool {
+		return st.Rebooted == 1 && st.Draining+st.Rebooting+st.Verifying == 0
+	})
+	e.sim.mu.Lock()
+	stagedFirst := e.sim.staged[first]
+	e.sim.mu.Unlock()
+	if got := e.sim.rebootCount(first, rev); got != 0 || stagedFirst {
+		t.Errorf("%s, deselected mid-drain: rebooted %d times, arguments still staged %v", first, got, stagedFirst)
+	}
+	if !e.podExists("db-" + first) {
+		t.Errorf("%s's pod was evicted despite its budget", first)
+	}
+	if got := e.sim.rebootCount(second, rev); got != 1 {
+		t.Errorf("%s rebooted %d times, want 1", second, got)
 	}
 	e.sim.check(1)
 }

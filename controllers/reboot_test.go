@@ -29,6 +29,13 @@ func readyNode(boot string) *corev1.Node {
 	return n
 }
 
+// cordonedNode is readyNode cordoned, as the manager leaves a node it drains.
+func cordonedNode(boot string) *corev1.Node {
+	n := readyNode(boot)
+	n.Spec.Unschedulable = true
+	return n
+}
+
 func withRecord(ln *v1alpha1.LatencyNode, phase v1alpha1.RebootPhase, since time.Time) *v1alpha1.LatencyNode {
 	ln.Spec.Reboot = &v1alpha1.NodeRebootSpec{Revision: "r1", Phase: phase, Since: metav1.NewTime(since), BootID: "b1"}
 	return ln
@@ -88,11 +95,16 @@ func TestNextReboot(t *testing.T) {
 		{"no record", rebootView{LN: rebootLN(v1alpha1.BootStaged), Node: readyNode("b1")}, rebootWait, false},
 		{"deselected mid-drain", rebootView{LN: reverting, Node: readyNode("b1")}, rebootFinish, false},
 		{"node gone", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0)}, rebootFinish, false},
-		{"pods left", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: readyNode("b1"),
+		{"pods left", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: cordonedNode("b1"),
 			Now: rebootT0.Add(9 * time.Minute)}, rebootDrain, false},
-		{"drained", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: readyNode("b1"),
+		{"drained", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: cordonedNode("b1"),
 			Drained: true, Now: rebootT0.Add(11 * time.Minute)}, rebootRequest, false},
-		{"drain timed out", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: readyNode("b1"),
+		// A manager that stopped between the Draining record and the
+		// cordon, or a person's uncordon: cordoned again before the
+		// reboot, never asked to reboot uncordoned.
+		{"drained but not cordoned", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: readyNode("b1"),
+			Drained: true, Now: rebootT0.Add(time.Minute)}, rebootDrain, false},
+		{"drain timed out", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), Node: cordonedNode("b1"),
 			Now: rebootT0.Add(10 * time.Minute)}, rebootAbandon, true},
 		{"not rebooted yet", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootRequested, rebootT0), Node: readyNode("b1"),
 			Now: rebootT0.Add(time.Minute)}, rebootWait, false},
@@ -264,7 +276,14 @@ func TestRebootBack(t *testing.T) {
 			ln := unstaged(v1alpha1.ActionRevert)
 			ln.Spec.Reboot = &v1alpha1.NodeRebootSpec{Revision: backRevision("r2"), Phase: v1alpha1.RebootDraining, Since: metav1.NewTime(rebootT0)}
 			return ln
-		}(), Node: readyNode("b1"), Drained: true}, rebootRequest},
+		}(), Node: cordonedNode("b1"), Drained: true}, rebootRequest},
+		// Rolled back to Revert, then deselected: no longer the
+		// profile's to reboot; let go (uncordoned, record cleared).
+		{"revert, deselected: let go", rebootView{LN: func() *v1alpha1.LatencyNode {
+			ln := unstaged(v1alpha1.ActionRevert)
+			ln.Spec.Reboot = &v1alpha1.NodeRebootSpec{Revision: backRevision("r2"), Phase: v1alpha1.RebootDraining, Since: metav1.NewTime(rebootT0)}
+			return ln
+		}(), Node: cordonedNode("b1"), Drained: true, Deselected: true}, rebootFinish},
 		{"back without the arguments, Applied", rebootView{LN: verifying(v1alpha1.ActionApply, v1alpha1.BootNotNeeded, "b2"), Node: readyNode("b2")}, rebootFinish},
 		{"reverted, back without the arguments", rebootView{LN: verifying(v1alpha1.ActionRevert, v1alpha1.BootNotNeeded, "b2"), Node: readyNode("b2")}, rebootFinish},
 		{"back, not Applied yet", rebootView{LN: notApplied, Node: readyNode("b2")}, rebootWait},
@@ -278,6 +297,46 @@ func TestRebootBack(t *testing.T) {
 		}
 		if got, why := nextReboot(c.v); got != c.want {
 			t.Errorf("%s: act %d (%s), want %d", c.name, got, why, c.want)
+		}
+	}
+}
+
+// TestRebootStartsOnlyOnSelectedNodes: a reboot starts on a Ready,
+// uncordoned node the profile still selects that is staged for the target
+// (or any revision after a rollback) or, after a rollback, Unstaged; never
+// on a node that left the selection, whatever its boot state, so a node
+// deselected with arguments staged or still in its kernel is not rebooted
+// by us (its agent reverts the bootloader; the kernel keeps them until a
+// reboot of someone else's).
+func TestRebootStartsOnlyOnSelectedNodes(t *testing.T) {
+	staged := rebootLN(v1alpha1.BootStaged)
+	unstagedBack := rebootLN(v1alpha1.BootUnstaged)
+	unstagedBack.Spec.Tuning.BootParameters, unstagedBack.Spec.Revision = nil, "r0"
+	unstagedBack.Status.Boot.RebootedFor = "r1"
+	deselected := func(ln *v1alpha1.LatencyNode) *v1alpha1.LatencyNode {
+		ln = ln.DeepCopy()
+		ln.Spec.Action = v1alpha1.ActionRevert
+		return ln
+	}
+	for _, tc := range []struct {
+		name       string
+		ln         *v1alpha1.LatencyNode
+		node       *corev1.Node
+		rolledBack bool
+		deselected bool
+		want       bool
+	}{
+		{"staged for the target", staged, readyNode("b1"), false, false, true},
+		{"staged, cordoned by someone else", staged, cordonedNode("b1"), false, false, false},
+		{"staged, not Ready", staged, nodeReady("b1", corev1.ConditionFalse), false, false, false},
+		{"staged, deselected", staged, readyNode("b1"), false, true, false},
+		{"Unstaged after a rollback", unstagedBack, readyNode("b1"), true, false, true},
+		{"Unstaged after a rollback, moved to Revert", deselected(unstagedBack), readyNode("b1"), true, false, true},
+		{"Unstaged after a rollback, deselected", deselected(unstagedBack), readyNode("b1"), true, true, false},
+		{"Unstaged, no rollback", unstagedBack, readyNode("b1"), false, false, false},
+	} {
+		if got := startable(tc.ln, tc.node, "r1", tc.rolledBack, tc.deselected); got != tc.want {
+			t.Errorf("%s: startable = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -35,7 +35,12 @@ import (
 var pendingTaint = corev1.Taint{Key: v1alpha1.TuningPendingTaint, Effect: corev1.TaintEffectNoSchedule}
 
 // wantsPendingTaint: the node is selected (its LatencyNode applies or
-// measures a profile) and not tuned in its running boot. The taint comes
+// measures a profile) and not tuned in its running boot, or not Ready. The
+// taint goes on while the node is NotReady (the kubelet's graceful node
+// shutdown reports it before an orderly reboot; the node lifecycle
+// controller reports a silent node Unknown), so a node that reboots
+// unplanned comes back Ready already tainted instead of the manager racing
+// the scheduler once the new boot id shows. The taint comes
 // off only once the agent reported the LatencyNode's current generation
 // Applied in this boot; once off it stays off while the node is Applied in
 // the same boot, so a later spec write (a rollout move, a reboot record)
@@ -45,7 +50,7 @@ func wantsPendingTaint(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
 	if ln == nil || !ln.DeletionTimestamp.IsZero() || ln.Spec.Profile == "" || ln.Spec.Action == v1alpha1.ActionRevert {
 		return false
 	}
-	if !appliedThisBoot(n, ln) {
+	if !appliedThisBoot(n, ln) || notReady(n) {
 		return true
 	}
 	return hasTaint(n.Spec.Taints, pendingTaint) && ln.Status.ObservedGeneration < ln.Generation
@@ -62,6 +67,13 @@ func appliedThisBoot(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
 	}
 	boot := n.Status.NodeInfo.BootID
 	return boot == "" || (ln.Status.Boot != nil && ln.Status.Boot.BootID == boot)
+}
+
+// notReady: the node reports a Ready condition that is not True (False or
+// Unknown); a node reporting none yet is judged by its agent alone.
+func notReady(n *corev1.Node) bool {
+	st := readyStatus(n)
+	return st != "" && st != corev1.ConditionTrue
 }
 
 // tunedThisBoot: Applied for the LatencyNode's current generation in the
@@ -182,7 +194,8 @@ func (r *taintReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 }
 
 // taintInputsChanged passes the node events the gate acts on: creation,
-// deletion, resyncs and a change of taints, boot id or profile label.
+// deletion, resyncs and a change of taints, boot id, readiness or profile
+// label.
 func taintInputsChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, okO := e.ObjectOld.(*corev1.Node)
@@ -191,7 +204,7 @@ func taintInputsChanged() predicate.Predicate {
 			return true
 		}
 		return hasTaint(o.Spec.Taints, pendingTaint) != hasTaint(n.Spec.Taints, pendingTaint) ||
-			o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID ||
+			o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID || notReady(o) != notReady(n) ||
 			o.Labels[v1alpha1.ProfileLabel] != n.Labels[v1alpha1.ProfileLabel]
 	}}
 }

@@ -36,6 +36,12 @@ func nodeBooted(boot string) *corev1.Node {
 	return n
 }
 
+func nodeReady(boot string, st corev1.ConditionStatus) *corev1.Node {
+	n := nodeBooted(boot)
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+	return n
+}
+
 func TestWantsPendingTaint(t *testing.T) {
 	reverting := gateLN(2, metav1.ConditionFalse, "b1")
 	reverting.Spec.Action = v1alpha1.ActionRevert
@@ -66,6 +72,12 @@ func TestWantsPendingTaint(t *testing.T) {
 		{"tainted, Applied for this generation in this boot", tainted(nodeBooted("b1")), gateLN(2, metav1.ConditionTrue, "b1"), false},
 		{"tainted, Applied in the previous boot", tainted(nodeBooted("b2")), gateLN(2, metav1.ConditionTrue, "b1"), true},
 		{"tainted, deselected", tainted(nodeBooted("b1")), reverting, false},
+		// Down (an unplanned reboot on its way): tainted before the
+		// kubelet can report the new boot Ready.
+		{"Applied in this boot, NotReady", nodeReady("b1", corev1.ConditionFalse), gateLN(2, metav1.ConditionTrue, "b1"), true},
+		{"Applied in this boot, Ready Unknown", nodeReady("b1", corev1.ConditionUnknown), gateLN(2, metav1.ConditionTrue, "b1"), true},
+		{"Applied in this boot, Ready again", tainted(nodeReady("b1", corev1.ConditionTrue)), gateLN(2, metav1.ConditionTrue, "b1"), false},
+		{"NotReady, deselected", nodeReady("b1", corev1.ConditionFalse), reverting, false},
 	} {
 		if got := wantsPendingTaint(tc.node, tc.ln); got != tc.want {
 			t.Errorf("%s: wantsPendingTaint = %v, want %v", tc.name, got, tc.want)

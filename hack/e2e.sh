@@ -523,9 +523,18 @@ check "kernel.sched_autogroup_enabled still 0" sysctl_is sched_autogroup_enabled
 
 say "Realtime on this node: the manager moves it to the hostPID agent and back; the journal carries over"
 # rt_profile: the e2e profile with CPU 1 isolated and realtime granted to
-# the default namespace (realtime requires cpus.isolated).
+# the default namespace (realtime requires cpus.isolated), and the boot
+# parameters CPU 1 needs asked for report only: a plan, nothing staged.
 rt_profile() {
   profile | sed 's|^  cpus:$|  realtime:\n    namespaceSelector:\n      matchLabels: {kubernetes.io/metadata.name: default}\n  cpus:\n    isolated: "1"\n    namespaceSelector:\n      matchLabels: {kubernetes.io/metadata.name: default}|'
+  echo '  bootParameters: {policy: ReportOnly}'
+}
+# boot_planned: the agent reports the plan for CPU 1 (Planned, or Booted
+# should this kernel already hold every argument) and staged nothing.
+boot_planned() {
+  [[ "$(k get latencynode "$NODE" -o jsonpath='{.status.boot.state}')" =~ ^(Planned|Booted)$ ]] &&
+    k get latencynode "$NODE" -o jsonpath='{.status.boot.arguments[*].argument}' | grep -qw 'nohz_full=1' &&
+    [[ ! -e /etc/default/grub.d/90-latencytier.cfg ]]
 }
 node_agent_is() { [[ "$(k get node "$NODE" -o jsonpath='{.metadata.labels.node-restriction\.kubernetes\.io/latencytier-agent}')" == "$1" ]]; }
 hostpid_agent_ready() { agent_ready && [[ "$(agent_pod_field spec.hostPID)" == "$1" ]]; }
@@ -538,6 +547,9 @@ check "AgentHostPID event on the node" wait_until 30 "node event" node_event
 gen=$(k get latencyprofile "$PROFILE" -o jsonpath='{.metadata.generation}')
 check "LatencyNode Applied at generation $gen under the hostPID agent" wait_until "$TIMEOUT" "generation $gen" ln_generation_is "$gen"
 check "kernel.sched_autogroup_enabled still 0 (the journal carried over)" sysctl_is sched_autogroup_enabled 0
+check "boot parameters for CPU 1 planned, report only (nothing staged)" wait_until 60 "boot plan" boot_planned
+say "kubectl latency boot $PROFILE: the arguments the node lacks and why, before anything reboots"
+kubectl_latency boot "$PROFILE" | sed 's/^/    /' || true
 must "withdraw realtime" apply_profile
 check "node back on the standard agent" wait_until "$TIMEOUT" "agent label standard" node_agent_is standard
 check "the standard agent runs on $NODE" wait_until "$TIMEOUT" "standard agent" hostpid_agent_ready ""

@@ -195,3 +195,53 @@ func sdboot(cmdline string) map[string]string {
 	return map[string]string{"boot/efi/loader/loader.conf": "timeout 3\n", "usr/bin/kernel-install": "#!/bin/sh\n",
 		"etc/kernel/cmdline": cmdline + "\n", "etc/os-release": "ID=arch\n"}
 }
+
+// TestPlanBootPerNodeShape: one profile on two node shapes, an 8-CPU and a
+// 4-CPU node. Each agent checks the profile's CPU lists against its own
+// node's online CPUs (sysfs, read per pass) before it renders anything: a
+// profile both shapes hold stages the same arguments on both; one that
+// names CPUs only the larger node has stages them there and fails on the
+// smaller node alone, naming the field and the CPUs it lacks, with no knob
+// and nothing written (never a partial isolation: the cpuset, IRQ and power
+// settings refuse CPUs a node lacks the same way).
+func TestPlanBootPerNodeShape(t *testing.T) {
+	shapes := map[string]string{"8-cpu": "0-7", "4-cpu": "0-3"}
+	for _, c := range []struct {
+		name               string
+		reserved, isolated string
+		want               map[string]string // shape -> staged line, or "Failed: <message part>"
+	}{
+		{"fits both", "0-1", "2-3", map[string]string{
+			"8-cpu": "nohz_full=2-3 rcu_nocbs=2-3 isolcpus=managed_irq,2-3 irqaffinity=0-1",
+			"4-cpu": "nohz_full=2-3 rcu_nocbs=2-3 isolcpus=managed_irq,2-3 irqaffinity=0-1"}},
+		{"isolated beyond the small node", "0-1", "2-7", map[string]string{
+			"8-cpu": "nohz_full=2-7 rcu_nocbs=2-7 isolcpus=managed_irq,2-7 irqaffinity=0-1",
+			"4-cpu": "Failed: cpus.isolated 2-7: CPUs 4-7 are not online on this node (online 0-3)"}},
+		{"reserved beyond the small node", "4", "1-3", map[string]string{
+			"8-cpu": "nohz_full=1-3 rcu_nocbs=1-3 isolcpus=managed_irq,1-3 irqaffinity=4",
+			"4-cpu": "Failed: cpus.reserved 4: CPUs 4 are not online on this node (online 0-3)"}},
+	} {
+		for shape, online := range shapes {
+			t.Run(c.name+"/"+shape, func(t *testing.T) {
+				files := with(bootargstest.Files("quiet"), "sys/devices/system/cpu/online", online)
+				files["proc/cmdline"] = "BOOT_IMAGE=/vmlinuz ro quiet"
+				files["proc/stat"] = "cpu 1 2 3\nbtime 1700000000\n"
+				root := testroot.New(t, files)
+				chmodX(t, root.Path("usr/sbin/update-grub"))
+				before := snapshot(t, root.Dir())
+				b := PlanBoot(root, bootTuning(c.reserved, c.isolated, v1alpha1.BootReboot), "mixed", nil)
+				want := c.want[shape]
+				if msg, failed := strings.CutPrefix(want, "Failed: "); failed {
+					if b.Status.State != v1alpha1.BootFailed || b.Knob != nil || !strings.Contains(b.Status.Message, msg) {
+						t.Fatalf("state %s knob %v message %q, want Failed with %q", b.Status.State, b.Knob != nil, b.Status.Message, msg)
+					}
+				} else if b.Status.State != v1alpha1.BootStaged || b.Knob == nil || b.Knob.Desired != want {
+					t.Fatalf("state %s knob %+v, want Staged with %q", b.Status.State, b.Knob, want)
+				}
+				if after := snapshot(t, root.Dir()); !maps.Equal(before, after) {
+					t.Errorf("planning wrote to the host")
+				}
+			})
+		}
+	}
+}

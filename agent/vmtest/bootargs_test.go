@@ -4,7 +4,9 @@ package vmtest
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +20,8 @@ import (
 )
 
 // The bootloader row (hack/vm/test-kernels.sh, 6.12-grub-cgroup2) boots
-// through OVMF and real GRUB, not qemu's direct kernel boot, three times:
+// through OVMF and real GRUB, not qemu's direct kernel boot, five times
+// (grubBoots). The package's own three boots:
 //
 //  1. TestBootArgsGRUB regenerates the distribution's configuration
 //     (update-grub, the baseline), stages isolation arguments for CPU 1
@@ -27,18 +30,56 @@ import (
 //  2. TestBootArgsGRUBStaged finds a new boot id, every argument in
 //     /proc/cmdline and CPU 1 in the kernel's nohz_full, reverts, checks the
 //     drop-in gone and grub.cfg back byte for byte, and asks for a reboot;
-//  3. TestBootArgsGRUBReverted finds a new boot id and a command line
-//     without the arguments.
+//  3. TestBootArgsGRUBReverted finds a new boot id, /proc/cmdline byte for
+//     byte the first boot's and grub.cfg the baseline.
+//
+// Then the agent's own passes (bootloop_test.go) from the third boot on.
+
+// grubBoots is the bootloader row's sequence: the tests each boot runs, in
+// source order (boot 1 is guest.sh's phase "", boot N its ".bootN"). Both
+// families stage through the one drop-in and reboot through guest.sh's one
+// marker, so they take turns; the agent's first pass shares the package's
+// last boot (its baseline is that boot's configuration), which saves a
+// sixth boot and the second VM a row of its own would start.
+var grubBoots = [][]string{
+	{"TestBootArgsGRUB"},
+	{"TestBootArgsGRUBStaged"},
+	{"TestBootArgsGRUBReverted", "TestBootAgentGRUB"},
+	{"TestBootAgentGRUBBooted"},
+	{"TestBootAgentGRUBReverted"},
+}
+
+// grubBoot is the index in grubBoots of the boot test name runs in.
+func grubBoot(t *testing.T, name string) int {
+	t.Helper()
+	for i, tests := range grubBoots {
+		if slices.Contains(tests, name) {
+			return i
+		}
+	}
+	t.Fatalf("%s is in no boot of grubBoots", name)
+	return -1
+}
+
+// grubPhase is guest.sh's LATENCYTIER_VM_PHASE in boot i of grubBoots.
+func grubPhase(i int) string {
+	if i == 0 {
+		return ""
+	}
+	return fmt.Sprintf(".boot%d", i+1)
+}
 
 const grubCfg = "/boot/grub/grub.cfg"
 
-func grubRow(t *testing.T, phase string) *host.Root {
+// grubRow skips the test outside the bootloader row and outside its boot
+// of grubBoots.
+func grubRow(t *testing.T) *host.Root {
 	t.Helper()
 	root, row := vm(t)
 	if !strings.Contains(row, "-grub") {
 		t.Skip("bootloader row only (6.12-grub-cgroup2)")
 	}
-	if got := os.Getenv("LATENCYTIER_VM_PHASE"); got != phase {
+	if got, phase := os.Getenv("LATENCYTIER_VM_PHASE"), grubPhase(grubBoot(t, t.Name())); got != phase {
 		t.Skipf("boot phase %q, this test runs in %q", got, phase)
 	}
 	return root
@@ -69,9 +110,26 @@ func loadState(t *testing.T, name string) string {
 	return string(b)
 }
 
-func askReboot(t *testing.T, next string) {
+// askReboot leaves guest.sh's marker: reboot, then run the tests of the
+// boot after t's in grubBoots.
+func askReboot(t *testing.T) {
 	t.Helper()
-	saveState(t, "reboot", "agent_vmtest ^"+next+"$")
+	i := grubBoot(t, t.Name()) + 1
+	if i == len(grubBoots) {
+		t.Fatalf("%s asked for a reboot after the last boot of grubBoots", t.Name())
+	}
+	saveState(t, "reboot", "agent_vmtest ^("+strings.Join(grubBoots[i], "|")+")$")
+}
+
+// cmdline is the running kernel's command line as the kernel has it, every
+// byte (read trims).
+func cmdline(t *testing.T, root *host.Root) string {
+	t.Helper()
+	b, err := root.ReadFile(root.Proc("cmdline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func bootID(t *testing.T, root *host.Root) string {
@@ -79,7 +137,7 @@ func bootID(t *testing.T, root *host.Root) string {
 }
 
 func TestBootArgsGRUB(t *testing.T) {
-	root := grubRow(t, "")
+	root := grubRow(t)
 	if b := bootargs.Detect(root); b.Kind != bootargs.KindGRUB {
 		t.Fatalf("backend %s (%s), want GRUB", b.Kind, b.Reason)
 	}
@@ -117,13 +175,14 @@ func TestBootArgsGRUB(t *testing.T) {
 		t.Fatalf("%s after staging lacks %q:\n%s", grubCfg, bootargs.Line(args), cfg)
 	}
 	saveState(t, "grub-baseline", string(baseline))
+	saveState(t, "grub-cmdline", cmdline(t, root))
 	saveState(t, "grub-args", bootargs.Line(args))
 	saveState(t, "grub-boot", bootID(t, root))
-	askReboot(t, "TestBootArgsGRUBStaged")
+	askReboot(t)
 }
 
 func TestBootArgsGRUBStaged(t *testing.T) {
-	root := grubRow(t, ".boot2")
+	root := grubRow(t)
 	if bootID(t, root) == loadState(t, "grub-boot") {
 		t.Fatal("boot id unchanged: the VM did not reboot")
 	}
@@ -151,11 +210,11 @@ func TestBootArgsGRUBStaged(t *testing.T) {
 		t.Errorf("%s after revert differs from the distribution's own:\n%s", grubCfg, cfg)
 	}
 	saveState(t, "grub-boot", bootID(t, root))
-	askReboot(t, "TestBootArgsGRUBReverted")
+	askReboot(t)
 }
 
 func TestBootArgsGRUBReverted(t *testing.T) {
-	root := grubRow(t, ".boot3")
+	root := grubRow(t)
 	if bootID(t, root) == loadState(t, "grub-boot") {
 		t.Fatal("boot id unchanged: the VM did not reboot")
 	}
@@ -166,6 +225,9 @@ func TestBootArgsGRUBReverted(t *testing.T) {
 	}
 	if b.NohzFull != "" {
 		t.Errorf("the kernel's nohz_full CPUs are %q after revert, want none", b.NohzFull)
+	}
+	if got, first := cmdline(t, root), loadState(t, "grub-cmdline"); got != first {
+		t.Errorf("/proc/cmdline after revert and reboot\n  %q\nis not the first boot's\n  %q", got, first)
 	}
 	cfg, _ := os.ReadFile(grubCfg)
 	if string(cfg) != loadState(t, "grub-baseline") {

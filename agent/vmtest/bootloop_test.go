@@ -30,23 +30,28 @@ import (
 )
 
 // The agent's own passes (loop.Reconciler.Reconcile: render, engine,
-// status, the reboot step) in the bootloader row, over three boots. The
-// LatencyNode lives in an in-memory client carried from boot to boot in the
-// guest's state directory (the API server is not what this row proves; the
-// envtest loop tests are); the reboot the agent asks for is handed to
-// hack/vm/guest.sh's marker, which reboots through systemctl reboot
-// (reboot.target over systemd, as systemd.Reboot starts it), because a
-// reboot under the running test would lose its results.
+// status, the reboot step) in the bootloader row, boots 3 to 5 of
+// grubBoots. The LatencyNode lives in an in-memory client carried from boot
+// to boot in the guest's state directory (the API server is not what this
+// row proves; the envtest loop tests are).
 //
-//  1. TestBootAgentGRUB: baseline update-grub; policy Reboot stages
+//  3. TestBootAgentGRUB: baseline update-grub; policy Reboot stages
 //     (status Staged, boot/grub Applied); the manager's Rebooting request
-//     reboots once, a restarted agent does not ask again.
-//  2. TestBootAgentGRUBBooted: a new boot id, Booted, rebootedFor, every
+//     reboots once, a restarted agent does not ask again (this reboot is
+//     handed to guest.sh's marker, which runs systemctl reboot, so the
+//     test's checks run to their end).
+//  4. TestBootAgentGRUBBooted: a new boot id, Booted, rebootedFor, every
 //     argument in /proc/cmdline and CPU 1 in nohz_full; then action Revert:
-//     drop-in gone, grub.cfg byte for byte the baseline, and a reboot for
-//     the revert.
-//  3. TestBootAgentGRUBReverted: the arguments are gone from the command
-//     line and the kernel's view, grub.cfg is the baseline, no journal.
+//     drop-in gone, grub.cfg byte for byte the baseline, Unstaged and no
+//     reboot before the manager asks; then the manager's request for the
+//     revert, which TestBootAgentGRUBReboot takes after the boot's tests: a
+//     fresh agent reboots the VM its own way, systemd.Reboot (reboot.target
+//     over systemd's D-Bus socket).
+//  5. TestBootAgentGRUBReverted: a new boot id and rebootedFor the revert
+//     (from the record the agent wrote before it asked systemd); the
+//     arguments gone from the kernel's view, /proc/cmdline byte for byte
+//     the command line boot 3 started with, grub.cfg the baseline, no
+//     journal.
 
 const bootNode = "vm-boot"
 
@@ -70,15 +75,22 @@ func bootClient(t *testing.T, ln *v1alpha1.LatencyNode) client.Client {
 }
 
 // bootAgent is a freshly started agent (nothing in memory from before);
-// asked to reboot, it leaves guest.sh's marker for the next boot's test.
-func bootAgent(t *testing.T, c client.Client, root *host.Root, next string, reboots *int) *loop.Reconciler {
+// asked to reboot, it leaves guest.sh's marker for the next boot's tests.
+func bootAgent(t *testing.T, c client.Client, root *host.Root, reboots *int) *loop.Reconciler {
+	r := realAgent(t, c, root)
+	r.Boot.Reboot = func(context.Context) error {
+		*reboots++
+		askReboot(t)
+		return nil
+	}
+	return r
+}
+
+// realAgent is a freshly started agent that reboots the way the agent
+// does (BootOptions.Reboot nil: systemd.Reboot).
+func realAgent(t *testing.T, c client.Client, root *host.Root) *loop.Reconciler {
 	return &loop.Reconciler{Client: c, NodeName: bootNode, Root: root, Resync: time.Minute,
-		Engine: &apply.Engine{Root: root, Log: testr.New(t)},
-		Boot: loop.BootOptions{Reboot: func(context.Context) error {
-			*reboots++
-			askReboot(t, next)
-			return nil
-		}}}
+		Engine: &apply.Engine{Root: root, Log: testr.New(t)}}
 }
 
 func agentPass(t *testing.T, r *loop.Reconciler) {
@@ -127,7 +139,7 @@ func loadNode(t *testing.T) *v1alpha1.LatencyNode {
 }
 
 func TestBootAgentGRUB(t *testing.T) {
-	root := grubRow(t, "")
+	root := grubRow(t)
 	ctx := context.Background()
 	if err := grubStager(root).Run(ctx, "latencytier-update-grub.service", []string{"/usr/sbin/update-grub"}); err != nil {
 		t.Fatalf("baseline update-grub: %v", err)
@@ -137,6 +149,7 @@ func TestBootAgentGRUB(t *testing.T) {
 		t.Fatal(err)
 	}
 	saveState(t, "agent-grub-baseline", string(baseline))
+	saveState(t, "agent-cmdline", cmdline(t, root))
 	ln := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: bootNode, Generation: 1},
 		Spec: v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Profile: "vmtest", ProfileGeneration: 1,
 			Tuning: v1alpha1.TuningSpec{
@@ -146,7 +159,7 @@ func TestBootAgentGRUB(t *testing.T) {
 	c := bootClient(t, ln)
 	reboots := 0
 	start := time.Now()
-	agentPass(t, bootAgent(t, c, root, "TestBootAgentGRUBBooted", &reboots))
+	agentPass(t, bootAgent(t, c, root, &reboots))
 	t.Logf("staging pass took %s", time.Since(start).Round(time.Second))
 	got := getNode(t, c)
 	b := got.Status.Boot
@@ -177,8 +190,8 @@ func TestBootAgentGRUB(t *testing.T) {
 	updateNode(t, c, func(s *v1alpha1.LatencyNodeSpec) {
 		s.Reboot = &v1alpha1.NodeRebootSpec{Revision: "vmtest-r1", Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: b.BootID}
 	})
-	agentPass(t, bootAgent(t, c, root, "TestBootAgentGRUBBooted", &reboots))
-	agentPass(t, bootAgent(t, c, root, "TestBootAgentGRUBBooted", &reboots)) // restarted
+	agentPass(t, bootAgent(t, c, root, &reboots))
+	agentPass(t, bootAgent(t, c, root, &reboots)) // restarted
 	if reboots != 1 {
 		t.Fatalf("asked for %d reboots for one revision, want 1", reboots)
 	}
@@ -187,14 +200,14 @@ func TestBootAgentGRUB(t *testing.T) {
 }
 
 func TestBootAgentGRUBBooted(t *testing.T) {
-	root := grubRow(t, ".boot2")
+	root := grubRow(t)
 	if bootID(t, root) == loadState(t, "agent-boot") {
 		t.Fatal("boot id unchanged: the VM did not reboot")
 	}
 	c := bootClient(t, loadNode(t))
 	reboots := 0
 	start := time.Now()
-	agentPass(t, bootAgent(t, c, root, "TestBootAgentGRUBReverted", &reboots))
+	agentPass(t, bootAgent(t, c, root, &reboots))
 	t.Logf("first pass after the boot took %s", time.Since(start).Round(time.Second))
 	got := getNode(t, c)
 	b := got.Status.Boot
@@ -211,11 +224,10 @@ func TestBootAgentGRUBBooted(t *testing.T) {
 	} else {
 		t.Logf("boot to Applied: %s; kernel view: isolated %q nohz_full %q", b.AppliedAfterBoot.Duration, b.KernelIsolated, b.KernelNohzFull)
 	}
-	updateNode(t, c, func(s *v1alpha1.LatencyNodeSpec) {
-		s.Action = v1alpha1.ActionRevert
-		s.Reboot = &v1alpha1.NodeRebootSpec{Revision: "vmtest-revert", Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: b.BootID}
-	})
-	agentPass(t, bootAgent(t, c, root, "TestBootAgentGRUBReverted", &reboots))
+	// The manager reverts first and asks for the reboot later: the
+	// revert pass restores the files and waits for the request.
+	updateNode(t, c, func(s *v1alpha1.LatencyNodeSpec) { s.Action = v1alpha1.ActionRevert })
+	agentPass(t, bootAgent(t, c, root, &reboots))
 	if root.Exists(root.Path(bootargs.DropIn)) {
 		t.Error("drop-in left after the revert pass")
 	}
@@ -223,27 +235,60 @@ func TestBootAgentGRUBBooted(t *testing.T) {
 	if string(cfg) != loadState(t, "agent-grub-baseline") {
 		t.Errorf("%s after the revert pass differs from the baseline:\n%s", grubCfg, cfg)
 	}
-	if b := getNode(t, c).Status.Boot; b == nil || b.State != v1alpha1.BootUnstaged || reboots != 1 {
-		t.Fatalf("reverted, the running kernel still isolated: want Unstaged and one reboot, got %d reboots, %+v", reboots, b)
+	if b := getNode(t, c).Status.Boot; b == nil || b.State != v1alpha1.BootUnstaged || reboots != 0 {
+		t.Fatalf("reverted, the running kernel still isolated: want Unstaged and no reboot before the request, got %d reboots, %+v", reboots, b)
 	}
+	updateNode(t, c, func(s *v1alpha1.LatencyNodeSpec) {
+		s.Reboot = &v1alpha1.NodeRebootSpec{Revision: "vmtest-revert", Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: b.BootID}
+	})
 	saveState(t, "agent-boot", bootID(t, root))
 	saveNode(t, c)
+	askReboot(t)
+	saveState(t, "reboot-by", "agent_vmtest ^TestBootAgentGRUBReboot$")
+}
+
+// TestBootAgentGRUBReboot is how guest.sh reboots after boot 4's tests
+// (its marker reboot-by, phase ".boot4-reboot"): a fresh agent takes the
+// manager's request for the revert and reboots the VM its own way,
+// systemd.Reboot, whose job stops this test with everything else. It
+// fails if the agent reports the request failed or the test outlives it;
+// TestBootAgentGRUBReverted checks the boot that follows.
+func TestBootAgentGRUBReboot(t *testing.T) {
+	root, row := vm(t)
+	if !strings.Contains(row, "-grub") {
+		t.Skip("bootloader row only (6.12-grub-cgroup2)")
+	}
+	if got, phase := os.Getenv("LATENCYTIER_VM_PHASE"), grubPhase(grubBoot(t, "TestBootAgentGRUBBooted"))+"-reboot"; got != phase {
+		t.Skipf("boot phase %q, this test runs in %q (guest.sh's reboot step)", got, phase)
+	}
+	c := bootClient(t, loadNode(t))
+	t.Logf("boot %s: the agent asks systemd for reboot.target", bootID(t, root))
+	agentPass(t, realAgent(t, c, root))
+	if b := getNode(t, c).Status.Boot; b == nil || b.State == v1alpha1.BootFailed {
+		t.Fatalf("the agent's reboot: %+v", b)
+	}
+	const wait = 3 * time.Minute
+	time.Sleep(wait)
+	t.Fatalf("still running %s after the agent's reboot request", wait)
 }
 
 func TestBootAgentGRUBReverted(t *testing.T) {
-	root := grubRow(t, ".boot3")
+	root := grubRow(t)
 	if bootID(t, root) == loadState(t, "agent-boot") {
 		t.Fatal("boot id unchanged: the VM did not reboot")
 	}
 	c := bootClient(t, loadNode(t))
 	reboots := 0
-	agentPass(t, bootAgent(t, c, root, "none", &reboots))
+	agentPass(t, bootAgent(t, c, root, &reboots))
 	b := getNode(t, c).Status.Boot
 	if b == nil || b.State != v1alpha1.BootNotNeeded || b.RebootedFor != "vmtest-revert" || b.KernelNohzFull != "" || reboots != 0 {
 		t.Fatalf("after revert and reboot: %d reboots, %+v", reboots, b)
 	}
 	if got := bootargs.Check(root, bootargs.Parse(loadState(t, "agent-grub-args"))); len(got.Present) > 0 {
 		t.Errorf("/proc/cmdline still holds %q", got.Present)
+	}
+	if got, first := cmdline(t, root), loadState(t, "agent-cmdline"); got != first {
+		t.Errorf("/proc/cmdline after revert and reboot\n  %q\nis not the one before staging\n  %q", got, first)
 	}
 	cfg, _ := os.ReadFile(grubCfg)
 	if string(cfg) != loadState(t, "agent-grub-baseline") || root.Exists(root.Path(bootargs.DropIn)) {

@@ -211,9 +211,11 @@ type CPUSpec struct {
 	Reserved *string `json:"reserved,omitempty"`
 
 	// isolated are the CPUs kept for latency-critical pods. Full isolation
-	// also needs isolcpus, nohz_full and rcu_nocbs on the kernel command
-	// line: the agent checks and reports RebootRequired, it never edits the
-	// bootloader.
+	// also needs nohz_full, rcu_nocbs, isolcpus=managed_irq and irqaffinity
+	// on the kernel command line, derived from isolated and reserved:
+	// bootParameters says whether the agent only reports what the node
+	// lacks (ReportOnly, the default, RebootRequired) or stages it through
+	// the node's bootloader for a managed reboot (Reboot).
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?)*$`

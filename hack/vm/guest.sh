@@ -8,15 +8,19 @@
 # VM reboots (qemu -snapshot keeps the disk) and boot 2 runs that package's
 # *AfterReboot tests, or the -test.run pattern the marker names after the
 # package ("agent_vmtest ^TestX$"); a test of boot N may leave the marker
-# again for boot N+1 (the bootloader row boots three times), at most 4
-# boots. Then power off.
+# again for boot N+1 (the bootloader row boots five times), at most 5
+# boots. Then power off. The reboot itself is `systemctl reboot`, unless a
+# test also left reboot-by ("agent_vmtest ^TestX$"): then that test reboots
+# the VM (the agent's own way) as results/<name>.bootN-reboot; it never
+# returns when the reboot comes, so the next boot records its exit 0, and
+# if it does return its exit is kept and systemctl reboots instead.
 S=/mnt/share
 R=$S/results
 mkdir -p "$R"
 # LATENCYTIER_VM_REBOOT=1: this row runs the journal-across-reboot test
 export LATENCYTIER_VM=1 LATENCYTIER_VM_ROW="$(cat $S/row)" LATENCYTIER_VM_REBOOT="$(cat $S/reboot)" \
   PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
-marker=/var/lib/latencytier-vmtest/reboot boots=/var/lib/latencytier-vmtest/boots
+marker=/var/lib/latencytier-vmtest/reboot boots=/var/lib/latencytier-vmtest/boots by=/var/lib/latencytier-vmtest/reboot-by
 # stamp NAME: guest uptime (s) at NAME, for the row's time split
 stamp() { echo "$1 $(cut -d' ' -f1 /proc/uptime)" >>"$R/timing"; }
 run() { # name phase args...
@@ -29,8 +33,17 @@ run() { # name phase args...
 }
 # reboot_if_asked reboots when a test left the marker and boots remain.
 reboot_if_asked() {
-  if [ -f "$marker" ] && [ "$(cat "$boots" 2>/dev/null || echo 1)" -lt 4 ]; then
-    sync; echo "latencytier-vmtest: rebooting for $(cat "$marker")" >/dev/console
+  b="$(cat "$boots" 2>/dev/null || echo 1)"
+  if [ -f "$marker" ] && [ "$b" -lt 5 ]; then
+    sync
+    if [ -f "$by" ]; then
+      n="$(cut -d' ' -f1 "$by")"; sel="$(cut -s -d' ' -f2- "$by")"; rm -f "$by"; sync
+      echo "latencytier-vmtest: $n $sel reboots for $(cat "$marker")" >/dev/console
+      stamp "boot$b-reboot"
+      run "$n" ".boot$b-reboot" -test.run "$sel"
+      echo "latencytier-vmtest: $n $sel returned without a reboot; systemctl reboots" >/dev/console
+    fi
+    echo "latencytier-vmtest: rebooting for $(cat "$marker")" >/dev/console
     exec systemctl reboot
   fi
 }
@@ -38,6 +51,10 @@ if [ -f "$marker" ]; then
   n="$(cut -d' ' -f1 "$marker")"; sel="$(cut -s -d' ' -f2- "$marker")"; rm -f "$marker"
   b=$(( $(cat "$boots" 2>/dev/null || echo 1) + 1 )); echo "$b" >"$boots"
   stamp "boot$b-start"
+  # a reboot-by test the reboot stopped: it did what it was run for
+  for f in "$R"/*.boot$((b - 1))-reboot.out; do
+    [ -f "$f" ] && [ ! -f "${f%.out}.rc" ] && echo 0 >"${f%.out}.rc"
+  done
   run "$n" ".boot$b" -test.run "${sel:-AfterReboot\$}"
   stamp "boot$b-done"
   reboot_if_asked

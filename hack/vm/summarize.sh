@@ -54,7 +54,7 @@ if [[ -f "$R/timing" ]]; then
       d = t["boot1-tests-done"]
       printf "boot %d s, tests %d s (systemd %d s)", b, d - b, t["systemd-tests-done"] - b
       up = d   # each boot starts its uptime at 0: the boots add up
-      for (k = 2; k <= 4; k++) if (("boot" k "-start") in t) {
+      for (k = 2; k <= 5; k++) if (("boot" k "-start") in t) {
         printf ", boot %d %d s, its tests %d s", k, t["boot" k "-start"], t["boot" k "-done"] - t["boot" k "-start"]
         up += t["boot" k "-done"] }
       printf ", firmware+shutdowns %d s", total - up }' "$R/timing")"

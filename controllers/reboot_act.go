@@ -1,0 +1,153 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"latencytier.io/latencytier/api/v1alpha1"
+)
+
+// Managed reboots, one node's act (rebootAct, decided in reboot.go) carried
+// out: the LatencyNode's spec.reboot written before the act it records, so a
+// restarted manager resumes from what was done.
+
+// carryOut does one node's act: the record first where the act advances
+// it, so a restart resumes from what was done.
+func (r *rebooter) carryOut(ctx context.Context, p *v1alpha1.LatencyProfile, ln *v1alpha1.LatencyNode, n *corev1.Node,
+	a rebootAct, why string, now time.Time) error {
+	log := ctrl.LoggerFrom(ctx).WithValues("node", ln.Name)
+	since := metav1.NewTime(now.Truncate(time.Second))
+	switch a {
+	case rebootStart:
+		r.markStarted(ln.Name, true)
+		rec := &v1alpha1.NodeRebootSpec{Revision: ln.Spec.Revision, Phase: v1alpha1.RebootDraining, Since: since}
+		if !stagedForReboot(ln) {
+			rec.Revision = backRevision(currentRevision(p))
+		}
+		if err := r.writeRecord(ctx, ln, rec, nil); err != nil {
+			r.markStarted(ln.Name, false)
+			return err
+		}
+		if err := r.cordon(ctx, n, true); err != nil {
+			return err
+		}
+		log.Info("Cordoned the node to reboot it", "revision", rec.Revision)
+		r.event(p, corev1.EventTypeNormal, eventRebootDraining, "Cordoned node %s and draining it to reboot for %s", ln.Name, rec.Revision)
+	case rebootDrain:
+		if n != nil && !n.Spec.Unschedulable {
+			return r.cordon(ctx, n, true)
+		}
+	case rebootRequest:
+		rec := ln.Spec.Reboot.DeepCopy()
+		rec.Phase, rec.Since, rec.BootID = v1alpha1.RebootRequested, since, bootIDOf(n, ln)
+		if err := r.writeRecord(ctx, ln, rec, nil); err != nil {
+			return err
+		}
+		log.Info("Asked the agent to reboot the node", "bootID", rec.BootID)
+		r.event(p, corev1.EventTypeNormal, eventRebootRequested, "Drained node %s; its agent reboots it for %s", ln.Name, rec.Revision)
+	case rebootVerify:
+		rec := ln.Spec.Reboot.DeepCopy()
+		rec.Phase, rec.Since = v1alpha1.RebootVerifying, since
+		var stamp *verifyStamp
+		if !isBack(rec) { // a reboot back is judged by the boot, not the rollout's window
+			stamp = &verifyStamp{at: now}
+			if ro := p.Spec.Rollout; ro != nil {
+				stamp.after = &metav1.Time{Time: since.Add(window(ro))}
+			}
+		}
+		if err := r.writeRecord(ctx, ln, rec, stamp); err != nil {
+			return err
+		}
+		r.event(p, corev1.EventTypeNormal, eventRebootVerifying, "Node %s is %s; verifying", ln.Name, why)
+	case rebootFinish, rebootAbandon:
+		if err := r.cordon(ctx, n, false); err != nil {
+			return err
+		}
+		if err := r.writeRecord(ctx, ln, nil, nil); err != nil {
+			return err
+		}
+		r.markStarted(ln.Name, false)
+		if a == rebootAbandon {
+			log.Info("Paused the reboots", "why", why)
+			r.event(p, corev1.EventTypeWarning, eventRebootPaused, "%s; the reboots of %s paused", why, p.Name)
+			return nil
+		}
+		log.Info("Uncordoned the node after its reboot", "why", why)
+		r.event(p, corev1.EventTypeNormal, eventRebootDone, "Uncordoned node %s: %s", ln.Name, why)
+	case rebootStall:
+		if p.Status.Reboots == nil || !p.Status.Reboots.Paused || p.Status.Reboots.Message != why {
+			log.Info("Paused the reboots", "why", why)
+			r.event(p, corev1.EventTypeWarning, eventRebootPaused, "%s; the reboots of %s paused", why, p.Name)
+		}
+	}
+	return nil
+}
+
+func (r *rebooter) event(p *v1alpha1.LatencyProfile, typ, reason, format string, args ...any) {
+	r.Recorder.Eventf(p, nil, typ, reason, eventActionReboot, format, args...)
+}
+
+// bootIDOf is the node's running boot as the agent reports it, else as
+// the kubelet does.
+func bootIDOf(n *corev1.Node, ln *v1alpha1.LatencyNode) string {
+	if b := ln.Status.Boot; b != nil && b.BootID != "" {
+		return b.BootID
+	}
+	if n != nil {
+		return n.Status.NodeInfo.BootID
+	}
+	return ""
+}
+
+// verifyStamp restarts the rollout's verification clock at the boot: the
+// revision-set-at annotation and spec.verifyAfter.
+type verifyStamp struct {
+	at    time.Time
+	after *metav1.Time
+}
+
+// writeRecord sets (rec) or clears (nil) ln's spec.reboot with a JSON
+// patch that tests the generation it was read at: a spec written since
+// (a rollout move) makes it a staleError, and the pass runs again.
+func (r *rebooter) writeRecord(ctx context.Context, ln *v1alpha1.LatencyNode, rec *v1alpha1.NodeRebootSpec, stamp *verifyStamp) error {
+	ops := []jsonOp{{Op: "test", Path: "/metadata/generation", Value: ln.Generation}}
+	switch {
+	case rec != nil:
+		ops = append(ops, jsonOp{Op: "add", Path: "/spec/reboot", Value: rec})
+	case ln.Spec.Reboot != nil:
+		ops = append(ops, jsonOp{Op: "remove", Path: "/spec/reboot"})
+	default:
+		return nil
+	}
+	if stamp != nil {
+		at := stamp.at.UTC().Format(time.RFC3339)
+		if ln.Annotations == nil {
+			ops = append(ops, jsonOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{v1alpha1.RevisionSetAtAnnotation: at}})
+		} else {
+			ops = append(ops, jsonOp{Op: "add", Path: "/metadata/annotations/" + pointerEscape(v1alpha1.RevisionSetAtAnnotation), Value: at})
+		}
+		if stamp.after != nil {
+			ops = append(ops, jsonOp{Op: "add", Path: "/spec/verifyAfter", Value: stamp.after})
+		}
+	}
+	raw, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	written := ln.DeepCopy()
+	if err := r.Patch(ctx, written, client.RawPatch(types.JSONPatchType, raw)); err != nil {
+		if specMoved(err) {
+			return staleError{fmt.Errorf("recording the reboot of %s: spec written since generation %d: %w", ln.Name, ln.Generation, err)}
+		}
+		return ignoreStale(ctx, fmt.Errorf("recording the reboot of %s: %w", ln.Name, err))
+	}
+	return nil
+}
