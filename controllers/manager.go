@@ -58,7 +58,7 @@ import (
 // Nodes: read for selection and readiness; patch sets and removes the
 // latencytier.io/profile label and the owned-labels annotation, the
 // tuning-pending taint (taint.go) and spec.unschedulable (a managed
-// reboot's cordon, reboot_controller.go), and nothing else: RBAC cannot say
+// reboot's cordon, reboot_drain.go), and nothing else: RBAC cannot say
 // that, so the ValidatingAdmissionPolicy latencytier-manager-node-labels
 // (config/admission) does. Pods: listed on a node to drain it, and evicted
 // (pods/eviction, honouring PodDisruptionBudgets), never deleted.
