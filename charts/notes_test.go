@@ -66,6 +66,6 @@ func TestChartNotes(t *testing.T) {
 	}
 	got = notes(t, "-n", "tier", "--set", "uninstall.revertNodes=false")
 	if !strings.Contains(got, "BEFORE helm uninstall") {
-		t.Errorf("with uninstall.revertNodes=false the NOTES do not warn to revert first:\n%s", got)
+		t.Errorf("with uninstall.revertNodes=false NOTES.txt does not warn to revert first:\n%s", got)
 	}
 }
