@@ -56,7 +56,8 @@ func TestChartMonitoringToggles(t *testing.T) {
 	}
 
 	rendered := helm(t, append([]string{"template", "latencytier", chartDir,
-		"--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true"}, configDefaultLayout...)...)
+		"--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.podMonitor.credentials=LongLivedTokenSecret",
+		"--set", "monitoring.prometheusRule.enabled=true"}, configDefaultLayout...)...)
 	got := map[string]map[string]any{}
 	for key, obj := range objects(t, "helm template", throughKustomize(t, rendered)) {
 		if isMonitoring(key) {
@@ -88,7 +89,7 @@ func TestChartMonitoringToggles(t *testing.T) {
 	}
 
 	objs := objects(t, "helm template", helm(t, "template", "rel", chartDir, "-n", "mon",
-		"--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true",
+		"--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.podMonitor.credentials=LongLivedTokenSecret", "--set", "monitoring.prometheusRule.enabled=true",
 		"--set", "monitoring.podMonitor.labels.release=prom", "--set", "monitoring.prometheusRule.labels.release=prom2",
 		"--set", "monitoring.podMonitor.interval=15s"))
 	for key, release := range map[string]string{"PodMonitor/mon/latencytier": "prom", "PrometheusRule/mon/latencytier": "prom2"} {
