@@ -27,7 +27,7 @@ func TestProfileSummary(t *testing.T) {
 		}, v1alpha1.ProfileSummary{WorstP99: "6.4ms", Throttled: "1.0000", Ready: "False", Reason: "RolledBack",
 			Rollout: "RolledBack", Revision: "gw-b732907b", Improved: "0", Unchanged: "0", Regressed: "1", Inconclusive: "0"}},
 	} {
-		if got := profileSummary(c.st); got != c.want {
+		if got := v1alpha1.SummarizeProfile(c.st); got != c.want {
 			t.Errorf("%s: got %+v\nwant %+v", name, got, c.want)
 		}
 	}

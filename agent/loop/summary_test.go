@@ -34,7 +34,7 @@ func TestNodeSummary(t *testing.T) {
 			BaselineP99: "6.4ms", PodBaselineP99: dash, PodP99: "1ms", Throttled: "0.0000", Budget: dash, Reboot: dash,
 			Partitions: dash, Boot: "NotNeeded", NeedsBoot: "Tick,RCU", Kernel: "6.18.44"}},
 	} {
-		if got := nodeSummary(c.st); got != c.want {
+		if got := v1alpha1.SummarizeNode(c.st); got != c.want {
 			t.Errorf("%s: got %+v\nwant %+v", name, got, c.want)
 		}
 	}
