@@ -58,7 +58,7 @@ var workloads = []string{"Deployment/tier/latencytier-manager", "DaemonSet/tier/
 // by default nothing is mounted and the PodMonitor says insecureSkipVerify.
 // Before metrics.tls the schema refused the values.
 func TestChartMetricsTLS(t *testing.T) {
-	base := []string{"template", "rel", chartDir, "-n", "tier", "--set", "monitoring.podMonitor.enabled=true"}
+	base := append([]string{"template", "rel", chartDir, "-n", "tier", "--set", "monitoring.podMonitor.enabled=true"}, scrapeClassValues...)
 	for _, c := range []struct {
 		name                  string
 		set                   []string
@@ -132,7 +132,7 @@ func TestChartMetricsTLSRefusals(t *testing.T) {
 		{[]string{"metrics.tls.secretName=a", "metrics.secure=false"}, "needs metrics.secure=true"},
 		{[]string{"metrics.tls.certManager.issuerKind=Vault"}, "value must be one of"},
 		{[]string{"metrics.tls.secretName=Not_A_Name"}, "does not match pattern"},
-		{[]string{"monitoring.podMonitor.enabled=true", "monitoring.podMonitor.scrapeClass=sa-token"}, "needs prometheusServiceAccount.name"},
+		{[]string{"monitoring.podMonitor.enabled=true", "monitoring.podMonitor.scrapeClass=sa-token"}, "/monitoring/podMonitor/prometheusServiceAccount/name': minLength"},
 	} {
 		args := []string{"template", "rel", chartDir}
 		for _, s := range c.set {
@@ -144,32 +144,86 @@ func TestChartMetricsTLSRefusals(t *testing.T) {
 	}
 }
 
-// TestChartPodMonitorScrapeClassToken: with monitoring.podMonitor.scrapeClass
+// scrapeClassValues are what monitoring.podMonitor's default credentials,
+// ScrapeClass, need: the scrape class and Prometheus' service account.
+var scrapeClassValues = []string{"--set", "monitoring.podMonitor.scrapeClass=sa-token",
+	"--set", "monitoring.podMonitor.prometheusServiceAccount.name=prometheus-k8s",
+	"--set", "monitoring.podMonitor.prometheusServiceAccount.namespace=monitoring"}
+
+// TestChartPodMonitorCredentials: short-lived credentials are the default
+// path. With monitoring.podMonitor.credentials at its default, ScrapeClass,
 // the chart renders no non-expiring token Secret and no scraper service
 // account; the PodMonitor names the scrape class (whose token file is
 // Prometheus' own rotated, projected token) and carries no authorization of
 // its own, and latencytier-metrics-reader is bound to Prometheus' account.
-func TestChartPodMonitorScrapeClassToken(t *testing.T) {
-	objs := objects(t, "helm template", helm(t, "template", "rel", chartDir, "-n", "tier",
-		"--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.podMonitor.scrapeClass=sa-token",
-		"--set", "monitoring.podMonitor.prometheusServiceAccount.name=prometheus-k8s",
-		"--set", "monitoring.podMonitor.prometheusServiceAccount.namespace=monitoring"))
-	for key, obj := range objs {
-		if obj["kind"] == "Secret" || key == "ServiceAccount/tier/latencytier-metrics-scraper" {
-			t.Errorf("%s rendered with a scrape class", key)
+// The long-lived token Secret comes only with the explicit
+// credentials=LongLivedTokenSecret. Either way metrics.tls still gives the
+// PodMonitor a CA to verify with. It failed before credentials existed:
+// podMonitor.enabled=true alone rendered the non-expiring Secret.
+func TestChartPodMonitorCredentials(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		set         []string
+		longLived   bool
+		verifiedTLS bool
+	}{
+		{"default: scrape class", scrapeClassValues, false, false},
+		{"default: scrape class, TLS by CA", append([]string{"--set", "metrics.tls.secretName=my-cert"}, scrapeClassValues...), false, true},
+		{"opt-in: long-lived Secret", []string{"--set", "monitoring.podMonitor.credentials=LongLivedTokenSecret"}, true, false},
+		{"opt-in: long-lived Secret, TLS by CA", []string{"--set", "monitoring.podMonitor.credentials=LongLivedTokenSecret",
+			"--set", "metrics.tls.secretName=my-cert"}, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			objs := objects(t, "helm template", helm(t, append([]string{"template", "rel", chartDir, "-n", "tier",
+				"--set", "monitoring.podMonitor.enabled=true"}, c.set...)...))
+			_, secret := objs["Secret/tier/latencytier-metrics-token"]
+			_, account := objs["ServiceAccount/tier/latencytier-metrics-scraper"]
+			if secret != c.longLived || account != c.longLived {
+				t.Errorf("token Secret rendered %v, scraper account %v; want %v", secret, account, c.longLived)
+			}
+			spec := objs["PodMonitor/tier/latencytier"]["spec"].(map[string]any)
+			ep := spec["podMetricsEndpoints"].([]any)[0].(map[string]any)
+			b := objs["ClusterRoleBinding/latencytier-metrics-scraper"]
+			subjects := fmt.Sprintf("%v %v", b["subjects"], b["roleRef"].(map[string]any)["name"])
+			if c.longLived {
+				if spec["scrapeClass"] != nil || ep["authorization"] == nil {
+					t.Errorf("PodMonitor scrapeClass %v, authorization %v: want the token Secret's", spec["scrapeClass"], ep["authorization"])
+				}
+				if subjects != "[map[kind:ServiceAccount name:latencytier-metrics-scraper namespace:tier]] latencytier-metrics-reader" {
+					t.Errorf("scraper binding %s", subjects)
+				}
+			} else {
+				if spec["scrapeClass"] != "sa-token" {
+					t.Errorf("PodMonitor scrapeClass %v, want sa-token", spec["scrapeClass"])
+				}
+				if ep["authorization"] != nil {
+					t.Errorf("PodMonitor endpoint has authorization %v, which would override the scrape class's", ep["authorization"])
+				}
+				if subjects != "[map[kind:ServiceAccount name:prometheus-k8s namespace:monitoring]] latencytier-metrics-reader" {
+					t.Errorf("scraper binding %s", subjects)
+				}
+			}
+			tls := tlsConfig(t, objs)
+			if ca, _ := tls["ca"].(map[string]any); c.verifiedTLS != (ca != nil) || c.verifiedTLS == (tls["insecureSkipVerify"] == true) {
+				t.Errorf("tlsConfig %v, want verified by CA: %v", tls, c.verifiedTLS)
+			}
+		})
+	}
+	for _, c := range []struct {
+		set  []string
+		says string
+	}{
+		{nil, "/monitoring/podMonitor/scrapeClass': minLength"},
+		{[]string{"monitoring.podMonitor.credentials=LongLivedTokenSecret", "monitoring.podMonitor.scrapeClass=sa-token"}, "value must be ''"},
+		{[]string{"monitoring.podMonitor.credentials=Secret"}, "value must be one of"},
+	} {
+		args := []string{"template", "rel", chartDir, "--set", "monitoring.podMonitor.enabled=true"}
+		for _, s := range c.set {
+			args = append(args, "--set", s)
 		}
-	}
-	spec := objs["PodMonitor/tier/latencytier"]["spec"].(map[string]any)
-	if spec["scrapeClass"] != "sa-token" {
-		t.Errorf("PodMonitor scrapeClass %v, want sa-token", spec["scrapeClass"])
-	}
-	if ep := spec["podMetricsEndpoints"].([]any)[0].(map[string]any); ep["authorization"] != nil {
-		t.Errorf("PodMonitor endpoint still has authorization %v, which would override the scrape class's", ep["authorization"])
-	}
-	b := objs["ClusterRoleBinding/latencytier-metrics-scraper"]
-	if got := fmt.Sprintf("%v %v", b["subjects"], b["roleRef"].(map[string]any)["name"]); got !=
-		"[map[kind:ServiceAccount name:prometheus-k8s namespace:monitoring]] latencytier-metrics-reader" {
-		t.Errorf("scraper binding %s", got)
+		if out := helmFails(t, args...); !strings.Contains(out, c.says) {
+			t.Errorf("--set %v: want a refusal saying %q, got:\n%s", c.set, c.says, out)
+		}
 	}
 }
 
@@ -183,6 +237,7 @@ func TestKustomizeVerifiedTLSMatchesChart(t *testing.T) {
 	want := objects(t, "kustomize build testdata/verified-tls",
 		kustomize(t, filepath.Join("testdata", "verified-tls")))
 	rendered := helm(t, append([]string{"template", "latencytier", chartDir, "--set", "monitoring.podMonitor.enabled=true",
+		"--set", "monitoring.podMonitor.credentials=LongLivedTokenSecret",
 		"--set", "metrics.tls.secretName=latencytier-metrics-tls"}, configDefaultLayout...)...)
 	got := objects(t, "helm template", throughKustomize(t, rendered))
 	for _, key := range []string{"Deployment/latencytier-system/latencytier-manager", "DaemonSet/latencytier-system/latencytier-agent",

@@ -2,11 +2,14 @@ package charts
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"sigs.k8s.io/yaml"
 )
@@ -56,7 +59,8 @@ func TestChartMonitoringToggles(t *testing.T) {
 	}
 
 	rendered := helm(t, append([]string{"template", "latencytier", chartDir,
-		"--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true"}, configDefaultLayout...)...)
+		"--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.podMonitor.credentials=LongLivedTokenSecret",
+		"--set", "monitoring.prometheusRule.enabled=true"}, configDefaultLayout...)...)
 	got := map[string]map[string]any{}
 	for key, obj := range objects(t, "helm template", throughKustomize(t, rendered)) {
 		if isMonitoring(key) {
@@ -88,7 +92,7 @@ func TestChartMonitoringToggles(t *testing.T) {
 	}
 
 	objs := objects(t, "helm template", helm(t, "template", "rel", chartDir, "-n", "mon",
-		"--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true",
+		"--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.podMonitor.credentials=LongLivedTokenSecret", "--set", "monitoring.prometheusRule.enabled=true",
 		"--set", "monitoring.podMonitor.labels.release=prom", "--set", "monitoring.prometheusRule.labels.release=prom2",
 		"--set", "monitoring.podMonitor.interval=15s"))
 	for key, release := range map[string]string{"PodMonitor/mon/latencytier": "prom", "PrometheusRule/mon/latencytier": "prom2"} {
@@ -137,13 +141,52 @@ func runbookURLs(t *testing.T, rule map[string]any) map[string]string {
 	return urls
 }
 
-// TestChartRunbookBaseURL: monitoring.prometheusRule.runbookBaseURL
-// replaces the page of every alert's runbook_url and keeps its anchor; the
-// default is the rules file's own absolute URL, so the default render is
-// the file (TestChartMonitoringToggles compares the whole object).
+// githubAnchors are the anchors GitHub gives the headings of a Markdown
+// document: the heading in lower case, punctuation but "-" and "_" dropped,
+// spaces turned to "-", a repeat suffixed -1, -2, ... Each maps to the
+// heading's text.
+func githubAnchors(doc string) map[string]string {
+	anchors := map[string]string{}
+	seen := map[string]int{}
+	for _, line := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(line, "#") {
+			continue
+		}
+		text := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(text) {
+			switch {
+			case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_':
+				b.WriteRune(r)
+			case r == ' ':
+				b.WriteRune('-')
+			}
+		}
+		a := b.String()
+		if n := seen[a]; n > 0 {
+			seen[a]++
+			a = fmt.Sprintf("%s-%d", a, n)
+		} else {
+			seen[a] = 1
+		}
+		anchors[a] = text
+	}
+	return anchors
+}
+
+// TestChartRunbookBaseURL: every alert's runbook_url, whichever base the
+// chart is given, is that base and an anchor that resolves to the alert's
+// own section of docs/runbooks.md (GitHub's anchor of the heading). The
+// base is monitoring.prometheusRule.runbookBaseURL, or by default the
+// runbooks of the version installed under Chart.yaml's source: main for a
+// build of the repository (appVersion dev, so the default render stays the
+// rules file, which TestChartMonitoringToggles compares whole) and the tag
+// v<appVersion> for a release. It failed while the default was
+// .../blob/main/ for every chart version, so a released chart's alerts
+// linked to runbooks of whatever main had become.
 func TestChartRunbookBaseURL(t *testing.T) {
-	render := func(set ...string) map[string]string {
-		args := []string{"template", "rel", chartDir, "-n", "mon", "--set", "monitoring.prometheusRule.enabled=true"}
+	render := func(chart string, set ...string) map[string]string {
+		args := []string{"template", "rel", chart, "-n", "mon", "--set", "monitoring.prometheusRule.enabled=true"}
 		for _, s := range set {
 			args = append(args, "--set", s)
 		}
@@ -153,32 +196,62 @@ func TestChartRunbookBaseURL(t *testing.T) {
 		}
 		return runbookURLs(t, rule)
 	}
-	values, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	var chart struct {
+		Sources []string `json:"sources"`
+	}
+	b, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v struct {
-		Monitoring struct {
-			PrometheusRule struct {
-				RunbookBaseURL string `json:"runbookBaseURL"`
-			} `json:"prometheusRule"`
-		} `json:"monitoring"`
+	if err := yaml.Unmarshal(b, &chart); err != nil || len(chart.Sources) == 0 {
+		t.Fatalf("Chart.yaml sources %v: %v", chart.Sources, err)
 	}
-	if err := yaml.Unmarshal(values, &v); err != nil {
+	source := strings.TrimSuffix(chart.Sources[0], "/")
+
+	// A released chart: the same chart with appVersion 0.3.0.
+	released := filepath.Join(t.TempDir(), "latencytier")
+	if err := os.CopyFS(released, os.DirFS(chartDir)); err != nil {
 		t.Fatal(err)
 	}
+	meta := regexp.MustCompile(`(?m)^appVersion: .*$`).ReplaceAll(b, []byte("appVersion: 0.3.0"))
+	if bytes.Equal(meta, b) {
+		t.Fatal("Chart.yaml has no appVersion line")
+	}
+	if err := os.WriteFile(filepath.Join(released, "Chart.yaml"), meta, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "runbooks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := githubAnchors(string(doc))
 	const mirror = "https://git.example.com/platform/latencytier/-/blob/v0.2.0/docs/runbooks.md"
 	for base, urls := range map[string]map[string]string{
-		v.Monitoring.PrometheusRule.RunbookBaseURL: render(),
-		mirror: render("monitoring.prometheusRule.runbookBaseURL=" + mirror),
+		source + "/blob/main/docs/runbooks.md":   render(chartDir),
+		source + "/blob/v0.3.0/docs/runbooks.md": render(released),
+		mirror:                                   render(chartDir, "monitoring.prometheusRule.runbookBaseURL="+mirror),
 	} {
-		if !strings.HasPrefix(base, "https://") {
-			t.Errorf("runbook base %q is not an absolute https URL", base)
-		}
 		for alert, got := range urls {
-			if want := base + "#" + strings.ToLower(alert); got != want {
-				t.Errorf("base %s: %s runbook_url %q, want %q", base, alert, got, want)
+			page, anchor, _ := strings.Cut(got, "#")
+			if page != base {
+				t.Errorf("%s runbook_url %q: page %s, want %s", alert, got, page, base)
 			}
+			if heading, ok := anchors[anchor]; !ok {
+				t.Errorf("%s runbook_url %q: docs/runbooks.md has no heading with anchor #%s", alert, got, anchor)
+			} else if heading != alert {
+				t.Errorf("%s runbook_url %q: #%s is the section %q, not the alert's", alert, got, anchor, heading)
+			}
+		}
+	}
+}
+
+// TestGithubAnchors: the anchors are GitHub's.
+func TestGithubAnchors(t *testing.T) {
+	got := githubAnchors("# Runbooks\n## LatencyTierAgentDown\n## What it means: a node's p99 (µs)\n## What it means: a node's p99 (µs)\ntext # not a heading\n")
+	for _, a := range []string{"runbooks", "latencytieragentdown", "what-it-means-a-nodes-p99-µs", "what-it-means-a-nodes-p99-µs-1"} {
+		if _, ok := got[a]; !ok {
+			t.Errorf("no anchor %q in %v", a, got)
 		}
 	}
 }

@@ -44,11 +44,11 @@ func notes(t *testing.T, args ...string) string {
 // are reverted first; the CRDs stay). There were no NOTES before. The
 // Pod Security warning needs a cluster (lookup) and is not tested here.
 func TestChartNotes(t *testing.T) {
-	got := notes(t, "-n", "tier", "--set", "monitoring.podMonitor.enabled=true")
+	got := notes(t, append([]string{"-n", "tier", "--set", "monitoring.podMonitor.enabled=true"}, scrapeClassValues...)...)
 	for _, want := range []string{
 		"in namespace tier: the manager",
 		"latencytier-agent-hostpid",
-		"PodMonitor latencytier",
+		"PodMonitor latencytier (scrapes the manager and the agents with Prometheus' own\n  short-lived token, scrape class sa-token)",
 		"kubectl get lp",
 		"kubectl -n tier get ds",
 		"kubectl -n tier rollout status deploy/latencytier-manager",
@@ -66,6 +66,6 @@ func TestChartNotes(t *testing.T) {
 	}
 	got = notes(t, "-n", "tier", "--set", "uninstall.revertNodes=false")
 	if !strings.Contains(got, "BEFORE helm uninstall") {
-		t.Errorf("with uninstall.revertNodes=false the NOTES do not warn to revert first:\n%s", got)
+		t.Errorf("with uninstall.revertNodes=false NOTES.txt does not warn to revert first:\n%s", got)
 	}
 }

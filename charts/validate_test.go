@@ -261,7 +261,7 @@ func TestRenderedObjectsValidate(t *testing.T) {
 func TestValidatorRefuses(t *testing.T) {
 	v := newValidator(t)
 	objs := objects(t, "helm template", helm(t, "template", "rel", chartDir, "-n", "tier", "--include-crds",
-		"--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true"))
+		"--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.podMonitor.credentials=LongLivedTokenSecret", "--set", "monitoring.prometheusRule.enabled=true"))
 	get := func(key string) map[string]any {
 		obj, ok := objs[key]
 		if !ok {

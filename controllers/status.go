@@ -283,6 +283,7 @@ func computeStatus(old v1alpha1.LatencyProfileStatus, in statusInput) (v1alpha1.
 	for _, c := range profileConditions(in.Profile, &st, tally, in.Now) {
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
+	st.Summary = v1alpha1.SummarizeProfile(st)
 	return st, counts
 }
 

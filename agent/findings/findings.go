@@ -1,5 +1,7 @@
 // Package findings judges one measurement window's observations of a node
-// against the field notes' checklists and the profile's latency budget. It
+// against the checks for run-queue waits on a node that is not busy (the
+// scheduler knobs, IRQs and RT tasks on the wrong CPUs, throttling) and the
+// profile's latency budget. It
 // is pure: the observations come in an Observation (read from the host by
 // agent/window), so every check is a table test without a host root.
 package findings
@@ -16,7 +18,8 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// Finding types: the field notes' checklists.
+// Finding types: each names a known cause of runnable threads waiting while
+// CPUs sit partly idle.
 const (
 	FindingAutogroup          = "AutogroupEnabled"
 	FindingNumaBalancing      = "NumaBalancingEnabled"

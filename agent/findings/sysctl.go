@@ -11,8 +11,10 @@ func Sysctls() []string {
 	return []string{knobs.Autogroup.Sysctl(), knobs.NumaBalancing.Sysctl(), knobs.RTRuntime.Sysctl()}
 }
 
-// autogroup: field note 004, a cron tar in its own session got the CPU share
-// of a 500-thread gateway.
+// autogroup: with kernel.sched_autogroup_enabled=1 CFS first shares CPU
+// between sessions, then within each, so a one-thread cron job in its own
+// session gets as much as a 500-thread server started by systemd, whose
+// threads then wait in the run queue although the CPUs are not full.
 func autogroup(o Observation) *v1alpha1.Finding {
 	return toggleOn(o, knobs.Autogroup, o.Scheduler.Autogroup, FindingAutogroup,
 		"each session (a cron job, an ssh login) gets as much CPU as a whole many-threaded server")

@@ -206,6 +206,7 @@ func (r *Reconciler) report(ctx context.Context, ln *v1alpha1.LatencyNode, st v1
 	}
 	orig := ln.DeepCopy()
 	ln.Status = reported(st, now, heartbeat)
+	ln.Status.Summary = v1alpha1.SummarizeNode(ln.Status)
 	if err := r.Client.Status().Patch(ctx, ln, client.MergeFrom(orig)); err != nil {
 		r.statusRefused(ctx, orig, err)
 		// Not an error for the workqueue: its backoff would grow to

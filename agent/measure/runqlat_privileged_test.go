@@ -101,8 +101,8 @@ const (
 	// loadSwitch is context-switch heavy (stress-ng --switch): the cost case.
 	loadSwitch = "switch"
 	// loadCPU is more runnable threads than CPUs (stress-ng --cpu), the
-	// field notes' case: run-queue waits spread over microseconds to
-	// milliseconds.
+	// case latencytier exists for: run-queue waits spread over microseconds
+	// to milliseconds.
 	loadCPU = "cpu"
 )
 
@@ -161,8 +161,8 @@ func pingPong(ctx context.Context) {
 // are a wakeup of this test apart, which on a loaded machine is milliseconds
 // of events. So the comparison gets up to three windows and passes on the
 // first where counts and both percentiles agree; a wrong bucket mapping or
-// lost or doubled events fail all three. The load is CPU contention (the field
-// notes' case) rather than a context-switch storm, whose p50 sits at exactly
+// lost or doubled events fail all three. The load is CPU contention (runnable
+// threads queueing, the case the agent measures) rather than a context-switch storm, whose p50 sits at exactly
 // 2 us on this machine.
 func TestAgainstRunqlat(t *testing.T) {
 	needRoot(t)

@@ -16,7 +16,7 @@ import (
 	"latencytier.io/latencytier/internal/printable"
 )
 
-// Finding types of field note 003 this package checks.
+// Finding types about real-time tasks this package checks.
 const (
 	// findingRTOnReserved: user-space real-time tasks may run on the
 	// reserved (housekeeping) CPUs, where they preempt kubelet, system
@@ -38,9 +38,13 @@ const (
 	throttleMsg   = "sched: RT throttling activated"
 )
 
-// Findings are note 003's checks: real-time tasks allowed on the reserved
+// Findings are the real-time checks: real-time tasks allowed on the reserved
 // CPUs (only when the profile reserves some), and real-time throttling seen
-// this boot (the kernel log) or now (debugfs sched/debug, when mounted).
+// this boot (the kernel log) or now (debugfs sched/debug, when mounted). A
+// SCHED_FIFO/SCHED_RR task runs ahead of every CFS task on its CPU, so one on
+// the reserved CPUs starves the housekeeping there; RT bandwidth throttling
+// (kernel.sched_rt_runtime_us, 950000 us of every 1000000 us by default)
+// stops all RT tasks for the rest of the period, cutting their work.
 func Findings(root *host.Root, reserved cpuset.CPUSet) []v1alpha1.Finding {
 	var out []v1alpha1.Finding
 	if f := rtOnReserved(root, reserved); f != nil {

@@ -1,6 +1,7 @@
 // Package rtsched gives the threads of opted-in pods a real-time scheduling
 // policy (SCHED_FIFO, SCHED_RR) when the profile's realtime field grants it,
-// and owns the findings of field note 003 about real-time tasks.
+// and owns the findings about real-time tasks (on the reserved CPUs, or
+// throttled by the kernel's RT bandwidth limit).
 //
 // Why a knob kind and not a journaled step of its own: the engine
 // (agent/apply) already journals every original before the first write,

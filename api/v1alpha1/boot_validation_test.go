@@ -91,6 +91,7 @@ func TestBootStatusAndRebootRecord(t *testing.T) {
 	}
 	ln.Status.Boot = &v1alpha1.BootStatus{State: v1alpha1.BootStaged, Backend: "GRUB", BootID: "b1",
 		Arguments: []v1alpha1.BootArgument{{Argument: "nohz_full=1-3", Why: "tick", Present: false}}}
+	ln.Status.Summary = v1alpha1.SummarizeNode(ln.Status) // as the agent writes it
 	if err := k8s.Status().Update(ctx, ln); err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,7 @@ func TestIsolationStatusAndColumns(t *testing.T) {
 	patch := client.MergeFrom(ln.DeepCopy())
 	ln.Status.Isolation = &v1alpha1.IsolationStatus{Partitions: v1alpha1.IsolationLive, Confinement: v1alpha1.IsolationLive,
 		IRQSteering: v1alpha1.IsolationOff, NeedsBoot: []v1alpha1.BootIsolationGoal{v1alpha1.BootGoalTick, v1alpha1.BootGoalRCUCallbacks}}
+	ln.Status.Summary = v1alpha1.SummarizeNode(ln.Status) // as the agent writes it
 	if err := k8s.Status().Patch(ctx, ln, patch); err != nil {
 		t.Fatal(err)
 	}

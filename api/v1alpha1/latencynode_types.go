@@ -176,6 +176,11 @@ type KernelFacts struct {
 // otherwise once per heartbeatInterval; Prometheus, not this status, keeps
 // the fine-grained series.
 type LatencyNodeStatus struct {
+	// summary is what kubectl get prints, "-" where a figure is not known
+	// yet; written by the agent with every report.
+	// +optional
+	// +kubebuilder:default={}
+	Summary NodeSummary `json:"summary,omitempty"`
 	// reportedAt is when the agent last wrote this status. A node whose
 	// report is older than two heartbeatIntervals is shown Stale.
 	// +optional
@@ -289,23 +294,25 @@ type LatencyNodeStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=ln,categories=latencytier
 // +kubebuilder:subresource:status
+// Printer columns read spec and status.summary only: a column over a field
+// that may be absent prints an empty cell (printer columns cannot default),
+// while summary's fields default to "-" (TestPrinterColumnsNeverBlank).
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`
-// +kubebuilder:printcolumn:name="Applied",type=string,JSONPath=`.status.conditions[?(@.type=="Applied")].status`
-// +kubebuilder:printcolumn:name="P99",type=string,JSONPath=`.status.runQueueP99`
-// +kubebuilder:printcolumn:name="Reported",type=date,JSONPath=`.status.reportedAt`
+// +kubebuilder:printcolumn:name="Applied",type=string,JSONPath=`.status.summary.applied`
+// +kubebuilder:printcolumn:name="P99",type=string,JSONPath=`.status.summary.p99`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:printcolumn:name="Drift",type=string,JSONPath=`.status.conditions[?(@.type=="Drifted")].status`,priority=1
+// +kubebuilder:printcolumn:name="Drift",type=string,JSONPath=`.status.summary.drift`,priority=1
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`,priority=1
-// +kubebuilder:printcolumn:name="Baseline-P99",type=string,JSONPath=`.status.baseline.runQueue.p99`,priority=1
-// +kubebuilder:printcolumn:name="Pod-Baseline-P99",type=string,JSONPath=`.status.baseline.pods.p99`,priority=1
-// +kubebuilder:printcolumn:name="Pod-P99",type=string,JSONPath=`.status.current.pods.p99`,priority=1
-// +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.throttledRatio`,priority=1
-// +kubebuilder:printcolumn:name="Budget",type=string,JSONPath=`.status.conditions[?(@.type=="WithinBudget")].status`,priority=1
-// +kubebuilder:printcolumn:name="Reboot",type=string,JSONPath=`.status.conditions[?(@.type=="RebootRequired")].status`,priority=1
-// +kubebuilder:printcolumn:name="Partitions",type=string,JSONPath=`.status.isolation.partitions`,priority=1
-// +kubebuilder:printcolumn:name="Boot",type=string,JSONPath=`.status.boot.state`,priority=1
-// +kubebuilder:printcolumn:name="Needs-Boot",type=string,JSONPath=`.status.isolation.needsBoot`,priority=1
-// +kubebuilder:printcolumn:name="Kernel",type=string,JSONPath=`.status.kernel.version`,priority=1
+// +kubebuilder:printcolumn:name="Baseline-P99",type=string,JSONPath=`.status.summary.baselineP99`,priority=1
+// +kubebuilder:printcolumn:name="Pod-Baseline-P99",type=string,JSONPath=`.status.summary.podBaselineP99`,priority=1
+// +kubebuilder:printcolumn:name="Pod-P99",type=string,JSONPath=`.status.summary.podP99`,priority=1
+// +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.summary.throttled`,priority=1
+// +kubebuilder:printcolumn:name="Budget",type=string,JSONPath=`.status.summary.budget`,priority=1
+// +kubebuilder:printcolumn:name="Reboot",type=string,JSONPath=`.status.summary.reboot`,priority=1
+// +kubebuilder:printcolumn:name="Partitions",type=string,JSONPath=`.status.summary.partitions`,priority=1
+// +kubebuilder:printcolumn:name="Boot",type=string,JSONPath=`.status.summary.boot`,priority=1
+// +kubebuilder:printcolumn:name="Needs-Boot",type=string,JSONPath=`.status.summary.needsBoot`,priority=1
+// +kubebuilder:printcolumn:name="Kernel",type=string,JSONPath=`.status.summary.kernel`,priority=1
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.spec.revision`,priority=1
 type LatencyNode struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -315,8 +322,10 @@ type LatencyNode struct {
 	// +required
 	Spec LatencyNodeSpec `json:"spec"`
 
-	// status is written by this node's agent only.
+	// status is written by this node's agent only. It defaults to {} so
+	// that its summary reads "-" before the agent's first report.
 	// +optional
+	// +kubebuilder:default={}
 	Status LatencyNodeStatus `json:"status,omitempty"`
 }
 

@@ -167,6 +167,13 @@ type LatencyProfileStatus struct {
 	// +kubebuilder:validation:items:MaxLength=253
 	WaitingFor []string `json:"waitingFor,omitempty"`
 
+	// summary is what kubectl get prints beside the counts, "-" where a
+	// figure is not known yet; written by the manager with every status
+	// write.
+	// +optional
+	// +kubebuilder:default={}
+	Summary ProfileSummary `json:"summary,omitempty"`
+
 	// --- safe rollout (issue 12) ---
 
 	// rollout is where the current revision's rollout stands, and the
@@ -187,24 +194,27 @@ type LatencyProfileStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=lp,categories=latencytier
 // +kubebuilder:subresource:status
+// Printer columns read spec, the counts (which default to 0) and
+// status.summary (which defaults to "-") only: a column over a field that
+// may be absent prints an empty cell (TestPrinterColumnsNeverBlank).
 // +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.matched`
 // +kubebuilder:printcolumn:name="Applied",type=integer,JSONPath=`.status.applied`
 // +kubebuilder:printcolumn:name="Degraded",type=integer,JSONPath=`.status.degraded`
 // +kubebuilder:printcolumn:name="Stale",type=integer,JSONPath=`.status.stale`
-// +kubebuilder:printcolumn:name="Worst-P99",type=string,JSONPath=`.status.worstRunQueueP99`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.rollout.phase`
+// +kubebuilder:printcolumn:name="Worst-P99",type=string,JSONPath=`.status.summary.worstP99`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.summary.ready`
+// +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.summary.rollout`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.maxThrottledRatio`,priority=1
+// +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.summary.throttled`,priority=1
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,priority=1
 // +kubebuilder:printcolumn:name="Conflicted",type=integer,JSONPath=`.status.conflicted`,priority=1
 // +kubebuilder:printcolumn:name="Outside-Budget",type=integer,JSONPath=`.status.outsideBudget`,priority=1
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
-// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.rollout.revision`,priority=1
-// +kubebuilder:printcolumn:name="Improved",type=integer,JSONPath=`.status.rollout.improved`,priority=1
-// +kubebuilder:printcolumn:name="Unchanged",type=integer,JSONPath=`.status.rollout.unchanged`,priority=1
-// +kubebuilder:printcolumn:name="Regressed",type=integer,JSONPath=`.status.rollout.regressed`,priority=1
-// +kubebuilder:printcolumn:name="Inconclusive",type=integer,JSONPath=`.status.rollout.inconclusive`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.summary.reason`,priority=1
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.summary.revision`,priority=1
+// +kubebuilder:printcolumn:name="Improved",type=string,JSONPath=`.status.summary.improved`,priority=1
+// +kubebuilder:printcolumn:name="Unchanged",type=string,JSONPath=`.status.summary.unchanged`,priority=1
+// +kubebuilder:printcolumn:name="Regressed",type=string,JSONPath=`.status.summary.regressed`,priority=1
+// +kubebuilder:printcolumn:name="Inconclusive",type=string,JSONPath=`.status.summary.inconclusive`,priority=1
 type LatencyProfile struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -213,8 +223,10 @@ type LatencyProfile struct {
 	// +required
 	Spec LatencyProfileSpec `json:"spec"`
 
-	// status is written by the controller only.
+	// status is written by the controller only. It defaults to {} so that
+	// its counts read 0 and its summary "-" before the first status write.
 	// +optional
+	// +kubebuilder:default={}
 	Status LatencyProfileStatus `json:"status,omitempty"`
 }
 

@@ -30,6 +30,11 @@ var widest = map[string]string{
 	"p99":                       "999.999µs",
 	"condition":                 "Unknown",
 	`.status.conditions[?(@.type=="Ready")].reason`: "AllNodesApplied",
+	".status.summary.applied":                       "Unknown",
+	".status.summary.p99":                           "999.999µs",
+	".status.summary.worstP99":                      "999.999µs",
+	".status.summary.ready":                         "Unknown",
+	".status.summary.rollout":                       "Progressing",
 }
 
 // kubectl's table printer: tabwriter with minwidth 6 and padding 3.

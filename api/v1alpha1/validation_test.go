@@ -384,6 +384,7 @@ func TestPrinterColumns(t *testing.T) {
 		{Type: v1alpha1.NodeApplied, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonApplied, LastTransitionTime: metav1.Now()},
 		{Type: v1alpha1.NodeDrifted, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoDrift, LastTransitionTime: metav1.Now()},
 	}
+	ln.Status.Summary = v1alpha1.SummarizeNode(ln.Status) // as the agent writes it
 	if err := k8s.Status().Patch(ctx, ln, patch); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -139,5 +140,85 @@ func TestProfileCountColumnsNeverBlank(t *testing.T) {
 	}
 	if ints < 7 {
 		t.Errorf("only %d integer columns: %s", ints, raw)
+	}
+}
+
+// TestPrinterColumnsNeverBlank: kubectl get latencyprofiles and kubectl get
+// latencynodes, -o wide included, print no empty cell for objects just
+// created, before the manager or an agent wrote any status. It failed while
+// the columns read fields that are absent until written (the Ready and
+// Applied conditions, p99s, the rollout's phase and counts, the evidence
+// windows, partitions, boot): the API server's Table had empty cells there,
+// and a printer column cannot default. The columns now read spec, the
+// counts (default 0) and status.summary (default "-"). This lists both
+// kinds as kubectl does, asking the real API server for the Table.
+func TestPrinterColumnsNeverBlank(t *testing.T) {
+	cfg := startAPIServer(t)
+	s := scheme.Scheme
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join("..", "samples", "gateway.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &v1alpha1.LatencyProfile{}
+	if err := yaml.UnmarshalStrict(b, p); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	// As the manager creates it (controllers.applySpec).
+	ln := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "worker-7"}, Spec: v1alpha1.LatencyNodeSpec{
+		Action: v1alpha1.ActionApply, Profile: p.Name, ProfileGeneration: p.Generation,
+		Tuning: *p.Spec.TuningSpec.DeepCopy(), Revision: p.Name + "-5d8f9c7b6",
+	}}
+	if err := c.Create(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rest.RESTClientForConfigAndClient(func() *rest.Config {
+		c := rest.CopyConfig(cfg)
+		c.GroupVersion = &v1alpha1.GroupVersion
+		c.APIPath = "/apis"
+		c.NegotiatedSerializer = serializer.NewCodecFactory(s).WithoutConversion()
+		return c
+	}(), hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, resource := range []string{"latencyprofiles", "latencynodes"} {
+		raw, err := rc.Get().Resource(resource).
+			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Param("includeObject", "None").DoRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tab table
+		if err := json.Unmarshal(raw, &tab); err != nil {
+			t.Fatalf("%v: %s", err, raw)
+		}
+		if len(tab.Rows) != 1 || len(tab.ColumnDefinitions) < 10 {
+			t.Fatalf("%s: table %s", resource, raw)
+		}
+		for _, row := range tab.Rows {
+			if len(row.Cells) != len(tab.ColumnDefinitions) {
+				t.Fatalf("%s: row %v for %d columns", resource, row.Cells, len(tab.ColumnDefinitions))
+			}
+			for i, col := range tab.ColumnDefinitions {
+				if cell := row.Cells[i]; cell == nil || cell == "" {
+					t.Errorf("kubectl get %s: column %s (priority %d) is blank for a new object", resource, col.Name, col.Priority)
+				}
+			}
+		}
 	}
 }

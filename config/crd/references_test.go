@@ -1,10 +1,11 @@
 // Package crd holds the generated CustomResourceDefinitions (make
 // manifests, from api/v1alpha1); its test keeps what `kubectl explain`, the
-// samples, the README, docs/ and make help show a reader free of
-// references they cannot follow.
+// samples, the README, docs/, make help and every source file show a
+// reader free of references they cannot follow.
 package crd
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -96,6 +97,94 @@ func TestDescriptionsCiteNothingOutsideTheRepository(t *testing.T) {
 				if _, err := os.Stat(filepath.Join("..", "..", m[1])); err != nil {
 					t.Errorf("%s:%d names %s, not in the repository: %s", path, i+1, m[1], strings.TrimSpace(line))
 				}
+			}
+		}
+	}
+}
+
+// sourceExts are the kinds of file a contributor reads in the repository
+// besides prose: code and its comments, scripts, manifests, chart templates.
+var sourceExts = map[string]bool{".go": true, ".sh": true, ".yaml": true, ".yml": true, ".json": true,
+	".tpl": true, ".txt": true, ".md": true, ".c": true, ".h": true, ".py": true}
+
+// sources are every such file under the repository root, by path relative
+// to it, leaving out build outputs, hidden directories and this file (whose
+// pattern and examples name what it looks for). Files under testdata/ are
+// fixtures, not prose, and a fixture may need to hold anything.
+func sources(t *testing.T) map[string]string {
+	t.Helper()
+	root := filepath.Join("..", "..")
+	files := map[string]string{}
+	skipDirs := map[string]bool{"bin": true, "dist": true, "testdata": true, "out": true}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != root && (strings.HasPrefix(name, ".") || skipDirs[name]) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == filepath.Join("config", "crd", "references_test.go") || name == "vmlinux.h" {
+			return nil
+		}
+		if !sourceExts[filepath.Ext(name)] && name != "Makefile" && name != "Dockerfile" && !isScript(p) {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		files[rel] = string(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// isScript says p is an executable text file without an extension
+// (hack/local-cluster and the like).
+func isScript(p string) bool {
+	info, err := os.Stat(p)
+	if err != nil || info.Mode()&0o111 == 0 || filepath.Ext(p) != "" {
+		return false
+	}
+	b, err := os.ReadFile(p)
+	return err == nil && strings.HasPrefix(string(b), "#!")
+}
+
+// TestSourcesCiteNothingOutsideTheRepository: Go sources and their
+// comments, scripts, the chart (templates, values, schema, NOTES.txt, its
+// CRD copies), the kustomize manifests and docs cite no field note, design
+// card, shared path or incident either: a contributor reading why the agent
+// checks something finds the kernel reason stated where it is used. It
+// failed while agent/findings, agent/rtsched and the runqlat comparison
+// test cited "field note 003/004" and "the field notes' checklists", and
+// hack/bench/plot.sh titled its plots "(note 004)".
+func TestSourcesCiteNothingOutsideTheRepository(t *testing.T) {
+	files := sources(t)
+	for _, want := range []string{"agent/rtsched/findings.go", "charts/latencytier/values.yaml",
+		"charts/latencytier/templates/NOTES.txt", "charts/latencytier/crds", "docs/runbooks.md", "hack/local-cluster"} {
+		found := false
+		for p := range files {
+			if p == filepath.FromSlash(want) || strings.HasPrefix(p, filepath.FromSlash(want)+string(filepath.Separator)) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("%s not among the files read: the walk misses what it is for", want)
+		}
+	}
+	for path, text := range files {
+		for i, line := range strings.Split(text, "\n") {
+			if m := outsideReferences.FindString(line); m != "" {
+				t.Errorf("%s:%d cites %q, which a reader cannot follow; state the reason instead: %s", path, i+1, m, strings.TrimSpace(line))
 			}
 		}
 	}

@@ -28,9 +28,9 @@ done
 [ ${#panels[@]} -gt 0 ] || { log "no samples to plot"; exit 0; }
 
 declare -A title=(
-	[autogroup]="autogroup (note 004): gzip hog in another session"
-	[throttling]="CFS quota (notes 001/002): pod quota vs. removed"
-	[irq]="IRQs (notes 000/001/003): left alone vs. steered off CPU 1"
+	[autogroup]="autogroup: gzip hog in another session"
+	[throttling]="CFS quota: pod quota vs. removed"
+	[irq]="IRQs: left alone vs. steered off CPU 1"
 )
 declare -A after=([autogroup]="after: gateway profile (autogroup off)" [throttling]="after: agent removed the pod quota" [irq]="after: movable IRQs steered to CPU 0")
 {

@@ -38,11 +38,16 @@ show_evidence() {
   k get latencynodes -o wide | sed 's/^/    /'
   echo "  \$ kubectl get lp $1 -o wide"
   k get latencyprofile "$1" -o wide | sed 's/^/    /'
+  # Go templates, not jsonpath: jsonpath prints a missing figure as
+  # nothing ("pod p99  ( wakeups)"); these print "-" instead.
   local w
   for w in baseline current; do
-    k get latencynode "$NODE" -o jsonpath="{\"    $w: \"}{.status.$w.action}{\" \"}{.status.$w.revision}{\": run queue p99 \"}{.status.$w.runQueue.p99}{\" (\"}{.status.$w.runQueue.samples}{\" wakeups), pod p99 \"}{.status.$w.pods.p99}{\" (\"}{.status.$w.pods.samples}{\" wakeups), pod throttled ratio \"}{.status.$w.throttledRatio}{\"\n\"}" 2>/dev/null || true
+    k get latencynode "$NODE" -o go-template="{{\"    $w: \"}}{{with .status.$w}}{{.action}} {{or .revision \"-\"}}: run queue p99 {{with .runQueue}}{{or .p99 \"-\"}} ({{or .samples 0}} wakeups){{else}}-{{end}}, pod p99 {{with .pods}}{{or .p99 \"-\"}} ({{or .samples 0}} wakeups){{else}}-{{end}}, pod throttled ratio {{or .throttledRatio \"-\"}}{{else}}-{{end}}
+" 2>/dev/null || true
   done
   # The verdict is the profile's (listed when not Improved/Unchanged).
-  k get latencyprofile "$1" -o jsonpath='{"    verdict:  "}{.status.rollout.verdicts[?(@.node=="'"$NODE"'")].verdict}{": "}{.status.rollout.verdicts[?(@.node=="'"$NODE"'")].message}{" (improved "}{.status.rollout.improved}{", unchanged "}{.status.rollout.unchanged}{")\n"}' 2>/dev/null || true
-  k get latencyprofile "$1" -o jsonpath='{"    rollout:  "}{.status.rollout.phase}{" revision "}{.status.rollout.revision}{": "}{.status.rollout.message}{"\n"}'
+  k get latencyprofile "$1" -o go-template='{{"    verdict:  "}}{{with .status.rollout}}{{$v := "-"}}{{range .verdicts}}{{if eq .node "'"$NODE"'"}}{{$v = printf "%s: %s" .verdict (or .message "-")}}{{end}}{{end}}{{$v}} (improved {{or .improved 0}}, unchanged {{or .unchanged 0}}){{else}}- (no rollout){{end}}
+' 2>/dev/null || true
+  k get latencyprofile "$1" -o go-template='{{"    rollout:  "}}{{with .status.rollout}}{{or .phase "-"}} revision {{or .revision "-"}}: {{or .message "-"}}{{else}}-{{end}}
+'
 }
