@@ -9,12 +9,9 @@ import (
 	"time"
 
 	"latencytier.io/latencytier/agent/access"
-	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/kerr"
-	"latencytier.io/latencytier/agent/partition"
 	"latencytier.io/latencytier/agent/plan"
-	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -29,8 +26,9 @@ import (
 const MaxRestoreAttempts = 5
 
 // Revert restores every journaled original, newest first, and removes the
-// journal once nothing is left to restore; then it unmounts debugfs if the
-// agent mounted it.
+// journal once nothing is left to restore; then it gives back what the agent
+// acquired to reach some kinds' knobs (access.Releasers: the debugfs it
+// mounted).
 func (e *Engine) Revert() (Report, error) {
 	var rep Report
 	unlock, err := e.lock()
@@ -42,15 +40,19 @@ func (e *Engine) Revert() (Report, error) {
 	if err != nil || left > 0 {
 		return rep, err
 	}
-	// A failed unmount (EBUSY: someone uses debugfs) is a note, kept for
-	// the next pass, not a failed revert: every setting is restored.
-	switch unmounted, err := sysctl.ReleaseDebugfs(e.Root); {
-	case err != nil:
-		e.Log.Info("Left debugfs mounted", "error", err.Error())
-		rep.Notes = append(rep.Notes, err.Error())
-	case unmounted:
-		e.Log.Info("Unmounted the debugfs the agent mounted", "path", e.Root.Sys("kernel", "debug"))
-		rep.Notes = append(rep.Notes, "unmounted the debugfs the agent mounted at "+e.Root.Sys("kernel", "debug"))
+	// What the agent acquired to reach some knobs (access.Releasers) is
+	// given back now that nothing is journaled. A failure (EBUSY: someone
+	// uses debugfs) is a note, kept for the next pass, not a failed
+	// revert: every setting is restored.
+	for _, rel := range access.Releasers {
+		switch note, err := rel.Release(e.Root); {
+		case err != nil:
+			e.Log.Info("Left a resource the agent acquired", "resource", rel.Name, "error", err.Error())
+			rep.Notes = append(rep.Notes, err.Error())
+		case note != "":
+			e.Log.Info("Released a resource the agent acquired", "resource", rel.Name, "note", note)
+			rep.Notes = append(rep.Notes, note)
+		}
 	}
 	return rep, nil
 }
@@ -241,23 +243,6 @@ func oursList(w []string) string {
 	return strings.Join(q, " or ")
 }
 
-// Equal is the comparison revert uses without a knob at hand: values equal
-// after collapsing whitespace, cpulists naming the same CPUs, or cpuset
-// partition states of one type ("isolated invalid (...)", a partition of
-// the agent's the kernel has since invalidated, is still its "isolated").
-func Equal(a, b string) bool {
-	fa, fb := strings.Join(strings.Fields(a), " "), strings.Join(strings.Fields(b), " ")
-	if fa == fb || partition.SameType(fa, fb) {
-		return true
-	}
-	if !isCPUList(fa) || !isCPUList(fb) {
-		return false
-	}
-	sa, err1 := cpulist.Parse(fa)
-	sb, err2 := cpulist.Parse(fb)
-	return err1 == nil && err2 == nil && sa.Equals(sb)
-}
-
-func isCPUList(s string) bool {
-	return s != "" && strings.Trim(s, "0123456789,-") == "" && s[0] != '-'
-}
+// Equal is access.SameValue, the comparison revert uses without a knob at
+// hand.
+func Equal(a, b string) bool { return access.SameValue(a, b) }
