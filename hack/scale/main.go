@@ -227,7 +227,7 @@ start of the steady window; its Node stays Ready) the profile showed it Stale; t
 the quiet window (%s, measurement Disabled, nothing changing: the goal is zero). The quiet window
 starts once the manager has written the change (its profile status) and then made no
 write for 10 s; the figure in brackets is when its last write of the change came, in seconds
-after the change.
+after the change; Event series updates in the window are shown apart (below).
 
 `
 
@@ -250,6 +250,13 @@ const method = `
   change by resource (Node labels, LatencyNodes, Events, profile status), from FlowSchemas
   per resource as below.
 - API server CPU is utime+stime of the kube-apiserver process over the steady window.
+- Event series: the manager records Events through client-go's events/v1 broadcaster, which
+  folds a repeated event (same object, reason and action; the note is not compared) into a
+  series: it creates the Event, patches it at the second occurrence, counts the rest in
+  memory, and patches the final count 6-12 min after the series' last occurrence
+  (finishSeries; every series again each 30 min). Those patches of Events made before a
+  window can fall into it; a FlowSchema for Event patches counts them, and the quiet window
+  shows them apart from the manager's writes (Event creates stay in them).
 - Stale: the silenced node counts as shown when the profile's status.nodes lists it Stale; the
   goal is within three of the heartbeats the agents report (status.heartbeatInterval). It is
   restarted afterwards, so the spec change reaches every node.

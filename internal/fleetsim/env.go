@@ -42,6 +42,11 @@ var flows = []flow{
 	// them grow with the fleet.
 	{"fleetsim-manager-nodes", managerGroup, writeVerbs, "nodes"},
 	{"fleetsim-manager-latencynodes", managerGroup, writeVerbs, "latencynodes"},
+	// An Event patch is client-go's events/v1 broadcaster updating a
+	// series (the second occurrence of an event, and the final count it
+	// writes 6-12 min after a series' last occurrence, finishSeries): the
+	// trail of earlier events, not a decision of the manager's.
+	{"fleetsim-manager-event-series", managerGroup, []string{"patch", "update"}, "events"},
 	{"fleetsim-manager-events", managerGroup, writeVerbs, "events"},
 	{"fleetsim-manager-writes", managerGroup, writeVerbs, "*"},
 	{"fleetsim-manager-other", managerGroup, []string{"*"}, "*"},

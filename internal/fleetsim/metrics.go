@@ -26,6 +26,9 @@ type counters struct {
 	// writes of Nodes (labels), of LatencyNodes (creates, spec patches,
 	// deletes) and of Events, counted in ManagerWrites too.
 	NodeWrites, LatencyNodeWrites, EventWrites float64
+	// EventSeriesWrites are those of the EventWrites that patch an Event
+	// (a series' count), not create one.
+	EventSeriesWrites float64
 	// AgentStatusWrites are the agents' patches of latencynodes/status.
 	AgentStatusWrites float64
 	// LatencyNodeWatches is a gauge, not a counter: the open WATCH
@@ -38,7 +41,7 @@ func (c counters) minus(o counters) counters {
 		ProfileStatusWrites: c.ProfileStatusWrites - o.ProfileStatusWrites, ManagerWrites: c.ManagerWrites - o.ManagerWrites,
 		VerdictWrites: c.VerdictWrites - o.VerdictWrites, AgentStatusWrites: c.AgentStatusWrites - o.AgentStatusWrites,
 		NodeWrites: c.NodeWrites - o.NodeWrites, LatencyNodeWrites: c.LatencyNodeWrites - o.LatencyNodeWrites,
-		EventWrites:        c.EventWrites - o.EventWrites,
+		EventWrites: c.EventWrites - o.EventWrites, EventSeriesWrites: c.EventSeriesWrites - o.EventSeriesWrites,
 		LatencyNodeWatches: c.LatencyNodeWatches}
 }
 
@@ -56,6 +59,10 @@ func (c *counters) add(fs string, v float64) {
 	}[fs]
 	if own != nil {
 		*own += v
+	}
+	if fs == "fleetsim-manager-event-series" {
+		c.EventSeriesWrites += v
+		c.EventWrites += v
 	}
 	switch {
 	case strings.HasPrefix(fs, "fleetsim-manager-"):

@@ -54,6 +54,9 @@ type Window struct {
 	// ManagerWrites is the total (not per minute) in the window, and
 	// VerdictWrites those of them to LatencyNode status.
 	ManagerWrites, VerdictWrites float64
+	// EventSeriesWrites are those of ManagerWrites that patch an Event's
+	// series (client-go closing a series of earlier events), in total.
+	EventSeriesWrites float64
 	// APIServerCPU is the API server's CPU over the window, in cores.
 	APIServerCPU float64
 	// Nodes is how many agents were reporting in the window.

@@ -285,9 +285,9 @@ func (f *fleet) window(ctx context.Context, name string, length time.Duration) (
 	w.ManagerCPU = (u1.cpu - u0.cpu).Seconds() / mins
 	w.ManagerRequests, w.AgentRequests = d.ManagerRequests/mins, d.AgentRequests/mins
 	w.ProfileStatusWrites, w.AgentStatusWrites = d.ProfileStatusWrites/mins, d.AgentStatusWrites/mins
-	w.ManagerWrites, w.VerdictWrites = d.ManagerWrites, d.VerdictWrites
-	f.logf("%s window %s: manager %.1f req/min, %.0f writes (%.0f verdicts, %.0f Node, %.0f LatencyNode, %.0f Event), %.3f core, %.0f MiB; agents %.1f req/min, %.1f status writes/min; profile status writes %.1f/min; API server %.2f core",
-		name, length, w.ManagerRequests, w.ManagerWrites, w.VerdictWrites, d.NodeWrites, d.LatencyNodeWrites, d.EventWrites, w.ManagerCPU/60, float64(w.ManagerRSS)/(1<<20), w.AgentRequests, w.AgentStatusWrites, w.ProfileStatusWrites, w.APIServerCPU)
+	w.ManagerWrites, w.VerdictWrites, w.EventSeriesWrites = d.ManagerWrites, d.VerdictWrites, d.EventSeriesWrites
+	f.logf("%s window %s: manager %.1f req/min, %.0f writes (%.0f verdicts, %.0f Node, %.0f LatencyNode, %.0f Event of which %.0f series updates), %.3f core, %.0f MiB; agents %.1f req/min, %.1f status writes/min; profile status writes %.1f/min; API server %.2f core",
+		name, length, w.ManagerRequests, w.ManagerWrites, w.VerdictWrites, d.NodeWrites, d.LatencyNodeWrites, d.EventWrites, d.EventSeriesWrites, w.ManagerCPU/60, float64(w.ManagerRSS)/(1<<20), w.AgentRequests, w.AgentStatusWrites, w.ProfileStatusWrites, w.APIServerCPU)
 	return w, f.withManager(nil)
 }
 
