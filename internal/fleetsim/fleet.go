@@ -96,6 +96,8 @@ type fleet struct {
 	actx context.Context
 	// vanished counts the nodes deleted so far.
 	vanished int
+	// why counts the agents' status writes by reason.
+	why *whyCounter
 }
 
 // Run simulates one fleet of o.Nodes and returns what it measured.
@@ -115,7 +117,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		}
 		_ = os.RemoveAll(tmp)
 	}()
-	f := &fleet{o: o, tmp: tmp, agents: map[string]context.CancelFunc{}}
+	f := &fleet{o: o, tmp: tmp, agents: map[string]context.CancelFunc{}, why: newWhyCounter()}
 	if f.hostsDir, err = hostsDir(tmp); err != nil {
 		return res, err
 	}
@@ -237,7 +239,7 @@ func (f *fleet) startAgent(ctx context.Context, name string, h *fakeHost) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		_ = loop.Run(actx, loop.Options{NodeName: name, Root: h.root, Resync: f.o.Resync, Log: log,
+		_ = loop.Run(actx, loop.Options{NodeName: name, Root: h.root, Resync: f.o.Resync, Log: f.why.logger(),
 			Config: f.api.agentCfg, Meter: meter, Heartbeat: f.o.Heartbeat})
 	}()
 }

@@ -45,6 +45,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	p := f.profile()
 	c0, _ := scrape(ctx, f.api.adminCfg)
 	cpu0 := f.mgr.shares()
+	why0 := f.why.snapshot()
 	prof := f.profileAPIServer(ctx, f.profilePath("create"), apiProfileFor)
 	start := time.Now()
 	if err := f.api.admin.Create(ctx, p); err != nil {
@@ -52,7 +53,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	}
 	var err error
 	res.Apply, res.Applied, err = f.obs.waitReported(ctx, profileName, 1, f.o.Nodes, start, f.o.Timeout)
-	res.CreateCost = f.logWrites("create", c0, cpu0, start)
+	res.CreateCost = f.logWrites("create", c0, cpu0, why0, start)
 	prof()
 	if err != nil {
 		return f.incomplete(res, "profile created", err)
@@ -97,6 +98,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	}
 	c0, _ = scrape(ctx, f.api.adminCfg)
 	cpu0 = f.mgr.shares()
+	why0 = f.why.snapshot()
 	prof = f.profileAPIServer(ctx, f.profilePath("change"), apiProfileFor)
 	start = time.Now()
 	if err := f.patchProfile(ctx, func(s *v1alpha1.LatencyProfileSpec) {
@@ -105,7 +107,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	res.SpecChange, _, err = f.obs.waitReported(ctx, profileName, 2, remaining, start, f.o.Timeout)
-	res.ChangeCost = f.logWrites("spec change", c0, cpu0, start)
+	res.ChangeCost = f.logWrites("spec change", c0, cpu0, why0, start)
 	prof()
 	if err != nil {
 		return f.incomplete(res, "spec changed", err)
@@ -261,6 +263,7 @@ func (f *fleet) window(ctx context.Context, name string, length time.Duration) (
 	}
 	u0, _ := f.mgr.sample()
 	cpu0 := f.mgr.shares()
+	why0 := f.why.snapshot()
 	start := time.Now()
 	for time.Since(start) < length {
 		select {
@@ -288,13 +291,14 @@ func (f *fleet) window(ctx context.Context, name string, length time.Duration) (
 	w.ManagerWrites, w.VerdictWrites, w.EventSeriesWrites = d.ManagerWrites, d.VerdictWrites, d.EventSeriesWrites
 	f.logf("%s window %s: manager %.1f req/min, %.0f writes (%.0f verdicts, %.0f Node, %.0f LatencyNode, %.0f Event of which %.0f series updates), %.3f core, %.0f MiB; agents %.1f req/min, %.1f status writes/min; profile status writes %.1f/min; API server %.2f core",
 		name, length, w.ManagerRequests, w.ManagerWrites, w.VerdictWrites, d.NodeWrites, d.LatencyNodeWrites, d.EventWrites, d.EventSeriesWrites, w.ManagerCPU/60, float64(w.ManagerRSS)/(1<<20), w.AgentRequests, w.AgentStatusWrites, w.ProfileStatusWrites, w.APIServerCPU)
+	f.logf("%s window: agents' status writes by reason: %s", name, since(why0, f.why.snapshot()))
 	return w, f.withManager(nil)
 }
 
 // logWrites logs what the manager and the agents wrote since c0 (start),
 // and how the machine's CPU went since cpu0: API server, etcd, the
 // simulator (the agents) and the manager, in cores.
-func (f *fleet) logWrites(phase string, c0 counters, cpu0 cpuShares, start time.Time) PhaseCost {
+func (f *fleet) logWrites(phase string, c0 counters, cpu0 cpuShares, why0 map[string]int, start time.Time) PhaseCost {
 	c1, err := scrape(context.Background(), f.api.adminCfg)
 	if err != nil {
 		return PhaseCost{}
@@ -314,6 +318,7 @@ func (f *fleet) logWrites(phase string, c0 counters, cpu0 cpuShares, start time.
 	pc := PhaseCost{APIServer: perNode(cpu0.apiserver, cpu1.apiserver), Etcd: perNode(cpu0.etcd, cpu1.etcd),
 		Simulator: perNode(cpu0.sim, cpu1.sim), Manager: perNode(cpu0.manager, cpu1.manager),
 		ManagerWrites: d.ManagerWrites / n, AgentWrites: d.AgentStatusWrites / n}
+	f.logf("%s: agents' status writes by reason: %s", phase, since(why0, f.why.snapshot()))
 	f.logf("%s: CPU per node %.1f ms (API server %.1f, etcd %.1f, simulator %.1f, manager %.1f); writes per node: manager %.2f, agents %.2f",
 		phase, pc.CPU(), pc.APIServer, pc.Etcd, pc.Simulator, pc.Manager, pc.ManagerWrites, pc.AgentWrites)
 	return pc
