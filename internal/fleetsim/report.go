@@ -199,7 +199,11 @@ func goalSummary(results []Result) string {
 		series = max(series, r.Quiet.EventSeriesWrites)
 	}
 	flag("status-coalesced", worst <= goalStatusPerMin, fmt.Sprintf("max %.1f profile status writes/min", worst))
-	flag("quiet-zero-writes", quiet == 0, fmt.Sprintf("max %.0f, besides at most %.0f Event series updates", quiet, series))
+	detail := fmt.Sprintf("max %.0f", quiet)
+	if series > 0 {
+		detail += fmt.Sprintf(", besides at most %.0f Event series updates", series)
+	}
+	flag("quiet-zero-writes", quiet == 0, detail)
 	return "bench-scale: " + strings.Join(parts, "; ")
 }
 
