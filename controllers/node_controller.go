@@ -204,12 +204,35 @@ func (r *nodeReconciler) finish(ctx context.Context, node *corev1.Node, ln *v1al
 	if err := r.setLabels(ctx, node, "", ""); err != nil {
 		return err
 	}
+	if err := r.letGoOfReboot(ctx, node, ln); err != nil {
+		return err
+	}
 	if err := r.Delete(ctx, ln, client.Preconditions{UID: &ln.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting LatencyNode: %w", err)
 	}
 	r.written.forget(ln.Name)
 	ctrl.LoggerFrom(ctx).Info("Removed reverted LatencyNode", "profile", ln.Spec.Profile)
 	r.event(owner, ln, corev1.EventTypeNormal, eventReverted, eventActionCleanup, note, node.Name)
+	return nil
+}
+
+// letGoOfReboot uncordons a node whose LatencyNode, about to be deleted,
+// still holds a reboot record: the managed reboots cordoned it (they write
+// the record before the cordon and clear it after the uncordon), and the
+// record, the only sign that the cordon is ours, goes with the LatencyNode.
+// The profile's pass that would let the node go may never come (the
+// profile is gone) or come after the deletion (it lost the race to this
+// one), and the node would stay cordoned for good.
+func (r *nodeReconciler) letGoOfReboot(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode) error {
+	if ln.Spec.Reboot == nil || !node.Spec.Unschedulable {
+		return nil
+	}
+	patch := map[string]any{"spec": map[string]any{"unschedulable": nil}}
+	if err := r.patchNode(ctx, node, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("uncordoning node %s: %w", node.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Uncordoned the node its managed reboot had cordoned", "revision", ln.Spec.Reboot.Revision,
+		"phase", ln.Spec.Reboot.Phase)
 	return nil
 }
 
