@@ -168,6 +168,11 @@ func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1a
 		return ctrl.Result{}, r.startRevert(ctx, ln, res, owner)
 	}
 	gone, wait := unreachable(node, r.now(), r.UnreachableAfter)
+	if !gone && requestOutstanding(ln, node, r.now(), bootTimeoutOf(owner)) {
+		// A reboot asked of the node may still come: it stays cordoned,
+		// with its record, until that settles (reboot.go).
+		return ctrl.Result{RequeueAfter: defaultRebootPoll}, nil
+	}
 	switch {
 	case revertDone(ln):
 		return ctrl.Result{}, r.finish(ctx, node, ln, owner, "Node %s reverted")

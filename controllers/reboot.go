@@ -38,14 +38,15 @@ import (
 type rebootAct int
 
 const (
-	rebootWait    rebootAct = iota // nothing to do until an input changes
-	rebootStart                    // record Draining, cordon
-	rebootDrain                    // evict what is left on the node
-	rebootRequest                  // drained: record Rebooting with the boot id
-	rebootVerify                   // back with a new boot: record Verifying
-	rebootFinish                   // verified (or nothing to reboot): uncordon, clear
-	rebootAbandon                  // drain timed out or the reboot failed: uncordon, clear, pause
-	rebootStall                    // did not come back in time: pause, stays cordoned
+	rebootWait     rebootAct = iota // nothing to do until an input changes
+	rebootStart                     // record Draining, cordon
+	rebootDrain                     // evict what is left on the node
+	rebootRequest                   // drained: record Rebooting with the boot id
+	rebootVerify                    // back with a new boot: record Verifying
+	rebootFinish                    // verified (or nothing to reboot): uncordon, clear
+	rebootAbandon                   // drain timed out or the reboot failed: uncordon, clear, pause
+	rebootStall                     // did not come back in time: pause, stays cordoned
+	rebootWithdraw                  // requested, no longer to be: take the request back, stays cordoned
 )
 
 // Defaults of spec.reboot.
@@ -53,6 +54,14 @@ const (
 	defaultDrainTimeout = 10 * time.Minute
 	defaultBootTimeout  = 15 * time.Minute
 )
+
+// withdrawGrace is how long after a reboot request was taken back a node
+// whose agent has reported since, still Ready in the same boot, stays
+// cordoned before it is let go: a reboot the agent had already asked of
+// systemd before it read the withdrawal shows by then (the kubelet's
+// graceful node shutdown reports NotReady on the way down, then a new
+// boot id).
+const withdrawGrace = time.Minute
 
 // rebootLimits are a profile's spec.reboot with its defaults.
 type rebootLimits struct{ Drain, Boot time.Duration }
@@ -68,6 +77,14 @@ func rebootLimitsOf(p *v1alpha1.LatencyProfile) rebootLimits {
 		}
 	}
 	return l
+}
+
+// bootTimeoutOf is p's bootTimeout, the default when p is gone.
+func bootTimeoutOf(p *v1alpha1.LatencyProfile) time.Duration {
+	if p == nil {
+		return defaultBootTimeout
+	}
+	return rebootLimitsOf(p).Boot
 }
 
 // rebootsAllowed: the tuning ln holds lets the agent stage and reboot.
@@ -87,6 +104,50 @@ func backRevision(target string) string {
 		target = target[:253-len(backSuffix)]
 	}
 	return target + backSuffix
+}
+
+// withdrawn: rec is a reboot request taken back from a node no longer to
+// be rebooted (it left the selection, or its spec no longer asks for the
+// reboot): phase Draining again (the agent reboots only for Rebooting)
+// and still the boot id of the request, which a Draining record that was
+// never requested lacks. The node stays cordoned under it until
+// requestSettled.
+func withdrawn(rec *v1alpha1.NodeRebootSpec) bool {
+	return rec != nil && rec.Phase == v1alpha1.RebootDraining && rec.BootID != ""
+}
+
+// requestSettled: the reboot request rec (standing, or withdrawn) can no
+// longer start a reboot of n: the node booted anew since it was made (the
+// reboot happened); or the agent reported ln's current generation, so it
+// read the record as it is now, in the request's boot, and the node has
+// stayed Ready withdrawGrace since rec.Since; or timeout passed since
+// rec.Since (an agent that never reports).
+func requestSettled(ln *v1alpha1.LatencyNode, n *corev1.Node, now time.Time, timeout time.Duration) bool {
+	rec, b := ln.Spec.Reboot, ln.Status.Boot
+	if n == nil || !now.Before(rec.Since.Add(timeout)) {
+		return true
+	}
+	agentBoot, kubeletBoot := "", n.Status.NodeInfo.BootID
+	if b != nil {
+		agentBoot = b.BootID
+	}
+	if (agentBoot != "" && agentBoot != rec.BootID) || (kubeletBoot != "" && kubeletBoot != rec.BootID) {
+		return true
+	}
+	return ln.Status.ObservedGeneration >= ln.Generation && readyStatus(n) == corev1.ConditionTrue &&
+		!now.Before(rec.Since.Add(withdrawGrace))
+}
+
+// requestOutstanding: ln holds a reboot request (standing, or withdrawn)
+// that may still reboot its node: the node must stay cordoned and its
+// LatencyNode stay until it settles (the node controller waits before it
+// releases the node).
+func requestOutstanding(ln *v1alpha1.LatencyNode, n *corev1.Node, now time.Time, timeout time.Duration) bool {
+	rec := ln.Spec.Reboot
+	if rec == nil || (rec.Phase != v1alpha1.RebootRequested && !withdrawn(rec)) {
+		return false
+	}
+	return !requestSettled(ln, n, now, timeout)
 }
 
 // isBack: rec is a reboot back.
@@ -163,7 +224,18 @@ func nextReboot(v rebootView) (rebootAct, string) {
 		return rebootWait, ""
 	}
 	action := ln.Spec.Action == v1alpha1.ActionApply || (isBack(rec) && ln.Spec.Action == v1alpha1.ActionRevert)
-	if v.Node == nil || !action || !ln.DeletionTimestamp.IsZero() {
+	if withdrawn(rec) {
+		return nextWithdrawn(v)
+	}
+	if v.Node == nil || !ln.DeletionTimestamp.IsZero() {
+		return rebootFinish, "no longer to be rebooted"
+	}
+	if rec.Phase == v1alpha1.RebootRequested && (v.Deselected || !action) {
+		// The agent may have read the request already: the node stays
+		// cordoned until that is settled (nextWithdrawn).
+		return rebootWithdraw, "no longer to be rebooted"
+	}
+	if !action {
 		return rebootFinish, "no longer to be rebooted"
 	}
 	if v.Deselected {
@@ -179,6 +251,17 @@ func nextReboot(v rebootView) (rebootAct, string) {
 	default:
 		return nextVerifying(v)
 	}
+}
+
+// nextWithdrawn lets a node go once the request taken back from it has
+// settled: rebooted anyway (its agent had read the request) or not
+// rebooted and no longer able to. Selected again meanwhile or not, the
+// request is not made again for the same record.
+func nextWithdrawn(v rebootView) (rebootAct, string) {
+	if requestSettled(v.LN, v.Node, v.Now, v.Limits.Boot) {
+		return rebootFinish, "the reboot request taken back settled"
+	}
+	return rebootWait, "waiting until the reboot request taken back can no longer reboot the node"
 }
 
 // nextDraining asks for the reboot only of a drained node that is still
@@ -283,7 +366,7 @@ func rebootCounts(lns []*v1alpha1.LatencyNode, acts map[string]rebootAct, target
 			phase = ln.Spec.Reboot.Phase
 		}
 		switch acts[ln.Name] {
-		case rebootStart:
+		case rebootStart, rebootWithdraw:
 			phase = v1alpha1.RebootDraining
 		case rebootRequest:
 			phase = v1alpha1.RebootRequested

@@ -34,6 +34,7 @@ const (
 	eventRebootDone      = "RebootDone"
 	eventRebootPaused    = "RebootPaused"
 	eventRebootBlocked   = "RebootEvictionBlocked"
+	eventRebootWithdrawn = "RebootWithdrawn"
 	eventActionReboot    = "Reboot"
 )
 
@@ -99,8 +100,10 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 		v.Judged = v.Judged && p.Spec.Rollout != nil && ln.Spec.Reboot.Revision == target
 		// Drained only while cordoned: evicted from an uncordoned node,
 		// a pod could be scheduled right back (nextDraining cordons
-		// first).
-		if ln.Spec.Reboot.Phase == v1alpha1.RebootDraining && v.Node != nil && v.Node.Spec.Unschedulable {
+		// first). A node that left, or whose request was taken back, is
+		// not drained: it is not to be rebooted.
+		if ln.Spec.Reboot.Phase == v1alpha1.RebootDraining && v.Node != nil && v.Node.Spec.Unschedulable &&
+			!v.Deselected && !withdrawn(ln.Spec.Reboot) {
 			drained, blocked, err := r.drain(ctx, v.Node)
 			if err != nil {
 				return rebootStep{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,6 +101,109 @@ func TestReleasedNodeWithRebootRecordIsUncordoned(t *testing.T) {
 	}
 	if !e.podExists("db-fin-a") {
 		t.Error("db-fin-a evicted despite its budget")
+	}
+	e.sim.check(1)
+}
+
+// TestRebootBackRequestedThenDeselected: a node whose reboot back (after a
+// regressed rollout's rollback) has been requested (phase Rebooting)
+// leaves the profile's selection. Two timings of its agent:
+//
+//   - late: the agent's pass read the request before the node left and
+//     reboots for it after the manager reacted (the real agent asks
+//     systemd from what its pass read): the node must still be cordoned
+//     then, come back without the arguments, and be released uncordoned
+//     and untainted;
+//   - not late: the agent had not acted on the request when the manager
+//     reacted; it must not reboot afterwards (a node that left is not
+//     rebooted by us), and the node is released uncordoned and untainted,
+//     the arguments out of the bootloader (the running kernel keeps them
+//     until someone else reboots it).
+//
+// Either way at most one request for the reboot back, and the agent asked
+// to reboot only a cordoned node.
+func TestRebootBackRequestedThenDeselected(t *testing.T) {
+	for _, late := range []bool{true, false} {
+		t.Run(fmt.Sprintf("late=%v", late), func(t *testing.T) {
+			t.Parallel()
+			rebootBackRequestedThenDeselected(t, late)
+		})
+	}
+}
+
+func rebootBackRequestedThenDeselected(t *testing.T, late bool) {
+	e := startRebootEnv(t, 1)
+	const node = "wd-a"
+	e.nodes("wd", node)
+	e.sim.set(func(s *standIn) { s.late[node] = late })
+	// The agent does not reboot back until the node left.
+	_, r2 := e.regressedRollout("wd", node, true)
+	back := backRevision(r2)
+	if got := e.sim.rebootCount(node, r2); got != 1 {
+		t.Fatalf("%s rebooted %d times for %s, want 1", node, got, r2)
+	}
+	e.until(node+" asked to reboot back", func() error {
+		ln := e.ln(node)
+		if rec := ln.Spec.Reboot; rec == nil || rec.Phase != v1alpha1.RebootRequested || rec.Revision != back {
+			return fmt.Errorf("record %+v", rec)
+		}
+		e.sim.mu.Lock()
+		defer e.sim.mu.Unlock()
+		if late && e.sim.seen[node] == nil {
+			return fmt.Errorf("the agent has not read the request yet")
+		}
+		return nil
+	})
+	ctx := context.Background()
+	e.until(node+" deselected", func() error {
+		n := e.node(node)
+		delete(n.Labels, "tier")
+		return e.c.Update(ctx, n)
+	})
+	e.until("the manager reacted", func() error {
+		ln := e.ln(node)
+		if ln == nil {
+			return nil
+		}
+		if ln.Spec.Action != v1alpha1.ActionRevert || (ln.Spec.Reboot != nil && ln.Spec.Reboot.Phase == v1alpha1.RebootRequested) {
+			return fmt.Errorf("action %s, record %+v", ln.Spec.Action, ln.Spec.Reboot)
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // what the manager does next, before the agent goes on
+	e.sim.set(func(s *standIn) { s.holdFor = map[string]bool{} })
+	if !late {
+		// No reboot comes: the node is let go once its agent has read
+		// the request taken back and the grace for a reboot already on
+		// its way has passed.
+		e.clock.advance(withdrawGrace + time.Second)
+	}
+	if late {
+		e.until(node+" rebooted for the request its agent read", func() error {
+			if e.sim.rebootCount(node, back) == 0 {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+	}
+	e.released(node)
+	want := 0
+	if late {
+		want = 1
+	}
+	if got := e.sim.rebootCount(node, back); got != want {
+		t.Errorf("%s rebooted back %d times, want %d", node, got, want)
+	}
+	e.sim.mu.Lock()
+	staged, booted := e.sim.staged[node], e.sim.booted[node]
+	e.sim.mu.Unlock()
+	if staged || booted != !late {
+		t.Errorf("arguments staged %v, in the running kernel %v (want %v)", staged, booted, !late)
+	}
+	// Released, it stays so: no record, no cordon comes back.
+	time.Sleep(2 * time.Second)
+	if n := e.node(node); n.Spec.Unschedulable || e.ln(node) != nil {
+		t.Errorf("after release: unschedulable %v, LatencyNode %v", n.Spec.Unschedulable, e.ln(node) != nil)
 	}
 	e.sim.check(1)
 }
