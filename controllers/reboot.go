@@ -150,6 +150,23 @@ func requestOutstanding(ln *v1alpha1.LatencyNode, n *corev1.Node, now time.Time,
 	return !requestSettled(ln, n, now, timeout)
 }
 
+// recordOf: rec was written for a revision of profile (revisionName: the
+// profile's name, "-" and hex digits; backSuffix after it for a reboot
+// back). A LatencyNode taken over by another profile keeps the record of
+// the one it left (a tuning write carries the record over: writeSpec);
+// that reboot is not the new profile's to carry on, its node having left
+// the selection of the profile it was for.
+func recordOf(rec *v1alpha1.NodeRebootSpec, profile string) bool {
+	if len(profile) > 253-9 {
+		profile = profile[:253-9]
+	}
+	rest, ok := strings.CutPrefix(strings.TrimSuffix(rec.Revision, backSuffix), profile+"-")
+	if !ok || rest == "" || len(rest) > 8 {
+		return false
+	}
+	return strings.Trim(rest, "0123456789abcdef") == ""
+}
+
 // isBack: rec is a reboot back.
 func isBack(rec *v1alpha1.NodeRebootSpec) bool {
 	return rec != nil && strings.HasSuffix(rec.Revision, backSuffix)

@@ -95,7 +95,7 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 		}
 		inFlight = true
 		v := rebootView{LN: ln, Node: nodes[ln.Name], Limits: rebootLimitsOf(p), Now: in.Now}
-		v.Deselected = deselected(v.Node)
+		v.Deselected = deselected(v.Node) || !recordOf(ln.Spec.Reboot, p.Name)
 		v.Class, v.Judged = classes[ln.Name]
 		v.Judged = v.Judged && p.Spec.Rollout != nil && ln.Spec.Reboot.Revision == target
 		// Drained only while cordoned: evicted from an uncordoned node,

@@ -207,3 +207,72 @@ func rebootBackRequestedThenDeselected(t *testing.T, late bool) {
 	}
 	e.sim.check(1)
 }
+
+// TestRebootTakenOverByAnotherProfileIsLetGo: a node Draining for one
+// profile's reboot (a PodDisruptionBudget holds the drain) is taken by
+// another profile without boot parameters. Its LatencyNode keeps the
+// record through the takeover (a tuning write carries it over). The old
+// profile's pass usually lets the node go first; here it never comes (the
+// old profile went while the manager was down, its finalizer removed, and
+// the new one selects the node from the start), as when the takeover write
+// wins that race. The new profile must not carry on the old one's reboot
+// (drain the node, ask for a reboot its agent has nothing to stage for,
+// pause its own reboots when that times out): the node is let go,
+// uncordoned, and tuned by the new profile.
+func TestRebootTakenOverByAnotherProfileIsLetGo(t *testing.T) {
+	e := startRebootEnv(t, 1)
+	e.nodes("tk", "tk-a")
+	e.pod("db-tk-a", "tk-a", nil)
+	e.blockingPDB("db-tk-a")
+	e.rebootProfile("tk", nil)
+	e.phaseIs("tk-a", v1alpha1.RebootDraining)
+	e.expectEvent(eventRebootBlocked)
+	rev := e.ln("tk-a").Spec.Revision
+	e.stop()
+	ctx := context.Background()
+	if err := e.c.Delete(ctx, &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "tk"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.until("finalizer removed by hand", func() error {
+		p := e.profile("tk")
+		p.Finalizers = nil
+		return e.c.Update(ctx, p)
+	})
+	e.until("profile gone", func() error { return gone(&v1alpha1.LatencyProfile{}, "tk") })
+	next := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "tk-next"},
+		Spec: v1alpha1.LatencyProfileSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": "tk"}},
+			TuningSpec:   v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{Autogroup: ptr.To(v1alpha1.Disabled)}},
+		}}
+	if err := e.c.Create(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	e.startManager(1)
+	e.until("tk-a taken over, let go and tuned", func() error {
+		ln, n := e.ln("tk-a"), e.node("tk-a")
+		if ln == nil || ln.Spec.Profile != "tk-next" || ln.Spec.Reboot != nil || n.Spec.Unschedulable ||
+			hasTaint(n.Spec.Taints, pendingTaint) {
+			var rec *v1alpha1.NodeRebootSpec
+			if ln != nil {
+				rec = ln.Spec.Reboot
+			}
+			return fmt.Errorf("LatencyNode present %v, record %+v, unschedulable %v, taints %v", ln != nil, rec,
+				n.Spec.Unschedulable, n.Spec.Taints)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	if ln, n := e.ln("tk-a"), e.node("tk-a"); ln.Spec.Reboot != nil || n.Spec.Unschedulable {
+		t.Errorf("tk-a cordoned again: record %+v", ln.Spec.Reboot)
+	}
+	if st := e.profile("tk-next").Status.Reboots; st != nil && st.Paused {
+		t.Errorf("tk-next's reboots paused: %s", st.Message)
+	}
+	if got := e.sim.rebootCount("tk-a", rev); got != 0 {
+		t.Errorf("tk-a rebooted %d times for %s", got, rev)
+	}
+	if !e.podExists("db-tk-a") {
+		t.Error("db-tk-a evicted despite its budget")
+	}
+	e.sim.check(1)
+}

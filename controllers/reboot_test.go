@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -369,6 +370,30 @@ func TestRebootRequestedThenDeselected(t *testing.T) {
 	}
 	if requestOutstanding(withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), cordonedNode("b1"), at(0), limits.Boot) {
 		t.Error("a Draining record never requested is outstanding")
+	}
+}
+
+// TestRecordOf: a reboot record belongs to the profile whose revision it
+// names (a reboot back's too), not to a profile whose name is a prefix of
+// another's.
+func TestRecordOf(t *testing.T) {
+	long := strings.Repeat("p", 250)
+	for _, tc := range []struct {
+		rev, profile string
+		want         bool
+	}{
+		{"gateway-0a1b2c3d", "gateway", true},
+		{"gateway-0a1b2c3d-back", "gateway", true},
+		{"gateway-0a1b2c3d", "edge", false},
+		{"a-b-0a1b2c3d", "a", false},
+		{"a-0a1b2c3d", "a-b", false},
+		{"a-deadbeef-0a1b2c3d", "a", false},
+		{revisionName(long, &v1alpha1.TuningSpec{}), long, true},
+		{backRevision(revisionName("gateway", &v1alpha1.TuningSpec{})), "gateway", true},
+	} {
+		if got := recordOf(&v1alpha1.NodeRebootSpec{Revision: tc.rev}, tc.profile); got != tc.want {
+			t.Errorf("recordOf(%q, %q) = %v, want %v", tc.rev, tc.profile, got, tc.want)
+		}
 	}
 }
 
