@@ -221,26 +221,6 @@ func (r *nodeReconciler) finish(ctx context.Context, node *corev1.Node, ln *v1al
 	return nil
 }
 
-// letGoOfReboot uncordons a node whose LatencyNode, about to be deleted,
-// still holds a reboot record: the managed reboots cordoned it (they write
-// the record before the cordon and clear it after the uncordon), and the
-// record, the only sign that the cordon is ours, goes with the LatencyNode.
-// The profile's pass that would let the node go may never come (the
-// profile is gone) or come after the deletion (it lost the race to this
-// one), and the node would stay cordoned for good.
-func (r *nodeReconciler) letGoOfReboot(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode) error {
-	if ln.Spec.Reboot == nil || !node.Spec.Unschedulable {
-		return nil
-	}
-	patch := map[string]any{"spec": map[string]any{"unschedulable": nil}}
-	if err := r.patchNode(ctx, node, patch); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("uncordoning node %s: %w", node.Name, err)
-	}
-	ctrl.LoggerFrom(ctx).Info("Uncordoned the node its managed reboot had cordoned", "revision", ln.Spec.Reboot.Revision,
-		"phase", ln.Spec.Reboot.Phase)
-	return nil
-}
-
 // nodeGone deletes the LatencyNode of a node that no longer exists.
 func (r *nodeReconciler) nodeGone(ctx context.Context, ln *v1alpha1.LatencyNode) error {
 	if ln == nil {

@@ -24,7 +24,8 @@ import (
 //
 // This file holds the pass (step), the budget across profiles and the
 // profile's status.reboots; reboot_act.go carries out one node's act and
-// writes its record; reboot_drain.go cordons and drains; reboot.go decides.
+// writes its record; reboot_drain.go cordons and drains; reboot.go decides;
+// reboot_release.go lets go of nodes that leave.
 
 // Event reasons of the managed reboots (on the profile).
 const (
