@@ -168,6 +168,11 @@ func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1a
 		return ctrl.Result{}, r.startRevert(ctx, ln, res, owner)
 	}
 	gone, wait := unreachable(node, r.now(), r.UnreachableAfter)
+	if !gone && requestOutstanding(ln, node, r.now(), bootTimeoutOf(owner)) {
+		// A reboot asked of the node may still come: it stays cordoned,
+		// with its record, until that settles (reboot.go).
+		return ctrl.Result{RequeueAfter: defaultRebootPoll}, nil
+	}
 	switch {
 	case revertDone(ln):
 		return ctrl.Result{}, r.finish(ctx, node, ln, owner, "Node %s reverted")
@@ -202,6 +207,9 @@ func (r *nodeReconciler) startRevert(ctx context.Context, ln *v1alpha1.LatencyNo
 // finish removes the profile label and the LatencyNode once a revert is over.
 func (r *nodeReconciler) finish(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, owner *v1alpha1.LatencyProfile, note string) error {
 	if err := r.setLabels(ctx, node, "", ""); err != nil {
+		return err
+	}
+	if err := r.letGoOfReboot(ctx, node, ln); err != nil {
 		return err
 	}
 	if err := r.Delete(ctx, ln, client.Preconditions{UID: &ln.UID}); client.IgnoreNotFound(err) != nil {

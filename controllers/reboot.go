@@ -38,14 +38,15 @@ import (
 type rebootAct int
 
 const (
-	rebootWait    rebootAct = iota // nothing to do until an input changes
-	rebootStart                    // record Draining, cordon
-	rebootDrain                    // evict what is left on the node
-	rebootRequest                  // drained: record Rebooting with the boot id
-	rebootVerify                   // back with a new boot: record Verifying
-	rebootFinish                   // verified (or nothing to reboot): uncordon, clear
-	rebootAbandon                  // drain timed out or the reboot failed: uncordon, clear, pause
-	rebootStall                    // did not come back in time: pause, stays cordoned
+	rebootWait     rebootAct = iota // nothing to do until an input changes
+	rebootStart                     // record Draining, cordon
+	rebootDrain                     // evict what is left on the node
+	rebootRequest                   // drained: record Rebooting with the boot id
+	rebootVerify                    // back with a new boot: record Verifying
+	rebootFinish                    // verified (or nothing to reboot): uncordon, clear
+	rebootAbandon                   // drain timed out or the reboot failed: uncordon, clear, pause
+	rebootStall                     // did not come back in time: pause, stays cordoned
+	rebootWithdraw                  // requested, no longer to be: take the request back, stays cordoned
 )
 
 // Defaults of spec.reboot.
@@ -163,7 +164,18 @@ func nextReboot(v rebootView) (rebootAct, string) {
 		return rebootWait, ""
 	}
 	action := ln.Spec.Action == v1alpha1.ActionApply || (isBack(rec) && ln.Spec.Action == v1alpha1.ActionRevert)
-	if v.Node == nil || !action || !ln.DeletionTimestamp.IsZero() {
+	if withdrawn(rec) {
+		return nextWithdrawn(v)
+	}
+	if v.Node == nil || !ln.DeletionTimestamp.IsZero() {
+		return rebootFinish, "no longer to be rebooted"
+	}
+	if rec.Phase == v1alpha1.RebootRequested && (v.Deselected || !action) {
+		// The agent may have read the request already: the node stays
+		// cordoned until that is settled (nextWithdrawn).
+		return rebootWithdraw, "no longer to be rebooted"
+	}
+	if !action {
 		return rebootFinish, "no longer to be rebooted"
 	}
 	if v.Deselected {
@@ -283,7 +295,7 @@ func rebootCounts(lns []*v1alpha1.LatencyNode, acts map[string]rebootAct, target
 			phase = ln.Spec.Reboot.Phase
 		}
 		switch acts[ln.Name] {
-		case rebootStart:
+		case rebootStart, rebootWithdraw:
 			phase = v1alpha1.RebootDraining
 		case rebootRequest:
 			phase = v1alpha1.RebootRequested

@@ -53,6 +53,16 @@ func (r *rebooter) carryOut(ctx context.Context, p *v1alpha1.LatencyProfile, ln 
 		}
 		log.Info("Asked the agent to reboot the node", "bootID", rec.BootID)
 		r.event(p, corev1.EventTypeNormal, eventRebootRequested, "Drained node %s; its agent reboots it for %s", ln.Name, rec.Revision)
+	case rebootWithdraw:
+		rec := ln.Spec.Reboot.DeepCopy()
+		rec.Phase, rec.Since = v1alpha1.RebootDraining, since
+		if err := r.writeRecord(ctx, ln, rec, nil); err != nil {
+			return err
+		}
+		log.Info("Took the reboot request back; the node stays cordoned until it can no longer reboot for it",
+			"revision", rec.Revision, "bootID", rec.BootID, "why", why)
+		r.event(p, corev1.EventTypeNormal, eventRebootWithdrawn, "Took back the reboot of node %s for %s (%s); it stays cordoned until it can no longer reboot for it",
+			ln.Name, rec.Revision, why)
 	case rebootVerify:
 		rec := ln.Spec.Reboot.DeepCopy()
 		rec.Phase, rec.Since = v1alpha1.RebootVerifying, since

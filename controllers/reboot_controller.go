@@ -24,7 +24,8 @@ import (
 //
 // This file holds the pass (step), the budget across profiles and the
 // profile's status.reboots; reboot_act.go carries out one node's act and
-// writes its record; reboot_drain.go cordons and drains; reboot.go decides.
+// writes its record; reboot_drain.go cordons and drains; reboot.go decides;
+// reboot_release.go lets go of nodes that leave.
 
 // Event reasons of the managed reboots (on the profile).
 const (
@@ -34,6 +35,7 @@ const (
 	eventRebootDone      = "RebootDone"
 	eventRebootPaused    = "RebootPaused"
 	eventRebootBlocked   = "RebootEvictionBlocked"
+	eventRebootWithdrawn = "RebootWithdrawn"
 	eventActionReboot    = "Reboot"
 )
 
@@ -94,13 +96,15 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 		}
 		inFlight = true
 		v := rebootView{LN: ln, Node: nodes[ln.Name], Limits: rebootLimitsOf(p), Now: in.Now}
-		v.Deselected = deselected(v.Node)
+		v.Deselected = deselected(v.Node) || !recordOf(ln.Spec.Reboot, p.Name)
 		v.Class, v.Judged = classes[ln.Name]
 		v.Judged = v.Judged && p.Spec.Rollout != nil && ln.Spec.Reboot.Revision == target
 		// Drained only while cordoned: evicted from an uncordoned node,
 		// a pod could be scheduled right back (nextDraining cordons
-		// first).
-		if ln.Spec.Reboot.Phase == v1alpha1.RebootDraining && v.Node != nil && v.Node.Spec.Unschedulable {
+		// first). A node that left, or whose request was taken back, is
+		// not drained: it is not to be rebooted.
+		if ln.Spec.Reboot.Phase == v1alpha1.RebootDraining && v.Node != nil && v.Node.Spec.Unschedulable &&
+			!v.Deselected && !withdrawn(ln.Spec.Reboot) {
 			drained, blocked, err := r.drain(ctx, v.Node)
 			if err != nil {
 				return rebootStep{}, err

@@ -302,10 +302,17 @@ type standIn struct {
 	served      map[string]bool // node/revision/since of the requests served
 	// down: the node rebooted and never came back (NotReady, silent).
 	neverBack, down map[string]bool
-	// hold: the agent does not reboot yet; quiet: it reports nothing yet;
-	// stageFails: staging failed; regress: its latency window under a
-	// revision (node/revision) regresses (p99 2ms, not 300µs).
-	hold, quiet, stageFails, regress map[string]bool
+	// hold: the agent does not reboot yet (holdFor: not for that
+	// node/revision); quiet: it reports nothing yet; stageFails: staging
+	// failed; regress: its latency window under a revision (node/revision)
+	// regresses (p99 2ms, not 300µs).
+	hold, holdFor, quiet, stageFails, regress map[string]bool
+	// late: the agent's pass that read a request while held goes on once
+	// released, whatever the record says by then (a pass that read the
+	// request before the manager took it back: the real agent asks
+	// systemd from what it read); seen is the request it read.
+	late map[string]bool
+	seen map[string]*v1alpha1.NodeRebootSpec
 	// downAs is how a down node's Ready reads ("": False, the kubelet's
 	// own NotReady; Unknown: the node lifecycle controller's).
 	downAs corev1.ConditionStatus
@@ -322,7 +329,8 @@ type standIn struct {
 func newStandIn(t *testing.T, c client.Client) *standIn {
 	s := &standIn{t: t, c: c, boot: map[string]string{}, staged: map[string]bool{}, booted: map[string]bool{},
 		rebootedFor: map[string]string{}, requests: map[string]int{}, served: map[string]bool{},
-		neverBack: map[string]bool{}, down: map[string]bool{}, hold: map[string]bool{}, quiet: map[string]bool{}, stageFails: map[string]bool{},
+		neverBack: map[string]bool{}, down: map[string]bool{}, hold: map[string]bool{}, holdFor: map[string]bool{},
+		late: map[string]bool{}, seen: map[string]*v1alpha1.NodeRebootSpec{}, quiet: map[string]bool{}, stageFails: map[string]bool{},
 		regress: map[string]bool{}, window: 5 * time.Second, cordoned: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -470,6 +478,12 @@ func (s *standIn) removeTerminated(ctx context.Context, node string) {
 // agent reports the node's tuning, latency and boot, and reboots when
 // asked.
 func (s *standIn) agent(ctx context.Context, n *corev1.Node) {
+	if seen := s.seen[n.Name]; s.late[n.Name] && seen != nil && !s.hold[n.Name] && !s.holdFor[n.Name+"/"+seen.Revision] {
+		// The pass that read the request goes on, whatever the record,
+		// or the LatencyNode, says by now.
+		s.serve(n, seen)
+		return
+	}
 	ln := &v1alpha1.LatencyNode{}
 	if err := s.c.Get(ctx, types.NamespacedName{Name: n.Name}, ln); err != nil || ln.Spec.Action == "" {
 		return
@@ -479,21 +493,10 @@ func (s *standIn) agent(ctx context.Context, n *corev1.Node) {
 	// Staging (or taking the drop-in out) is what the agent's pass does
 	// before it reports.
 	s.staged[n.Name] = wants && !s.stageFails[n.Name]
-	if rec := ln.Spec.Reboot; rec != nil && rec.Phase == v1alpha1.RebootRequested && !s.hold[n.Name] {
-		key := n.Name + "/" + rec.Revision + "/" + rec.BootID + "/" + rec.Since.UTC().Format(time.RFC3339Nano)
-		if !s.served[key] && (rec.BootID == "" || rec.BootID == s.boot[n.Name]) {
-			s.served[key] = true
-			if !n.Spec.Unschedulable {
-				s.violations = append(s.violations, fmt.Sprintf("%s asked to reboot for %s while not cordoned", n.Name, rec.Revision))
-			}
-			s.requests[n.Name+"/"+rec.Revision]++
-			s.rebootedFor[n.Name] = rec.Revision
-			s.bootSeq++
-			s.boot[n.Name] = fmt.Sprintf("boot-%s-%d", n.Name, s.bootSeq)
-			s.booted[n.Name] = s.staged[n.Name]
-			if s.neverBack[n.Name] {
-				s.down[n.Name] = true
-			}
+	if rec := ln.Spec.Reboot; rec != nil && rec.Phase == v1alpha1.RebootRequested {
+		if s.hold[n.Name] || s.holdFor[n.Name+"/"+rec.Revision] {
+			s.seen[n.Name] = rec.DeepCopy()
+		} else if s.serve(n, rec) {
 			return // the kubelet reports the new boot on the next pass
 		}
 	}
@@ -526,6 +529,29 @@ func (s *standIn) agent(ctx context.Context, n *corev1.Node) {
 	patched := ln.DeepCopy()
 	patched.Status = *st
 	_ = s.c.Status().Patch(ctx, patched, client.MergeFrom(ln))
+}
+
+// serve reboots n for the request rec, once per request (node, revision,
+// boot, since) and only from the boot it was made in.
+func (s *standIn) serve(n *corev1.Node, rec *v1alpha1.NodeRebootSpec) bool {
+	key := n.Name + "/" + rec.Revision + "/" + rec.BootID + "/" + rec.Since.UTC().Format(time.RFC3339Nano)
+	if s.served[key] || (rec.BootID != "" && rec.BootID != s.boot[n.Name]) {
+		return false
+	}
+	s.served[key] = true
+	delete(s.seen, n.Name)
+	if !n.Spec.Unschedulable {
+		s.violations = append(s.violations, fmt.Sprintf("%s asked to reboot for %s while not cordoned", n.Name, rec.Revision))
+	}
+	s.requests[n.Name+"/"+rec.Revision]++
+	s.rebootedFor[n.Name] = rec.Revision
+	s.bootSeq++
+	s.boot[n.Name] = fmt.Sprintf("boot-%s-%d", n.Name, s.bootSeq)
+	s.booted[n.Name] = s.staged[n.Name]
+	if s.neverBack[n.Name] {
+		s.down[n.Name] = true
+	}
+	return true
 }
 
 // bootStatus is what the agent reports of the node's boot arguments: a
@@ -1045,49 +1071,7 @@ func TestRebootDeselectedWhileDrainingIsLetGo(t *testing.T) {
 func TestRebootBackAfterRegressedRollback(t *testing.T) {
 	e := startRebootEnv(t, 1)
 	e.nodes("back", "back-a")
-	ctx := context.Background()
-	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "back"},
-		Spec: v1alpha1.LatencyProfileSpec{
-			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": "back"}},
-			TuningSpec: v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{Autogroup: ptr.To(v1alpha1.Disabled)},
-				Measurement: &v1alpha1.MeasurementSpec{Interval: &metav1.Duration{Duration: 5 * time.Second}}},
-			Rollout: &v1alpha1.RolloutSpec{VerificationWindow: &metav1.Duration{Duration: 5 * time.Second}},
-		}}
-	if err := e.c.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	r1 := currentRevision(p)
-	rollout := func(what string, f func(*v1alpha1.RolloutStatus) bool) {
-		t.Helper()
-		e.until("rollout "+what, func() error {
-			if ro := e.profile("back").Status.Rollout; ro == nil || !f(ro) {
-				return fmt.Errorf("status.rollout = %+v", ro)
-			}
-			return nil
-		})
-	}
-	rollout(r1+" complete", func(ro *v1alpha1.RolloutStatus) bool {
-		return ro.Revision == r1 && ro.Phase == v1alpha1.RolloutComplete
-	})
-
-	// r2 isolates CPU 1 with boot parameters; after the boot its latency
-	// regresses.
-	withBoot := func(p *v1alpha1.LatencyProfile) {
-		p.Spec.CPUs = &v1alpha1.CPUSpec{Reserved: ptr.To("0"), Isolated: ptr.To("1"), NamespaceSelector: &v1alpha1.NamespaceSelector{}}
-		p.Spec.BootParameters = &v1alpha1.BootParametersSpec{Policy: v1alpha1.BootReboot}
-	}
-	next := p.DeepCopy()
-	withBoot(next)
-	r2 := currentRevision(next)
-	e.sim.set(func(s *standIn) { s.regress["back-a/"+r2] = true })
-	e.until("profile updated to "+r2, func() error {
-		cur := e.profile("back")
-		withBoot(cur)
-		return e.c.Update(ctx, cur)
-	})
-	rollout(r2+" rolled back", func(ro *v1alpha1.RolloutStatus) bool {
-		return ro.Revision == r2 && ro.Phase == v1alpha1.RolloutRolledBack
-	})
+	r1, r2 := e.regressedRollout("back", "back-a", false)
 	if got := e.sim.rebootCount("back-a", r2); got != 1 {
 		t.Fatalf("back-a rebooted %d times for %s before its verdict, want 1", got, r2)
 	}
@@ -1118,6 +1102,59 @@ func TestRebootBackAfterRegressedRollback(t *testing.T) {
 	}
 	e.expectEvent(eventRebootDone)
 	e.sim.check(1)
+}
+
+// regressedRollout creates profile name over the node tier=name, rolls out
+// r1 (no boot parameters) and then r2 (CPU 1 isolated, boot parameters
+// under policy Reboot) whose latency on node regresses after its reboot,
+// and waits for the rollout to roll r2 back. holdBack: the node's agent
+// does not reboot back (for r2's back revision) until the test lets it.
+func (e *rebootEnv) regressedRollout(name, node string, holdBack bool) (r1, r2 string) {
+	e.t.Helper()
+	ctx := context.Background()
+	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.LatencyProfileSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": name}},
+			TuningSpec: v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{Autogroup: ptr.To(v1alpha1.Disabled)},
+				Measurement: &v1alpha1.MeasurementSpec{Interval: &metav1.Duration{Duration: 5 * time.Second}}},
+			Rollout: &v1alpha1.RolloutSpec{VerificationWindow: &metav1.Duration{Duration: 5 * time.Second}},
+		}}
+	if err := e.c.Create(ctx, p); err != nil {
+		e.t.Fatal(err)
+	}
+	r1 = currentRevision(p)
+	rollout := func(what string, f func(*v1alpha1.RolloutStatus) bool) {
+		e.t.Helper()
+		e.until("rollout "+what, func() error {
+			if ro := e.profile(name).Status.Rollout; ro == nil || !f(ro) {
+				return fmt.Errorf("status.rollout = %+v", ro)
+			}
+			return nil
+		})
+	}
+	rollout(r1+" complete", func(ro *v1alpha1.RolloutStatus) bool {
+		return ro.Revision == r1 && ro.Phase == v1alpha1.RolloutComplete
+	})
+	withBoot := func(p *v1alpha1.LatencyProfile) {
+		p.Spec.CPUs = &v1alpha1.CPUSpec{Reserved: ptr.To("0"), Isolated: ptr.To("1"), NamespaceSelector: &v1alpha1.NamespaceSelector{}}
+		p.Spec.BootParameters = &v1alpha1.BootParametersSpec{Policy: v1alpha1.BootReboot}
+	}
+	next := p.DeepCopy()
+	withBoot(next)
+	r2 = currentRevision(next)
+	e.sim.set(func(s *standIn) {
+		s.regress[node+"/"+r2] = true
+		s.holdFor[node+"/"+backRevision(r2)] = holdBack
+	})
+	e.until("profile updated to "+r2, func() error {
+		cur := e.profile(name)
+		withBoot(cur)
+		return e.c.Update(ctx, cur)
+	})
+	rollout(r2+" rolled back", func(ro *v1alpha1.RolloutStatus) bool {
+		return ro.Revision == r2 && ro.Phase == v1alpha1.RolloutRolledBack
+	})
+	return r1, r2
 }
 
 // TestRebootLimitHoldsAcrossProfiles: --max-rebooting 1 holds for two

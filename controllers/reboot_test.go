@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -36,8 +37,14 @@ func cordonedNode(boot string) *corev1.Node {
 	return n
 }
 
+// withRecord gives ln a reboot record for r1 in phase since; one past
+// Draining carries the boot it was requested in, b1, as the manager writes
+// it (a Draining record never requested has none).
 func withRecord(ln *v1alpha1.LatencyNode, phase v1alpha1.RebootPhase, since time.Time) *v1alpha1.LatencyNode {
-	ln.Spec.Reboot = &v1alpha1.NodeRebootSpec{Revision: "r1", Phase: phase, Since: metav1.NewTime(since), BootID: "b1"}
+	ln.Spec.Reboot = &v1alpha1.NodeRebootSpec{Revision: "r1", Phase: phase, Since: metav1.NewTime(since)}
+	if phase != v1alpha1.RebootDraining {
+		ln.Spec.Reboot.BootID = "b1"
+	}
 	return ln
 }
 
@@ -297,6 +304,95 @@ func TestRebootBack(t *testing.T) {
 		}
 		if got, why := nextReboot(c.v); got != c.want {
 			t.Errorf("%s: act %d (%s), want %d", c.name, got, why, c.want)
+		}
+	}
+}
+
+// TestRebootRequestedThenDeselected: a node that leaves the selection with
+// its reboot requested (a reboot back or not) has the request taken back
+// and stays cordoned while the agent may still reboot for it: until the
+// node boots anew, or its agent has reported the record as it is now and
+// withdrawGrace has passed with the node Ready in the same boot, or the
+// boot timeout. Selected again meanwhile, the request is not made again.
+func TestRebootRequestedThenDeselected(t *testing.T) {
+	limits := rebootLimits{Drain: 10 * time.Minute, Boot: 15 * time.Minute}
+	requested := func(rev string) *v1alpha1.LatencyNode {
+		ln := withRecord(rebootLN(v1alpha1.BootUnstaged), v1alpha1.RebootRequested, rebootT0)
+		ln.Spec.Action, ln.Spec.Reboot.Revision = v1alpha1.ActionRevert, rev
+		return ln
+	}
+	// taken back at T0+1m (generation 4), the agent's report of it (at
+	// the reported generation, in boot) or not yet (0).
+	takenBack := func(reported int64, boot string) *v1alpha1.LatencyNode {
+		ln := requested(backRevision("r1"))
+		ln.Generation = 4
+		ln.Spec.Reboot.Phase, ln.Spec.Reboot.Since = v1alpha1.RebootDraining, metav1.NewTime(rebootT0.Add(time.Minute))
+		if reported > 0 {
+			ln.Status.ObservedGeneration, ln.Status.Boot.BootID = reported, boot
+		}
+		return ln
+	}
+	reselected := takenBack(3, "b1")
+	reselected.Spec.Action = v1alpha1.ActionApply
+	notReady := readyNode("b1")
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	at := func(d time.Duration) time.Time { return rebootT0.Add(time.Minute + d) }
+	for _, tc := range []struct {
+		name string
+		v    rebootView
+		want rebootAct
+	}{
+		{"reboot back requested, deselected: taken back", rebootView{LN: requested(backRevision("r1")), Node: cordonedNode("b1"), Deselected: true, Now: at(0)}, rebootWithdraw},
+		{"reboot requested, deselected: taken back", rebootView{LN: requested("r1"), Node: cordonedNode("b1"), Deselected: true, Now: at(0)}, rebootWithdraw},
+		{"taken back, agent not reported since", rebootView{LN: takenBack(3, "b1"), Node: cordonedNode("b1"), Deselected: true, Now: at(5 * time.Minute)}, rebootWait},
+		{"taken back, agent reported, within the grace", rebootView{LN: takenBack(4, "b1"), Node: cordonedNode("b1"), Deselected: true, Now: at(withdrawGrace - time.Second)}, rebootWait},
+		{"taken back, agent reported, grace passed", rebootView{LN: takenBack(4, "b1"), Node: cordonedNode("b1"), Deselected: true, Now: at(withdrawGrace)}, rebootFinish},
+		{"taken back, going down", rebootView{LN: takenBack(4, "b1"), Node: func() *corev1.Node { n := notReady.DeepCopy(); n.Spec.Unschedulable = true; return n }(), Deselected: true, Now: at(withdrawGrace)}, rebootWait},
+		{"taken back, rebooted anyway (kubelet's boot)", rebootView{LN: takenBack(3, "b1"), Node: cordonedNode("b2"), Deselected: true, Now: at(time.Second)}, rebootFinish},
+		{"taken back, rebooted anyway (agent's boot)", rebootView{LN: takenBack(4, "b2"), Node: cordonedNode(""), Deselected: true, Now: at(time.Second)}, rebootFinish},
+		{"taken back, the agent silent past the boot timeout", rebootView{LN: takenBack(3, "b1"), Node: cordonedNode("b1"), Deselected: true, Now: at(limits.Boot)}, rebootFinish},
+		{"taken back, selected again: not asked again", rebootView{LN: reselected, Node: cordonedNode("b1"), Drained: true, Now: at(time.Second)}, rebootWait},
+	} {
+		tc.v.Limits = limits
+		if got, why := nextReboot(tc.v); got != tc.want {
+			t.Errorf("%s: act %d (%s), want %d", tc.name, got, why, tc.want)
+		}
+	}
+	// The node controller releases the node only once that settled.
+	if !requestOutstanding(requested("r1"), cordonedNode("b1"), rebootT0.Add(withdrawGrace-time.Second), limits.Boot) {
+		t.Error("a standing request is not outstanding")
+	}
+	if !requestOutstanding(takenBack(3, "b1"), cordonedNode("b1"), at(0), limits.Boot) {
+		t.Error("a request taken back, unread, is not outstanding")
+	}
+	if requestOutstanding(takenBack(3, "b1"), cordonedNode("b2"), at(0), limits.Boot) {
+		t.Error("a request taken back from a node that rebooted is outstanding")
+	}
+	if requestOutstanding(withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0), cordonedNode("b1"), at(0), limits.Boot) {
+		t.Error("a Draining record never requested is outstanding")
+	}
+}
+
+// TestRecordOf: a reboot record belongs to the profile whose revision it
+// names (a reboot back's too), not to a profile whose name is a prefix of
+// another's.
+func TestRecordOf(t *testing.T) {
+	long := strings.Repeat("p", 250)
+	for _, tc := range []struct {
+		rev, profile string
+		want         bool
+	}{
+		{"gateway-0a1b2c3d", "gateway", true},
+		{"gateway-0a1b2c3d-back", "gateway", true},
+		{"gateway-0a1b2c3d", "edge", false},
+		{"a-b-0a1b2c3d", "a", false},
+		{"a-0a1b2c3d", "a-b", false},
+		{"a-deadbeef-0a1b2c3d", "a", false},
+		{revisionName(long, &v1alpha1.TuningSpec{}), long, true},
+		{backRevision(revisionName("gateway", &v1alpha1.TuningSpec{})), "gateway", true},
+	} {
+		if got := recordOf(&v1alpha1.NodeRebootSpec{Revision: tc.rev}, tc.profile); got != tc.want {
+			t.Errorf("recordOf(%q, %q) = %v, want %v", tc.rev, tc.profile, got, tc.want)
 		}
 	}
 }
