@@ -251,7 +251,7 @@ const method = `
   per resource as below.
 - API server CPU is utime+stime of the kube-apiserver process over the steady window.
 - Event series: the manager records Events through client-go's events/v1 broadcaster, which
-  folds a repeated event (same object, reason and action; the note is not compared) into a
+  folds a repeated event (same object, reason and action; the message is not compared) into a
   series: it creates the Event, patches it at the second occurrence, counts the rest in
   memory, and patches the final count 6-12 min after the series' last occurrence
   (finishSeries; every series again each 30 min). Those patches of Events made before a
