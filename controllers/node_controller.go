@@ -164,7 +164,10 @@ func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1a
 	if err := r.setLabels(ctx, node, keepProfileLabel, agentVariant(nil, ln)); err != nil {
 		return ctrl.Result{}, err
 	}
-	if ln.Spec.Action == v1alpha1.ActionApply {
+	// Any action but Revert is reverted first: Apply, and Baseline too (a
+	// node joining a rollout, or a rolled-back canary, measures on
+	// Baseline; only the agent's Reverted says it holds nothing).
+	if ln.Spec.Action != v1alpha1.ActionRevert {
 		return ctrl.Result{}, r.startRevert(ctx, ln, res, owner)
 	}
 	gone, wait := unreachable(node, r.now(), r.UnreachableAfter)

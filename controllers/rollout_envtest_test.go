@@ -575,3 +575,42 @@ func cacheOptionsWithScheme(ns string) cache.Options {
 	o.Scheme = NewScheme()
 	return o
 }
+
+// TestDeletionRevertsNodesStillOnBaseline deletes a profile with
+// spec.rollout while its nodes still measure their baseline (a node joins
+// on Baseline, and a rolled-back canary waits there): the nodes are
+// reverted and released and the profile goes. The release started a revert
+// only from Apply, so a Baseline node was never reverted and the profile's
+// finalizer waited for it forever (seen on the multi-node cluster, issue
+// 29: deleting a rolled-back profile hung).
+func TestDeletionRevertsNodesStillOnBaseline(t *testing.T) {
+	needSuite(t)
+	nodes, p := rolloutFleet(t, "delbase", 2, rolloutPolicy(1, 1))
+	for _, n := range nodes {
+		eventually(t, n+" on Baseline", func() error {
+			ln, err := getLN(n)
+			if err != nil {
+				return err
+			}
+			if ln.Spec.Action != v1alpha1.ActionBaseline {
+				return fmt.Errorf("action = %s", ln.Spec.Action)
+			}
+			return nil
+		})
+	}
+	eventually(t, "finalizer", func() error {
+		if len(getProfile(t, p.Name).Finalizers) == 0 {
+			return errString("no finalizer yet")
+		}
+		return nil
+	})
+	if err := k8s.Delete(context.Background(), &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: p.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		expectReverting(t, n)
+		playAgent(t, n, revertedTrue)
+		expectReleased(t, n)
+	}
+	eventually(t, "profile gone", func() error { return gone(&v1alpha1.LatencyProfile{}, p.Name) })
+}
