@@ -8,7 +8,8 @@
 # the pinned kubelet as a systemd unit; then it answers kernel reads the
 # host asks for in ask/ (one file per question, naming a /proc/sys or /sys
 # path) in answer/, so the tests read the guest's kernel, not a status; and
-# starts or stops a CPU hog on request ("hog N SECS", "hog stop").
+# starts or stops a CPU hog on request ("hog N SECS", "hog stop"), and says
+# in which PID namespace the agent runs ("agent pidns").
 set -eu
 S=/mnt/share
 . $S/node.env
@@ -125,6 +126,15 @@ while :; do
         set -- $p
         for i in $(seq 1 "$2"); do timeout "$3" sh -c 'while :; do :; done' & echo $! >>/run/hog.pids; done
         v="$(wc -l </run/hog.pids)" ;;
+      # "agent pidns": for each latencytier process, "host" when it is in
+      # the guest's own PID namespace (PID 1's, the hostPID agent) or "pod"
+      # when in one of its own (the standard agent); "none" when none runs.
+      "agent pidns")
+        v=""
+        for pid in $(pgrep -x latencytier || true); do
+          if [ "$(readlink /proc/$pid/ns/pid)" = "$(readlink /proc/1/ns/pid)" ]; then v="$v host"; else v="$v pod"; fi
+        done
+        v="${v# }"; [ -n "$v" ] || v=none ;;
       *) v="error: refused path $p" ;;
     esac
     echo "$v" >"$S/answer/.$id"; mv "$S/answer/.$id" "$S/answer/$id"; rm -f "$q"
