@@ -163,11 +163,20 @@ elif [[ $fa == 10 && $fb == 10 ]]; then fail "both nodes moved at once (no canar
 elif [[ $fa == 10 ]]; then canary=node-6-1 other=node-6-12; col=3; else canary=node-6-12 other=node-6-1; col=2; fi
 if [[ $canary != none ]]; then
   pass "canary $canary moved alone (the other still 60)"
-  # The other node moved only after the canary's verdict: an earlier row
-  # read the other's kernel still at 60 and then (later) a verdict in the
-  # status, before the row whose kernel read saw the other at 10.
-  gate=$(awk -v c="$col" '$c == 10 {exit} $c == 60 && $7 > 0 {g = $0} END {print g}' "$timeline")
-  check "$other moved only after the canary's verdict (verdict seen while $other still read 60: ${gate:-none})" [ -n "$gate" ]
+  # The other node moved only after the canary's verdict. A passing
+  # verdict is listed with no time, and the manager moves the next node in
+  # the reconcile that writes it, so a poll cannot count on seeing it
+  # before the other's kernel moves (and the canary's "verifying until"
+  # counts as inconclusive: it is no verdict). What the reads prove without
+  # a race: the canary was not set before the last status read that still
+  # said Baselining (tb), no verdict can exist before verificationWindow
+  # (10s) after it was set, and the other's kernel still read 60 at o60.
+  tb=$(awk '$5 == "Baselining" {t = $4} END {print t}' "$timeline")
+  o60=$(awk -v c="$col" '$c == 10 {exit} $c == 60 {t = $1} END {print t}' "$timeline")
+  held() { [[ -n $tb && -n $o60 ]] && ((o60 - tb >= 10)); }
+  check "$other still read 60 a verification window (10s) after the canary could first be set (Baselining at ${tb:-?}s, $other at 60 at ${o60:-?}s)" held
+  passed=$(awk -v c="$col" '$c == 10 {split($6, v, "/"); print v[1] + v[2]; exit}' "$timeline")
+  check "a passing verdict (improved or unchanged) in the status by the row $other first read 10 (${passed:-0})" [ "${passed:-0}" -ge 1 ]
   # and never before the canary itself
   check "$other never moved before $canary" awk -v c="$col" -v o="$((5 - col))" '$c == 10 && $o != 10 {exit 1}' "$timeline"
   tc=$(awk -v c="$((5 - col))" '$c == 10 {print $1; exit}' "$timeline")
