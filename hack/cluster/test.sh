@@ -247,7 +247,7 @@ agents() {
   k -n latencytier-system get pods -l app.kubernetes.io/component=agent \
     -o jsonpath='{range .items[*]}{.spec.nodeName}={.metadata.labels.latencytier\.io/agent-variant}:{.spec.hostPID}:{.status.containerStatuses[0].ready}{" "}{end}'
 }
-agents_placed() { [[ "$(agents | tr ' ' '\n' | sort | xargs)" == "node-6-1=standard::true node-6-12=hostpid:true:true" ]]; }
+agents_placed() { [[ "$(agents | tr ' ' '\n' | LC_ALL=C sort | xargs)" == "node-6-12=hostpid:true:true node-6-1=standard::true" ]]; }
 agent_label() { k get node "$1" -o jsonpath='{.metadata.labels.node-restriction\.kubernetes\.io/latencytier-agent}'; }
 swappiness_20() { [[ "$(ask node-6-1 $SYSCTL)" == 20 && "$(ask node-6-12 $SYSCTL)" == 20 ]]; }
 k label node node-6-1 "$RT_STD=" --overwrite >/dev/null
@@ -329,8 +329,8 @@ while ((SECONDS - t < ${ROLLOUT_TIMEOUT:-900})); do
     else canary=node-6-12 other=node-6-1; fi
     if [[ $canary != both ]]; then ev="hog:$(ask "$canary" "hog $HOGS 240")"; hog_s=$((SECONDS - t)); fi
   fi
-  if [[ $hog_s != - && ${re:-0} -gt 0 && $hog_s != stopped* ]]; then
-    ev="hog-stop:$(ask "$canary" "hog stop")"; hog_s="stopped at $((SECONDS - t)) (started $hog_s)"
+  if [[ $hog_s != - && ${re:-0} -gt 0 && $hog_s != *-* ]]; then
+    ev="hog-stop:$(ask "$canary" "hog stop")"; hog_s="$hog_s-$((SECONDS - t))"
   fi
   echo "$tk $a $b $ts ${phase:--} ${re:-0} ${rb:-0} $ev" >>"$timeline"
   [[ $canary == both ]] && break
@@ -351,7 +351,7 @@ check "the canary moved alone (the other still 60)" [ "$canary" != both ]
 if [[ $canary == node-6-1 || $canary == node-6-12 ]]; then
   col=3; [[ $canary == node-6-12 ]] && col=2
   tc=$(awk -v c="$((5 - col))" '$c == 10 {print $1; exit}' "$timeline")
-  figure rollback_canary_moved_s "${tc:-?}"; figure rollback_hog "$hog_s"; figure rollback_canary_back_s "$back_s"
+  figure rollback_canary_moved_s "${tc:-?}"; figure rollback_hog_s "$hog_s"; figure rollback_canary_back_s "$back_s"
   rows=$(wc -l <"$timeline")
   check "$other read 60 in all $rows rows, until ${ROLLBACK_WATCH:-30}s after the canary was back (guest kernel)" \
     awk -v c="$col" '$c != 60 {exit 1}' "$timeline"
