@@ -13,6 +13,7 @@
 #   hack/cluster/cluster.sh status
 #   hack/cluster/cluster.sh kubectl ...    # kubectl against it (run inside the netns)
 #   hack/cluster/cluster.sh ask NODE PATH  # read PATH (/proc/sys/..., /sys/...) in NODE's kernel
+#                                          # (or "hog N SECS", "hog stop", "agent pidns": guest-node.sh)
 #
 # Networking: everything lives in the network namespace $NS that `up`
 # creates: a bridge with the control plane's address and one tap per VM on
@@ -286,11 +287,11 @@ ask() {
   local share="$STATE/nodes/$1" id i
   id="q$(date +%s%N)"; mkdir -p "$share/ask" "$share/answer"
   echo "$2" >"$share/ask/.$id"; mv "$share/ask/.$id" "$share/ask/$id"
-  for ((i = 0; i < 600; i++)); do
+  for ((i = 0; i < 1800; i++)); do
     if [[ -f "$share/answer/$id" ]]; then cat "$share/answer/$id"; rm -f "$share/answer/$id"; return 0; fi
     sleep 0.1
   done
-  die "$1: no answer for $2 within 60s"
+  die "$1: no answer for $2 within 180s"
 }
 
 # ---------------------------------------------------------------- deploy

@@ -140,7 +140,7 @@ timeline="$STATE/rollout-timeline.txt"; : >"$timeline"
 while ((SECONDS - t < ${ROLLOUT_TIMEOUT:-900})); do
   tk=$((SECONDS - t))
   ask node-6-1 $SYSCTL >"$STATE/a.1" & ask node-6-12 $SYSCTL >"$STATE/a.2" & wait
-  a=$(cat "$STATE/a.1") b=$(cat "$STATE/a.2")
+  a=$(cat "$STATE/a.1") b=$(cat "$STATE/a.2"); a=${a:-?} b=${b:-?}   # ? : no answer (a row keeps its columns)
   ts=$((SECONDS - t))
   st=$(k get latencyprofile cluster-rollout -o jsonpath='{.status.rollout.phase} {.status.rollout.improved} {.status.rollout.unchanged} {.status.rollout.regressed} {.status.rollout.inconclusive} {.status.rollout.updated}' 2>/dev/null || true)
   read -r phase im un re inc up <<<"$st"
@@ -318,7 +318,7 @@ canary=none other=none hog_s=- back_s=- watch_until=
 while ((SECONDS - t < ${ROLLOUT_TIMEOUT:-900})); do
   tk=$((SECONDS - t))
   ask node-6-1 $SYSCTL >"$STATE/a.1" & ask node-6-12 $SYSCTL >"$STATE/a.2" & wait
-  a=$(cat "$STATE/a.1") b=$(cat "$STATE/a.2")
+  a=$(cat "$STATE/a.1") b=$(cat "$STATE/a.2"); a=${a:-?} b=${b:-?}   # ? : no answer (a row keeps its columns)
   ts=$((SECONDS - t))
   st=$(k get latencyprofile cluster-rollback -o jsonpath='{.status.rollout.phase} {.status.rollout.regressed} {.status.rollout.rolledBack}' 2>/dev/null || true)
   read -r phase re rb <<<"$st"
