@@ -33,12 +33,18 @@ wait_until() {   # SECONDS COMMAND...
 
 # host_state: what the cluster must leave as it found it (the host's own
 # network namespace, the list of namespaces, our mounts).
+# Our own netns and mounts are left out, so that a CLUSTER_REUSE run, begun
+# with the cluster up, compares the same things; that they are gone after
+# down is checked apart.
 host_state() {
   ip -o link show | awk -F': ' '{print $2}' | sort
   ip -o addr show | awk '{print $2, $4}' | sort
   ip route show table all | sort
-  ip netns list | awk '{print $1}' | sort
-  findmnt -rn -o TARGET | grep -E "^($STATE|/run/netns/$NS)(/|$)" || true
+  ip netns list | awk '{print $1}' | grep -vx "$NS" | sort
+}
+ours_gone() {
+  ! ip netns list | awk '{print $1}' | grep -qx "$NS" &&
+    ! findmnt -rn -o TARGET | grep -qE "^($STATE|/run/netns/$NS)(/|$)" && [[ ! -e $STATE ]]
 }
 
 finish() {
@@ -57,6 +63,7 @@ finish() {
     local after; after=$(host_state)
     if [[ "$after" == "$HOST_BEFORE" ]]; then pass "host links, addresses, routes, netns, mounts as before"
     else fail "host state differs after down: $(diff <(echo "$HOST_BEFORE") <(echo "$after") | tr '\n' ' ')"; fi
+    if ours_gone; then pass "netns $NS, its mounts and $STATE gone"; else fail "netns $NS, a mount of ours or $STATE left after down"; fi
     pgrep -f "mount_tag=share" -a | grep -F "$STATE/" && fail "a VM of ours still runs"
     pgrep -af "$STATE/bin/latencytier manager" && fail "the manager process still runs"
   fi
