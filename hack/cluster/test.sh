@@ -40,7 +40,7 @@ host_state() {
   ip -o link show | awk -F': ' '{print $2}' | sort
   ip -o addr show | awk '{print $2, $4}' | sort
   ip route show table all | sort
-  ip netns list | awk '{print $1}' | grep -vx "$NS" | sort
+  ip netns list | awk '{print $1}' | { grep -vx "$NS" || true; } | sort
 }
 ours_gone() {
   ! ip netns list | awk '{print $1}' | grep -qx "$NS" &&
