@@ -7,11 +7,13 @@
 # workload images imported without a registry.
 #
 #   hack/cluster/cluster.sh up [NODE...]   # control plane + VMs (default: every node); idempotent
-#   hack/cluster/cluster.sh deploy         # helm upgrade --install charts/latencytier
+#   hack/cluster/cluster.sh deploy         # helm upgrade --install charts/latencytier, the manager
+#                                          # as a process in the netns (its Deployment scaled to 0)
 #   hack/cluster/cluster.sh down           # stop everything by PID, delete the netns and state
 #   hack/cluster/cluster.sh status
 #   hack/cluster/cluster.sh kubectl ...    # kubectl against it (run inside the netns)
 #   hack/cluster/cluster.sh ask NODE PATH  # read PATH (/proc/sys/..., /sys/...) in NODE's kernel
+#                                          # (or "hog N SECS", "hog stop", "agent pidns": guest-node.sh)
 #
 # Networking: everything lives in the network namespace $NS that `up`
 # creates: a bridge with the control plane's address and one tap per VM on
@@ -285,11 +287,11 @@ ask() {
   local share="$STATE/nodes/$1" id i
   id="q$(date +%s%N)"; mkdir -p "$share/ask" "$share/answer"
   echo "$2" >"$share/ask/.$id"; mv "$share/ask/.$id" "$share/ask/$id"
-  for ((i = 0; i < 600; i++)); do
+  for ((i = 0; i < 1800; i++)); do
     if [[ -f "$share/answer/$id" ]]; then cat "$share/answer/$id"; rm -f "$share/answer/$id"; return 0; fi
     sleep 0.1
   done
-  die "$1: no answer for $2 within 60s"
+  die "$1: no answer for $2 within 180s"
 }
 
 # ---------------------------------------------------------------- deploy
@@ -298,17 +300,64 @@ helm_() {
   [[ -x "$STATE/bin/helm" ]] || (cd "$ROOT" && go build -o "$STATE/bin/helm" helm.sh/helm/v3/cmd/helm)
   inns "$STATE/bin/helm" --kubeconfig "$KUBECONFIG_ADMIN" "$@"
 }
+# deploy installs the chart (CRDs, RBAC, the agents' DaemonSets, admission
+# policies) and runs the manager as a control-plane process in the netns,
+# as on a real control-plane node, not as a pod in a guest: in a starved
+# emulated guest the manager's pod missed its liveness probes and CRI's
+# create deadline and was restarted until the rollout timed out. The chart
+# has no value to leave the manager's Deployment out, so it is scaled to 0
+# (its pod pinned by a nodeSelector no node has, so none starts in a guest
+# before the scale). The process gets the chart's own arguments (read back
+# from the Deployment) and the latencytier-manager ServiceAccount's token,
+# so RBAC and the admission policies see the identity they would in the
+# cluster.
+MANAGER_NS=latencytier-system
 deploy() {
   kctl apply --server-side --force-conflicts -f "$ROOT/charts/latencytier/crds" >/dev/null
   kctl wait --for=condition=Established crd --all --timeout=60s >/dev/null
-  kctl create namespace latencytier-system --dry-run=client -o yaml |
+  kctl create namespace $MANAGER_NS --dry-run=client -o yaml |
     kctl label --local -f - -o yaml pod-security.kubernetes.io/enforce=privileged | kctl apply -f - >/dev/null
-  helm_ upgrade --install latencytier "$ROOT/charts/latencytier" --namespace latencytier-system \
-    --set image.pullPolicy=Never --set manager.hostNetwork=true --set image.tag=dev "$@" >/dev/null
+  helm_ upgrade --install latencytier "$ROOT/charts/latencytier" --namespace $MANAGER_NS \
+    --set image.pullPolicy=Never --set manager.hostNetwork=true --set image.tag=dev \
+    --set-string 'manager.nodeSelector.latencytier\.io/cluster-manager-outside=none' "$@" >/dev/null
+  kctl -n $MANAGER_NS scale deploy/latencytier-manager --replicas=0 >/dev/null
   stamp deployed
-  kctl -n latencytier-system rollout status deploy/latencytier-manager --timeout="${DEPLOY_TIMEOUT:-900}s" >&2 ||
-    die "the manager did not become ready: $(kctl -n latencytier-system get pods -o wide 2>&1)"
+  manager_start
+  wait_for "the manager's /readyz (log: $STATE/log/manager.log)" "${DEPLOY_TIMEOUT:-300}" \
+    inns curl -fsS "http://127.0.0.1:$(manager_arg health-probe-bind-address | sed 's/.*://')/readyz"
   stamp manager-ready
+  clog "manager running in netns $NS (pid $(awk '{print $1}' "$STATE/pid/manager"), log $STATE/log/manager.log)"
+}
+# manager_arg NAME: the value of --NAME among the chart's manager arguments.
+manager_arg() { sed -n "s/^--$1=//p" "$STATE/manager.args"; }
+manager_start() {
+  local token args
+  stop manager
+  kctl -n $MANAGER_NS get deploy latencytier-manager -o jsonpath='{range .spec.template.spec.containers[0].args[*]}{@}{"\n"}{end}' |
+    sed "s/\$(POD_NAMESPACE)/$MANAGER_NS/" >"$STATE/manager.args"
+  [[ "$(head -1 "$STATE/manager.args")" == manager ]] || die "unexpected manager args: $(cat "$STATE/manager.args")"
+  token=$(kctl -n $MANAGER_NS create token latencytier-manager --duration=24h)
+  umask 077
+  cat >"$STATE/pki/manager.kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: cluster
+  cluster: {server: "$API", certificate-authority: $STATE/pki/ca.crt}
+users:
+- name: latencytier-manager
+  user: {token: "$token"}
+contexts:
+- name: cluster
+  context: {cluster: cluster, user: latencytier-manager}
+current-context: cluster
+KC
+  umask 022
+  # Its own copy of the binary: a rebuild of bin/ while it runs must not
+  # make `running` lose track of it.
+  cp "$ROOT/bin/latencytier" "$STATE/bin/latencytier"
+  mapfile -t args <"$STATE/manager.args"
+  start manager "$STATE/bin/latencytier" "${args[@]}" --kubeconfig="$STATE/pki/manager.kubeconfig"
 }
 
 # ---------------------------------------------------------------- commands
@@ -336,7 +385,7 @@ cmd_down() {
   [[ -d "$STATE" ]] || { ip netns list | grep -qw "^$NS" && ip netns del "$NS"; return 0; }
   local f
   for f in "$STATE"/pid/vm-*; do [[ -e "$f" ]] && stop "$(basename "$f")"; done
-  for f in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$f"; done
+  for f in manager kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$f"; done
   if ip netns list | grep -qw "^$NS"; then ip netns del "$NS"; clog "deleted netns $NS"; fi
   rm -rf --one-file-system "$STATE"
 }

@@ -7,7 +7,9 @@
 # config for systemd cgroups, imports the images (no registry) and starts
 # the pinned kubelet as a systemd unit; then it answers kernel reads the
 # host asks for in ask/ (one file per question, naming a /proc/sys or /sys
-# path) in answer/, so the tests read the guest's kernel, not a status.
+# path) in answer/, so the tests read the guest's kernel, not a status; and
+# starts or stops a CPU hog on request ("hog N SECS", "hog stop"), and says
+# in which PID namespace the agent runs ("agent pidns").
 set -eu
 S=/mnt/share
 . $S/node.env
@@ -105,7 +107,8 @@ systemd-run --unit=kubelet --property=Restart=always --property=RestartSec=2 \
 stamp kubelet-started
 say "kubelet started for $NODE ($IP)"
 
-# Kernel reads for the host: ask/ID names a path under /proc/sys or /sys;
+# Kernel reads for the host: ask/ID names a path under /proc/sys or /sys
+# (or a hog request, above);
 # answer/ID gets "value" (written to a temporary name, then renamed, so the
 # host never reads half an answer).
 mkdir -p $S/ask $S/answer
@@ -115,6 +118,23 @@ while :; do
     id="$(basename "$q")"; p="$(cat "$q")"
     case "$p" in
       /proc/sys/*|/sys/*) v="$(cat "$p" 2>&1 | tr '\t' ' ')" || v="error: $v" ;;
+      # "hog N SECS": N busy loops (nice 0, no cgroup limit) for at most
+      # SECS seconds, a CPU hog for the rollback scenario; "hog stop" ends
+      # them. The answer is how many loops run.
+      "hog stop") [ -f /run/hog.pids ] && { kill $(cat /run/hog.pids) 2>/dev/null || true; }; rm -f /run/hog.pids; v=0 ;;
+      hog\ *)
+        set -- $p
+        for i in $(seq 1 "$2"); do timeout "$3" sh -c 'while :; do :; done' & echo $! >>/run/hog.pids; done
+        v="$(wc -l </run/hog.pids)" ;;
+      # "agent pidns": for each latencytier process, "host" when it is in
+      # the guest's own PID namespace (PID 1's, the hostPID agent) or "pod"
+      # when in one of its own (the standard agent); "none" when none runs.
+      "agent pidns")
+        v=""
+        for pid in $(pgrep -x latencytier || true); do
+          if [ "$(readlink /proc/$pid/ns/pid)" = "$(readlink /proc/1/ns/pid)" ]; then v="$v host"; else v="$v pod"; fi
+        done
+        v="${v# }"; [ -n "$v" ] || v=none ;;
       *) v="error: refused path $p" ;;
     esac
     echo "$v" >"$S/answer/.$id"; mv "$S/answer/.$id" "$S/answer/$id"; rm -f "$q"
