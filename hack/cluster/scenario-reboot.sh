@@ -11,8 +11,8 @@ say "Rolling reboot for boot parameters: one node at a time, a pod under a PodDi
 # one node, verifies it and uncordons it before the rollout (maxInFlight 1,
 # and the manager's --max-rebooting 1) moves the other. A 2-replica
 # hostNetwork Deployment, one replica per node (required anti-affinity),
-# has a PodDisruptionBudget of minAvailable 1: the drain of the second node
-# must wait until the first node's replacement pod is Ready.
+# has a PodDisruptionBudget of minAvailable 1: the second node's drain is
+# refused (and retried) until the first node's replacement pod is Ready.
 #
 # Each poll reads the Nodes first and the LatencyNodes second (Applied in
 # a boot never turns back to not Applied in that boot, so a taint seen
