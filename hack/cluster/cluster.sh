@@ -25,10 +25,24 @@
 # hostNetwork pods reach it without kube-proxy. Only a loopback CNI config,
 # so only hostNetwork pods run (as in hack/local-cluster).
 #
-# The VMs boot hack/vm's root disk with -snapshot (never changed) under
-# single-threaded TCG (see hack/vm/test-kernels.sh for why not multi-threaded),
-# the kernel's modules from a read-only 9p share, and the node's share
-# (hack/cluster/guest-node.sh as guest.sh, certificates, kubelet, images).
+# The VMs boot through OVMF and real GRUB (hack/vm/boot-disk.sh's disk with
+# containerd and runc, one per kernel) under single-threaded TCG (see
+# hack/vm/test-kernels.sh for why not multi-threaded), so kernel arguments an
+# agent stages through update-grub take effect at the node's next boot. Each
+# node boots a qcow2 overlay of the cached image, made by `up` and deleted
+# by `down`: what the guest writes (its GRUB configuration, containerd's
+# images) lasts across its reboots, never into the cache. The kernel's
+# modules come from a read-only 9p share, and the node's files
+# (hack/cluster/guest-node.sh as guest.sh, certificates, kubelet, images)
+# from a second one.
+#
+# A guest's reboot is a new qemu process: OVMF's reset hung under TCG (see
+# hack/vm/test-kernels.sh), so qemu runs with -no-reboot and a supervisor
+# per node (its PID file boot-NAME; qemu's is vm-NAME) starts it again on
+# the same disk when the guest's console ended in "reboot: Restarting
+# system", and records each boot in $STATE/timing. Any other exit (a power
+# off, a crash, `down`) ends the supervisor; `down` stops the supervisors
+# first, so none starts a VM again on its way out.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$HERE/../vm/lib.sh"   # ROOT, VM_CACHE, log, die
@@ -39,6 +53,12 @@ BR=ltbr0 NET=10.229.0 CP_IP=10.229.0.1 API_PORT=443 ETCD_PORT=2379
 API="https://$CP_IP:$API_PORT"
 VM_ACCEL="${VM_ACCEL:-tcg,thread=single}"
 VM_MEM="${VM_MEM:-2G}" VM_SMP="${VM_SMP:-2}"
+OVMF_CODE=/usr/share/OVMF/OVMF_CODE.fd OVMF_VARS=/usr/share/OVMF/OVMF_VARS.fd
+# The nodes' root disks: hack/vm/boot-disk.sh's with these packages.
+NODE_PACKAGES=containerd,runc
+# The most boots a node's supervisor starts in one `up`: a guest that keeps
+# rebooting is a failure, not a cluster.
+MAX_BOOTS=${MAX_BOOTS:-10}
 IMAGE="docker.io/library/latencytier:dev"
 PAUSE_IMAGE="latencytier.local/pause:1"
 WORKLOAD_IMAGE="latencytier.local/workload:1"
@@ -225,16 +245,23 @@ node_field() {   # NAME FIELD(1-5)
   die "no node $1 (nodes: ${NODES[*]%%|*})"
 }
 
-# vm_up NAME fills the node's share and boots its VM in the netns.
+# vm_up NAME fills the node's share, makes its disk overlay and starts its
+# supervisor, which boots the VM in the netns.
 vm_up() {
-  local name=$1 kernel ip tap mac kdir initrd rootfs share
-  running "vm-$name" && return
+  local name=$1 kernel ip tap mac kdir initrd bootimg esp share disk
+  running "boot-$name" && return
   kernel=$(node_field "$name" 2) ip=$(node_field "$name" 3) tap=$(node_field "$name" 4) mac=$(node_field "$name" 5)
   # shellcheck disable=SC2086
   kdir="$("$ROOT/hack/vm/kernel.sh" $kernel)"
   initrd="$("$ROOT/hack/vm/initramfs.sh" "$kdir")"
-  rootfs="$("$ROOT/hack/vm/rootfs.sh")"
+  read -r bootimg esp < <("$ROOT/hack/vm/boot-disk.sh" "$kdir" "$initrd" "$NODE_PACKAGES")
+  [[ -f "$bootimg" && -d "$esp" ]] || die "$name: no boot disk from hack/vm/boot-disk.sh"
   share="$STATE/nodes/$name"; rm -rf "$share"; mkdir -p "$share"/{pki,bin,images}
+  # The disk and the firmware's variables live outside the share: the
+  # guest sees only what is in the share.
+  disk="$STATE/disks/$name"; rm -rf "$disk"; mkdir -p "$disk"
+  qemu-img create -q -f qcow2 -b "$bootimg" -F raw "$disk/root.qcow2"
+  cp "$OVMF_VARS" "$disk/vars.fd"
   cp "$HERE/guest-node.sh" "$share/guest.sh"
   printf 'NODE=%s\nIP=%s\nGW=%s\nAPI=%s\nPAUSE_IMAGE=%s\n' "$name" "$ip" "$CP_IP" "$API" "$PAUSE_IMAGE" >"$share/node.env"
   cert "kubelet-$name" "system:node:$name" system:nodes clientAuth
@@ -251,16 +278,47 @@ vm_up() {
     ip -n "$NS" link set "$tap" master "$BR"
   fi
   ip -n "$NS" link set "$tap" up
-  stamp "vm-$name-start"
-  start "vm-$name" "$(command -v qemu-system-x86_64)" -accel "$VM_ACCEL" -cpu max -machine q35 \
-    -smp "$VM_SMP" -m "$VM_MEM" -display none -monitor none -serial "file:$share/console.log" \
-    -kernel "$kdir/vmlinuz" -initrd "$initrd" \
-    -append "console=ttyS0 root=/dev/vda rw quiet systemd.show_status=0" \
-    -drive "file=$rootfs,if=virtio,format=raw,snapshot=on" \
+  # qemu's arguments, one a line, for the supervisor's every boot. The
+  # console is appended to, so console.log holds every boot.
+  printf '%s\n' -accel "$VM_ACCEL" -cpu max -machine q35 \
+    -smp "$VM_SMP" -m "$VM_MEM" -display none -monitor none -no-reboot \
+    -chardev "file,id=console,path=$share/console.log,append=on" -serial chardev:console \
+    -drive "if=pflash,format=raw,readonly=on,file=$OVMF_CODE" -drive "if=pflash,format=raw,file=$disk/vars.fd" \
+    -drive "file=$disk/root.qcow2,if=virtio,format=qcow2" -drive "file=fat:$esp,if=virtio,format=raw,readonly=on" \
     -netdev "tap,id=net0,ifname=$tap,script=no,downscript=no" -device "virtio-net-pci,netdev=net0,mac=$mac" \
     -virtfs "local,path=$share,mount_tag=share,security_model=none,id=share" \
-    -virtfs "local,path=$kdir/lib/modules,mount_tag=modules,security_model=none,id=modules,readonly=on"
-  clog "$name: booting $(cat "$kdir/release") at $ip (console: $share/console.log)"
+    -virtfs "local,path=$kdir/lib/modules,mount_tag=modules,security_model=none,id=modules,readonly=on" \
+    >"$disk/qemu.args"
+  stamp "vm-$name-start"
+  setsid bash "$HERE/cluster.sh" supervise "$name" >"$STATE/log/boot-$name.log" 2>&1 </dev/null &
+  echo "$! $(readlink -f "$(command -v bash)")" >"$STATE/pid/boot-$name"
+  clog "$name: booting $(cat "$kdir/release") through GRUB at $ip (console: $share/console.log)"
+}
+
+# supervise NAME (the node's supervisor, in a session of its own): boots
+# the node's VM, and again each time the guest rebooted, at most MAX_BOOTS
+# times. Stopped (TERM), it stops the running qemu first.
+supervise() {
+  local name=$1 boots=0 rc qpid= qemu args
+  local console="$STATE/nodes/$name/console.log"
+  qemu=$(command -v qemu-system-x86_64)
+  mapfile -t args <"$STATE/disks/$name/qemu.args"
+  trap '[[ -n $qpid ]] && kill -TERM "$qpid" 2>/dev/null; wait; exit 0' TERM INT
+  while ((boots < MAX_BOOTS)); do
+    boots=$((boots + 1))
+    stamp "vm-$name-boot-$boots"
+    ip netns exec "$NS" "$qemu" "${args[@]}" </dev/null &
+    qpid=$!
+    echo "$qpid $(readlink -f "$qemu")" >"$STATE/pid/vm-$name"
+    rc=0; wait "$qpid" || rc=$?
+    stamp "vm-$name-exit-$boots"
+    if ! tail -c 4096 "$console" 2>/dev/null | grep -q "reboot: Restarting system"; then
+      clog "$name: qemu exited ($rc) after boot $boots, not for a reboot: not started again"
+      return 0
+    fi
+    clog "$name: the guest rebooted (boot $boots); starting it again"
+  done
+  clog "$name: $MAX_BOOTS boots, not started again"
 }
 
 # node_ready NAME waits for the node to register and be Ready, and records
@@ -268,7 +326,7 @@ vm_up() {
 node_ready() {
   local name=$1 i
   for ((i = 0; i < ${NODE_TIMEOUT:-900}; i++)); do
-    running "vm-$name" || die "$name: qemu exited (console: $STATE/nodes/$name/console.log)"
+    running "boot-$name" || die "$name: qemu exited (console: $STATE/nodes/$name/console.log)"
     grep -q "Kernel panic" "$STATE/nodes/$name/console.log" 2>/dev/null && die "$name: guest kernel panicked"
     if [[ ! -f "$STATE/nodes/$name/registered" ]] && kctl get node "$name" >/dev/null 2>&1; then
       stamp "node-$name-registered"; touch "$STATE/nodes/$name/registered"
@@ -384,7 +442,8 @@ cmd_up() {
 cmd_down() {
   [[ -d "$STATE" ]] || { ip netns list | grep -qw "^$NS" && ip netns del "$NS"; return 0; }
   local f
-  for f in "$STATE"/pid/vm-*; do [[ -e "$f" ]] && stop "$(basename "$f")"; done
+  # the supervisors first: none may start a VM again
+  for f in "$STATE"/pid/boot-* "$STATE"/pid/vm-*; do [[ -e "$f" ]] && stop "$(basename "$f")"; done
   for f in manager kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$f"; done
   if ip netns list | grep -qw "^$NS"; then ip netns del "$NS"; clog "deleted netns $NS"; fi
   rm -rf --one-file-system "$STATE"
@@ -406,5 +465,6 @@ case "${1:-}" in
   status) cmd_status ;;
   kubectl) shift; kctl "$@" ;;
   ask) ask "$2" "$3" ;;
+  supervise) supervise "$2" ;;   # vm_up's, not for use by hand
   *) sed -n '2,/^set -e/p' "$0" | sed -n 's/^# \{0,1\}//p' >&2; exit 2 ;;
 esac

@@ -8,8 +8,15 @@
 # the pinned kubelet as a systemd unit; then it answers kernel reads the
 # host asks for in ask/ (one file per question, naming a /proc/sys or /sys
 # path) in answer/, so the tests read the guest's kernel, not a status; and
-# starts or stops a CPU hog on request ("hog N SECS", "hog stop"), and says
-# in which PID namespace the agent runs ("agent pidns").
+# starts or stops a CPU hog on request ("hog N SECS", "hog stop"), says
+# in which PID namespace the agent runs ("agent pidns"), and reboots the
+# node ("reboot").
+#
+# It runs at every boot of the node (its disk lasts across reboots: the
+# cluster's nodes boot through GRUB, so staged kernel arguments take
+# effect), so what it does is done again or skipped when done: the images
+# are imported once. Each boot appends its boot id and command line, read
+# from the kernel, to the share's boots file.
 set -eu
 S=/mnt/share
 . $S/node.env
@@ -17,6 +24,49 @@ export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
 stamp() { echo "$1 $(cut -d' ' -f1 /proc/uptime)" >>$S/timing; }
 say() { echo "cluster-node: $*" >/dev/console; }
 stamp guest-start
+echo "$(cat /proc/sys/kernel/random/boot_id) $(cat /proc/cmdline)" >>$S/boots
+
+# Kernel reads for the host: ask/ID names a path under /proc/sys or /sys,
+# /proc/cmdline or /boot/grub/grub.cfg (or a hog request, above);
+# answer/ID gets "value" (written to a temporary name, then renamed, so the
+# host never reads half an answer).
+answer() {
+mkdir -p $S/ask $S/answer
+while :; do
+  for q in $S/ask/*; do
+    [ -f "$q" ] || continue
+    id="$(basename "$q")"; p="$(cat "$q")"
+    case "$p" in
+      /proc/sys/*|/sys/*|/proc/cmdline|/boot/grub/grub.cfg) v="$(cat "$p" 2>&1 | tr '\t' ' ')" || v="error: $v" ;;
+      # "hog N SECS": N busy loops (nice 0, no cgroup limit) for at most
+      # SECS seconds, a CPU hog for the rollback scenario; "hog stop" ends
+      # them. The answer is how many loops run.
+      "hog stop") [ -f /run/hog.pids ] && { kill $(cat /run/hog.pids) 2>/dev/null || true; }; rm -f /run/hog.pids; v=0 ;;
+      hog\ *)
+        set -- $p
+        for i in $(seq 1 "$2"); do timeout "$3" sh -c 'while :; do :; done' & echo $! >>/run/hog.pids; done
+        v="$(wc -l </run/hog.pids)" ;;
+      # "agent pidns": for each latencytier process, "host" when it is in
+      # the guest's own PID namespace (PID 1's, the hostPID agent) or "pod"
+      # when in one of its own (the standard agent); "none" when none runs.
+      "agent pidns")
+        v=""
+        for pid in $(pgrep -x latencytier || true); do
+          if [ "$(readlink /proc/$pid/ns/pid)" = "$(readlink /proc/1/ns/pid)" ]; then v="$v host"; else v="$v pod"; fi
+        done
+        v="${v# }"; [ -n "$v" ] || v=none ;;
+      # "reboot": an orderly reboot (systemd), after the answer is out.
+      reboot) v=rebooting; (sleep 1; systemctl reboot) >/dev/null 2>&1 & ;;
+      *) v="error: refused path $p" ;;
+    esac
+    echo "$v" >"$S/answer/.$id"; mv "$S/answer/.$id" "$S/answer/$id"; rm -f "$q"
+  done
+  sleep 0.5
+done
+}
+# Answered from the start of each boot, not after the kubelet's start: a
+# test that asks across a reboot waits for the boot, not for containerd.
+answer &
 
 # The root disk has no /lib/modules (the initramfs loads the disk's own
 # chain): the kernel's modules come read-only from a second 9p share.
@@ -32,7 +82,7 @@ while :; do
   sleep 0.1
 done
 hostname "$NODE"; echo "$NODE" >/etc/hostname
-echo "$IP $NODE" >>/etc/hosts
+grep -qx "$IP $NODE" /etc/hosts || echo "$IP $NODE" >>/etc/hosts
 ip link set lo up
 ip addr add "$IP/24" dev "$dev"
 ip link set "$dev" up
@@ -61,7 +111,11 @@ CFG
 systemctl restart containerd
 i=0; until ctr version >/dev/null 2>&1; do i=$((i + 1)); [ $i -lt 600 ] || { say "containerd did not start"; exit 1; }; sleep 0.2; done
 stamp containerd-up
-for t in $S/images/*.tar; do ctr -n k8s.io images import "$t" >/dev/null; done
+# containerd keeps them on the disk: imported at the first boot only
+if [ ! -f /var/lib/cluster-node-images ]; then
+  for t in $S/images/*.tar; do ctr -n k8s.io images import "$t" >/dev/null; done
+  touch /var/lib/cluster-node-images
+fi
 stamp images-imported
 
 cp $S/pki/* /etc/kubernetes/pki/
@@ -106,38 +160,4 @@ systemd-run --unit=kubelet --property=Restart=always --property=RestartSec=2 \
   --kubeconfig=/etc/kubernetes/kubelet.kubeconfig --hostname-override="$NODE" --node-ip="$IP" --v=1
 stamp kubelet-started
 say "kubelet started for $NODE ($IP)"
-
-# Kernel reads for the host: ask/ID names a path under /proc/sys or /sys
-# (or a hog request, above);
-# answer/ID gets "value" (written to a temporary name, then renamed, so the
-# host never reads half an answer).
-mkdir -p $S/ask $S/answer
-while :; do
-  for q in $S/ask/*; do
-    [ -f "$q" ] || continue
-    id="$(basename "$q")"; p="$(cat "$q")"
-    case "$p" in
-      /proc/sys/*|/sys/*) v="$(cat "$p" 2>&1 | tr '\t' ' ')" || v="error: $v" ;;
-      # "hog N SECS": N busy loops (nice 0, no cgroup limit) for at most
-      # SECS seconds, a CPU hog for the rollback scenario; "hog stop" ends
-      # them. The answer is how many loops run.
-      "hog stop") [ -f /run/hog.pids ] && { kill $(cat /run/hog.pids) 2>/dev/null || true; }; rm -f /run/hog.pids; v=0 ;;
-      hog\ *)
-        set -- $p
-        for i in $(seq 1 "$2"); do timeout "$3" sh -c 'while :; do :; done' & echo $! >>/run/hog.pids; done
-        v="$(wc -l </run/hog.pids)" ;;
-      # "agent pidns": for each latencytier process, "host" when it is in
-      # the guest's own PID namespace (PID 1's, the hostPID agent) or "pod"
-      # when in one of its own (the standard agent); "none" when none runs.
-      "agent pidns")
-        v=""
-        for pid in $(pgrep -x latencytier || true); do
-          if [ "$(readlink /proc/$pid/ns/pid)" = "$(readlink /proc/1/ns/pid)" ]; then v="$v host"; else v="$v pod"; fi
-        done
-        v="${v# }"; [ -n "$v" ] || v=none ;;
-      *) v="error: refused path $p" ;;
-    esac
-    echo "$v" >"$S/answer/.$id"; mv "$S/answer/.$id" "$S/answer/$id"; rm -f "$q"
-  done
-  sleep 0.5
-done
+wait

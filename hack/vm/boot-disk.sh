@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
-# boot-disk.sh KERNEL_DIR INITRD: builds (once, cached) what a guest needs to
-# boot through a real bootloader instead of qemu's direct kernel boot (which
-# keeps its command line across reboots, so it cannot test a bootloader
-# change): a root disk like rootfs.sh's plus GRUB's tools (update-grub) and
-# the kernel and initramfs in /boot, and an EFI system partition directory
-# holding a standalone GRUB EFI image that loads the root disk's
-# /boot/grub/grub.cfg. OVMF boots it from qemu's virtual FAT drive.
+# boot-disk.sh KERNEL_DIR INITRD [PACKAGES]: builds (once, cached) what a
+# guest needs to boot through a real bootloader instead of qemu's direct
+# kernel boot (which keeps its command line across reboots, so it cannot
+# test a bootloader change): a root disk like rootfs.sh's plus GRUB's tools
+# (update-grub) and the kernel and initramfs in /boot, and an EFI system
+# partition directory holding a standalone GRUB EFI image that loads the
+# root disk's /boot/grub/grub.cfg. OVMF boots it from qemu's virtual FAT
+# drive. PACKAGES (comma-separated) are installed too: make test-kernels'
+# GRUB row needs none, hack/cluster's nodes "containerd,runc"; each set is
+# an image of its own in the cache.
 # Prints "<root image> <esp dir>".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-kdir="$1" initrd="$2"
+kdir="$1" initrd="$2" extra="${3:-}"
+[[ "$extra" =~ ^[a-z0-9.+,-]*$ ]] || die "packages $extra: want a comma-separated list of package names"
 rel="$(cat "$kdir/release")"
-here="$(dirname "${BASH_SOURCE[0]}")"   # rebuilt when these or the kernel change:
-stamp="$(cat "$here/boot-disk.sh" "$here/guest-boot.sh" "$here/latencytier-vmtest.service" "$initrd" | sha256sum | cut -c1-12)"
-img="$VM_CACHE/bootdisk-$rel-$stamp.img" esp="$VM_CACHE/esp-$rel-$stamp"
+# The image's name says its package set (none: "grub"), so the GRUB row's
+# and the cluster's images are cached side by side.
+set_name="grub${extra:+-${extra//,/-}}"
+here="$(dirname "${BASH_SOURCE[0]}")"   # rebuilt when these, the packages or the kernel change:
+stamp="$( (cat "$here/boot-disk.sh" "$here/guest-boot.sh" "$here/latencytier-vmtest.service" "$initrd"; echo "$extra") | sha256sum | cut -c1-12)"
+img="$VM_CACHE/bootdisk-$rel-$set_name-$stamp.img" esp="$VM_CACHE/esp-$rel-$set_name-$stamp"
 if [[ -f "$img" && -d "$esp" ]]; then echo "$img $esp"; exit 0; fi
 command -v grub-mkstandalone >/dev/null || die "grub-mkstandalone missing (apt-get install grub-efi-amd64-bin)"
 
@@ -39,9 +46,9 @@ menuentry 'Debian GNU/Linux' {
   initrd /boot/initrd.img-$rel
 }
 CFG
-log "mmdebstrap bookworm with GRUB's tools from $(mirror)"
+log "mmdebstrap bookworm with GRUB's tools${extra:+ and $extra} from $(mirror)"
 mmdebstrap --mode=root --variant=minbase --quiet \
-  --include=systemd,systemd-sysv,udev,dbus,iproute2,kmod,procps,grub2-common,grub-efi-amd64-bin \
+  --include=systemd,systemd-sysv,udev,dbus,iproute2,kmod,procps,grub2-common,grub-efi-amd64-bin${extra:+,$extra} \
   --customize-hook='echo vm >"$1/etc/hostname"' \
   --customize-hook='echo "/dev/vda / ext4 rw,errors=remount-ro 0 1" >"$1/etc/fstab"' \
   --customize-hook='chroot "$1" passwd -d root >/dev/null' \
@@ -69,6 +76,7 @@ mkdir -p "$tmp/esp/EFI/BOOT"
 grub-mkstandalone -O x86_64-efi -o "$tmp/esp/EFI/BOOT/BOOTX64.EFI" \
   --modules="ext2 part_msdos part_gpt search search_label configfile linux normal echo" \
   "boot/grub/grub.cfg=$tmp/early.cfg" >&2
-rm -rf "$VM_CACHE"/bootdisk-"$rel"-*.img "$VM_CACHE"/esp-"$rel"-*
+# (a stamp is 12 characters: "grub-*" would take the other sets' images too)
+rm -rf "$VM_CACHE"/bootdisk-"$rel-$set_name"-????????????.img "$VM_CACHE"/esp-"$rel-$set_name"-????????????
 mv "$img.tmp" "$img"; cp -r "$tmp/esp" "$esp"
 echo "$img $esp"
