@@ -82,8 +82,10 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 		nodes[in.Nodes[i].Name] = &in.Nodes[i]
 	}
 	st := v1alpha1.RebootRolloutStatus{Revision: target}
-	if last := p.Status.Reboots; last != nil && last.Revision == target {
-		st.Paused, st.Message = last.Paused, last.Message
+	// A pause (and its reason) lasts for the revision; any other message
+	// says what is in flight and is worked out again below.
+	if last := p.Status.Reboots; last != nil && last.Revision == target && last.Paused {
+		st.Paused, st.Message = true, last.Message
 	}
 	// A node that left p's selection (a label changed, a profile of
 	// higher priority or a tie, p deleted) is no longer p's to reboot.

@@ -659,6 +659,11 @@ func TestRebootsOneAtATimeDrainedAndTaintedUntilApplied(t *testing.T) {
 	if st.Paused || st.Pending != 0 {
 		t.Errorf("status.reboots = %+v", st)
 	}
+	// Nothing is in flight, so nothing is waited for (the message of an
+	// earlier pass, "waiting for the reboot of rb-a", was carried on).
+	if st.Message != "" {
+		t.Errorf("status.reboots.message = %q with every reboot done", st.Message)
+	}
 	rev := e.ln("rb-a").Spec.Revision
 	for _, n := range nodes {
 		if got := e.sim.rebootCount(n, rev); got != 1 {
