@@ -5,7 +5,8 @@
 say "Rollback: a regression on the canary rolls it back, and the other node is never touched"
 # The same sysctl, judged after a 40s verification window. As soon as a
 # guest's kernel reads 10 (the canary moved), that guest starts a CPU hog
-# (guest-node.sh: busy loops, 2 per vCPU and more, for at most 240s), so
+# (guest-node.sh: busy loops, 2 per vCPU and more, for at most 240s, in a
+# unit of their own at CPUWeight 10000 so cgroup v2 lets them take the CPUs), so
 # the windows judged after the move wait behind it: the node-wide run-queue
 # p99 rises past maxP99Regression, the same 4 as above (which the first
 # scenario's idle windows stay under), the canary is Regressed and reverted
