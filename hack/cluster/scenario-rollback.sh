@@ -12,35 +12,13 @@ say "Rollback: a regression on the canary rolls it back, and the other node is n
 # scenario's idle windows stay under), the canary is Regressed and reverted
 # (the profile's first revision: no tuning to go back to), and the other
 # node must read 60 in every row, also for ROLLBACK_WATCH seconds after.
-rollback_profile() {
-  cat <<YAML
-apiVersion: tuning.latencytier.io/v1alpha1
-kind: LatencyProfile
-metadata:
-  name: cluster-rollback
-spec:
-  nodeSelector:
-    matchLabels: {$LABEL: ""}
-  sysctls:
-  - {name: vm.swappiness, value: "10"}
-  measurement:
-    interval: 10s
-  rollout:
-    canary: {nodes: 1}
-    maxInFlight: 1
-    verificationWindow: 40s
-    maxP99Regression: "4"
-    minSamples: 50
-    inconclusiveTimeout: 5m
-YAML
-}
 HOGS=${ROLLBACK_HOGS:-6}
 for n in "${NODES[@]}"; do
   check "$n: vm.swappiness is 60 before (guest kernel)" [ "$(ask "$n" $SYSCTL)" = 60 ]
   k label node "$n" "$LABEL=" --overwrite >/dev/null   # (scenario-rollout's too, when it ran)
 done
 t=$SECONDS
-rollback_profile >"$STATE/cluster-rollback.yaml"
+canary_profile cluster-rollback 40s >"$STATE/cluster-rollback.yaml"
 must "apply cluster-rollback (canary 1, verificationWindow 40s)" k apply -f "$STATE/cluster-rollback.yaml"
 timeline="$STATE/rollback-timeline.txt"; : >"$timeline"
 canary=none other=none hog_s=- back_s=- watch_until=

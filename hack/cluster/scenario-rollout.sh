@@ -11,34 +11,12 @@ say "Rollout across two kernels: the canary alone first, the other only after it
 # measured pod), and in an emulated VM on a shared 2-core host it swings
 # between windows with no change at all; the gate's order is under test
 # here, not the judge (unit-tested in controllers/).
-profile() {
-  cat <<YAML
-apiVersion: tuning.latencytier.io/v1alpha1
-kind: LatencyProfile
-metadata:
-  name: cluster-rollout
-spec:
-  nodeSelector:
-    matchLabels: {$LABEL: ""}
-  sysctls:
-  - {name: vm.swappiness, value: "10"}
-  measurement:
-    interval: 10s
-  rollout:
-    canary: {nodes: 1}
-    maxInFlight: 1
-    verificationWindow: 10s
-    maxP99Regression: "4"
-    minSamples: 50
-    inconclusiveTimeout: 5m
-YAML
-}
 for n in "${NODES[@]}"; do
   check "$n: vm.swappiness is 60 before (guest kernel)" [ "$(ask "$n" $SYSCTL)" = 60 ]
   k label node "$n" "$LABEL=" --overwrite >/dev/null
 done
 t=$SECONDS
-profile >"$STATE/cluster-rollout.yaml"
+canary_profile cluster-rollout 10s >"$STATE/cluster-rollout.yaml"
 must "apply cluster-rollout (canary 1, maxInFlight 1)" k apply -f "$STATE/cluster-rollout.yaml"
 timeline="$STATE/rollout-timeline.txt"; : >"$timeline"
 # row: s since apply at the kernel reads, node-6-1's value, node-6-12's

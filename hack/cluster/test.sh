@@ -112,6 +112,30 @@ done
 # CLUSTER_REUSE=1 CLUSTER_KEEP=1). The sysctl scenarios write vm.swappiness,
 # on the built-in allowlist and 60 on both guests.
 SYSCTL=/proc/sys/vm/swappiness
+# canary_profile NAME WINDOW: the sysctl scenarios' profile, vm.swappiness
+# 10 on the labelled nodes, rolled out canary first, judged after WINDOW.
+canary_profile() {
+  cat <<YAML
+apiVersion: tuning.latencytier.io/v1alpha1
+kind: LatencyProfile
+metadata:
+  name: $1
+spec:
+  nodeSelector:
+    matchLabels: {$LABEL: ""}
+  sysctls:
+  - {name: vm.swappiness, value: "10"}
+  measurement:
+    interval: 10s
+  rollout:
+    canary: {nodes: 1}
+    maxInFlight: 1
+    verificationWindow: $2
+    maxP99Regression: "4"
+    minSamples: 50
+    inconclusiveTimeout: 5m
+YAML
+}
 for s in ${CLUSTER_SCENARIOS:-rollout realtime rollback reboot}; do
   [[ -f "$HERE/scenario-$s.sh" ]] || { fail "no scenario $s (hack/cluster/scenario-$s.sh)"; continue; }
   # shellcheck disable=SC1090
