@@ -11,6 +11,14 @@ import (
 // and what the user marks node-critical tolerate it.
 const TuningPendingTaint = "latencytier.io/tuning-pending"
 
+// RebootCordonAnnotation marks a Node the manager cordoned for a managed
+// reboot; its value is the revision (status/spec reboot.revision) the
+// reboot is for. The manager sets it in the same patch as
+// spec.unschedulable and removes only cordons that carry it; the agent
+// reboots only while its Node is cordoned and carries it for the
+// revision its LatencyNode asks for.
+const RebootCordonAnnotation = "latencytier.io/reboot-cordon"
+
 // BootPolicy is what the agent does about the boot parameters a node lacks.
 // +kubebuilder:validation:Enum=ReportOnly;Reboot
 type BootPolicy string

@@ -240,7 +240,33 @@ type CPUSpec struct {
 	// CPUPartition.
 	// +optional
 	Partition CPUPartition `json:"partition,omitempty"`
+
+	// cpu0 says whether isolated may include CPU 0: Housekeeping (the
+	// default when empty) keeps CPU 0 for the node's own work (boot-time
+	// interrupts, timers and firmware calls that land there on many
+	// machines); Isolatable lets isolated include it, an explicit choice.
+	// +optional
+	CPU0 CPU0Policy `json:"cpu0,omitempty"`
 }
+
+// CPU0Policy says whether CPU 0 may be isolated.
+// +kubebuilder:validation:Enum=Housekeeping;Isolatable
+type CPU0Policy string
+
+const (
+	// CPU0Housekeeping keeps CPU 0 out of cpus.isolated (the default).
+	CPU0Housekeeping CPU0Policy = "Housekeeping"
+	// CPU0Isolatable lets cpus.isolated include CPU 0.
+	CPU0Isolatable CPU0Policy = "Isolatable"
+)
+
+// IsolatedPerReservedCPU is the sizing rule for cpus: at least one
+// reserved (housekeeping) CPU for every IsolatedPerReservedCPU isolated
+// ones, since the housekeeping CPUs carry kubelet, the runtime, every
+// movable IRQ and, with rcu_nocbs, every isolated CPU's RCU callbacks.
+// The CRD checks it where both lists are given and each agent checks it
+// against the node's own CPUs.
+const IsolatedPerReservedCPU = 16
 
 // NamespaceSelector selects namespaces by their labels (Kubernetes label
 // selector semantics: {} selects every namespace), bounded like the other
