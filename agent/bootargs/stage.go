@@ -93,7 +93,7 @@ func (g GRUB) Revert(ctx context.Context) (changed bool, err error) {
 	if _, err := ParseGRUB(string(cur)); err != nil {
 		return false, fmt.Errorf("%s is no longer the agent's (%v): leaving it", "/"+DropIn, err)
 	}
-	if err := os.Remove(path); err != nil {
+	if err := removeSynced(path); err != nil {
 		return false, err
 	}
 	return true, g.Run(ctx, updateUnit, updateGRUB)
@@ -137,5 +137,39 @@ func writeAtomic(path, text string) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(f.Name(), path)
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// syncDirHook, when set (tests), is told of every directory syncDir synced.
+var syncDirHook func(dir string)
+
+// syncDir fsyncs a directory after a file in it was created, renamed or
+// removed: the file's own fsync does not make its name durable, and a crash
+// or reboot right after could bring back the old name (the old
+// /etc/kernel/cmdline, a kept copy the revert had removed).
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	if syncDirHook != nil {
+		syncDirHook(dir)
+	}
+	return nil
+}
+
+// removeSynced removes path and syncs its directory; a path already gone
+// is no error.
+func removeSynced(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
 }

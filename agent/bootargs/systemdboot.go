@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 
 	"latencytier.io/latencytier/agent/host"
@@ -20,6 +22,16 @@ import (
 // shared with the distribution and the person: its original is kept, byte
 // for byte and synced, in the agent's state directory before the first
 // write, and a revert writes exactly that back.
+//
+// A revert regenerates the entry of every installed kernel, not only the
+// running one: a kernel installed while the arguments were staged got them
+// in its entry from the package manager's kernel-install run. It first
+// keeps the staged file's content (KernelCmdlineRevertPending, synced),
+// then writes the original back and runs kernel-install for each kernel;
+// only when every run succeeded are the kept files removed. Until then the
+// setting reads as still staged (Staged answers from the pending copy), so
+// the engine asks for the revert again next pass, and a revert that failed
+// or was interrupted half-way is run again in full instead of forgotten.
 //
 // A host without /etc/kernel/cmdline is not staged (Detect says
 // Unsupported): kernel-install would take the running /proc/cmdline
@@ -40,7 +52,21 @@ func SystemdBootPath(profile string) string { return Prefix + "systemd-boot/" + 
 // the agent first staged, in its state directory.
 const KernelCmdlineOriginal = "kernel-cmdline.before-latencytier"
 
+// KernelCmdlineRevertPending is the staged /etc/kernel/cmdline a revert
+// under way replaces, in the state directory: present while the entries
+// of some kernel may still hold the arguments.
+const KernelCmdlineRevertPending = "kernel-cmdline.revert-pending"
+
 const kernelInstallUnit = "latencytier-kernel-install.service"
+
+// maxKernels bounds how many installed kernels a revert regenerates.
+const maxKernels = 64
+
+// kernelVersion is what an installed kernel's version (a directory or file
+// name on the host, and an argument to kernel-install) may be: letters,
+// digits, '.', '_', '+' and '-', starting with a letter or digit (never
+// "." or ".."), at most 128 characters.
+var kernelVersion = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$`)
 
 // espDirs are where systemd-boot's ESP or XBOOTLDR partition is mounted
 // (bootctl's search order).
@@ -69,6 +95,23 @@ func (s SystemdBoot) original() (content string, kept bool, err error) {
 	}
 	if err != nil {
 		return "", false, fmt.Errorf("read the kept original of /%s: %w", KernelCmdline, err)
+	}
+	return string(b), true, nil
+}
+
+func (s SystemdBoot) pendingPath() string {
+	return filepath.Join(s.Root.StateDir(), KernelCmdlineRevertPending)
+}
+
+// pending is the staged content a revert under way replaced; ok is false
+// when no revert is under way.
+func (s SystemdBoot) pending() (content string, ok bool, err error) {
+	b, err := s.Root.ReadOwn(s.pendingPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read the pending revert of /%s: %w", KernelCmdline, err)
 	}
 	return string(b), true, nil
 }
@@ -112,7 +155,9 @@ func added(orig, cur string) ([]Arg, error) {
 }
 
 // Staged returns the arguments the agent added to /etc/kernel/cmdline
-// (nil when it holds none).
+// (nil when it holds none). While a revert is under way (the file holds
+// the original again, but some kernel's entry may not) they are those the
+// revert is taking out: the setting is not reverted until every entry is.
 func (s SystemdBoot) Staged() ([]Arg, error) {
 	orig, kept, err := s.original()
 	if err != nil || !kept {
@@ -121,6 +166,14 @@ func (s SystemdBoot) Staged() ([]Arg, error) {
 	cur, err := s.current()
 	if err != nil {
 		return nil, err
+	}
+	if cur == orig {
+		if p, ok, err := s.pending(); err != nil || ok {
+			if err != nil {
+				return nil, err
+			}
+			return added(orig, p)
+		}
 	}
 	return added(orig, cur)
 }
@@ -165,8 +218,12 @@ func (s SystemdBoot) Stage(ctx context.Context, args []Arg) (changed bool, err e
 	if cs := Conflicts(args, nil, [2]string{"/" + KernelCmdline, orig}); len(cs) > 0 {
 		return false, &ConflictError{Conflicts: cs}
 	}
+	_, pending, err := s.pending()
+	if err != nil {
+		return false, err
+	}
 	want := withArgs(orig, args)
-	if cur == want {
+	if cur == want && !pending {
 		return false, nil
 	}
 	argv, err := kernelInstall(s.Root)
@@ -184,17 +241,28 @@ func (s SystemdBoot) Stage(ctx context.Context, args []Arg) (changed bool, err e
 	if err := s.Run(ctx, kernelInstallUnit, argv); err != nil {
 		if rerr := writeAtomic(s.Root.Path(KernelCmdline), cur); rerr == nil {
 			if !kept {
-				_ = os.Remove(s.originalPath())
+				_ = removeSynced(s.originalPath())
 			}
 			err = fmt.Errorf("%w (/%s put back as it was)", err, KernelCmdline)
 		}
 		return true, err
 	}
+	// Staged again: the running kernel's entry holds the arguments, and an
+	// earlier revert left unfinished no longer applies.
+	if pending {
+		if err := removeSynced(s.pendingPath()); err != nil {
+			return true, err
+		}
+	}
 	return true, nil
 }
 
 // Revert writes the kept original back byte for byte and runs
-// kernel-install again; changed is false when nothing was staged.
+// kernel-install for every installed kernel (the running one last);
+// changed is false when nothing was staged. The staged content is kept
+// (synced) before the file is written, and removed with the original only
+// once every run succeeded: a revert that fails or is interrupted half-way
+// reads as staged, and the next one runs every kernel again.
 func (s SystemdBoot) Revert(ctx context.Context) (changed bool, err error) {
 	orig, kept, err := s.original()
 	if err != nil || !kept {
@@ -204,29 +272,30 @@ func (s SystemdBoot) Revert(ctx context.Context) (changed bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	if _, err := added(orig, cur); err != nil {
+		return false, err
+	}
+	argvs, err := kernelInstalls(s.Root)
+	if err != nil {
+		return false, err
+	}
 	if cur != orig {
-		if _, err := added(orig, cur); err != nil {
-			return false, err
-		}
-		argv, err := kernelInstall(s.Root)
-		if err != nil {
-			return false, err
+		if err := s.Root.WriteOwn(KernelCmdlineRevertPending, []byte(cur)); err != nil {
+			return false, fmt.Errorf("keep the staged /%s before reverting: %w", KernelCmdline, err)
 		}
 		if err := writeAtomic(s.Root.Path(KernelCmdline), orig); err != nil {
 			return false, err
 		}
-		if err := s.Run(ctx, kernelInstallUnit, argv); err != nil {
-			// Staged again, as the entries still are: the next pass
-			// reverts (and runs kernel-install) again, instead of finding
-			// the file reverted and the entries not.
-			if rerr := writeAtomic(s.Root.Path(KernelCmdline), cur); rerr != nil {
-				return true, fmt.Errorf("%w; and putting the staged /%s back failed: %v", err, KernelCmdline, rerr)
-			}
-			return false, fmt.Errorf("%w (/%s left staged; the revert is tried again)", err, KernelCmdline)
-		}
-		changed = true
 	}
-	return changed, os.Remove(s.originalPath())
+	for _, argv := range argvs {
+		if err := s.Run(ctx, kernelInstallUnit, argv); err != nil {
+			return false, fmt.Errorf("%w (kernel %s; /%s holds its original, and the revert runs kernel-install for every kernel again)", err, argv[2], KernelCmdline)
+		}
+	}
+	if err := removeSynced(s.pendingPath()); err != nil {
+		return false, err
+	}
+	return true, removeSynced(s.originalPath())
 }
 
 // keep writes the original into the state directory, synced.
@@ -245,15 +314,65 @@ func kernelInstall(root *host.Root) ([]string, error) {
 		return nil, errors.New("kernel-install not found on the host")
 	}
 	kver, err := root.ReadString(root.Proc("sys", "kernel", "osrelease"))
-	if err != nil || !safeName.MatchString(strings.ToLower(kver)) || strings.ContainsAny(kver, "/ ") {
+	if err != nil || !kernelVersion.MatchString(kver) {
 		return nil, fmt.Errorf("running kernel version %q: not usable for kernel-install (%v)", kver, err)
 	}
-	for _, img := range []string{"usr/lib/modules/" + kver + "/vmlinuz", "lib/modules/" + kver + "/vmlinuz", "boot/vmlinuz-" + kver} {
-		if root.Exists(root.Path(img)) {
-			return []string{tool, "add", kver, "/" + img}, nil
-		}
+	if img := kernelImage(root, kver); img != "" {
+		return []string{tool, "add", kver, img}, nil
 	}
 	return nil, fmt.Errorf("no kernel image of the running kernel %s (/usr/lib/modules/%s/vmlinuz or /boot/vmlinuz-%s) for kernel-install", kver, kver, kver)
+}
+
+// kernelImage is the host path of kernel kver's image ("" when none).
+func kernelImage(root *host.Root, kver string) string {
+	for _, img := range []string{"usr/lib/modules/" + kver + "/vmlinuz", "lib/modules/" + kver + "/vmlinuz", "boot/vmlinuz-" + kver} {
+		if root.Exists(root.Path(img)) {
+			return "/" + img
+		}
+	}
+	return ""
+}
+
+// kernelInstalls are the kernel-install commands that regenerate the entry
+// of every installed kernel (an image in /usr/lib/modules/<version>,
+// /lib/modules/<version> or /boot/vmlinuz-<version>), sorted by version,
+// the running kernel's last. A name that is not a kernel version
+// (kernelVersion) is no kernel and skipped; more than maxKernels is an
+// error, not a partial revert.
+func kernelInstalls(root *host.Root) ([][]string, error) {
+	running, err := kernelInstall(root)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{running[2]: true}
+	var versions []string
+	add := func(v string) {
+		if !seen[v] && kernelVersion.MatchString(v) && kernelImage(root, v) != "" {
+			seen[v] = true
+			versions = append(versions, v)
+		}
+	}
+	for _, d := range []string{"usr/lib/modules", "lib/modules"} {
+		names, _ := root.Subdirs(root.Path(d))
+		for _, n := range names {
+			add(n)
+		}
+	}
+	boot, _ := root.ReadDir(root.Path("boot"))
+	for _, e := range boot {
+		if v, ok := strings.CutPrefix(e.Name(), "vmlinuz-"); ok && !e.IsDir() {
+			add(v)
+		}
+	}
+	if len(versions)+1 > maxKernels {
+		return nil, fmt.Errorf("%d installed kernels, more than the %d a revert regenerates entries for", len(versions)+1, maxKernels)
+	}
+	sort.Strings(versions)
+	out := make([][]string, 0, len(versions)+1)
+	for _, v := range versions {
+		out = append(out, []string{running[0], "add", v, kernelImage(root, v)})
+	}
+	return append(out, running), nil
 }
 
 // toolPath is the host path of an executable tool ("" when absent).

@@ -225,3 +225,211 @@ func TestSystemdBootFailedRevertRetried(t *testing.T) {
 		t.Error("the entry keeps the arguments after the retried revert")
 	}
 }
+
+// entryOptions is the options line of kernel kver's entry the fake
+// kernel-install wrote ("" when it has none).
+func entryOptions(t *testing.T, root *host.Root, kver string) string {
+	t.Helper()
+	b, err := os.ReadFile(root.Path("boot/efi/loader/entries", "machine-"+kver+".conf"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "options "); ok {
+			return rest
+		}
+	}
+	return ""
+}
+
+// installKernel installs kernel kver while the arguments are staged: its
+// image, and its entry written by the package manager's kernel-install
+// run (from /etc/kernel/cmdline as it is then).
+func installKernel(t *testing.T, root *host.Root, ki *bootargstest.KernelInstall, image, kver string) {
+	t.Helper()
+	testroot.Write(t, root.Path(image), "kernel")
+	if err := ki.Run(context.Background(), "apt", []string{"/usr/bin/kernel-install", "add", kver, "/" + image}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSystemdBootRevertRegeneratesEveryKernel: kernels installed while the
+// arguments were staged got them in their entries; the revert runs
+// kernel-install for every installed kernel (the running one last), so no
+// entry keeps them. A kernel version with '_' is one; a name under
+// /usr/lib/modules that is no kernel version is skipped.
+func TestSystemdBootRevertRegeneratesEveryKernel(t *testing.T) {
+	root, ki := sdbootHost(t, origCmdline)
+	sb := bootargs.SystemdBoot{Root: root, Run: ki.Run}
+	args := sdArgs(t)
+	if _, err := sb.Stage(context.Background(), args); err != nil {
+		t.Fatal(err)
+	}
+	installKernel(t, root, ki, "usr/lib/modules/6.13.0-new/vmlinuz", "6.13.0-new")
+	installKernel(t, root, ki, "boot/vmlinuz-6.6.0_rt1-custom", "6.6.0_rt1-custom")
+	testroot.Write(t, root.Path("usr/lib/modules/not a kernel;rm/vmlinuz"), "x")
+	staged := "root=UUID=1234 ro  quiet " + bootargs.Line(args)
+	for _, k := range []string{"6.12.0-test", "6.13.0-new", "6.6.0_rt1-custom"} {
+		if got := entryOptions(t, root, k); got != staged {
+			t.Fatalf("entry of %s while staged: %q", k, got)
+		}
+	}
+	before := ki.Count()
+	if changed, err := sb.Revert(context.Background()); err != nil || !changed {
+		t.Fatalf("revert: %v %v", changed, err)
+	}
+	for _, k := range []string{"6.12.0-test", "6.13.0-new", "6.6.0_rt1-custom"} {
+		if got := entryOptions(t, root, k); got != strings.TrimSpace(origCmdline) {
+			t.Errorf("entry of %s after revert: %q, want the original %q", k, got, strings.TrimSpace(origCmdline))
+		}
+	}
+	runs := ki.Runs[before:]
+	want := []string{
+		"latencytier-kernel-install.service /usr/bin/kernel-install add 6.13.0-new /usr/lib/modules/6.13.0-new/vmlinuz",
+		"latencytier-kernel-install.service /usr/bin/kernel-install add 6.6.0_rt1-custom /boot/vmlinuz-6.6.0_rt1-custom",
+		"latencytier-kernel-install.service /usr/bin/kernel-install add 6.12.0-test /usr/lib/modules/6.12.0-test/vmlinuz",
+	}
+	if strings.Join(runs, "\n") != strings.Join(want, "\n") {
+		t.Errorf("revert ran\n%s\nwant\n%s", strings.Join(runs, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestSystemdBootKernelVersions: a running kernel whose version holds '_'
+// stages; versions are still an allowlist, so one with a space, a slash or
+// a leading dot is refused before anything is written.
+func TestSystemdBootKernelVersions(t *testing.T) {
+	for _, c := range []struct {
+		kver string
+		ok   bool
+	}{
+		{"6.6.0_rt1-amd64", true},
+		{"6.1.0+", true},
+		{"6.1.0 rm", false},
+		{"../6.1.0", false},
+		{".hidden", false},
+		{"6.1;reboot", false},
+	} {
+		t.Run(c.kver, func(t *testing.T) {
+			fs := bootargstest.SystemdBootFiles(origCmdline)
+			fs["proc/sys/kernel/osrelease"] = c.kver + "\n"
+			fs["boot/vmlinuz-"+strings.ReplaceAll(c.kver, "/", "_")] = "kernel"
+			root := testroot.Files(t, fs)
+			if err := bootargstest.MakeKernelInstallExecutable(root); err != nil {
+				t.Fatal(err)
+			}
+			ki := &bootargstest.KernelInstall{Root: root}
+			_, err := bootargs.SystemdBoot{Root: root, Run: ki.Run}.Stage(context.Background(), sdArgs(t))
+			if c.ok && (err != nil || ki.Count() != 1) {
+				t.Fatalf("stage with kernel %q: %v, kernel-install ran %d times", c.kver, err, ki.Count())
+			}
+			if !c.ok && (err == nil || !strings.Contains(err.Error(), "not usable for kernel-install") || ki.Count() != 0) {
+				t.Fatalf("stage with kernel %q: %v, kernel-install ran %d times; want it refused", c.kver, err, ki.Count())
+			}
+			if !c.ok && raw(t, root.Path(bootargs.KernelCmdline)) != origCmdline {
+				t.Error("a refused stage wrote /etc/kernel/cmdline")
+			}
+		})
+	}
+}
+
+// TestSystemdBootHalfFailedRevertRetried: kernel-install fails for one
+// kernel half-way through a revert. The setting still reads as staged, so
+// the engine asks for the revert again; the next revert runs every kernel
+// again and only then drops the kept files.
+func TestSystemdBootHalfFailedRevertRetried(t *testing.T) {
+	root, ki := sdbootHost(t, origCmdline)
+	sb := bootargs.SystemdBoot{Root: root, Run: ki.Run}
+	args := sdArgs(t)
+	if _, err := sb.Stage(context.Background(), args); err != nil {
+		t.Fatal(err)
+	}
+	installKernel(t, root, ki, "usr/lib/modules/6.13.0-new/vmlinuz", "6.13.0-new")
+	ki.FailFor = "6.12.0-test"
+	if _, err := sb.Revert(context.Background()); err == nil || !strings.Contains(err.Error(), "6.12.0-test") {
+		t.Fatalf("revert with a failing kernel-install: %v", err)
+	}
+	if v, err := bootargs.Read(root, bootargs.SystemdBootPath("p")); err != nil || v != bootargs.Line(args) {
+		t.Fatalf("after a half-failed revert the setting reads %q, %v; want still staged", v, err)
+	}
+	ki.FailFor = ""
+	if changed, err := sb.Revert(context.Background()); err != nil || !changed {
+		t.Fatalf("retried revert: %v %v", changed, err)
+	}
+	for _, k := range []string{"6.12.0-test", "6.13.0-new"} {
+		if got := entryOptions(t, root, k); got != strings.TrimSpace(origCmdline) {
+			t.Errorf("entry of %s after the retried revert: %q", k, got)
+		}
+	}
+	if v, err := bootargs.Read(root, bootargs.SystemdBootPath("p")); err != nil || v != "" {
+		t.Errorf("after the retried revert the setting reads %q, %v", v, err)
+	}
+	for _, f := range []string{bootargs.KernelCmdlineOriginal, bootargs.KernelCmdlineRevertPending} {
+		if root.Exists(root.Path("var/lib/latencytier", f)) {
+			t.Errorf("%s left after a complete revert", f)
+		}
+	}
+}
+
+// errCrash stands for the agent dying in the middle of a revert.
+var errCrash = errors.New("crash")
+
+// TestSystemdBootInterruptedRevertRerun: the agent dies after writing the
+// original back and before kernel-install ran. The next pass reads the
+// setting as still staged and its revert regenerates the entry, instead of
+// finding the file reverted and forgetting the entry.
+func TestSystemdBootInterruptedRevertRerun(t *testing.T) {
+	root, ki := sdbootHost(t, origCmdline)
+	args := sdArgs(t)
+	if _, err := (bootargs.SystemdBoot{Root: root, Run: ki.Run}).Stage(context.Background(), args); err != nil {
+		t.Fatal(err)
+	}
+	crashing := bootargs.SystemdBoot{Root: root, Run: func(context.Context, string, []string) error { panic(errCrash) }}
+	func() {
+		defer func() {
+			if r := recover(); r != errCrash {
+				panic(r)
+			}
+		}()
+		_, _ = crashing.Revert(context.Background())
+	}()
+	if got := raw(t, root.Path(bootargs.KernelCmdline)); got != origCmdline {
+		t.Fatalf("the crash came before the file was written back: %q", got)
+	}
+	if v, err := bootargs.Read(root, bootargs.SystemdBootPath("p")); err != nil || v != bootargs.Line(args) {
+		t.Fatalf("after an interrupted revert the setting reads %q, %v; want still staged", v, err)
+	}
+	if err := bootargs.Write(context.Background(), root, bootargs.SystemdBootPath("p"), "", ki.Run); err != nil {
+		t.Fatal(err)
+	}
+	if got := entryOptions(t, root, "6.12.0-test"); got != strings.TrimSpace(origCmdline) {
+		t.Errorf("entry after the rerun revert: %q, want the original", got)
+	}
+}
+
+// TestSystemdBootSyncsDirectories: every rename, create and remove the
+// agent makes is followed by an fsync of its directory: /etc/kernel when
+// the file is written (stage, revert), the state directory when the kept
+// copies are removed.
+func TestSystemdBootSyncsDirectories(t *testing.T) {
+	root, ki := sdbootHost(t, origCmdline)
+	var synced []string
+	defer bootargs.SetSyncDirHook(func(dir string) { synced = append(synced, dir) })()
+	sb := bootargs.SystemdBoot{Root: root, Run: ki.Run}
+	etc, state := root.Path("etc/kernel"), root.Path("var/lib/latencytier")
+	if _, err := sb.Stage(context.Background(), sdArgs(t)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(synced, " ") != etc {
+		t.Errorf("stage synced %q, want %s", synced, etc)
+	}
+	synced = nil
+	if _, err := sb.Revert(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := etc + " " + state + " " + state; strings.Join(synced, " ") != want {
+		t.Errorf("revert synced %q, want %s", synced, want)
+	}
+}

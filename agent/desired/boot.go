@@ -50,7 +50,26 @@ func PlanBoot(root *host.Root, t v1alpha1.TuningSpec, profile string, ours []str
 // before (its journal): the running command line holding those is the
 // agent's own earlier revision, not a conflict. profile names the
 // drop-in's owner.
+//
+// When spec.cpus fails the node's sizing check (CheckSizing) the plan holds
+// no isolation arguments (staged ones are taken out), only the others the
+// profile asks for, and the status message says why.
 func PlanBootOn(root *host.Root, node snap.Node, t v1alpha1.TuningSpec, profile string, ours []string) Boot {
+	sized := sizing(root, node.CPUs, t.CPUs)
+	if sized == nil {
+		return planBoot(root, node, t, profile, ours)
+	}
+	node.CPUs.Isolated = cpuset.New()
+	b := planBoot(root, node, t, profile, ours)
+	msg := "no CPU isolation arguments: " + sized.Message
+	if b.Status.State != v1alpha1.BootNotNeeded && b.Status.Message != "" {
+		msg += "; " + b.Status.Message
+	}
+	b.Status.Message = msg
+	return b
+}
+
+func planBoot(root *host.Root, node snap.Node, t v1alpha1.TuningSpec, profile string, ours []string) Boot {
 	policy, extras := bootPolicy(t.BootParameters)
 	var b Boot
 	err := node.CPUs.Err

@@ -45,11 +45,17 @@ type State struct {
 
 	// cpus are the profile's CPU classes as the pass's snapshot parsed them.
 	cpus snap.CPUs
+	// sizing is the Invalid result of the node's sizing check of spec.cpus
+	// (CheckSizing), nil when it holds: then nothing derived from spec.cpus
+	// is rendered.
+	sizing *v1alpha1.SettingResult
 }
 
 // Render builds the desired state. Order: scheduler and sysctls, cpusets
 // (system slices, then pods granted the isolated CPUs), IRQs, CPU quota (pods
-// granted its removal), real-time threads (pods granted realtime). Pods that
+// granted its removal), real-time threads (pods granted realtime). When
+// spec.cpus fails the node's sizing check (CheckSizing) it is Invalid here
+// and the cpusets, IRQs and real-time grants are not rendered; the rest is. Pods that
 // opted in from a namespace the profile does not grant are Refusals, not
 // knobs. admin is the cluster admin's sysctl unlock (nil: the built-in
 // allowlist only).
@@ -70,6 +76,9 @@ func RenderOn(root *host.Root, node snap.Node, layout sysctl.Layout, t v1alpha1.
 		s.Results = append(s.Results, r.Result)
 	}
 	s.Refusals, s.Pods = in.Refused, in.All
+	if s.sizing = sizing(root, node.CPUs, t.CPUs); s.sizing != nil {
+		s.Results = append(s.Results, *s.sizing)
+	}
 	reserved, ok := s.reserved(root, t)
 	if ok {
 		s.cpusets(root, t, reserved, in.Isolated)
@@ -90,7 +99,7 @@ func (s *State) add(k []knob.Knob, r []v1alpha1.SettingResult) {
 }
 
 func (s *State) reserved(root *host.Root, t v1alpha1.TuningSpec) (cpuset.CPUSet, bool) {
-	if t.CPUs == nil || t.CPUs.Reserved == nil {
+	if t.CPUs == nil || t.CPUs.Reserved == nil || s.sizing != nil {
 		return cpuset.New(), false
 	}
 	set, err := s.cpus.Reserved, s.cpus.ReservedErr

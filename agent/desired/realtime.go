@@ -51,6 +51,12 @@ func (s *State) realtime(root *host.Root, t v1alpha1.TuningSpec, pods []podcgrou
 			s.refuse(r)
 			continue
 		}
+		if s.sizing != nil {
+			s.refuse(Refusal{Pod: p, Field: rtsched.FieldIsolated, Reason: ReasonRealtimeRefused, Result: v1alpha1.SettingResult{Setting: id,
+				Desired: ask, State: v1alpha1.SettingRefused,
+				Message: fmt.Sprintf("pod %s/%s asked for real-time scheduling, refused: spec.cpus is Invalid on this node (%s); its threads keep their policy", p.Namespace, p.Name, s.sizing.Setting)}})
+			continue
+		}
 		grants = append(grants, rtsched.Grant{Pod: p, Value: v.String(), CPUs: isolated})
 	}
 	k, r, no, err := rtsched.Knobs(root, grants)

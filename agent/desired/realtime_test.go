@@ -95,10 +95,21 @@ func TestRealtimeIsGrantedOnlyByTheProfile(t *testing.T) {
 	}
 }
 
-// A granted pod whose thread may run on a shared CPU reaches rtsched and
-// comes back a Refusal by cpus.isolated (an event on the pod), Refused in
-// the results and no knob: nothing that makes the node PartiallyApplied.
+// A granted pod whose thread may run on a shared CPU, or whose container's
+// cgroup cpuset reaches one (where a thread may widen its affinity at any
+// time), reaches rtsched and comes back a Refusal by cpus.isolated (an event
+// on the pod), Refused in the results and no knob: nothing that makes the
+// node PartiallyApplied.
 func TestRealtimePodOnSharedCPUIsARefusal(t *testing.T) {
+	for _, c := range []struct{ name, cgroup, allowed string }{
+		{"thread-affinity", "1", "0-1"},
+		{"cgroup-cpuset", "0-1", "1"},
+	} {
+		t.Run(c.name, func(t *testing.T) { realtimeOnSharedCPU(t, c.cgroup, c.allowed) })
+	}
+}
+
+func realtimeOnSharedCPU(t *testing.T, cgroupCPUs, allowed string) {
 	task := func(tid int, allowed string) map[string]string {
 		f := make([]string, 50)
 		for i := range f {
@@ -111,12 +122,13 @@ func TestRealtimePodOnSharedCPUIsARefusal(t *testing.T) {
 	}
 	ctr := strings.Repeat("c", 64)
 	files := map[string]string{
-		"proc/self/status":                                      fmt.Sprintf("Name:\tagent\nNSpid:\t%d\n", os.Getpid()),
-		"sys/fs/cgroup/cgroup.controllers":                      "cpu\n",
-		"sys/fs/cgroup/kubepods/podu1/" + ctr + "/cgroup.procs": "100\n",
+		"proc/self/status":                                               fmt.Sprintf("Name:\tagent\nNSpid:\t%d\n", os.Getpid()),
+		"sys/fs/cgroup/cgroup.controllers":                               "cpuset cpu\n",
+		"sys/fs/cgroup/kubepods/podu1/" + ctr + "/cgroup.procs":          "100\n",
+		"sys/fs/cgroup/kubepods/podu1/" + ctr + "/cpuset.cpus.effective": cgroupCPUs + "\n",
 	}
 	maps.Copy(files, task(100, "1"))
-	maps.Copy(files, task(101, "0-1"))
+	maps.Copy(files, task(101, allowed))
 	root := testroot.New(t, files)
 	spec := v1alpha1.TuningSpec{Realtime: &v1alpha1.RealtimeSpec{NamespaceSelector: &v1alpha1.NamespaceSelector{}},
 		CPUs: &v1alpha1.CPUSpec{Reserved: ptr.To("0"), Isolated: ptr.To("1"), NamespaceSelector: &v1alpha1.NamespaceSelector{}}}

@@ -107,20 +107,41 @@ func schedOf(t *testing.T, tid int) sched {
 	return sched{a.Policy, a.Priority, a.Nice, a.Flags&unix.SCHED_FLAG_RESET_ON_FORK != 0}
 }
 
-// rtPod is a kubelet-shaped pod (cgroupfs driver, v1 cpu controller) whose
-// cgroups have rtRuntime µs of real-time budget each ("0": kubelet's
-// default, no real-time task allowed), running the helper process.
-func rtPod(t *testing.T, rtRuntime string) (cgtest.Pod, podcgroup.Pod, int) {
+// rtPod is a kubelet-shaped pod (cgroupfs driver, v1 cpu and cpuset
+// controllers, as kubelet makes them on a cgroup v1 node) whose cpu cgroups
+// have rtRuntime µs of real-time budget each ("0": kubelet's default, no
+// real-time task allowed) and whose cpuset cgroups allow cpus, running the
+// helper process.
+//
+// The real-time budget is what lets the tests run FIFO threads in a pod
+// cgroup on this host: its kernel has CONFIG_RT_GROUP_SCHED (cgroup v1 cpu
+// controller with cpu.rt_runtime_us), where a task may become real-time
+// only in a group with a budget, from kubepods down.
+func rtPod(t *testing.T, rtRuntime string, cpus cpuset.CPUSet) (cgtest.Pod, podcgroup.Pod, int) {
+	t.Helper()
+	pod, _, p, pid := rtPodCpuset(t, rtRuntime, cpus)
+	return pod, p, pid
+}
+
+// rtPodCpuset is rtPod that also returns the pod's cpuset cgroups.
+func rtPodCpuset(t *testing.T, rtRuntime string, cpus cpuset.CPUSet) (cgtest.Pod, cgtest.Pod, podcgroup.Pod, int) {
 	t.Helper()
 	pod := cgtest.V1Pod(t, "cpu", podcgroup.DriverCgroupfs, "ltrt-", func(dir string) {
 		cgtest.Set(t, filepath.Join(dir, "cpu.rt_runtime_us"), rtRuntime)
 	})
+	base := cgtest.V1Controller(t, "cpuset")
+	mems := testroot.Read(t, filepath.Join(base, "cpuset.mems"))
+	cs := pod.Mirror(t, "cpuset", func(dir string) {
+		cgtest.Set(t, filepath.Join(dir, "cpuset.cpus"), cpus.String())
+		cgtest.Set(t, filepath.Join(dir, "cpuset.mems"), mems)
+	})
 	t.Setenv(helperEnv, "1")
 	pid := cgtest.StartIn(t, pod.CtrDir, os.Args[0], "-test.run=^TestRTHelperProcess$")
+	cgtest.Move(t, cs.CtrDir, pid)
 	waitTids(t, pid, "fewer than 4 threads", func(ts []int) bool { return len(ts) >= 4 })
 	p := podcgroup.Pod{UID: pod.UID, Namespace: "rt", Name: "helper",
 		ContainerIDs: []string{"containerd://" + podcgroup.ContainerID(pod.CtrDir)}}
-	return pod, p, pid
+	return pod, cs, p, pid
 }
 
 // onlineCPUs are this machine's online CPUs: a grant the helper's threads
@@ -187,7 +208,7 @@ func tidOf(t *testing.T, id string) int {
 func TestRealFIFOApplyNewThreadsRevert(t *testing.T) {
 	kernellock.Lock(t)
 	root := testroot.RealKernel(t)
-	pod, p, pid := rtPod(t, "20000")
+	pod, p, pid := rtPod(t, "20000", onlineCPUs(t))
 	first := stable(t, pid)
 	for _, tid := range first {
 		if err := unix.Setpriority(unix.PRIO_PROCESS, tid, 5); err != nil {
@@ -346,7 +367,7 @@ func TestRealFIFOApplyNewThreadsRevert(t *testing.T) {
 // agent reports that, with the reason, instead of failing on every thread.
 func TestRealNoRTBudgetIsReported(t *testing.T) {
 	root := testroot.RealKernel(t)
-	pod, p, pid := rtPod(t, "0")
+	pod, p, pid := rtPod(t, "0", onlineCPUs(t))
 	if !root.Exists(filepath.Join(pod.CtrDir, "cpu.rt_runtime_us")) {
 		t.Skip("no cpu.rt_runtime_us: the kernel has no CONFIG_RT_GROUP_SCHED")
 	}

@@ -13,21 +13,29 @@ import (
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
+// tenantCtr is the container cgroup of tenantRoot's pod; cgroupCpus the
+// file of its cgroup cpuset ("1": within the grant's isolated CPU 1 unless
+// a case says otherwise).
+const (
+	tenantCtr  = "sys/fs/cgroup/kubepods/podu1/cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc/"
+	cgroupCpus = "cpuset.cpus.effective"
+)
+
 // tenantRoot is a temp-dir host whose /proc is the agent's own namespace
 // (proc/self/status names the test's pid) with one pod of one container
 // (cgroup v2, cgroupfs driver) whose cgroup.procs is procs; threads adds
 // each thread's stat and status.
 func tenantRoot(t *testing.T, procs string, threads func(files map[string]string)) (podcgroup.Pod, func() ([]string, []v1alpha1.SettingResult, []PodRefusal)) {
 	t.Helper()
-	ctr := strings.Repeat("c", 64)
 	files := map[string]string{
-		"proc/self/status":                                      fmt.Sprintf("Name:\tagent\nNSpid:\t%d\n", os.Getpid()),
-		"sys/fs/cgroup/cgroup.controllers":                      "cpu\n",
-		"sys/fs/cgroup/kubepods/podu1/" + ctr + "/cgroup.procs": procs,
+		"proc/self/status":                 fmt.Sprintf("Name:\tagent\nNSpid:\t%d\n", os.Getpid()),
+		"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n",
+		tenantCtr + "cgroup.procs":         procs,
+		tenantCtr + cgroupCpus:             "1\n",
 	}
 	threads(files)
 	root := testroot.New(t, files)
-	p := podcgroup.Pod{UID: "u1", Namespace: "tenant", Name: "spin", ContainerIDs: []string{"containerd://" + ctr}}
+	p := podcgroup.Pod{UID: "u1", Namespace: "tenant", Name: "spin", ContainerIDs: []string{"containerd://" + strings.Repeat("c", 64)}}
 	return p, func() ([]string, []v1alpha1.SettingResult, []PodRefusal) {
 		ks, res, no, err := Knobs(root, []Grant{{Pod: p, Value: "fifo:40", CPUs: cpuset.New(1)}})
 		if err != nil {
@@ -65,6 +73,13 @@ func TestTenantControlledCausesArePodScopedRefusals(t *testing.T) {
 				task(f, 100, tid, "spin", 0, 0, 0, "1")
 			}
 		}, maxThreads, CauseThreads},
+		// The thread narrowed its own affinity onto the isolated CPU, but
+		// its cgroup lets it widen back onto CPU 0 at any time.
+		{"cgroup-cpuset-wider-than-isolated", "100\n", func(f map[string]string) {
+			f[tenantCtr+cgroupCpus] = "0-1\n"
+			task(f, 100, 100, "spin", 0, 0, 0, "1")
+			task(f, 100, 101, "spin", 0, 0, 0, "1")
+		}, 0, CauseCPUs},
 		{"oversized-cgroup-procs", strings.Repeat("1234567\n", maxIDFile/8+1), func(f map[string]string) {
 			task(f, 100, 100, "spin", 0, 0, 0, "1")
 		}, 0, CauseProcs},

@@ -45,9 +45,11 @@ type Grant struct {
 	Pod   podcgroup.Pod
 	Value string
 	// CPUs are the profile's isolated CPUs: the pod keeps its grant only
-	// while every CPU each of its threads may run on (Cpus_allowed_list:
-	// its cpuset and affinity) is among them. A real-time thread allowed on
-	// a shared CPU starves kubelet and the IRQ threads there.
+	// while the cgroup cpuset of each of its containers lies within them
+	// (cgroupcpus.go: what a thread cannot change), and every CPU each of
+	// its threads may run on now (Cpus_allowed_list) is among them. A
+	// real-time thread allowed on a shared CPU starves kubelet and the IRQ
+	// threads there.
 	CPUs cpuset.CPUSet
 }
 
@@ -55,7 +57,8 @@ type Grant struct {
 // reported Refused (pod-scoped, an event on the pod), never Failed, so a
 // tenant cannot mark the node PartiallyApplied or the profile Degraded.
 const (
-	// CauseCPUs: a thread may run on a CPU outside cpus.isolated.
+	// CauseCPUs: a container's cgroup cpuset, or a thread's affinity,
+	// reaches a CPU outside cpus.isolated.
 	CauseCPUs = "cpus.isolated"
 	// CauseThreads: the pod has more threads than the agent tunes.
 	CauseThreads = "threads"
@@ -83,12 +86,14 @@ func PodID(p podcgroup.Pod) string {
 // Knobs returns one knob per thread of every process in the granted pods'
 // container cgroups (the sandbox is not among them: only the IDs in the
 // pod's status are), lowest tid first. A pod whose cgroup is missing or
-// cannot be listed and a container whose cgroup the kernel refuses
-// real-time tasks in yield a Failed result (the node's doing); what the
-// pod's owner controls yields a PodRefusal: a thread allowed outside
-// Grant.CPUs or a cgroup.procs beyond maxIDFile refuses the whole pod (no
-// knob: threads set earlier are restored), a pod beyond maxThreads is tuned
-// up to the bound. A thread that exits while being listed is skipped. The
+// cannot be listed, a container whose cgroup the kernel refuses real-time
+// tasks in and a container whose cpuset cgroup is missing or unreadable
+// yield a Failed result (the node's doing; that container's threads get no
+// knob); what the pod's owner controls yields a PodRefusal: a container
+// whose cgroup cpuset is not within Grant.CPUs, a thread allowed outside
+// them or a cgroup.procs beyond maxIDFile refuses the whole pod (no knob:
+// threads set earlier are restored), a pod beyond maxThreads is tuned up to
+// the bound. A thread that exits while being listed is skipped. The
 // error is for a host where the agent cannot address the threads at all
 // (another pid namespace).
 func Knobs(root *host.Root, grants []Grant, opts ...podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, []PodRefusal, error) {
@@ -140,13 +145,31 @@ func podKnobs(root *host.Root, g Grant, opts []podcgroup.Option) ([]knob.Knob, [
 	if err != nil {
 		return nil, fail(id, "finding the pod's cgroup: %v", err), nil
 	}
+	ctrs := containers(dirs, g.Pod.ContainerIDs)
+	cpusets, cpusetVersion, err := cpusetDirs(root, g.Pod.UID, dirs, ctrs, opts)
+	if err != nil {
+		return nil, fail(id, "finding the pod's cpuset cgroup (real-time is granted only where it lies within cpus.isolated): %v", err), nil
+	}
 	var tids []thr
 	var results []v1alpha1.SettingResult
 	skipped := 0
-	for _, dir := range containers(dirs, g.Pod.ContainerIDs) {
+	for _, dir := range ctrs {
 		if reason := rtRefused(root, dirs.Version, dir); reason != "" {
 			results = append(results, fail(id+"/"+podcgroup.Key(dir), "%s", reason)...)
 			continue
+		}
+		if cpusets[dir] == "" {
+			results = append(results, fail(id+"/"+podcgroup.Key(dir), "container %s has no cgroup in the cpuset controller: nothing bounds where its threads run, so they get no real-time policy", podcgroup.Key(dir))...)
+			continue
+		}
+		cpus, file, err := cgroupCPUs(root, cpusetVersion, cpusets[dir])
+		if err != nil {
+			results = append(results, fail(id+"/"+podcgroup.Key(dir), "reading the CPUs of container %s's cgroup: %v; its threads get no real-time policy", podcgroup.Key(dir), err)...)
+			continue
+		}
+		if !cpusetWithin(cpus, g.CPUs) {
+			return nil, results, refuse(CauseCPUs, "container %s's cgroup lets its threads run on CPUs %q (%s), not all within cpus.isolated %q: a thread may widen its own affinity to any CPU of its cgroup at any time, and a real-time thread on a shared CPU starves kubelet and the IRQ threads there; give the pod the isolated CPUs through its cgroup (cpus.namespaceSelector, or kubelet's static CPU manager); its threads keep (or get back) their own policy",
+				podcgroup.Key(dir), cpus.String(), filepath.Base(file), g.CPUs.String())
 		}
 		ts, n, err := cgroupThreads(root, dir)
 		if errors.Is(err, errTooLong) {

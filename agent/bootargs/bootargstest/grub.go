@@ -79,6 +79,9 @@ type KernelInstall struct {
 	Root *host.Root
 	// Fail, when set, makes the next runs fail without writing.
 	Fail error
+	// FailFor, when set, makes the runs for that kernel version fail
+	// without writing (with Fail, or "exit status 1" when Fail is nil).
+	FailFor string
 
 	mu   sync.Mutex
 	Runs []string
@@ -89,11 +92,17 @@ func (k *KernelInstall) Run(_ context.Context, unit string, argv []string) error
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.Runs = append(k.Runs, unit+" "+strings.Join(argv, " "))
-	if k.Fail != nil {
-		return k.Fail
-	}
 	if len(argv) != 4 || argv[1] != "add" {
 		return fmt.Errorf("fake kernel-install: argv %q", argv)
+	}
+	if k.FailFor != "" && argv[2] == k.FailFor {
+		if k.Fail != nil {
+			return k.Fail
+		}
+		return fmt.Errorf("exit status 1")
+	}
+	if k.Fail != nil && k.FailFor == "" {
+		return k.Fail
 	}
 	opts, err := os.ReadFile(k.Root.Path(bootargs.KernelCmdline))
 	if err != nil {

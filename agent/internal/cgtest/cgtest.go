@@ -111,6 +111,7 @@ type Pod struct {
 
 	base, driver string
 	init         func(dir string)
+	cid          string
 }
 
 // V1Pod builds a pod under a unique kubepods name (prefix + random hex) in
@@ -136,12 +137,38 @@ func (p Pod) Sibling(t testing.TB) Pod {
 	return s
 }
 
-// build makes p's cgroups (a new uid and container id) below the levels
-// that exist already, each with a cleanup.
+// Mirror builds p's cgroups (the same kubepods name, uid and container id)
+// in the real v1 hierarchy of another controller, as kubelet makes a pod's
+// cgroups in every v1 controller; init runs on each as in V1Pod. Processes
+// are not moved: StartIn into p, then Move into the mirror. The tree is
+// removed in t.Cleanup.
+func (p Pod) Mirror(t testing.TB, controller string, init func(dir string)) Pod {
+	t.Helper()
+	if p.Version != 1 {
+		t.Fatalf("Mirror of a cgroup v%d pod: v2 has one tree for every controller", p.Version)
+	}
+	m := Pod{Kubepods: p.Kubepods, UID: p.UID, Version: 1, base: V1Controller(t, controller), driver: p.driver, init: init, cid: p.cid}
+	m.build(t)
+	return m
+}
+
+// Move moves process pid (all its threads) into cgroup dir.
+func Move(t testing.TB, dir string, pid int) {
+	t.Helper()
+	Set(t, filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid))
+}
+
+// build makes p's cgroups (a new uid and container id unless set) below
+// the levels that exist already, each with a cleanup.
 func (p *Pod) build(t testing.TB) {
 	t.Helper()
-	p.UID = RandHex(t, 4) + "-0000-4000-8000-" + RandHex(t, 6)
-	cid := RandHex(t, 32)
+	if p.UID == "" {
+		p.UID = RandHex(t, 4) + "-0000-4000-8000-" + RandHex(t, 6)
+	}
+	if p.cid == "" {
+		p.cid = RandHex(t, 32)
+	}
+	cid := p.cid
 	rels := []string{p.Kubepods, "burstable", "pod" + p.UID, cid}
 	if p.driver == podcgroup.DriverSystemd {
 		rels = []string{p.Kubepods + ".slice", p.Kubepods + "-burstable.slice",
