@@ -150,7 +150,7 @@ func TestChartValuesReachTheObjects(t *testing.T) {
 	rendered := helm(t, "template", "latencytier", chartDir, "--kube-version", kubeVersion,
 		"--set", "namespace.name=tier", "--set", "image.repository=registry.example/latencytier",
 		"--set", "image.tag=v1.2.3",
-		"--set", "metrics.secure=false", "--set", "admissionPolicies.enabled=false",
+		"--set", "metrics.secure=false",
 		"--set", "sysctls.allowed=vm.panic_on_oom\\,net.ipv4.tcp_*")
 	objs := objects(t, "helm template", rendered)
 	dep, ok := objs["Deployment/tier/latencytier-manager"]
@@ -163,16 +163,12 @@ func TestChartValuesReachTheObjects(t *testing.T) {
 			t.Errorf("manager args %s lack %s", args, want)
 		}
 	}
-	// The admin's sysctl unlock is rendered even without the policies: the
-	// agents read it too.
+	// The admin's sysctl unlock: the policy's parameter, and the agents read it too.
 	cm, ok := objs["ConfigMap/tier/latencytier-sysctls"]
 	if got := fmt.Sprint(cm["data"]); !ok || got != "map[allowedSysctls:vm.panic_on_oom,net.ipv4.tcp_*]" {
 		t.Errorf("sysctl unlock ConfigMap data = %s (found %v)", got, ok)
 	}
 	for key := range objs {
-		if strings.HasPrefix(key, "ValidatingAdmissionPolicy") {
-			t.Errorf("%s rendered with admissionPolicies.enabled=false", key)
-		}
 		if strings.Contains(key, "/latencytier-system/") {
 			t.Errorf("%s still in latencytier-system with namespace.name=tier", key)
 		}
@@ -489,4 +485,27 @@ func mustYAML(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// No insecure install mode (issue 40): with admissionPolicies.enabled=false
+// the agent's RBAC could forge any node's status and the manager's relabel
+// any node, so the chart refuses to render, saying why, instead of leaving
+// the policies out. It rendered without them before.
+func TestChartRefusesToRenderWithoutAdmissionPolicies(t *testing.T) {
+	out := helmFails(t, "template", "rel", chartDir, "--kube-version", kubeVersion, "--set", "admissionPolicies.enabled=false")
+	for _, want := range []string{"admissionPolicies.enabled=false is not supported", "ValidatingAdmissionPolicies", "only your own"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("helm template output lacks %q:\n%s", want, out)
+		}
+	}
+	objs := objects(t, "helm template", helm(t, "template", "rel", chartDir, "--kube-version", kubeVersion))
+	var policies int
+	for key := range objs {
+		if strings.HasPrefix(key, "ValidatingAdmissionPolicy/") {
+			policies++
+		}
+	}
+	if policies == 0 {
+		t.Errorf("the default render has no ValidatingAdmissionPolicy; rendered %v", keys(objs))
+	}
 }

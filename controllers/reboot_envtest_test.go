@@ -139,7 +139,13 @@ func (e *rebootEnv) startManager(maxRebooting int) {
 }
 
 // rebootProfile selects the nodes labelled tier=name, with boot policy
-// Reboot.
+// Reboot. The CRD accepts that only with a rollout canary and a measurement
+// grant; these tests are about the reboot mechanics (drain, budgets, the
+// reboot limit), which they exercise across nodes at once as before the
+// rule, so the canary is a selector of the whole tier and every node is in
+// flight at once (the CRD cannot compare a selector with the selection; the
+// manager's runtime check of canary against selection will need these
+// fixtures to change).
 func (e *rebootEnv) rebootProfile(name string, reboot *v1alpha1.RebootSpec) *v1alpha1.LatencyProfile {
 	e.t.Helper()
 	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -149,7 +155,12 @@ func (e *rebootEnv) rebootProfile(name string, reboot *v1alpha1.RebootSpec) *v1a
 				Scheduler:      &v1alpha1.SchedulerSpec{Autogroup: ptr.To(v1alpha1.Disabled)},
 				CPUs:           &v1alpha1.CPUSpec{Reserved: ptr.To("0"), Isolated: ptr.To("1"), NamespaceSelector: &v1alpha1.NamespaceSelector{}},
 				BootParameters: &v1alpha1.BootParametersSpec{Policy: v1alpha1.BootReboot},
+				Measurement: &v1alpha1.MeasurementSpec{Interval: &metav1.Duration{Duration: 5 * time.Second},
+					NamespaceSelector: &v1alpha1.NamespaceSelector{MatchLabels: map[string]string{"latencytier.io/tier": "true"}}},
 			},
+			Rollout: &v1alpha1.RolloutSpec{VerificationWindow: &metav1.Duration{Duration: 5 * time.Second},
+				Canary:      &v1alpha1.CanarySpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": name}}},
+				MaxInFlight: ptr.To(intstr.FromString("100%"))},
 			Reboot: reboot,
 		}}
 	if err := e.c.Create(context.Background(), p); err != nil {
@@ -1121,8 +1132,10 @@ func (e *rebootEnv) regressedRollout(name, node string, holdBack bool) (r1, r2 s
 		Spec: v1alpha1.LatencyProfileSpec{
 			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": name}},
 			TuningSpec: v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{Autogroup: ptr.To(v1alpha1.Disabled)},
-				Measurement: &v1alpha1.MeasurementSpec{Interval: &metav1.Duration{Duration: 5 * time.Second}}},
-			Rollout: &v1alpha1.RolloutSpec{VerificationWindow: &metav1.Duration{Duration: 5 * time.Second}},
+				Measurement: &v1alpha1.MeasurementSpec{Interval: &metav1.Duration{Duration: 5 * time.Second},
+					NamespaceSelector: &v1alpha1.NamespaceSelector{MatchLabels: map[string]string{"latencytier.io/tier": "true"}}}},
+			Rollout: &v1alpha1.RolloutSpec{VerificationWindow: &metav1.Duration{Duration: 5 * time.Second},
+				Canary: &v1alpha1.CanarySpec{Nodes: ptr.To(intstr.FromInt32(1))}},
 		}}
 	if err := e.c.Create(ctx, p); err != nil {
 		e.t.Fatal(err)

@@ -192,8 +192,9 @@ func rolloutFleet(t *testing.T, scenario string, n int, ro v1alpha1.RolloutSpec)
 		Spec: v1alpha1.LatencyProfileSpec{
 			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"rollout": scenario}},
 			TuningSpec: v1alpha1.TuningSpec{
-				Scheduler:   &v1alpha1.SchedulerSpec{Autogroup: ptr.To(v1alpha1.Disabled)},
-				Measurement: &v1alpha1.MeasurementSpec{Interval: &metav1.Duration{Duration: 5 * time.Second}},
+				Scheduler: &v1alpha1.SchedulerSpec{Autogroup: ptr.To(v1alpha1.Disabled)},
+				Measurement: &v1alpha1.MeasurementSpec{Interval: &metav1.Duration{Duration: 5 * time.Second},
+					NamespaceSelector: &v1alpha1.NamespaceSelector{MatchLabels: map[string]string{"latencytier.io/tier": "true"}}},
 			},
 			Rollout: &ro,
 		},

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -86,7 +87,11 @@ func TestAllowlistPolicyRefusesUnallowedSysctls(t *testing.T) {
 	}
 	var allowed []v1alpha1.Sysctl
 	for _, n := range knobs.Allowed() {
-		allowed = append(allowed, v1alpha1.Sysctl{Name: n, Value: "1"})
+		v := "0" // a cpulist of CPU 0
+		if b, _ := knobs.BoundsOf(n); b.Kind == knobs.KindInteger {
+			v = strconv.FormatInt(b.Max, 10) // within the catalogue's bounds (the CRD's own rule)
+		}
+		allowed = append(allowed, v1alpha1.Sysctl{Name: n, Value: v})
 	}
 	if err := k8s.Create(ctx, sysctlProfile("allow-builtin", allowed...), client.DryRunAll); err != nil {
 		t.Errorf("the built-in allowlist is refused: %v", err)

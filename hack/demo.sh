@@ -34,7 +34,7 @@ finished=0
 # isolates no CPU, and isolating one of this machine's two would move the
 # demo's pods): the agent reports the plan, stages nothing, never reboots.
 gateway_with_rollout() {
-  sed -e 's/^    interval: 30s/    interval: 5s/' -e 's/^    runQueueP99: 2ms/    runQueueP99: 50ms/' "$SAMPLE"
+  sed -e 's/^    interval: 30s/    interval: 5s\n    namespaceSelector: {matchLabels: {latencytier.io\/latency-tenant: "true"}}/' -e 's/^    runQueueP99: 2ms/    runQueueP99: 50ms/' "$SAMPLE"
   cat <<'EOF'
   rollout:
     maxInFlight: 1

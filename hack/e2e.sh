@@ -216,6 +216,11 @@ check "overlapping cpus"             rejected "must not overlap" '  cpus: {reser
 check "irq Reserved without cpus"    rejected "needs cpus.reserved" '  irq: {affinity: Reserved}'
 check "quota removal for any namespace" rejected "cpuQuota.namespaceSelector is required" '  cpuQuota: {policy: Remove}'
 check "measurement.interval: 1s"     rejected "spec.measurement.interval" '  measurement: {interval: 1s}'
+check "a sysctl value out of bounds"  rejected "spec.sysctls[0].value" '  sysctls: [{name: net.core.netdev_max_backlog, value: "100000000"}]'
+check "rtRuntime below the floor"    rejected "spec.scheduler.rtRuntime" '  scheduler: {rtRuntime: 999ns}'
+check "reboots without a canary"     rejected "spec.rollout" '  cpus: {reserved: "0", isolated: "1", namespaceSelector: {}}
+  bootParameters: {policy: Reboot}'
+check "CPU 0 isolated by default"    rejected "spec.cpus.isolated" '  cpus: {reserved: "1", isolated: "0", namespaceSelector: {}}'
 transcript apply-bad "kubectl apply -f bad.yaml" apply_bad_cpus
 
 # explain_has FIELD TEXT: kubectl explain documents FIELD with TEXT (the

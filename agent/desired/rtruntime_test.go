@@ -21,15 +21,18 @@ func TestRTRuntimeAtOrAbovePeriodIsInvalidOnTheNode(t *testing.T) {
 		name, period, runtime string
 		cpus                  *v1alpha1.CPUSpec
 		written               bool
+		why                   string // "" = the period's message
 	}{
-		{"below-default-period", "1000000", "950ms", nil, true},
-		{"equal-default-period", "1000000", "1s", nil, false},
-		{"unlimited", "1000000", "Unlimited", nil, false},
-		{"below-lowered-period", "500000", "400ms", nil, true},
-		{"equal-lowered-period", "500000", "500ms", nil, false},
-		{"above-lowered-period", "500000", "600ms", nil, false},
-		{"unlimited-isolated", "500000", "Unlimited", isolated, true},
-		{"above-lowered-period-isolated", "500000", "500ms", isolated, true},
+		{"below-default-period", "1000000", "950ms", nil, true, ""},
+		// At the period is above the ceiling (v1alpha1.RTRuntimeMax) first.
+		{"equal-default-period", "1000000", "1s", nil, false, "out of bounds"},
+		{"equal-default-period-isolated", "1000000", "1s", isolated, false, "out of bounds"},
+		{"unlimited", "1000000", "Unlimited", nil, false, ""},
+		{"below-lowered-period", "500000", "400ms", nil, true, ""},
+		{"equal-lowered-period", "500000", "500ms", nil, false, ""},
+		{"above-lowered-period", "500000", "600ms", nil, false, ""},
+		{"unlimited-isolated", "500000", "Unlimited", isolated, true, ""},
+		{"above-lowered-period-isolated", "500000", "500ms", isolated, true, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,6 +57,12 @@ func TestRTRuntimeAtOrAbovePeriodIsInvalidOnTheNode(t *testing.T) {
 				if s.Results[i].Setting == "scheduler/rtRuntime" {
 					r = &s.Results[i]
 				}
+			}
+			if tc.why != "" {
+				if r == nil || r.State != v1alpha1.SettingInvalid || !strings.Contains(r.Message, tc.why) {
+					t.Fatalf("result %+v, want Invalid saying %q", r, tc.why)
+				}
+				return
 			}
 			if r == nil || r.State != v1alpha1.SettingInvalid || !strings.Contains(r.Message, "sched_rt_period_us is "+tc.period) ||
 				!strings.Contains(r.Message, "cpus.isolated") {

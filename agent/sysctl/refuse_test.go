@@ -1,6 +1,7 @@
 package sysctl
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -129,5 +130,71 @@ func TestUnallowedSysctlsNeedTheAdminsUnlock(t *testing.T) {
 	}
 	if len(results) != 2 {
 		t.Errorf("results = %+v, want the two names still locked", results)
+	}
+}
+
+// The agent holds every allowlisted value to the catalogue's bounds,
+// whatever its LatencyNode says (a hand-written one, a stolen manager
+// token, agent apply --node-spec): an out-of-bounds value is Invalid, names
+// the field, the sysctl and the bounds, and is not written. Values the
+// admin unlocked names carry are only length-bounded.
+func TestOutOfBoundsValuesAreInvalid(t *testing.T) {
+	root := testroot.New(t, map[string]string{
+		"proc/sys/net/core/netdev_max_backlog":    "1000",
+		"proc/sys/net/core/rps_sock_flow_entries": "0",
+		"proc/sys/net/core/busy_poll":             "0",
+		"proc/sys/net/core/netdev_budget_usecs":   "2000",
+		"proc/sys/vm/dirty_ratio":                 "20",
+		"proc/sys/kernel/watchdog_cpumask":        "0-3",
+		"proc/sys/vm/swappiness":                  "60",
+		"proc/sys/vm/max_map_count":               "65530",
+	})
+	ks, results := Knobs(root, Layout{}, nil, []v1alpha1.Sysctl{
+		{Name: "net.core.netdev_max_backlog", Value: "100000000"},
+		{Name: "net.core.rps_sock_flow_entries", Value: "536870912"},
+		{Name: "net.core.busy_poll", Value: "2147483647"},
+		{Name: "net.core.netdev_budget_usecs", Value: "0"},
+		{Name: "vm.dirty_ratio", Value: "0"},
+		{Name: "kernel.watchdog_cpumask", Value: "3-0"},
+		{Name: "vm.swappiness", Value: "10"},
+		{Name: "vm.max_map_count", Value: "2147483647"},
+	}, knobs.AdminList{"vm.max_map_count"})
+	if len(ks) != 2 || ks[0].ID != "sysctl/vm.swappiness" || ks[1].ID != "sysctl/vm.max_map_count" {
+		t.Fatalf("knobs = %+v, want only vm.swappiness and the unlocked vm.max_map_count", ks)
+	}
+	rs := resultsByID(results)
+	for i, name := range []string{"net.core.netdev_max_backlog", "net.core.rps_sock_flow_entries", "net.core.busy_poll",
+		"net.core.netdev_budget_usecs", "vm.dirty_ratio", "kernel.watchdog_cpumask"} {
+		r := rs["sysctl/"+name]
+		field := "spec.tuning.sysctls[" + strconv.Itoa(i) + "].value"
+		if r.State != v1alpha1.SettingInvalid || !strings.Contains(r.Message, field) || !strings.Contains(r.Message, "sysctl "+name) || !strings.Contains(r.Message, "must be") {
+			t.Errorf("%s: %+v, want Invalid naming %s, the sysctl and the bounds", name, r, field)
+		}
+	}
+}
+
+// spec.tuning.scheduler.rtRuntime is held to the CRD's bounds on the node
+// too: no floor let 0 freeze every real-time thread (IRQ threads
+// included), a sub-microsecond spelling truncate to 0, and "just under a
+// second" leave the rest of the node 1µs a second.
+func TestRTRuntimeOutOfBoundsIsInvalid(t *testing.T) {
+	for s, want := range map[string]string{
+		"0s": "out of bounds", "999ns": "whole number of microseconds", "1.5us": "whole number of microseconds",
+		"99ms": "out of bounds", "999999us": "out of bounds", "1s": "out of bounds", "always": "neither Unlimited",
+		"100ms": "", "950ms": "", "990ms": "", "Unlimited": "", "950000us": "",
+	} {
+		root := testroot.New(t, map[string]string{"proc/sys/kernel/sched_rt_runtime_us": "950000"})
+		rt := s
+		ks, results := Knobs(root, Layout{}, &v1alpha1.SchedulerSpec{RTRuntime: &rt}, nil, nil)
+		r := resultsByID(results)[ID("rtRuntime")]
+		if want == "" {
+			if len(ks) != 1 || len(results) != 0 {
+				t.Errorf("rtRuntime %s: knobs %+v results %+v, want it written", s, ks, results)
+			}
+			continue
+		}
+		if len(ks) != 0 || r.State != v1alpha1.SettingInvalid || !strings.Contains(r.Message, "spec.tuning.scheduler.rtRuntime") || !strings.Contains(r.Message, want) {
+			t.Errorf("rtRuntime %s: knobs %+v result %+v, want Invalid naming the field and %q", s, ks, r, want)
+		}
 	}
 }

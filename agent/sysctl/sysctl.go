@@ -105,6 +105,8 @@ func parseRelease(rel string) (major, minor int, ok bool) {
 type intent struct {
 	knob  knobs.Scheduler
 	value string
+	// invalid says why the field's value is refused ("" = it is not).
+	invalid string
 }
 
 // Knobs maps the scheduler spec and raw sysctls to knobs in a stable order.
@@ -127,8 +129,8 @@ func Knobs(root *host.Root, l Layout, s *v1alpha1.SchedulerSpec, raw []v1alpha1.
 	for _, k := range out {
 		managed[k.Path] = k.ID
 	}
-	for _, sc := range raw {
-		k, res := rawKnob(root, sc, admin)
+	for i, sc := range raw {
+		k, res := rawKnob(root, i, sc, admin)
 		if res == nil {
 			res = duplicate(managed, k)
 		}
@@ -159,7 +161,7 @@ func intents(s *v1alpha1.SchedulerSpec) []intent {
 	if s == nil {
 		return nil
 	}
-	values := map[string]string{}
+	values, invalid := map[string]string{}, map[string]string{}
 	if s.Autogroup != nil {
 		values[knobs.Autogroup.Field] = toggle(*s.Autogroup)
 	}
@@ -175,27 +177,38 @@ func intents(s *v1alpha1.SchedulerSpec) []intent {
 	if s.RTRuntime != nil {
 		v, err := rtRuntimeValue(*s.RTRuntime)
 		if err != nil {
-			v = "invalid:" + *s.RTRuntime
+			v, invalid[knobs.RTRuntime.Field] = *s.RTRuntime, err.Error()
 		}
 		values[knobs.RTRuntime.Field] = v
 	}
 	var out []intent
 	for _, k := range knobs.SchedulerKnobs {
 		if v, ok := values[k.Field]; ok {
-			out = append(out, intent{knob: k, value: v})
+			out = append(out, intent{knob: k, value: v, invalid: invalid[k.Field]})
 		}
 	}
 	return out
 }
 
-// rtRuntimeValue converts "Unlimited" or a duration to sched_rt_runtime_us.
+// rtRuntimeValue converts "Unlimited" or a duration to sched_rt_runtime_us,
+// within the bounds the CRD holds it to (v1alpha1.RTRuntimeMin to
+// RTRuntimeMax, whole microseconds): the spec is not trusted, a LatencyNode
+// may be written by hand or by a stolen manager token.
 func rtRuntimeValue(s string) (string, error) {
-	if s == "Unlimited" {
+	if s == v1alpha1.RTRuntimeUnlimited {
 		return "-1", nil
 	}
+	const field = "spec.tuning.scheduler.rtRuntime"
 	d, err := time.ParseDuration(strings.ReplaceAll(s, "µs", "us"))
 	if err != nil {
-		return "", fmt.Errorf("rtRuntime %q: %w", s, err)
+		return "", fmt.Errorf("%s %q is neither %s nor a duration: %w", field, s, v1alpha1.RTRuntimeUnlimited, err)
+	}
+	if d%v1alpha1.RTRuntimeUnit != 0 {
+		return "", fmt.Errorf("%s %s is not a whole number of microseconds (sched_rt_runtime_us): the kernel would get a truncated value", field, s)
+	}
+	if d < v1alpha1.RTRuntimeMin || d > v1alpha1.RTRuntimeMax {
+		return "", fmt.Errorf("%s %s is out of bounds: it must be %s or from %v to %v of the 1s RT period, so real-time threads (IRQ threads included) and the rest of the node both keep running",
+			field, s, v1alpha1.RTRuntimeUnlimited, v1alpha1.RTRuntimeMin, v1alpha1.RTRuntimeMax)
 	}
 	return strconv.FormatInt(d.Microseconds(), 10), nil
 }
@@ -215,9 +228,9 @@ func resolve(root *host.Root, l Layout, in intent) (knob.Knob, *v1alpha1.Setting
 		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: in.value,
 			State: v1alpha1.SettingUnsupported, Message: msg}
 	}
-	if strings.HasPrefix(in.value, "invalid:") {
+	if in.invalid != "" {
 		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: in.value,
-			State: v1alpha1.SettingInvalid, Message: "value cannot be converted for the kernel"}
+			State: v1alpha1.SettingInvalid, Message: in.invalid + "; not written"}
 	}
 	if in.knob.EEVDFRemoved && l.EEVDF {
 		return unsupported(fmt.Sprintf("%s does not exist on EEVDF kernels (6.6+); the scheduler has no such knob", in.knob.Field))
@@ -251,7 +264,9 @@ func candidatePath(root *host.Root, c knobs.Place) string {
 	return root.Proc("sys", "kernel", c.Proc)
 }
 
-func rawKnob(root *host.Root, sc v1alpha1.Sysctl, admin knobs.AdminList) (knob.Knob, *v1alpha1.SettingResult) {
+// rawKnob checks raw sysctl i of the spec: its name against the catalogue
+// and the admin's list, its value against the catalogue's bounds.
+func rawKnob(root *host.Root, i int, sc v1alpha1.Sysctl, admin knobs.AdminList) (knob.Knob, *v1alpha1.SettingResult) {
 	id := knobs.SysctlID(sc.Name)
 	invalid := func(msg string) (knob.Knob, *v1alpha1.SettingResult) {
 		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: sc.Value, State: v1alpha1.SettingInvalid, Message: msg}
@@ -265,6 +280,9 @@ func rawKnob(root *host.Root, sc v1alpha1.Sysctl, admin knobs.AdminList) (knob.K
 	}
 	if n := utf8.RuneCountInString(sc.Value); n == 0 || n > knobs.MaxValueChars || strings.ContainsAny(sc.Value, "\n\x00") {
 		return invalid(fmt.Sprintf("value must be 1-%d characters on one line (no newline or NUL)", knobs.MaxValueChars))
+	}
+	if msg, ok := knobs.CheckValue(sc.Name, sc.Value); !ok {
+		return invalid(fmt.Sprintf("spec.tuning.sysctls[%d].value: %s; not written", i, msg))
 	}
 	if !root.Exists(path) {
 		return knob.Knob{}, &v1alpha1.SettingResult{Setting: id, Desired: sc.Value,

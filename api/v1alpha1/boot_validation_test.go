@@ -38,7 +38,7 @@ func TestPartitionNeedsIsolatedCPUs(t *testing.T) {
 func TestBootParametersValidation(t *testing.T) {
 	accept := map[string]string{
 		"isolated":       isolatedCPUs + "bootParameters: {}\n",
-		"reboot":         isolatedCPUs + "bootParameters:\n  policy: Reboot\nreboot:\n  drainTimeout: 5m\n  bootTimeout: 20m\n",
+		"reboot":         isolatedCPUs + "bootParameters:\n  policy: Reboot\nreboot:\n  drainTimeout: 5m\n  bootTimeout: 20m\n" + canaryRollout,
 		"extras-only":    "bootParameters:\n  skewTick: Enabled\n  maxCState: 1\n",
 		"cstate-zero":    "bootParameters:\n  maxCState: 0\n",
 		"report-default": isolatedCPUs + "bootParameters:\n  policy: ReportOnly\n",
@@ -60,8 +60,8 @@ func TestBootParametersValidation(t *testing.T) {
 		"cstate":   {"bootParameters:\n  maxCState: 10\n", "spec.bootParameters.maxCState"},
 		"negative": {"bootParameters:\n  maxCState: -1\n", "spec.bootParameters.maxCState"},
 		"skew":     {"bootParameters:\n  skewTick: yes\n", "spec.bootParameters.skewTick"},
-		"drain":    {isolatedCPUs + "bootParameters:\n  policy: Reboot\nreboot:\n  drainTimeout: 10s\n", "reboot.drainTimeout must be between 30s and 24h"},
-		"boot":     {isolatedCPUs + "bootParameters:\n  policy: Reboot\nreboot:\n  bootTimeout: 48h\n", "reboot.bootTimeout must be between 1m and 24h"},
+		"drain":    {isolatedCPUs + canaryRollout + "bootParameters:\n  policy: Reboot\nreboot:\n  drainTimeout: 10s\n", "reboot.drainTimeout must be between 30s and 24h"},
+		"boot":     {isolatedCPUs + canaryRollout + "bootParameters:\n  policy: Reboot\nreboot:\n  bootTimeout: 48h\n", "reboot.bootTimeout must be between 1m and 24h"},
 	}
 	for name, c := range refuse {
 		err := k8s.Create(context.Background(), profile(t, "boot-bad-"+name, selector+c[0]))

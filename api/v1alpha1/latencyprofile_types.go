@@ -8,10 +8,16 @@ import (
 // tier and how their kernel is tuned. The controller never writes it.
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.measurement) || !has(self.measurement.source) || self.measurement.source != 'Disabled'",message="rollout needs measurement: with measurement.source Disabled no node can be verified"
 // +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.rollout.verificationWindow) || duration(self.rollout.verificationWindow) >= (has(self.measurement) && has(self.measurement.interval) ? duration(self.measurement.interval) : duration('30s'))",message="rollout.verificationWindow must be at least one measurement interval (measurement.interval, default 30s)"
+// +kubebuilder:validation:XValidation:rule="!has(self.bootParameters) || !has(self.bootParameters.policy) || self.bootParameters.policy != 'Reboot' || (has(self.rollout) && has(self.rollout.canary))",fieldPath=".rollout",message="bootParameters.policy Reboot needs rollout with a canary (rollout.canary): reboots into new kernel arguments go canary first, never to every selected node at once"
+// +kubebuilder:validation:XValidation:rule="!has(self.bootParameters) || !has(self.bootParameters.policy) || self.bootParameters.policy != 'Reboot' || !has(self.rollout) || !has(self.rollout.canary) || !has(self.rollout.canary.nodes) || type(self.rollout.canary.nodes) == int || self.rollout.canary.nodes != '100%'",fieldPath=".rollout.canary.nodes",message="bootParameters.policy Reboot needs a canary smaller than the selection: rollout.canary.nodes 100% reboots every node at once"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || (has(self.measurement) && has(self.measurement.namespaceSelector) && ((has(self.measurement.namespaceSelector.matchLabels) && size(self.measurement.namespaceSelector.matchLabels) > 0) || (has(self.measurement.namespaceSelector.matchExpressions) && size(self.measurement.namespaceSelector.matchExpressions) > 0)))",fieldPath=".measurement.namespaceSelector",message="rollout needs a non-empty measurement.namespaceSelector (matchLabels or matchExpressions): the rollout's verdicts rest on the measured pods, and with none or {} any tenant's pod could count as the tier's and push a rollback"
 type LatencyProfileSpec struct {
 	// nodeSelector selects the nodes this profile tunes. A node selected by
-	// several profiles goes to the one with the highest priority.
+	// several profiles goes to the one with the highest priority. It must
+	// not be empty: {} would select every node, control-plane nodes
+	// included.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="nodeSelector must not be empty: {} selects every node, control-plane nodes included; select the tier's nodes by label (matchLabels or matchExpressions)"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 16",message="at most 16 matchLabels"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 16",message="at most 16 matchExpressions"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="a matchExpressions operator must be In, NotIn, Exists or DoesNotExist"

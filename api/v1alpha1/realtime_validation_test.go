@@ -22,7 +22,8 @@ const isolatedCPUs = "cpus:\n  reserved: \"0\"\n  isolated: \"1\"\n  namespaceSe
 // the runtime is spelled) without isolated CPUs.
 func TestRealtimeProfilesAreRejectedNamingTheField(t *testing.T) {
 	grant := "realtime:\n  namespaceSelector: {}\n"
-	unthrottled := "scheduler.rtRuntime Unlimited or at least the 1s period turns RT throttling off and needs cpus.isolated"
+	unthrottled := "scheduler.rtRuntime Unlimited turns RT throttling off and needs cpus.isolated"
+	bounds := "rtRuntime must be Unlimited or a duration from 100ms to 990ms"
 	cases := []struct {
 		name, spec string
 		want       []string
@@ -44,12 +45,14 @@ func TestRealtimeProfilesAreRejectedNamingTheField(t *testing.T) {
 		{"realtime-reserved-only", grant + "cpus:\n  reserved: \"0\"", []string{"realtime needs cpus.isolated"}},
 		{"unlimited-without-isolated", "scheduler:\n  rtRuntime: Unlimited", []string{unthrottled}},
 		{"unlimited-reserved-only", "scheduler:\n  rtRuntime: Unlimited\ncpus:\n  reserved: \"0\"", []string{unthrottled}},
-		// A runtime equal to the period is as unthrottled as Unlimited.
-		{"period-1s", "scheduler:\n  rtRuntime: 1s", []string{unthrottled}},
-		{"period-1000ms", "scheduler:\n  rtRuntime: 1000ms", []string{unthrottled}},
-		{"period-1000000us", "scheduler:\n  rtRuntime: 1000000us", []string{unthrottled}},
-		{"period-mixed", "scheduler:\n  rtRuntime: 999ms1000us", []string{unthrottled}},
-		{"period-with-realtime", grant + "scheduler:\n  rtRuntime: 1s", []string{unthrottled, "realtime needs cpus.isolated"}},
+		// A runtime equal to the period is as unthrottled as Unlimited, and
+		// above the ceiling (Unlimited is its one spelling), however spelled.
+		{"period-1s", "scheduler:\n  rtRuntime: 1s", []string{"spec.scheduler.rtRuntime", bounds}},
+		{"period-1000ms", "scheduler:\n  rtRuntime: 1000ms", []string{"spec.scheduler.rtRuntime", bounds}},
+		{"period-1000000us", "scheduler:\n  rtRuntime: 1000000us", []string{"spec.scheduler.rtRuntime", bounds}},
+		{"period-mixed", "scheduler:\n  rtRuntime: 999ms1000us", []string{"spec.scheduler.rtRuntime", bounds}},
+		{"period-isolated", grant + "scheduler:\n  rtRuntime: 1s\n" + isolatedCPUs, []string{"spec.scheduler.rtRuntime", bounds}},
+		{"period-with-realtime", grant + "scheduler:\n  rtRuntime: 1s", []string{bounds, "realtime needs cpus.isolated"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,9 +83,9 @@ func TestRealtimeBoundariesAreAccepted(t *testing.T) {
 		"above-irq":                           "realtime:\n  namespaceSelector: {}\n  maxPriority: 99\n  priorityCeiling: AboveIRQThreads\n" + isolatedCPUs,
 		"lowest":                              "realtime:\n  namespaceSelector: {}\n  policies: [FIFO, RR]\n  maxPriority: 1\n" + isolatedCPUs,
 		"throttle":                            "realtime:\n  namespaceSelector: {}\nscheduler:\n  rtRuntime: 950ms\n" + isolatedCPUs,
-		"just-below-period":                   "scheduler:\n  rtRuntime: 999999us",
+		"at-the-ceiling":                      "scheduler:\n  rtRuntime: 990ms",
+		"at-the-floor":                        "scheduler:\n  rtRuntime: 100000us",
 		"unlimited-isolated":                  "realtime:\n  namespaceSelector: {}\nscheduler:\n  rtRuntime: Unlimited\n" + isolatedCPUs,
-		"period-isolated":                     "realtime:\n  namespaceSelector: {}\nscheduler:\n  rtRuntime: 1s\n" + isolatedCPUs,
 		"unlimited-isolated-without-realtime": "scheduler:\n  rtRuntime: Unlimited\n" + isolatedCPUs,
 	}
 	for name, spec := range specs {

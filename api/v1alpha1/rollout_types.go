@@ -122,10 +122,12 @@ type RolloutSpec struct {
 	MaxThrottledRatioIncrease string `json:"maxThrottledRatioIncrease,omitempty"`
 
 	// minSamples is how many run-queue samples the baseline and the current
-	// window each need for a verdict; fewer is Inconclusive. Default 100.
+	// window each need for a verdict; fewer is Inconclusive. Default 100,
+	// at least 20 (MinSamplesFloor): with fewer the p99 is the window's
+	// single worst wakeup, and one outlier would decide a rollback.
 	// +optional
 	// +kubebuilder:default=100
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Minimum=20
 	// +kubebuilder:validation:Maximum=1000000000
 	MinSamples int64 `json:"minSamples,omitempty"`
 
@@ -155,7 +157,30 @@ type RolloutSpec struct {
 	// resumes it (as does any other spec change after a rollback).
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// rebootBack is what a rollback does with nodes that were rebooted into
+	// the rolled-back revision's kernel arguments (bootParameters.policy
+	// Reboot): Pause (the default) stops for a person, who resumes with
+	// paused or a spec change; Automatic reboots them back, one reboot slot
+	// at a time.
+	// +optional
+	// +kubebuilder:default=Pause
+	RebootBack RebootBackPolicy `json:"rebootBack,omitempty"`
 }
+
+// RebootBackPolicy says whether a rollback reboots nodes back by itself.
+// +kubebuilder:validation:Enum=Pause;Automatic
+type RebootBackPolicy string
+
+const (
+	// RebootBackPause waits for a person before any reboot back.
+	RebootBackPause RebootBackPolicy = "Pause"
+	// RebootBackAutomatic reboots rolled-back nodes back without waiting.
+	RebootBackAutomatic RebootBackPolicy = "Automatic"
+)
+
+// MinSamplesFloor is the least rollout.minSamples the CRD accepts.
+const MinSamplesFloor = 20
 
 // RolloutPhase is where a profile's rollout stands.
 // +kubebuilder:validation:Enum=Baselining;Canary;Progressing;Complete;Paused;RolledBack

@@ -62,7 +62,7 @@ func TestSysctlRulesMatchTheCatalogue(t *testing.T) {
 	var want []string
 	var markers []string
 	for _, r := range knobs.CELRules() {
-		want = append(want, r.Rule+"\n"+r.MessageExpression)
+		want = append(want, r.Rule+"\n"+r.MessageExpression+"\n"+r.FieldPath)
 		markers = append(markers, r.Marker())
 	}
 	slices.Sort(want)
@@ -72,7 +72,8 @@ func TestSysctlRulesMatchTheCatalogue(t *testing.T) {
 			rules, _ := items["x-kubernetes-validations"].([]any)
 			for _, r := range rules {
 				m := r.(map[string]any)
-				got = append(got, fmt.Sprint(m["rule"])+"\n"+fmt.Sprint(m["messageExpression"]))
+				fieldPath, _ := m["fieldPath"].(string)
+				got = append(got, fmt.Sprint(m["rule"])+"\n"+fmt.Sprint(m["messageExpression"])+"\n"+fieldPath)
 			}
 			slices.Sort(got)
 			if !slices.Equal(got, want) {

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -21,7 +23,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.irq) || self.irq.affinity != 'Reserved' || (has(self.cpus) && has(self.cpus.reserved))",message="irq.affinity Reserved needs cpus.reserved: IRQs are steered to the reserved (housekeeping) CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.power) || !has(self.power.reserved) || (has(self.cpus) && has(self.cpus.reserved))",message="power.reserved needs cpus.reserved: it applies to the reserved (housekeeping) CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.power) || !has(self.power.isolated) || (has(self.cpus) && has(self.cpus.isolated))",message="power.isolated needs cpus.isolated: it applies to the isolated CPUs"
-// +kubebuilder:validation:XValidation:rule="!has(self.scheduler) || !has(self.scheduler.rtRuntime) || (self.scheduler.rtRuntime != 'Unlimited' && duration(self.scheduler.rtRuntime) < duration('1s')) || (has(self.cpus) && has(self.cpus.isolated))",message="scheduler.rtRuntime Unlimited or at least the 1s period turns RT throttling off and needs cpus.isolated: without it a spinning real-time thread starves every other task on its CPU, kubelet and the IRQ threads included"
+// +kubebuilder:validation:XValidation:rule="!has(self.scheduler) || !has(self.scheduler.rtRuntime) || self.scheduler.rtRuntime != 'Unlimited' || (has(self.cpus) && has(self.cpus.isolated))",fieldPath=".scheduler.rtRuntime",message="scheduler.rtRuntime Unlimited turns RT throttling off and needs cpus.isolated: without it a spinning real-time thread starves every other task on its CPU, kubelet and the IRQ threads included"
 // +kubebuilder:validation:XValidation:rule="!has(self.realtime) || (has(self.cpus) && has(self.cpus.isolated))",message="realtime needs cpus.isolated: a real-time pod is granted its policy only when all its CPUs are isolated, so it cannot starve kubelet and the IRQ threads on shared CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.bootParameters) || (has(self.cpus) && has(self.cpus.isolated)) || has(self.bootParameters.skewTick) || has(self.bootParameters.maxCState)",message="bootParameters needs cpus.isolated or an extra (skewTick, maxCState): the arguments are derived from the isolated CPUs, so there would be nothing to stage"
 type TuningSpec struct {
@@ -91,6 +93,20 @@ type TuningSpec struct {
 	BootParameters *BootParametersSpec `json:"bootParameters,omitempty"`
 }
 
+// The bounds of spec.scheduler.rtRuntime (a share of the kernel's default
+// 1s sched_rt_period_us), for the CRD's CEL (checked by a test) and the
+// agent alike. RTRuntimeMin keeps real-time threads, IRQ threads included,
+// running a tenth of every second; RTRuntimeMax leaves every other task
+// at least 10ms of each second on every CPU. RTRuntimeUnit is the kernel
+// file's unit: a value must be a whole number of it.
+const (
+	RTRuntimeMin  = 100 * time.Millisecond
+	RTRuntimeMax  = 990 * time.Millisecond
+	RTRuntimeUnit = time.Microsecond
+	// RTRuntimeUnlimited is the spelling of -1: no RT throttling.
+	RTRuntimeUnlimited = "Unlimited"
+)
+
 // SchedulerSpec holds the typed scheduler intent. Durations use Go syntax
 // (500us, 5ms, 1.5s). Unset fields are left as the node has them.
 type SchedulerSpec struct {
@@ -148,16 +164,22 @@ type SchedulerSpec struct {
 	WakeupGranularity *metav1.Duration `json:"wakeupGranularity,omitempty"`
 
 	// rtRuntime sets kernel.sched_rt_runtime_us, the share of each 1s period
-	// real-time tasks may use: "Unlimited" (-1) or a duration up to 1s (the
-	// kernel default is 950ms). Unlimited, or a runtime equal to the period
-	// (1s, 1000ms, ...), turns RT throttling off and is accepted only with
-	// cpus.isolated. The agent checks again against the node's own
+	// real-time tasks may use: "Unlimited" (-1), accepted only with
+	// cpus.isolated, or a duration from 100ms to 990ms in whole
+	// microseconds (the kernel default is 950ms). The floor keeps real-time
+	// threads, the IRQ threads among them, running at least a tenth of
+	// every second (0 freezes them all); the ceiling leaves every other
+	// task at least 10ms of each second on every CPU (999999us would leave
+	// it 1us). A spelling finer than a microsecond (999ns, 1.5us) would be
+	// cut by the kernel's unit and is refused. The agent checks the same
+	// bounds (RTRuntimeMin, RTRuntimeMax) and again against the node's own
 	// kernel.sched_rt_period_us: a runtime at or above a lowered period is
 	// Invalid on that node without cpus.isolated, and not written.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^(Unlimited|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s))+)$`
-	// +kubebuilder:validation:XValidation:rule="self == 'Unlimited' || duration(self) <= duration('1s')",message="rtRuntime must be Unlimited or a duration between 0 and 1s"
+	// +kubebuilder:validation:XValidation:rule="self == 'Unlimited' || (duration(self) >= duration('100ms') && duration(self) <= duration('990ms'))",message="rtRuntime must be Unlimited or a duration from 100ms to 990ms of the 1s RT period: below, real-time threads (IRQ threads included) stall most of every second; above, the rest of the node is left almost nothing"
+	// +kubebuilder:validation:XValidation:rule="self == 'Unlimited' || int(duration(self)) % 1000 == 0",message="rtRuntime must be a whole number of microseconds (sched_rt_runtime_us): a finer spelling such as 999ns or 1.5us would be cut by the kernel"
 	RTRuntime *string `json:"rtRuntime,omitempty"`
 }
 
@@ -168,8 +190,10 @@ type SchedulerSpec struct {
 // admin unlocks, each with its reason: a sysctl a typed scheduler field
 // owns, one that makes the kernel run a program as root, cannot be set back
 // until reboot, lives in the IPC or PID namespace, is node identity,
-// triggers an action, or is the RT period; and a value with a newline or
-// NUL. docs/knobs.md lists them; the agent refuses them again.
+// triggers an action, or is the RT period; a value with a newline or NUL;
+// and a value of an allowlisted sysctl outside its type and bounds (the
+// catalogue's, internal/knobs). docs/knobs.md lists them; the agent refuses
+// them again.
 // +kubebuilder:validation:XValidation:rule=`!(self.name in ['kernel.sched_autogroup_enabled', 'kernel.numa_balancing', 'kernel.sched_migration_cost_ns', 'kernel.sched_min_granularity_ns', 'kernel.sched_latency_ns', 'kernel.sched_wakeup_granularity_ns', 'kernel.sched_rt_runtime_us'])`,messageExpression=`'sysctl ' + self.name + ' duplicates a typed field of spec.scheduler (' + {'kernel.sched_autogroup_enabled': 'autogroup', 'kernel.numa_balancing': 'numaBalancing', 'kernel.sched_migration_cost_ns': 'migrationCost', 'kernel.sched_min_granularity_ns': 'baseSlice', 'kernel.sched_latency_ns': 'latency', 'kernel.sched_wakeup_granularity_ns': 'wakeupGranularity', 'kernel.sched_rt_runtime_us': 'rtRuntime'}[self.name] + '); set it there'`
 // +kubebuilder:validation:XValidation:rule=`!(self.name in ['kernel.core_pattern', 'kernel.hotplug', 'kernel.modprobe', 'kernel.poweroff_cmd'] || ['fs.binfmt_misc.'].exists(p, self.name.startsWith(p)))`,messageExpression=`'sysctl ' + self.name + ' is refused: it makes the kernel run a program as root, so a profile could run code on every node it selects'`
 // +kubebuilder:validation:XValidation:rule=`!(self.name in ['kernel.kexec_load_disabled', 'kernel.kexec_load_limit_panic', 'kernel.kexec_load_limit_reboot', 'kernel.modules_disabled', 'kernel.tainted', 'kernel.unprivileged_bpf_disabled', 'kernel.yama.ptrace_scope'] || ['kernel.usermodehelper.'].exists(p, self.name.startsWith(p)))`,messageExpression=`'sysctl ' + self.name + ' is refused: once changed it cannot be set back until reboot, so the agent could never revert it'`
@@ -178,6 +202,31 @@ type SchedulerSpec struct {
 // +kubebuilder:validation:XValidation:rule=`!(self.name in ['net.ipv4.route.flush', 'net.ipv6.route.flush', 'vm.compact_memory', 'vm.drop_caches', 'vm.stat_refresh'])`,messageExpression=`'sysctl ' + self.name + ' is refused: writing it triggers an action (drop caches, compact, flush), there is no setting to hold or revert'`
 // +kubebuilder:validation:XValidation:rule=`!(self.name in ['kernel.sched_rt_period_us'])`,messageExpression=`'sysctl ' + self.name + ' is refused: it is the period the real-time runtime limit (spec.scheduler.rtRuntime) is a share of, and the RT period must not be changed'`
 // +kubebuilder:validation:XValidation:rule=`!self.value.contains('\n') && !self.value.contains('\x00')`,messageExpression=`'sysctl ' + self.name + ' value holds a newline or NUL character: the kernel would take only the part before it'`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'kernel.sched_rr_timeslice_ms' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 1 && int(self.value) <= 1000)`,messageExpression=`'sysctl kernel.sched_rr_timeslice_ms value ' + self.value + ' is out of bounds: it must be an integer from 1 to 1000 (ms)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'kernel.sched_cfs_bandwidth_slice_us' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 100 && int(self.value) <= 100000)`,messageExpression=`'sysctl kernel.sched_cfs_bandwidth_slice_us value ' + self.value + ' is out of bounds: it must be an integer from 100 to 100000 (µs)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'kernel.sched_schedstats' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 0 && int(self.value) <= 1)`,messageExpression=`'sysctl kernel.sched_schedstats value ' + self.value + ' is out of bounds: it must be an integer from 0 to 1'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'kernel.timer_migration' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 0 && int(self.value) <= 1)`,messageExpression=`'sysctl kernel.timer_migration value ' + self.value + ' is out of bounds: it must be an integer from 0 to 1'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'kernel.nmi_watchdog' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 0 && int(self.value) <= 1)`,messageExpression=`'sysctl kernel.nmi_watchdog value ' + self.value + ' is out of bounds: it must be an integer from 0 to 1'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'kernel.watchdog' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 0 && int(self.value) <= 1)`,messageExpression=`'sysctl kernel.watchdog value ' + self.value + ' is out of bounds: it must be an integer from 0 to 1'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'kernel.watchdog_cpumask' || (self.value.matches('^[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?)*$') && self.value.split(',').all(r, int(r.split('-')[0]) <= int(r.split('-')[r.split('-').size() - 1]) && int(r.split('-')[r.split('-').size() - 1]) <= 8191))`,messageExpression=`'sysctl kernel.watchdog_cpumask value ' + self.value + ' is out of bounds: it must be a cpulist of ascending ranges of CPUs 0 to 8191 (0,2-4)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'kernel.hung_task_timeout_secs' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 0 && int(self.value) <= 86400)`,messageExpression=`'sysctl kernel.hung_task_timeout_secs value ' + self.value + ' is out of bounds: it must be an integer from 0 to 86400 (s)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'vm.stat_interval' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 1 && int(self.value) <= 3600)`,messageExpression=`'sysctl vm.stat_interval value ' + self.value + ' is out of bounds: it must be an integer from 1 to 3600 (s)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'vm.swappiness' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 0 && int(self.value) <= 200)`,messageExpression=`'sysctl vm.swappiness value ' + self.value + ' is out of bounds: it must be an integer from 0 to 200'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'vm.dirty_ratio' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 5 && int(self.value) <= 80)`,messageExpression=`'sysctl vm.dirty_ratio value ' + self.value + ' is out of bounds: it must be an integer from 5 to 80 (%)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'vm.dirty_background_ratio' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 1 && int(self.value) <= 50)`,messageExpression=`'sysctl vm.dirty_background_ratio value ' + self.value + ' is out of bounds: it must be an integer from 1 to 50 (%)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'vm.dirty_bytes' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 1048576 && int(self.value) <= 68719476736)`,messageExpression=`'sysctl vm.dirty_bytes value ' + self.value + ' is out of bounds: it must be an integer from 1048576 to 68719476736 (bytes)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'vm.dirty_background_bytes' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 1048576 && int(self.value) <= 68719476736)`,messageExpression=`'sysctl vm.dirty_background_bytes value ' + self.value + ' is out of bounds: it must be an integer from 1048576 to 68719476736 (bytes)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'vm.dirty_expire_centisecs' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 100 && int(self.value) <= 360000)`,messageExpression=`'sysctl vm.dirty_expire_centisecs value ' + self.value + ' is out of bounds: it must be an integer from 100 to 360000 (cs)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'vm.dirty_writeback_centisecs' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 100 && int(self.value) <= 360000)`,messageExpression=`'sysctl vm.dirty_writeback_centisecs value ' + self.value + ' is out of bounds: it must be an integer from 100 to 360000 (cs)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'vm.zone_reclaim_mode' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 0 && int(self.value) <= 7)`,messageExpression=`'sysctl vm.zone_reclaim_mode value ' + self.value + ' is out of bounds: it must be an integer from 0 to 7 (bitmask)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'vm.compaction_proactiveness' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 0 && int(self.value) <= 100)`,messageExpression=`'sysctl vm.compaction_proactiveness value ' + self.value + ' is out of bounds: it must be an integer from 0 to 100'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'net.core.busy_poll' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 0 && int(self.value) <= 200)`,messageExpression=`'sysctl net.core.busy_poll value ' + self.value + ' is out of bounds: it must be an integer from 0 to 200 (µs)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'net.core.busy_read' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 0 && int(self.value) <= 200)`,messageExpression=`'sysctl net.core.busy_read value ' + self.value + ' is out of bounds: it must be an integer from 0 to 200 (µs)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'net.core.netdev_budget' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 50 && int(self.value) <= 3000)`,messageExpression=`'sysctl net.core.netdev_budget value ' + self.value + ' is out of bounds: it must be an integer from 50 to 3000 (packets)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'net.core.netdev_budget_usecs' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 100 && int(self.value) <= 10000)`,messageExpression=`'sysctl net.core.netdev_budget_usecs value ' + self.value + ' is out of bounds: it must be an integer from 100 to 10000 (µs)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'net.core.dev_weight' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 1 && int(self.value) <= 1024)`,messageExpression=`'sysctl net.core.dev_weight value ' + self.value + ' is out of bounds: it must be an integer from 1 to 1024 (packets)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'net.core.netdev_max_backlog' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 64 && int(self.value) <= 65536)`,messageExpression=`'sysctl net.core.netdev_max_backlog value ' + self.value + ' is out of bounds: it must be an integer from 64 to 65536 (packets)'`,fieldPath=`.value`
+// +kubebuilder:validation:XValidation:rule=`self.name != 'net.core.rps_sock_flow_entries' || (self.value.matches('^[0-9]{1,15}$') && int(self.value) >= 0 && int(self.value) <= 1048576)`,messageExpression=`'sysctl net.core.rps_sock_flow_entries value ' + self.value + ' is out of bounds: it must be an integer from 0 to 1048576 (entries)'`,fieldPath=`.value`
 type Sysctl struct {
 	// name is the dotted sysctl name, lowercase (vm.swappiness,
 	// net.core.busy_poll). Slashes, "..", spaces and uppercase are refused.
@@ -201,6 +250,8 @@ type Sysctl struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.isolated) || has(self.reserved)",message="cpus.isolated needs cpus.reserved: system services must have somewhere to run"
 // +kubebuilder:validation:XValidation:rule="!has(self.isolated) || !has(self.reserved) || self.reserved.split(',').all(a, self.isolated.split(',').all(b, int(a.split('-')[0]) > int(b.split('-')[b.split('-').size() - 1]) || int(b.split('-')[0]) > int(a.split('-')[a.split('-').size() - 1])))",message="cpus.reserved and cpus.isolated must not overlap"
 // +kubebuilder:validation:XValidation:rule="!has(self.partition) || self.partition == 'None' || has(self.isolated)",message="cpus.partition Isolated or Root needs cpus.isolated: partitions are made only of granted pods' exclusive CPUs within the isolated CPUs"
+// +kubebuilder:validation:XValidation:rule="!has(self.isolated) || !has(self.reserved) || self.reserved.split(',').map(r, int(r.split('-')[r.split('-').size() - 1]) - int(r.split('-')[0]) + 1).sum() * 16 >= self.isolated.split(',').map(r, int(r.split('-')[r.split('-').size() - 1]) - int(r.split('-')[0]) + 1).sum()",fieldPath=".reserved",message="cpus.reserved is too small for cpus.isolated: it needs at least one housekeeping CPU for every 16 isolated ones (rounded up), since it carries kubelet, the runtime, every movable IRQ and the isolated CPUs' RCU callbacks"
+// +kubebuilder:validation:XValidation:rule="!has(self.isolated) || (has(self.cpu0) && self.cpu0 == 'Isolatable') || !self.isolated.split(',').exists(r, int(r.split('-')[0]) == 0)",fieldPath=".isolated",message="cpus.isolated includes CPU 0, which takes boot-time interrupts, timers and firmware calls on many machines: set cpus.cpu0 to Isolatable to isolate it by explicit choice"
 type CPUSpec struct {
 	// reserved are the housekeeping CPUs: system.slice, user.slice,
 	// init.scope and movable IRQs are confined to them.

@@ -84,6 +84,14 @@ func indent(s string) string {
 
 const selector = "nodeSelector:\n  matchLabels:\n    tier: gateway\n"
 
+// measured is the measurement grant every rollout needs: the namespaces
+// whose pods count as the tier's in a verdict.
+const measured = "measurement:\n  namespaceSelector:\n    matchLabels: {latencytier.io/tier: \"true\"}\n"
+
+// canaryRollout is the least a Reboot boot policy needs: a rollout whose
+// canary is smaller than the selection, and its measurement grant.
+const canaryRollout = measured + "rollout:\n  canary:\n    nodes: 1\n"
+
 func TestInvalidProfilesAreRejectedNamingTheField(t *testing.T) {
 	long := strings.Repeat("x", 257)
 	var many strings.Builder
@@ -170,6 +178,7 @@ func TestInvalidProfilesAreRejectedNamingTheField(t *testing.T) {
 		{"rollout-measurement-disabled", "measurement:\n  source: Disabled\nrollout: {}", []string{"rollout needs measurement"}},
 		{"rollout-on-regression-unknown", "rollout:\n  onRegression: Ignore", []string{"spec.rollout.onRegression"}},
 		{"rollout-min-samples-zero", "rollout:\n  minSamples: 0", []string{"spec.rollout.minSamples"}},
+		{"rollout-min-samples-one", measured + "rollout:\n  minSamples: 1", []string{"spec.rollout.minSamples", "20"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,8 +220,8 @@ func TestBoundaryValuesAreAccepted(t *testing.T) {
 		"irq-none":         "irq:\n  affinity: Unchanged",
 		"measurement-pods": "measurement:\n  podSelector:\n    matchLabels: {tier: latency}\n  namespaceSelector:\n    matchLabels: {latencytier.io/tier: \"true\"}",
 		"pod-selector":     "cpuQuota:\n  namespaceSelector:\n    matchExpressions:\n    - key: kubernetes.io/metadata.name\n      operator: In\n      values: [gateway]\n  podSelector:\n    matchLabels:\n" + indent(manyLabels(16)) + "    matchExpressions:\n    - key: app\n      operator: NotIn\n      values: [" + strings.Repeat("v,", 63) + "v]\n    - key: b\n      operator: DoesNotExist",
-		"rollout-bounds":   "measurement:\n  interval: 5s\nrollout:\n  canary:\n    nodes: \"100%\"\n  maxInFlight: 10000\n  verificationWindow: 5s\n  maxP99Regression: \"1\"\n  maxThrottledRatioIncrease: \"0\"\n  minSamples: 1\n  inconclusiveTimeout: 5s\n  onInconclusive: Pass\n  onRegression: Pause\n  paused: true",
-		"rollout-selector": "rollout:\n  canary:\n    selector:\n      matchLabels: {canary: \"\"}\n  maxInFlight: \"25%\"\n  maxP99Regression: \"100\"",
+		"rollout-bounds":   measured + "  interval: 5s\nrollout:\n  canary:\n    nodes: \"100%\"\n  maxInFlight: 10000\n  verificationWindow: 5s\n  maxP99Regression: \"1\"\n  maxThrottledRatioIncrease: \"0\"\n  minSamples: 20\n  inconclusiveTimeout: 5s\n  onInconclusive: Pass\n  onRegression: Pause\n  paused: true\n  rebootBack: Automatic",
+		"rollout-selector": measured + "rollout:\n  canary:\n    selector:\n      matchLabels: {canary: \"\"}\n  maxInFlight: \"25%\"\n  maxP99Regression: \"100\"",
 	}
 	for name, spec := range specs {
 		t.Run(name, func(t *testing.T) {
@@ -242,7 +251,7 @@ func TestDefaultsAreApplied(t *testing.T) {
 }
 
 func TestRolloutDefaultsAreApplied(t *testing.T) {
-	obj := profile(t, "rollout-defaults", selector+"rollout: {}")
+	obj := profile(t, "rollout-defaults", selector+measured+"rollout: {}")
 	if err := k8s.Create(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +264,7 @@ func TestRolloutDefaultsAreApplied(t *testing.T) {
 	if ro.MaxInFlight == nil || ro.MaxInFlight.IntValue() != 1 || ro.VerificationWindow.Duration != time.Minute ||
 		ro.MaxP99Regression != "1.2" || ro.MaxThrottledRatioIncrease != "0.05" || ro.MinSamples != 100 ||
 		ro.InconclusiveTimeout.Duration != 10*time.Minute || ro.OnInconclusive != v1alpha1.InconclusiveFail ||
-		ro.OnRegression != v1alpha1.RegressionRollback || ro.Paused {
+		ro.OnRegression != v1alpha1.RegressionRollback || ro.Paused || ro.RebootBack != v1alpha1.RebootBackPause {
 		t.Fatalf("rollout defaults = %+v", ro)
 	}
 }

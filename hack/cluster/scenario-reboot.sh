@@ -117,7 +117,10 @@ spec:
     bootTimeout: 15m
   measurement:
     interval: 10s
+    namespaceSelector:         # a rollout's evidence comes only from these namespaces
+      matchLabels: {kubernetes.io/metadata.name: default}
   rollout:
+    canary: {nodes: 1}         # policy Reboot needs a canary smaller than the selection
     maxInFlight: 1
     verificationWindow: 10s
     maxP99Regression: "100"

@@ -127,6 +127,8 @@ spec:
   - {name: vm.swappiness, value: "10"}
   measurement:
     interval: 10s
+    namespaceSelector:         # a rollout's evidence comes only from these namespaces
+      matchLabels: {kubernetes.io/metadata.name: default}
   rollout:
     canary: {nodes: 1}
     maxInFlight: 1

@@ -123,7 +123,10 @@ type CELVariable struct{ Name, Expression string }
 
 // AllowlistPolicy are the variables and the one validation of the allowlist
 // policy, derived from the catalogue; a test compares them with
-// config/admission/policy.yaml. On update, a name the old object already
+// config/admission/policy.yaml. It checks names only: the values of
+// allowlisted names are bounded by the CRD's CEL (ValueRules) and the agent
+// (CheckValue), and the values of names the admin unlocks are only
+// length-bounded (MaxValueChars, one line). On update, a name the old object already
 // carries is not checked again: a name the admin later removes must not
 // block the manager's finalizer patches (the agent on each node enforces
 // the admin's current list and reverts what it no longer allows).

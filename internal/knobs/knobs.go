@@ -207,6 +207,10 @@ type entry struct {
 	Inherited bool
 	// Note explains the entry in docs/knobs.md.
 	Note string
+	// Value is the type and bounds of an allowlisted sysctl's value
+	// (every Allowed entry has one). Names the admin unlocks have none:
+	// their values are only length-bounded (MaxValueChars, one line).
+	Value Bounds
 }
 
 // rules is the raw sysctl catalogue. Names not listed here are global and
@@ -215,32 +219,116 @@ type entry struct {
 var rules = []entry{
 	// The built-in allowlist (RHEL tuned realtime, network-latency and
 	// latency-performance profiles, and the per-CPU work that delays a
-	// service's runnable threads).
-	{Name: "kernel.sched_rr_timeslice_ms", Allowed: true, Note: "the SCHED_RR quantum of real-time threads granted by spec.realtime"},
-	{Name: "kernel.sched_cfs_bandwidth_slice_us", Allowed: true, Note: "how much CFS quota a CPU takes at a time: a smaller slice throttles many-threaded pods less"},
-	{Name: "kernel.sched_schedstats", Allowed: true, Note: "scheduler statistics: their cost on every context switch against wait-time detail (CONFIG_SCHEDSTATS)"},
-	{Name: "kernel.timer_migration", Allowed: true, Note: "0 keeps timers on the CPU that armed them instead of moving them to busy (isolated) CPUs"},
-	{Name: "kernel.nmi_watchdog", Allowed: true, Note: "0 removes the hard-lockup detector's periodic NMI on every CPU"},
-	{Name: "kernel.watchdog", Allowed: true, Note: "0 stops the lockup detectors' per-CPU timers and threads"},
-	{Name: "kernel.watchdog_cpumask", Allowed: true, Note: "keeps the lockup detectors on the reserved CPUs"},
-	{Name: "kernel.hung_task_timeout_secs", Allowed: true, Note: "how often khungtaskd scans and wakes up (the panic switch hung_task_panic is not allowed)"},
-	{Name: "vm.stat_interval", Allowed: true, Note: "how often per-CPU vmstat work runs on every CPU, isolated ones included"},
-	{Name: "vm.swappiness", Allowed: true, Note: "how eagerly anonymous memory is swapped out instead of page cache dropped"},
-	{Name: "vm.dirty_ratio", Allowed: true, Note: "dirty page cache share at which writers block in writeback"},
-	{Name: "vm.dirty_background_ratio", Allowed: true, Note: "dirty page cache share at which background writeback starts"},
-	{Name: "vm.dirty_bytes", Allowed: true, Note: "dirty_ratio in bytes"},
-	{Name: "vm.dirty_background_bytes", Allowed: true, Note: "dirty_background_ratio in bytes"},
-	{Name: "vm.dirty_expire_centisecs", Allowed: true, Note: "age at which dirty data is written back"},
-	{Name: "vm.dirty_writeback_centisecs", Allowed: true, Note: "how often the writeback threads wake up"},
-	{Name: "vm.zone_reclaim_mode", Allowed: true, Note: "0 allocates from another NUMA node instead of reclaiming on the local one in the allocation path"},
-	{Name: "vm.compaction_proactiveness", Allowed: true, Note: "background compaction, which stalls tasks while it migrates pages"},
-	{Name: "net.core.busy_poll", Namespace: nsInitNet, Allowed: true, Note: "microseconds poll() and select() busy-wait on a device queue instead of sleeping for the interrupt"},
-	{Name: "net.core.busy_read", Namespace: nsInitNet, Allowed: true, Note: "microseconds a socket read busy-waits on the device queue"},
-	{Name: "net.core.netdev_budget", Namespace: nsInitNet, Allowed: true, Note: "packets one NET_RX softirq run may take from all devices"},
-	{Name: "net.core.netdev_budget_usecs", Namespace: nsInitNet, Allowed: true, Note: "microseconds one NET_RX softirq run may last"},
-	{Name: "net.core.dev_weight", Namespace: nsInitNet, Allowed: true, Note: "packets one device's NAPI poll may take per softirq run"},
-	{Name: "net.core.netdev_max_backlog", Namespace: nsInitNet, Allowed: true, Note: "per-CPU input queue length before packets are dropped"},
-	{Name: "net.core.rps_sock_flow_entries", Namespace: nsInitNet, Allowed: true, Note: "receive flow steering table: packets are processed on the CPU the consuming thread runs on"},
+	// service's runnable threads). Each with the type and bounds of its
+	// value (values.go): the CRD's CEL, the agent and docs/knobs.md read
+	// them from here. The kernel documentation each bound comes from is
+	// Documentation/admin-guide/sysctl/{kernel,vm,net}.rst under the
+	// sysctl's own heading unless the comment says otherwise: net.rst is
+	// quoted, the others paraphrased.
+	{Name: "kernel.sched_rr_timeslice_ms", Allowed: true, Note: "the SCHED_RR quantum of real-time threads granted by spec.realtime",
+		// kernel.rst: sched_rr_timeslice_ms ... the default is 100ms; a
+		// value <= 0 silently resets it to the default, so 0 is refused.
+		Value: integer(1, 1000, "ms")},
+	{Name: "kernel.sched_cfs_bandwidth_slice_us", Allowed: true, Note: "how much CFS quota a CPU takes at a time: a smaller slice throttles many-threaded pods less",
+		// scheduler/sched-bwc.rst: sched_cfs_bandwidth_slice_us (default=5ms);
+		// the kernel takes 1us and up, where every CPU takes the global
+		// pool's lock every microsecond; above one 100ms period is no slice.
+		Value: integer(100, 100000, "µs")},
+	{Name: "kernel.sched_schedstats", Allowed: true, Note: "scheduler statistics: their cost on every context switch against wait-time detail (CONFIG_SCHEDSTATS)",
+		// kernel.rst: Enables/disables scheduler statistics ... 0 disabled, 1 enabled.
+		Value: toggle()},
+	{Name: "kernel.timer_migration", Allowed: true, Note: "0 keeps timers on the CPU that armed them instead of moving them to busy (isolated) CPUs",
+		// kernel.rst: timer_migration ... 0 or 1 (proc_dointvec_minmax 0..1).
+		Value: toggle()},
+	{Name: "kernel.nmi_watchdog", Allowed: true, Note: "0 removes the hard-lockup detector's periodic NMI on every CPU",
+		// kernel.rst: nmi_watchdog ... 0 disabled, 1 enabled.
+		Value: toggle()},
+	{Name: "kernel.watchdog", Allowed: true, Note: "0 stops the lockup detectors' per-CPU timers and threads",
+		// kernel.rst: watchdog ... 0 disables both lockup detectors, 1 enables.
+		Value: toggle()},
+	{Name: "kernel.watchdog_cpumask", Allowed: true, Note: "keeps the lockup detectors on the reserved CPUs",
+		// kernel.rst: watchdog_cpumask ... echo 0,2-4 > /proc/sys/kernel/watchdog_cpumask:
+		// a cpulist; CPUs up to the kernel's NR_CPUS limit (CONFIG_NR_CPUS <= 8192).
+		Value: cpulist()},
+	{Name: "kernel.hung_task_timeout_secs", Allowed: true, Note: "how often khungtaskd scans and wakes up (the panic switch hung_task_panic is not allowed)",
+		// kernel.rst: hung_task_timeout_secs ... 0 means infinite timeout,
+		// no checking is done. Possible values ... {0:LONG_MAX/HZ}; a day
+		// is the longest scan interval anyone means.
+		Value: integer(0, 86400, "s")},
+	{Name: "vm.stat_interval", Allowed: true, Note: "how often per-CPU vmstat work runs on every CPU, isolated ones included",
+		// vm.rst: stat_interval: The time interval between which vm
+		// statistics are updated. The default is 1 second. The kernel
+		// takes 0, which reschedules the vmstat work every jiffy on every CPU.
+		Value: integer(1, 3600, "s")},
+	{Name: "vm.swappiness", Allowed: true, Note: "how eagerly anonymous memory is swapped out instead of page cache dropped",
+		// vm.rst: swappiness ... The default value is 60 ... range from 0 to 200 (100 before 5.8).
+		Value: integer(0, 200, "")},
+	{Name: "vm.dirty_ratio", Allowed: true, Note: "dirty page cache share at which writers block in writeback",
+		// vm.rst: dirty_ratio: Contains, as a percentage of total available
+		// memory ... (0..100). Below 5% every writer blocks in writeback
+		// almost at once; above 80% the whole of memory can wait to be
+		// written, one long stall. tuned: latency-performance 10, throughput 40.
+		Value: integer(5, 80, "%")},
+	{Name: "vm.dirty_background_ratio", Allowed: true, Note: "dirty page cache share at which background writeback starts",
+		// vm.rst: dirty_background_ratio ... as a percentage of total
+		// available memory (0..100); tuned latency-performance sets 3.
+		Value: integer(1, 50, "%")},
+	{Name: "vm.dirty_bytes", Allowed: true, Note: "dirty_ratio in bytes",
+		// vm.rst: the minimum value allowed for dirty_bytes is two pages
+		// (in bytes); 1 MiB to 64 GiB spans tuned's ratios on any node we tune.
+		Value: integer(1<<20, 64<<30, "bytes")},
+	{Name: "vm.dirty_background_bytes", Allowed: true, Note: "dirty_background_ratio in bytes",
+		// vm.rst: dirty_background_bytes: Contains the amount of dirty
+		// memory at which the background kernel flusher threads will start writeback.
+		Value: integer(1<<20, 64<<30, "bytes")},
+	{Name: "vm.dirty_expire_centisecs", Allowed: true, Note: "age at which dirty data is written back",
+		// vm.rst: dirty_expire_centisecs ... expressed in 100'ths of a
+		// second; 1s to 1h (default 30s).
+		Value: integer(100, 360000, "cs")},
+	{Name: "vm.dirty_writeback_centisecs", Allowed: true, Note: "how often the writeback threads wake up",
+		// vm.rst: dirty_writeback_centisecs ... Setting this to zero
+		// disables periodic writeback altogether (data at risk, not
+		// latency); below 1s the flushers wake on every CPU up to 100 times a second.
+		Value: integer(100, 360000, "cs")},
+	{Name: "vm.zone_reclaim_mode", Allowed: true, Note: "0 allocates from another NUMA node instead of reclaiming on the local one in the allocation path",
+		// vm.rst: zone_reclaim_mode ... a bitmask: 1 zone reclaim on, 2
+		// write dirty pages out, 4 swap pages.
+		Value: integer(0, 7, "bitmask")},
+	{Name: "vm.compaction_proactiveness", Allowed: true, Note: "background compaction, which stalls tasks while it migrates pages",
+		// vm.rst: compaction_proactiveness ... accepts values in the range [0, 100].
+		Value: integer(0, 100, "")},
+	{Name: "net.core.busy_poll", Namespace: nsInitNet, Allowed: true, Note: "microseconds poll() and select() busy-wait on a device queue instead of sleeping for the interrupt",
+		// net.rst: "busy_poll ... Recommended value depends on the number
+		// of sockets you poll on. For several sockets 50, for several
+		// hundreds 100." The kernel takes up to INT_MAX: a CPU spinning
+		// in every poll() for half an hour.
+		Value: integer(0, 200, "µs")},
+	{Name: "net.core.busy_read", Namespace: nsInitNet, Allowed: true, Note: "microseconds a socket read busy-waits on the device queue",
+		// net.rst: "If you need to enable the feature globally via sysctl, a
+		// value of 50 is recommended."
+		Value: integer(0, 200, "µs")},
+	{Name: "net.core.netdev_budget", Namespace: nsInitNet, Allowed: true, Note: "packets one NET_RX softirq run may take from all devices",
+		// net.rst: "netdev_budget: Maximum number of packets taken from all
+		// interfaces in one polling cycle (NAPI poll)" (default 300).
+		Value: integer(50, 3000, "packets")},
+	{Name: "net.core.netdev_budget_usecs", Namespace: nsInitNet, Allowed: true, Note: "microseconds one NET_RX softirq run may last",
+		// net.rst: "netdev_budget_usecs: Maximum number of microseconds in
+		// one NAPI polling cycle" (default 2 jiffies): up to 10ms, one tick at HZ=100.
+		Value: integer(100, 10000, "µs")},
+	{Name: "net.core.dev_weight", Namespace: nsInitNet, Allowed: true, Note: "packets one device's NAPI poll may take per softirq run",
+		// net.rst: "dev_weight: The maximum number of packets that kernel
+		// can handle on a NAPI interrupt ... Default: 64".
+		Value: integer(1, 1024, "packets")},
+	{Name: "net.core.netdev_max_backlog", Namespace: nsInitNet, Allowed: true, Note: "per-CPU input queue length before packets are dropped",
+		// net.rst: "netdev_max_backlog: Maximum number of packets, queued on
+		// the INPUT side ..." (default 1000), per CPU: every CPU may hold
+		// that many skbs, so 65536 is already up to ~64 MiB a CPU.
+		Value: integer(64, 65536, "packets")},
+	{Name: "net.core.rps_sock_flow_entries", Namespace: nsInitNet, Allowed: true, Note: "receive flow steering table: packets are processed on the CPU the consuming thread runs on",
+		// networking/scaling.rst: "The suggested flow count ... 32768 for a
+		// moderately loaded server"; the kernel takes up to 1<<29 (a 2 GiB
+		// table). 0 turns RFS off.
+		Value: integer(0, 1<<20, "entries")},
 	// Refused whatever the admin unlocks.
 	{Name: "kernel.sched_rt_period_us", Refused: rtGuard, Note: "the RT period; spec.scheduler.rtRuntime is checked against the kernel's own"},
 	{Name: "kernel.core_pattern", Refused: runsHelper, Note: "a value starting with a pipe names a program the kernel runs as root on every core dump"},

@@ -12,15 +12,23 @@ import (
 type CELRule struct {
 	Rule              string
 	MessageExpression string
+	// FieldPath is where the API server reports a failure, relative to
+	// the Sysctl ("" = the Sysctl itself, spec.sysctls[i]).
+	FieldPath string
 }
 
 // Marker is the kubebuilder marker that generates the rule.
 func (c CELRule) Marker() string {
-	return "// +kubebuilder:validation:XValidation:rule=`" + c.Rule + "`,messageExpression=`" + c.MessageExpression + "`"
+	m := "// +kubebuilder:validation:XValidation:rule=`" + c.Rule + "`,messageExpression=`" + c.MessageExpression + "`"
+	if c.FieldPath != "" {
+		m += ",fieldPath=`" + c.FieldPath + "`"
+	}
+	return m
 }
 
 // CELRules are the Sysctl type's rules derived from the catalogue: one for
-// the typed-field duplicates, one per refusal reason, one for the value.
+// the typed-field duplicates, one per refusal reason, one for the value's
+// characters, and one per allowlisted name for its value's bounds.
 // api/v1alpha1 tests that the generated CRDs hold exactly these.
 func CELRules() []CELRule {
 	var typed, fields []string
@@ -49,10 +57,11 @@ func CELRules() []CELRule {
 		out = append(out, CELRule{Rule: "!(" + strings.Join(terms, " || ") + ")",
 			MessageExpression: "'sysctl ' + self.name + ' " + r.why() + "'"})
 	}
-	return append(out, CELRule{
+	out = append(out, CELRule{
 		Rule:              `!self.value.contains('\n') && !self.value.contains('\x00')`,
 		MessageExpression: "'sysctl ' + self.name + ' value holds a newline or NUL character: the kernel would take only the part before it'",
 	})
+	return append(out, ValueRules()...)
 }
 
 func celList(xs []string) string {
@@ -111,10 +120,11 @@ func sysctlMarkdown(b *strings.Builder) {
 	b.WriteString("- **" + string(ClassRefused) + "**: refused even when the admin lists it (table below).\n\n")
 	b.WriteString("### Built-in allowlist\n\n")
 	b.WriteString("What latency tuning needs (RHEL tuned's realtime, network-latency and latency-performance profiles, and the per-CPU timers, watchdogs, writeback, compaction and softirq work that delay the service's runnable threads): only settings the node has once, which the agent's revert restores completely. No network namespace has a copy of them to inherit.\n\n")
-	b.WriteString("| sysctl | namespace | why latency tuning needs it |\n|---|---|---|\n")
+	b.WriteString("Every allowlisted value has a type and bounds, chosen from the kernel's own limits (Documentation/admin-guide/sysctl) and the ranges latency tuning uses: the CRD refuses a value outside them naming `spec.sysctls[i].value`, the sysctl and the bounds, and the agent reports it `Invalid` without writing it, whatever its LatencyNode says. Names the admin unlocks have no bounds: their values are only length-bounded (1 to " + fmt.Sprint(MaxValueChars) + " characters on one line).\n\n")
+	b.WriteString("| sysctl | namespace | value | why latency tuning needs it |\n|---|---|---|---|\n")
 	for _, r := range rules {
 		if r.Allowed {
-			fmt.Fprintf(b, "| `%s` | %s | %s |\n", r.Name, r.Namespace.describe(), r.Note)
+			fmt.Fprintf(b, "| `%s` | %s | %s | %s |\n", r.Name, r.Namespace.describe(), r.Value.describe(), r.Note)
 		}
 	}
 	b.WriteString("\n### The cluster admin's unlock\n\n")
