@@ -87,6 +87,12 @@ func TestNextReboot(t *testing.T) {
 		ln.Status.Boot.BootID, ln.Status.Boot.RebootedFor = boot, "r1"
 		return ln
 	}
+	// Issue 40: one setting the kernel refused as Invalid does not keep
+	// the reboot from verifying.
+	invalidOnly := verifying("b2")
+	invalidOnly.Status.Conditions[0] = metav1.Condition{Type: v1alpha1.NodeApplied, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPartiallyApplied}
+	invalidOnly.Status.Settings = []v1alpha1.SettingResult{{Setting: "sysctl/net.core.busy_poll", State: v1alpha1.SettingInvalid},
+		{Setting: "sysctl/kernel.sched_autogroup_enabled", State: v1alpha1.SettingApplied}}
 	movedOn := verifying("b2")
 	movedOn.Spec.Revision = "r0"
 	reverting := withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0)
@@ -123,7 +129,18 @@ func TestNextReboot(t *testing.T) {
 		{"agent could not reboot", rebootView{LN: failed, Node: readyNode("b1"), Now: rebootT0.Add(time.Minute)}, rebootAbandon, true},
 		{"verifying: Applied in the new boot, no rollout", rebootView{LN: verifying("b2"), Node: readyNode("b2"), Now: rebootT0}, rebootFinish, false},
 		{"verifying: Applied of the old boot", rebootView{LN: verifying("b1"), Node: readyNode("b2"), Now: rebootT0}, rebootWait, false},
-		{"verifying: never Applied", rebootView{LN: verifying("b1"), Node: readyNode("b2"), Now: rebootT0.Add(16 * time.Minute)}, rebootStall, true},
+		// Issue 40: past bootTimeout a rebooted node that is Ready is
+		// let go (uncordoned, its slot free, the taint kept) and the
+		// reboots pause; one not Ready stays cordoned.
+		{"verifying: never Applied, Ready", rebootView{LN: verifying("b1"), Node: readyNode("b2"), Now: rebootT0.Add(16 * time.Minute)}, rebootAbandon, true},
+		{"verifying: never Applied, not Ready", rebootView{LN: verifying("b1"), Node: notReady, Now: rebootT0.Add(16 * time.Minute)}, rebootStall, true},
+		{"rebooted, agent silent, Ready", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootRequested, rebootT0), Node: readyNode("b2"),
+			Now: rebootT0.Add(15 * time.Minute)}, rebootAbandon, true},
+		{"rebooted, agent silent, before bootTimeout", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootRequested, rebootT0), Node: readyNode("b2"),
+			Now: rebootT0.Add(14 * time.Minute)}, rebootWait, false},
+		{"not rebooted past bootTimeout, Ready", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootRequested, rebootT0), Node: readyNode("b1"),
+			Now: rebootT0.Add(15 * time.Minute)}, rebootStall, true},
+		{"verifying: Applied but one Invalid, no rollout", rebootView{LN: invalidOnly, Node: readyNode("b2"), Now: rebootT0}, rebootFinish, false},
 		{"verifying: window open", rebootView{LN: verifying("b2"), Node: readyNode("b2"), Judged: true, Class: classVerifying, Now: rebootT0}, rebootWait, false},
 		{"verifying: passed", rebootView{LN: verifying("b2"), Node: readyNode("b2"), Judged: true, Class: classPassed, Now: rebootT0}, rebootFinish, false},
 		{"verifying: regressed", rebootView{LN: verifying("b2"), Node: readyNode("b2"), Judged: true, Class: classFailed, Now: rebootT0}, rebootFinish, false},
@@ -294,7 +311,12 @@ func TestRebootBack(t *testing.T) {
 		{"back without the arguments, Applied", rebootView{LN: verifying(v1alpha1.ActionApply, v1alpha1.BootNotNeeded, "b2"), Node: readyNode("b2")}, rebootFinish},
 		{"reverted, back without the arguments", rebootView{LN: verifying(v1alpha1.ActionRevert, v1alpha1.BootNotNeeded, "b2"), Node: readyNode("b2")}, rebootFinish},
 		{"back, not Applied yet", rebootView{LN: notApplied, Node: readyNode("b2")}, rebootWait},
-		{"back, not Applied in time", rebootView{LN: notApplied, Node: readyNode("b2"), Now: rebootT0.Add(time.Hour)}, rebootStall},
+		{"back, not Applied in time, Ready: let go", rebootView{LN: notApplied, Node: readyNode("b2"), Now: rebootT0.Add(time.Hour)}, rebootAbandon},
+		{"back, not Applied in time, not Ready", rebootView{LN: notApplied, Node: func() *corev1.Node {
+			n := readyNode("b2")
+			n.Status.Conditions[0].Status = corev1.ConditionUnknown
+			return n
+		}(), Now: rebootT0.Add(time.Hour)}, rebootStall},
 		{"back still holding them", rebootView{LN: verifying(v1alpha1.ActionApply, v1alpha1.BootUnstaged, "b2"), Node: readyNode("b2")}, rebootAbandon},
 	}
 	for _, c := range cases {
