@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // of its nodes' reboots after each rollout step. It cordons a node
 // (spec.unschedulable), evicts its pods through the Eviction API (policy/v1,
 // so PodDisruptionBudgets hold: a refused eviction, 429, is tried again at
-// the next poll), records each phase in the LatencyNode's spec.reboot
+// the next poll; kubectl drain's rules, reboot_drain.go), records each phase in the LatencyNode's spec.reboot
 // before acting on it, and uncordons. It never deletes a pod and never
 // writes a node's other fields; the agent does the reboot itself.
 //
@@ -35,6 +36,7 @@ const (
 	eventRebootDone      = "RebootDone"
 	eventRebootPaused    = "RebootPaused"
 	eventRebootBlocked   = "RebootEvictionBlocked"
+	eventRebootRefused   = "RebootDrainRefused"
 	eventRebootWithdrawn = "RebootWithdrawn"
 	eventActionReboot    = "Reboot"
 )
@@ -92,6 +94,7 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 	deselected := func(n *corev1.Node) bool { return n != nil && in.resolution(n).Winner != p.Name }
 	acts, why := map[string]rebootAct{}, map[string]string{}
 	inFlight := false
+	refusedMsg := "" // the first drain that refuses a pod
 	for _, ln := range lns {
 		if ln.Spec.Reboot == nil {
 			continue
@@ -107,15 +110,18 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 		// not drained: it is not to be rebooted.
 		if ln.Spec.Reboot.Phase == v1alpha1.RebootDraining && v.Node != nil && v.Node.Spec.Unschedulable &&
 			!v.Deselected && !withdrawn(ln.Spec.Reboot) {
-			drained, blocked, err := r.drain(ctx, v.Node)
+			d, err := r.drain(ctx, v.Node, drainOptionsOf(p))
 			if err != nil {
 				return rebootStep{}, err
 			}
-			if blocked != "" {
+			if d.PDB != "" {
 				r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventRebootBlocked, eventActionReboot,
-					"Eviction of %s from node %s refused (a PodDisruptionBudget); retrying", blocked, ln.Name)
+					"Eviction of %s from node %s refused (a PodDisruptionBudget); retrying", d.PDB, ln.Name)
 			}
-			v.Drained = drained
+			if len(d.Refused) > 0 && refusedMsg == "" {
+				refusedMsg = truncateReboot(fmt.Sprintf("the drain of node %s will not evict %s", ln.Name, strings.Join(d.Refused, ", ")))
+			}
+			v.Drained = d.Drained
 		}
 		acts[ln.Name], why[ln.Name] = nextReboot(v)
 		if a := acts[ln.Name]; a == rebootAbandon || a == rebootStall {
@@ -129,6 +135,12 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 	}
 	counts := rebootCounts(lns, acts, target)
 	counts.Revision, counts.Paused, counts.Message = target, st.Paused, st.Message
+	if counts.Message == "" && refusedMsg != "" {
+		counts.Message = refusedMsg
+		if last := p.Status.Reboots; last == nil || last.Message != refusedMsg {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventRebootRefused, eventActionReboot, "%s; it stays cordoned until drainTimeout", refusedMsg)
+		}
+	}
 	if counts.Message == "" && (counts.Draining+counts.Rebooting+counts.Verifying) > 0 {
 		counts.Message = truncateReboot(inFlightMessage(lns, acts))
 	}
