@@ -52,6 +52,19 @@ const (
 	// ProfileDegraded is True when a node failed, drifted, conflicts or is
 	// outside the latency budget.
 	ProfileDegraded = "Degraded"
+	// ProfileRebootsAllowed, present only under bootParameters.policy
+	// Reboot, is True when the arguments may be staged: the profile has a
+	// rollout whose canary is smaller than its selection. False
+	// (ReasonRebootsNeedRollout, ReasonCanaryNotSmaller) stages nothing on
+	// any node: the manager writes the tuning with policy ReportOnly.
+	ProfileRebootsAllowed = "RebootsAllowed"
+)
+
+// Reasons of ProfileRebootsAllowed.
+const (
+	ReasonCanarySmaller      = "CanarySmallerThanSelection"
+	ReasonRebootsNeedRollout = "RebootsNeedRollout"
+	ReasonCanaryNotSmaller   = "CanaryNotSmallerThanSelection"
 )
 
 // LatencyNode condition types (written by the node's agent).
