@@ -86,7 +86,7 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 	st := v1alpha1.RebootRolloutStatus{Revision: target}
 	// A pause (and its reason) lasts for the revision; any other message
 	// says what is in flight and is worked out again below.
-	if last := p.Status.Reboots; last != nil && last.Revision == target && last.Paused {
+	if last := p.Status.Reboots; last != nil && last.Revision == target && last.Paused && !strings.HasPrefix(last.Message, backWaitPrefix) {
 		st.Paused, st.Message = true, last.Message
 	}
 	// A node that left p's selection (a label changed, a profile of
@@ -129,8 +129,15 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 		}
 	}
 	if !st.Paused {
-		if err := r.chooseStarts(ctx, p, lns, nodes, target, acts, deselected); err != nil {
+		waiting, err := r.chooseStarts(ctx, p, lns, nodes, target, acts, deselected)
+		if err != nil {
 			return rebootStep{}, err
+		}
+		if len(waiting) > 0 {
+			st.Paused, st.Message = true, truncateReboot(backWaitMessage(target, waiting))
+			if last := p.Status.Reboots; last == nil || last.Message != st.Message {
+				r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventRebootPaused, eventActionReboot, "%s", st.Message)
+			}
 		}
 	}
 	counts := rebootCounts(lns, acts, target)
@@ -205,30 +212,64 @@ func inFlightMessage(lns []*v1alpha1.LatencyNode, acts map[string]rebootAct) str
 // back), or, after a rollback, a node whose kernel still holds the target's
 // arguments (Unstaged: the reboot back), Ready and not cordoned by someone
 // else.
+//
+// After a rollback every start is a reboot back, and those wait for a
+// person (rebootBackAllowed): chooseStarts returns the nodes that wait.
 func (r *rebooter) chooseStarts(ctx context.Context, p *v1alpha1.LatencyProfile, lns []*v1alpha1.LatencyNode,
-	nodes map[string]*corev1.Node, target string, acts map[string]rebootAct, deselected func(*corev1.Node) bool) error {
+	nodes map[string]*corev1.Node, target string, acts map[string]rebootAct, deselected func(*corev1.Node) bool) ([]string, error) {
 	rolledBack := p.Status.Rollout != nil && p.Status.Rollout.Phase == v1alpha1.RolloutRolledBack
+	backsWait := rolledBack && !rebootBackAllowed(p, target)
 	var used int
+	var waiting []string
 	counted := false
 	for _, ln := range lns {
 		n := nodes[ln.Name]
 		if ln.Spec.Reboot != nil || !startable(ln, n, target, rolledBack, deselected(n)) {
 			continue
 		}
+		if backsWait {
+			waiting = append(waiting, ln.Name)
+			continue
+		}
 		if !counted {
 			var err error
 			if used, err = r.inUse(ctx); err != nil {
-				return err
+				return nil, err
 			}
 			counted = true
 		}
 		if used >= r.Max {
-			return nil
+			return nil, nil
 		}
 		acts[ln.Name] = rebootStart
 		used++
 	}
-	return nil
+	return waiting, nil
+}
+
+// backWaitPrefix starts the status.reboots.message of reboot backs that
+// wait for a person; that pause is worked out again each pass, not
+// carried over, so the go-ahead lifts it.
+const backWaitPrefix = "reboot back waits for a person: "
+
+func backWaitMessage(target string, waiting []string) string {
+	return fmt.Sprintf("%s%s rolled back; %s booted or staged arguments of it and would be rebooted again. "+
+		"Annotate the profile %s=%s to reboot them back (spec.rollout.rebootBack Automatic does so without asking)",
+		backWaitPrefix, target, names(waiting), v1alpha1.RebootBackAnnotation, target)
+}
+
+// rebootBackAllowed: the reboot backs after target's rollback may start:
+// the profile opts into them (rebootBackAutomatic) or a person gave the
+// go-ahead for target (v1alpha1.RebootBackAnnotation).
+func rebootBackAllowed(p *v1alpha1.LatencyProfile, target string) bool {
+	return rebootBackAutomatic(p) || p.Annotations[v1alpha1.RebootBackAnnotation] == target
+}
+
+// rebootBackAutomatic: the profile opts into reboot backs without a
+// person's go-ahead. Until the API carries spec.rollout.rebootBack
+// (Pause, the default, or Automatic), never: wire the field here.
+func rebootBackAutomatic(*v1alpha1.LatencyProfile) bool {
+	return false
 }
 
 // inUse counts the nodes cordoned or rebooting for a managed reboot: the

@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"context"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"strings"
 	"testing"
 	"time"
@@ -475,5 +478,61 @@ func TestRebootStartsOnlyOnSelectedNodes(t *testing.T) {
 		if got := startable(tc.ln, tc.node, "r1", tc.rolledBack, tc.deselected); got != tc.want {
 			t.Errorf("%s: startable = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestRebootBackWaitsForAPerson: after a rollback, the nodes that would be
+// rebooted back (Unstaged, or staged for the previous revision) are not
+// started until a person annotates the profile with the rolled-back
+// revision (issue 40: a rollback on one node's verdict rebooted every
+// rebooted node again); the go-ahead for another revision does not count.
+func TestRebootBackWaitsForAPerson(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	back := rebootLN(v1alpha1.BootUnstaged)
+	back.Name = "back"
+	back.Spec.Tuning.BootParameters, back.Spec.Revision = nil, "r0"
+	back.Status.Boot.RebootedFor = "r1"
+	stagedPrev := rebootLN(v1alpha1.BootStaged)
+	stagedPrev.Name, stagedPrev.Spec.Revision = "prev", "r0"
+	lns := []*v1alpha1.LatencyNode{back, stagedPrev}
+	nodes := map[string]*corev1.Node{"back": readyNode("b1"), "prev": readyNode("b1")}
+	for _, tc := range []struct {
+		name       string
+		annotation string
+		started    int
+	}{
+		{"no go-ahead", "", 0},
+		{"go-ahead for another revision", "r9", 0},
+		{"go-ahead for r1", "r1", 2},
+	} {
+		p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+		p.Status.Rollout = &v1alpha1.RolloutStatus{Revision: "r1", Phase: v1alpha1.RolloutRolledBack}
+		if tc.annotation != "" {
+			p.Annotations = map[string]string{v1alpha1.RebootBackAnnotation: tc.annotation}
+		}
+		r := &rebooter{Client: fake.NewClientBuilder().WithScheme(scheme).Build(), Max: 5}
+		acts := map[string]rebootAct{}
+		waiting, err := r.chooseStarts(context.Background(), p, lns, nodes, "r1", acts, func(*corev1.Node) bool { return false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(acts) != tc.started || len(waiting) != 2-tc.started {
+			t.Errorf("%s: started %v, waiting %v; want %d started", tc.name, acts, waiting, tc.started)
+		}
+		if len(waiting) > 0 && !strings.Contains(backWaitMessage("r1", waiting), v1alpha1.RebootBackAnnotation+"=r1") {
+			t.Errorf("%s: the message does not say how to go ahead: %s", tc.name, backWaitMessage("r1", waiting))
+		}
+	}
+	// Not rolled back: a staged node starts without anyone's go-ahead.
+	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	staged := rebootLN(v1alpha1.BootStaged)
+	r := &rebooter{Client: fake.NewClientBuilder().WithScheme(scheme).Build(), Max: 5}
+	acts := map[string]rebootAct{}
+	if _, err := r.chooseStarts(context.Background(), p, []*v1alpha1.LatencyNode{staged}, map[string]*corev1.Node{"n": readyNode("b1")}, "r1", acts,
+		func(*corev1.Node) bool { return false }); err != nil || acts["n"] != rebootStart {
+		t.Errorf("forward reboot: acts %v, err %v", acts, err)
 	}
 }

@@ -38,6 +38,14 @@ const (
 	// CPUQuotaDisable is the CPUQuotaAnnotation value that opts a pod in.
 	CPUQuotaDisable = "disable"
 
+	// RebootBackAnnotation on a LatencyProfile is a person's go-ahead for
+	// the reboot back of a rolled-back revision: set to that revision
+	// (status.rollout.revision), the nodes that booted its arguments are
+	// rebooted back into the previous ones. Without it they wait (a
+	// rollback rests on one node's verdict; rebooting every rebooted node
+	// again is for a person to decide).
+	RebootBackAnnotation = "latencytier.io/reboot-back"
+
 	// RevertFinalizer keeps a LatencyProfile until every node it tuned has
 	// been reverted.
 	RevertFinalizer = "latencytier.io/revert"
