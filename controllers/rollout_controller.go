@@ -126,7 +126,11 @@ func rolloutNodeOf(ln *v1alpha1.LatencyNode, canary bool, rec *v1alpha1.NodeVerd
 	if t, err := time.Parse(time.RFC3339, ln.Annotations[v1alpha1.RevisionSetAtAnnotation]); err == nil {
 		n.SetAt = t
 	}
-	if c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeApplied); n.Reported && c != nil && c.Status == metav1.ConditionFalse {
+	// Settings the kernel refused as Invalid, alone, do not fail the node
+	// (issue 40: a bad value degrades its setting, the profile says
+	// Degraded); the latency verdict judges what was applied.
+	if c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeApplied); n.Reported && c != nil && c.Status == metav1.ConditionFalse &&
+		len(refusedInvalid(ln)) == 0 {
 		n.ApplyFailed = c.Reason + ": " + c.Message
 	}
 	return n
