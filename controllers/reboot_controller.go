@@ -282,14 +282,22 @@ func (r *rebooter) inUse(ctx context.Context) (int, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	seen := map[string]bool{}
+	seen, exists := map[string]bool{}, map[string]bool{}
 	for i := range all.Items {
+		exists[all.Items[i].Name] = true
 		if all.Items[i].Spec.Reboot != nil {
 			seen[all.Items[i].Name] = true
 			delete(r.started, all.Items[i].Name)
 		}
 	}
 	for name := range r.started {
+		// A started node whose LatencyNode is gone was released (the
+		// node controller uncordons it with the record): it holds no
+		// slot, whether or not the cache ever showed its record.
+		if !exists[name] {
+			delete(r.started, name)
+			continue
+		}
 		seen[name] = true
 	}
 	return len(seen), nil

@@ -536,3 +536,27 @@ func TestRebootBackWaitsForAPerson(t *testing.T) {
 		t.Errorf("forward reboot: acts %v, err %v", acts, err)
 	}
 }
+
+// TestInUseForgetsReleasedNodes: a node this manager started whose
+// LatencyNode is gone (released with its record by the node controller)
+// no longer holds a --max-rebooting slot, even when the cache never showed
+// its record (found when the canary gate made the next node stage only
+// after the first left).
+func TestInUseForgetsReleasedNodes(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	live := rebootLN(v1alpha1.BootStaged)
+	live.Name = "live"
+	r := &rebooter{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(live).Build(), Max: 1}
+	r.markStarted("gone", true)
+	r.markStarted("live", true)
+	used, err := r.inUse(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used != 1 {
+		t.Errorf("in use %d, want 1 (live, started, record not in the cache yet)", used)
+	}
+}
