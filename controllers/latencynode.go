@@ -18,9 +18,21 @@ func applySpec(p *v1alpha1.LatencyProfile) v1alpha1.LatencyNodeSpec {
 		Action:            v1alpha1.ActionApply,
 		Profile:           p.Name,
 		ProfileGeneration: p.Generation,
-		Tuning:            *p.Spec.TuningSpec.DeepCopy(),
+		Tuning:            directTuning(p),
 		Revision:          currentRevision(p),
 	}
+}
+
+// directTuning is the tuning the node controller writes for p, a profile
+// without spec.rollout: its Reboot boot policy stages nothing, there
+// being no canary (reboot_gate.go). A profile with spec.rollout has its
+// nodes' tuning written by the rollout's moves.
+func directTuning(p *v1alpha1.LatencyProfile) v1alpha1.TuningSpec {
+	t := *p.Spec.TuningSpec.DeepCopy()
+	if p.Spec.Rollout != nil {
+		return t
+	}
+	return gatedTuning(t, rebootGateOf(p, 0, 0))
 }
 
 // joinSpec is the spec of a node joining p: with spec.rollout it measures
@@ -76,7 +88,7 @@ func renderLatencyNode(node *corev1.Node, p *v1alpha1.LatencyProfile, now time.T
 func specUpToDate(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile, revision string) bool {
 	s := &ln.Spec
 	return s.Action == v1alpha1.ActionApply && s.Profile == p.Name && s.ProfileGeneration == p.Generation &&
-		s.Revision == revision && equality.Semantic.DeepEqual(s.Tuning, p.Spec.TuningSpec)
+		s.Revision == revision && equality.Semantic.DeepEqual(s.Tuning, directTuning(p))
 }
 
 // revertDone reports whether the agent carried out the current Revert spec:

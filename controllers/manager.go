@@ -193,7 +193,7 @@ func setup(mgr ctrl.Manager, o options) error {
 	if err != nil {
 		return fmt.Errorf("setting up profile controller: %w", err)
 	}
-	return setupTaints(mgr)
+	return setupTaints(mgr, rec)
 }
 
 // retryStale turns a write that lost to a newer object into a requeue, not

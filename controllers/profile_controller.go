@@ -75,7 +75,8 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if deleting && !holdsNodes(in) {
 		return ctrl.Result{}, r.patchFinalizer(ctx, p, controllerutil.RemoveFinalizer)
 	}
-	rollout, classes, wait, err := r.rollout(ctx, p, in)
+	gate := rebootGateIn(p, in)
+	rollout, classes, wait, err := r.rollout(ctx, p, in, gate)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -87,6 +88,9 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	wait = soonest(wait, reboots.Wait)
 	st, counts := computeStatus(p.Status, in)
 	st.Reboots = reboots.Status
+	if setRebootsCondition(&st.Conditions, gate, p.Generation, metav1.NewTime(in.Now)) {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventRebootsGated, eventActionReboot, "%s", gate.Message)
+	}
 	recordProfileMetrics(p.Name, counts, st)
 	recordProfileReports(p, nodeReports(in))
 	gated, err := r.patchStatus(ctx, p, st)

@@ -219,6 +219,11 @@ func nextRebooting(v rebootView) (rebootAct, string) {
 		return rebootAbandon, fmt.Sprintf("the agent on node %s did not reboot it: %s; uncordoned", v.LN.Name, b.Message)
 	}
 	if !v.Now.Before(rec.Since.Add(v.Limits.Boot)) {
+		if kubelet := v.Node.Status.NodeInfo.BootID; kubelet != "" && kubelet != rec.BootID {
+			// Booted anew (the kubelet says so) but the agent never
+			// reported it for the revision: the request is spent.
+			return bootTimedOut(v, "rebooted but its agent did not report the new boot for "+rec.Revision)
+		}
 		return rebootStall, fmt.Sprintf("node %s did not come back within %s of the reboot request; it stays cordoned", v.LN.Name, v.Limits.Boot)
 	}
 	return rebootWait, "rebooting"
@@ -247,7 +252,7 @@ func nextVerifying(v rebootView) (rebootAct, string) {
 	}
 	if !tunedThisBoot(v.Node, ln) {
 		if !v.Now.Before(rec.Since.Add(v.Limits.Boot)) {
-			return rebootStall, fmt.Sprintf("node %s rebooted but did not report its tuning Applied within %s; it stays cordoned", ln.Name, v.Limits.Boot)
+			return bootTimedOut(v, "rebooted but did not report its tuning Applied")
 		}
 		return rebootWait, "waiting for Applied in the new boot"
 	}
@@ -263,6 +268,21 @@ func nextVerifying(v rebootView) (rebootAct, string) {
 	return rebootWait, "verifying"
 }
 
+// bootTimedOut is the act for a node that booted anew (Verifying) but
+// whose agent did not report what the reboot is judged by within
+// bootTimeout. A Ready node is let go (issue 40): uncordoned, its record
+// cleared so its reboot slot is free, and the reboots pause for a person
+// with the reason; the tuning-pending taint stays on it (its tuning is
+// not reported in this boot), so the tier's pods still do not land there.
+// A node that is not Ready stays cordoned for a person to look at.
+func bootTimedOut(v rebootView, what string) (rebootAct, string) {
+	why := fmt.Sprintf("node %s %s within %s", v.LN.Name, what, v.Limits.Boot)
+	if readyStatus(v.Node) == corev1.ConditionTrue {
+		return rebootAbandon, why + "; uncordoned with the tuning-pending taint kept"
+	}
+	return rebootStall, why + " and is not Ready; it stays cordoned"
+}
+
 // nextVerifyingBack judges a reboot back by the agent's report of the new
 // boot: the arguments gone from the running kernel and, under Apply, the
 // tuning Applied in it (the taint lifts then).
@@ -276,7 +296,7 @@ func nextVerifyingBack(v rebootView) (rebootAct, string) {
 	}
 	switch {
 	case !reported && !v.Now.Before(rec.Since.Add(v.Limits.Boot)):
-		return rebootStall, fmt.Sprintf("node %s rebooted to take the rolled-back arguments out but did not report the new boot within %s; it stays cordoned", ln.Name, v.Limits.Boot)
+		return bootTimedOut(v, "rebooted to take the rolled-back arguments out but did not report the new boot")
 	case !reported:
 		return rebootWait, "waiting for the agent's report of the new boot"
 	case b.State == v1alpha1.BootUnstaged:

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // of its nodes' reboots after each rollout step. It cordons a node
 // (spec.unschedulable), evicts its pods through the Eviction API (policy/v1,
 // so PodDisruptionBudgets hold: a refused eviction, 429, is tried again at
-// the next poll), records each phase in the LatencyNode's spec.reboot
+// the next poll; kubectl drain's rules, reboot_drain.go), records each phase in the LatencyNode's spec.reboot
 // before acting on it, and uncordons. It never deletes a pod and never
 // writes a node's other fields; the agent does the reboot itself.
 //
@@ -35,6 +36,7 @@ const (
 	eventRebootDone      = "RebootDone"
 	eventRebootPaused    = "RebootPaused"
 	eventRebootBlocked   = "RebootEvictionBlocked"
+	eventRebootRefused   = "RebootDrainRefused"
 	eventRebootWithdrawn = "RebootWithdrawn"
 	eventActionReboot    = "Reboot"
 )
@@ -84,7 +86,7 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 	st := v1alpha1.RebootRolloutStatus{Revision: target}
 	// A pause (and its reason) lasts for the revision; any other message
 	// says what is in flight and is worked out again below.
-	if last := p.Status.Reboots; last != nil && last.Revision == target && last.Paused {
+	if last := p.Status.Reboots; last != nil && last.Revision == target && last.Paused && !strings.HasPrefix(last.Message, backWaitPrefix) {
 		st.Paused, st.Message = true, last.Message
 	}
 	// A node that left p's selection (a label changed, a profile of
@@ -92,6 +94,7 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 	deselected := func(n *corev1.Node) bool { return n != nil && in.resolution(n).Winner != p.Name }
 	acts, why := map[string]rebootAct{}, map[string]string{}
 	inFlight := false
+	refusedMsg := "" // the first drain that refuses a pod
 	for _, ln := range lns {
 		if ln.Spec.Reboot == nil {
 			continue
@@ -107,15 +110,18 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 		// not drained: it is not to be rebooted.
 		if ln.Spec.Reboot.Phase == v1alpha1.RebootDraining && v.Node != nil && v.Node.Spec.Unschedulable &&
 			!v.Deselected && !withdrawn(ln.Spec.Reboot) {
-			drained, blocked, err := r.drain(ctx, v.Node)
+			d, err := r.drain(ctx, v.Node, drainOptionsOf(p))
 			if err != nil {
 				return rebootStep{}, err
 			}
-			if blocked != "" {
+			if d.PDB != "" {
 				r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventRebootBlocked, eventActionReboot,
-					"Eviction of %s from node %s refused (a PodDisruptionBudget); retrying", blocked, ln.Name)
+					"Eviction of %s from node %s refused (a PodDisruptionBudget); retrying", d.PDB, ln.Name)
 			}
-			v.Drained = drained
+			if len(d.Refused) > 0 && refusedMsg == "" {
+				refusedMsg = truncateReboot(fmt.Sprintf("the drain of node %s will not evict %s", ln.Name, strings.Join(d.Refused, ", ")))
+			}
+			v.Drained = d.Drained
 		}
 		acts[ln.Name], why[ln.Name] = nextReboot(v)
 		if a := acts[ln.Name]; a == rebootAbandon || a == rebootStall {
@@ -123,12 +129,25 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 		}
 	}
 	if !st.Paused {
-		if err := r.chooseStarts(ctx, p, lns, nodes, target, acts, deselected); err != nil {
+		waiting, err := r.chooseStarts(ctx, p, lns, nodes, target, acts, deselected)
+		if err != nil {
 			return rebootStep{}, err
+		}
+		if len(waiting) > 0 {
+			st.Paused, st.Message = true, truncateReboot(backWaitMessage(target, waiting))
+			if last := p.Status.Reboots; last == nil || last.Message != st.Message {
+				r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventRebootPaused, eventActionReboot, "%s", st.Message)
+			}
 		}
 	}
 	counts := rebootCounts(lns, acts, target)
 	counts.Revision, counts.Paused, counts.Message = target, st.Paused, st.Message
+	if counts.Message == "" && refusedMsg != "" {
+		counts.Message = refusedMsg
+		if last := p.Status.Reboots; last == nil || last.Message != refusedMsg {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventRebootRefused, eventActionReboot, "%s; it stays cordoned until drainTimeout", refusedMsg)
+		}
+	}
 	if counts.Message == "" && (counts.Draining+counts.Rebooting+counts.Verifying) > 0 {
 		counts.Message = truncateReboot(inFlightMessage(lns, acts))
 	}
@@ -193,30 +212,64 @@ func inFlightMessage(lns []*v1alpha1.LatencyNode, acts map[string]rebootAct) str
 // back), or, after a rollback, a node whose kernel still holds the target's
 // arguments (Unstaged: the reboot back), Ready and not cordoned by someone
 // else.
+//
+// After a rollback every start is a reboot back, and those wait for a
+// person (rebootBackAllowed): chooseStarts returns the nodes that wait.
 func (r *rebooter) chooseStarts(ctx context.Context, p *v1alpha1.LatencyProfile, lns []*v1alpha1.LatencyNode,
-	nodes map[string]*corev1.Node, target string, acts map[string]rebootAct, deselected func(*corev1.Node) bool) error {
+	nodes map[string]*corev1.Node, target string, acts map[string]rebootAct, deselected func(*corev1.Node) bool) ([]string, error) {
 	rolledBack := p.Status.Rollout != nil && p.Status.Rollout.Phase == v1alpha1.RolloutRolledBack
+	backsWait := rolledBack && !rebootBackAllowed(p, target)
 	var used int
+	var waiting []string
 	counted := false
 	for _, ln := range lns {
 		n := nodes[ln.Name]
 		if ln.Spec.Reboot != nil || !startable(ln, n, target, rolledBack, deselected(n)) {
 			continue
 		}
+		if backsWait {
+			waiting = append(waiting, ln.Name)
+			continue
+		}
 		if !counted {
 			var err error
 			if used, err = r.inUse(ctx); err != nil {
-				return err
+				return nil, err
 			}
 			counted = true
 		}
 		if used >= r.Max {
-			return nil
+			return nil, nil
 		}
 		acts[ln.Name] = rebootStart
 		used++
 	}
-	return nil
+	return waiting, nil
+}
+
+// backWaitPrefix starts the status.reboots.message of reboot backs that
+// wait for a person; that pause is worked out again each pass, not
+// carried over, so the go-ahead lifts it.
+const backWaitPrefix = "reboot back waits for a person: "
+
+func backWaitMessage(target string, waiting []string) string {
+	return fmt.Sprintf("%s%s rolled back; %s booted or staged arguments of it and would be rebooted again. "+
+		"Annotate the profile %s=%s to reboot them back (spec.rollout.rebootBack Automatic does so without asking)",
+		backWaitPrefix, target, names(waiting), v1alpha1.RebootBackAnnotation, target)
+}
+
+// rebootBackAllowed: the reboot backs after target's rollback may start:
+// the profile opts into them (rebootBackAutomatic) or a person gave the
+// go-ahead for target (v1alpha1.RebootBackAnnotation).
+func rebootBackAllowed(p *v1alpha1.LatencyProfile, target string) bool {
+	return rebootBackAutomatic(p) || p.Annotations[v1alpha1.RebootBackAnnotation] == target
+}
+
+// rebootBackAutomatic: the profile opts into reboot backs without a
+// person's go-ahead (spec.rollout.rebootBack Automatic; Pause, the
+// default, waits).
+func rebootBackAutomatic(p *v1alpha1.LatencyProfile) bool {
+	return p.Spec.Rollout != nil && p.Spec.Rollout.RebootBack == v1alpha1.RebootBackAutomatic
 }
 
 // inUse counts the nodes cordoned or rebooting for a managed reboot: the
@@ -229,14 +282,22 @@ func (r *rebooter) inUse(ctx context.Context) (int, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	seen := map[string]bool{}
+	seen, exists := map[string]bool{}, map[string]bool{}
 	for i := range all.Items {
+		exists[all.Items[i].Name] = true
 		if all.Items[i].Spec.Reboot != nil {
 			seen[all.Items[i].Name] = true
 			delete(r.started, all.Items[i].Name)
 		}
 	}
 	for name := range r.started {
+		// A started node whose LatencyNode is gone was released (the
+		// node controller uncordons it with the record): it holds no
+		// slot, whether or not the cache ever showed its record.
+		if !exists[name] {
+			delete(r.started, name)
+			continue
+		}
 		seen[name] = true
 	}
 	return len(seen), nil

@@ -11,16 +11,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"latencytier.io/latencytier/api/v1alpha1"
 )
 
 // Managed reboots, the node's side: the cordon (spec.unschedulable, and
 // nothing else of the Node) and the drain through the Eviction API.
 //
-// What a drain leaves on the node: DaemonSet pods (their controller puts
-// them back at once; the agent is one), mirror pods (the kubelet's static
-// pods, which the API cannot evict), pods that tolerate the tuning-pending
-// taint (what the user marks node-critical, as the agent does) and pods
-// that have finished (Succeeded, Failed). A pod already terminating is
+// The drain follows kubectl drain's rules (issue 40): it leaves DaemonSet
+// pods (their controller puts them back at once; the agent is one), mirror
+// pods (the kubelet's static pods, which the API cannot evict) and pods
+// that have finished (Succeeded, Failed), and evicts every other pod
+// through the Eviction API, so every PodDisruptionBudget is asked; no
+// toleration exempts a pod. A pod no controller owns (nothing recreates
+// it) or with an emptyDir volume (its data goes) blocks the drain, named
+// in an event and status.reboots.message, unless spec.reboot.drain
+// accepts it (force, deleteEmptyDirData). A pod already terminating is
 // waited for, not evicted again.
 //
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
@@ -49,20 +55,36 @@ func (r *rebooter) cordon(ctx context.Context, n *corev1.Node, on bool) error {
 	return nil
 }
 
-// drain evicts the pods a drain takes from n. It reports whether none is
-// left, and the first pod whose eviction a PodDisruptionBudget refused.
-func (r *rebooter) drain(ctx context.Context, n *corev1.Node) (bool, string, error) {
+// drainResult is one look at a draining node.
+type drainResult struct {
+	// Drained: no pod the drain takes is left.
+	Drained bool
+	// PDB is the first pod whose eviction a PodDisruptionBudget refused.
+	PDB string
+	// Refused are the pods the drain will not evict, with why
+	// ("work/db (no controller)"), in the order listed.
+	Refused []string
+}
+
+// drain evicts the pods a drain takes from n, under the profile's opts.
+func (r *rebooter) drain(ctx context.Context, n *corev1.Node, opts v1alpha1.DrainSpec) (drainResult, error) {
 	var pods corev1.PodList
 	if err := r.Live.List(ctx, &pods, client.MatchingFields{"spec.nodeName": n.Name}); err != nil {
-		return false, "", fmt.Errorf("listing the pods of node %s: %w", n.Name, err)
+		return drainResult{}, fmt.Errorf("listing the pods of node %s: %w", n.Name, err)
 	}
-	left, blocked := 0, ""
+	left := 0
+	var res drainResult
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if !drains(pod) {
+		act, why := drainAct(pod, opts)
+		if act == drainSkip {
 			continue
 		}
 		left++
+		if act == drainRefuse {
+			res.Refused = append(res.Refused, fmt.Sprintf("%s/%s (%s)", pod.Namespace, pod.Name, why))
+			continue
+		}
 		if !pod.DeletionTimestamp.IsZero() {
 			continue
 		}
@@ -71,43 +93,57 @@ func (r *rebooter) drain(ctx context.Context, n *corev1.Node) (bool, string, err
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 		case apierrors.IsTooManyRequests(err):
-			if blocked == "" {
-				blocked = pod.Namespace + "/" + pod.Name
+			if res.PDB == "" {
+				res.PDB = pod.Namespace + "/" + pod.Name
 			}
 		default:
-			return false, "", fmt.Errorf("evicting %s/%s: %w", pod.Namespace, pod.Name, err)
+			return drainResult{}, fmt.Errorf("evicting %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 	}
-	return left == 0, blocked, nil
+	res.Drained = left == 0
+	return res, nil
 }
 
-// drains: a drain evicts pod (see the top of this file for what stays).
-func drains(pod *corev1.Pod) bool {
+// drainAction is what a drain does with one pod.
+type drainAction int
+
+const (
+	drainEvict  drainAction = iota // evict through the Eviction API
+	drainSkip                      // stays: DaemonSet, mirror or finished
+	drainRefuse                    // blocks the drain until opts accept it
+)
+
+// drainAct is what the drain does with pod under opts, and why a refused
+// pod is refused.
+func drainAct(pod *corev1.Pod, opts v1alpha1.DrainSpec) (drainAction, string) {
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return false
+		return drainSkip, ""
 	}
 	if _, mirror := pod.Annotations[mirrorPodAnnotation]; mirror {
-		return false
+		return drainSkip, ""
 	}
-	if c := metav1.GetControllerOf(pod); c != nil && c.Kind == "DaemonSet" {
-		return false
+	c := metav1.GetControllerOf(pod)
+	if c != nil && c.Kind == "DaemonSet" {
+		return drainSkip, ""
 	}
-	for _, t := range pod.Spec.Tolerations {
-		if toleratesPending(t) {
-			return false
+	if !pod.DeletionTimestamp.IsZero() {
+		return drainEvict, "" // on its way out: waited for
+	}
+	if c == nil && !opts.Force {
+		return drainRefuse, "no controller; spec.reboot.drain.force evicts it"
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil && !opts.DeleteEmptyDirData {
+			return drainRefuse, "emptyDir volume " + v.Name + "; spec.reboot.drain.deleteEmptyDirData evicts it"
 		}
 	}
-	return true
+	return drainEvict, ""
 }
 
-// toleratesPending: t tolerates the tuning-pending taint (its key, or every
-// key with operator Exists; its effect or every effect).
-func toleratesPending(t corev1.Toleration) bool {
-	if t.Effect != "" && t.Effect != pendingTaint.Effect {
-		return false
+// drainOptionsOf are p's spec.reboot.drain (none set: the zero value).
+func drainOptionsOf(p *v1alpha1.LatencyProfile) v1alpha1.DrainSpec {
+	if s := p.Spec.Reboot; s != nil && s.Drain != nil {
+		return *s.Drain
 	}
-	if t.Key == "" {
-		return t.Operator == corev1.TolerationOpExists
-	}
-	return t.Key == pendingTaint.Key && (t.Operator == corev1.TolerationOpExists || t.Value == pendingTaint.Value)
+	return v1alpha1.DrainSpec{}
 }

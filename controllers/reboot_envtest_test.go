@@ -139,15 +139,20 @@ func (e *rebootEnv) startManager(maxRebooting int) {
 }
 
 // rebootProfile selects the nodes labelled tier=name, with boot policy
-// Reboot. The CRD accepts that only with a rollout canary and a measurement
-// grant; these tests are about the reboot mechanics (drain, budgets, the
-// reboot limit), which they exercise across nodes at once as before the
-// rule, so the canary is a selector of the whole tier and every node is in
-// flight at once (the CRD cannot compare a selector with the selection; the
-// manager's runtime check of canary against selection will need these
-// fixtures to change).
+// Reboot under a rollout whose canary is one node (a Reboot policy stages
+// nothing without a canary smaller than the selection: a one-node test
+// adds e.spare).
 func (e *rebootEnv) rebootProfile(name string, reboot *v1alpha1.RebootSpec) *v1alpha1.LatencyProfile {
 	e.t.Helper()
+	return e.rebootProfileCanary(name, reboot, 1)
+}
+
+// rebootProfileCanary is rebootProfile with a canary of canary nodes, all
+// moved at once (maxInFlight canary).
+func (e *rebootEnv) rebootProfileCanary(name string, reboot *v1alpha1.RebootSpec, canary int32) *v1alpha1.LatencyProfile {
+	e.t.Helper()
+	ro := testRebootRollout()
+	ro.Canary.Nodes, ro.MaxInFlight = ptr.To(intstr.FromInt32(canary)), ptr.To(intstr.FromInt32(canary))
 	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.LatencyProfileSpec{
 			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": name}},
@@ -158,15 +163,33 @@ func (e *rebootEnv) rebootProfile(name string, reboot *v1alpha1.RebootSpec) *v1a
 				Measurement: &v1alpha1.MeasurementSpec{Interval: &metav1.Duration{Duration: 5 * time.Second},
 					NamespaceSelector: &v1alpha1.NamespaceSelector{MatchLabels: map[string]string{"latencytier.io/tier": "true"}}},
 			},
-			Rollout: &v1alpha1.RolloutSpec{VerificationWindow: &metav1.Duration{Duration: 5 * time.Second},
-				Canary:      &v1alpha1.CanarySpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": name}}},
-				MaxInFlight: ptr.To(intstr.FromString("100%"))},
-			Reboot: reboot,
+			Reboot:  reboot,
+			Rollout: ro,
 		}}
 	if err := e.c.Create(context.Background(), p); err != nil {
 		e.t.Fatalf("creating profile: %v", err)
 	}
 	return p
+}
+
+// testRebootRollout is the rollout of the reboot tests: a one-node canary,
+// 5s windows (a verdict comes 6s after a move or a boot), and a node that
+// stays inconclusive 12s passes (the spare, which never reports).
+func testRebootRollout() *v1alpha1.RolloutSpec {
+	return &v1alpha1.RolloutSpec{Canary: &v1alpha1.CanarySpec{Nodes: ptr.To(intstr.FromInt32(1))},
+		VerificationWindow:  &metav1.Duration{Duration: 5 * time.Second},
+		InconclusiveTimeout: &metav1.Duration{Duration: 12 * time.Second}, OnInconclusive: v1alpha1.InconclusivePass}
+}
+
+// spare creates a node labelled tier=tier that no agent runs on: it makes
+// a one-node test's selection bigger than its canary and is never moved
+// (it never reports a baseline within the rollout's inconclusiveTimeout).
+func (e *rebootEnv) spare(tier string) {
+	e.t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: tier + "-zspare", Labels: map[string]string{"tier": tier}}}
+	if err := e.c.Create(context.Background(), n); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // nodes creates Ready nodes labelled tier=tier.
@@ -181,10 +204,12 @@ func (e *rebootEnv) nodes(tier string, names ...string) {
 	}
 }
 
-// pod creates a pod bound to node; f shapes it.
+// pod creates a pod bound to node, owned by a ReplicaSet (a pod no
+// controller owns blocks the drain); f shapes it.
 func (e *rebootEnv) pod(name, node string, f func(*corev1.Pod)) {
 	e.t.Helper()
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "work", Labels: map[string]string{"app": name}},
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "work", Labels: map[string]string{"app": name},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs-" + name, UID: "rs-uid", Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
 	if f != nil {
 		f(p)
@@ -318,6 +343,9 @@ type standIn struct {
 	// failed; regress: its latency window under a revision (node/revision)
 	// regresses (p99 2ms, not 300µs).
 	hold, holdFor, quiet, stageFails, regress map[string]bool
+	// invalid: the kernel refuses one setting's value (Invalid); the rest
+	// is applied.
+	invalid map[string]bool
 	// late: the agent's pass that read a request while held goes on once
 	// released, whatever the record says by then (a pass that read the
 	// request before the manager took it back: the real agent asks
@@ -342,7 +370,7 @@ func newStandIn(t *testing.T, c client.Client) *standIn {
 		rebootedFor: map[string]string{}, requests: map[string]int{}, served: map[string]bool{},
 		neverBack: map[string]bool{}, down: map[string]bool{}, hold: map[string]bool{}, holdFor: map[string]bool{},
 		late: map[string]bool{}, seen: map[string]*v1alpha1.NodeRebootSpec{}, quiet: map[string]bool{}, stageFails: map[string]bool{},
-		regress: map[string]bool{}, window: 5 * time.Second, cordoned: map[string]bool{}}
+		regress: map[string]bool{}, window: 5 * time.Second, cordoned: map[string]bool{}, invalid: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -531,6 +559,13 @@ func (s *standIn) agent(ctx context.Context, n *corev1.Node) {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.NodeApplied)
 		cond = metav1.Condition{Type: v1alpha1.NodeReverted, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRevertComplete, ObservedGeneration: ln.Generation}
 	}
+	st.Settings = nil
+	if s.invalid[n.Name] && ln.Spec.Action == v1alpha1.ActionApply {
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonPartiallyApplied
+		cond.Message = "1 applied, 0 unsupported, 0 immovable; not applied: sysctl/net.core.busy_poll (Invalid)"
+		st.Settings = []v1alpha1.SettingResult{{Setting: "sysctl/net.core.busy_poll", Desired: "-1", State: v1alpha1.SettingInvalid, Message: "EINVAL"},
+			{Setting: "scheduler/autogroup", Desired: "0", Actual: "0", State: v1alpha1.SettingApplied}}
+	}
 	meta.SetStatusCondition(&st.Conditions, cond)
 	st.Boot = s.bootStatus(n.Name, wants)
 	s.evidence(ln, st)
@@ -634,7 +669,8 @@ func (s *standIn) check(maxCordoned int) {
 
 // TestRebootsOneAtATimeDrainedAndTaintedUntilApplied: three staged nodes
 // under --max-rebooting 1 are cordoned one at a time, drained (their
-// DaemonSet, mirror and tolerating pods stay), rebooted once each,
+// DaemonSet and mirror pods stay; one that tolerates the tuning-pending
+// taint is evicted like any other), rebooted once each,
 // verified and uncordoned; each keeps the tuning-pending taint until its
 // agent reports Applied in the new boot, and loses it after.
 func TestRebootsOneAtATimeDrainedAndTaintedUntilApplied(t *testing.T) {
@@ -687,10 +723,12 @@ func TestRebootsOneAtATimeDrainedAndTaintedUntilApplied(t *testing.T) {
 			}
 			return nil
 		})
-		if e.podExists("web-" + n) {
-			t.Errorf("web-%s was not evicted", n)
+		for _, goes := range []string{"web-", "critical-"} {
+			if e.podExists(goes + n) {
+				t.Errorf("%s%s was not evicted", goes, n)
+			}
 		}
-		for _, stays := range []string{"ds-", "critical-", "mirror-"} {
+		for _, stays := range []string{"ds-", "mirror-"} {
 			if !e.podExists(stays + n) {
 				t.Errorf("%s%s was evicted", stays, n)
 			}
@@ -700,6 +738,38 @@ func TestRebootsOneAtATimeDrainedAndTaintedUntilApplied(t *testing.T) {
 		}
 	}
 	e.expectEvent(eventRebootDone)
+	e.sim.check(1)
+}
+
+// TestInvalidSettingLiftsTheTaintAndRebootGoesOn: every node's agent
+// reports one setting Invalid (the kernel refused its value) and the rest
+// applied. The taint still comes off (issue 40: it never did, so the tier
+// had no node), with an event naming the setting, the profile says
+// Degraded, and a staged node's reboot is verified and uncordoned.
+func TestInvalidSettingLiftsTheTaintAndRebootGoesOn(t *testing.T) {
+	e := startRebootEnv(t, 1)
+	nodes := []string{"inv-a", "inv-b"}
+	e.nodes("inv", nodes...)
+	e.sim.set(func(s *standIn) { s.invalid["inv-a"], s.invalid["inv-b"] = true, true })
+	p := e.rebootProfile("inv", nil)
+	rev := currentRevision(p)
+	e.until("inv-a rebooted, uncordoned and untainted", func() error {
+		n, ln := e.node("inv-a"), e.ln("inv-a")
+		if ln == nil || ln.Status.Boot == nil || ln.Status.Boot.RebootedFor != rev || ln.Spec.Reboot != nil {
+			return fmt.Errorf("LatencyNode %+v", ln)
+		}
+		if n.Spec.Unschedulable || hasTaint(n.Spec.Taints, pendingTaint) {
+			return fmt.Errorf("unschedulable %v taints %v", n.Spec.Unschedulable, n.Spec.Taints)
+		}
+		return nil
+	})
+	e.expectEvent(eventTaintLiftedDegraded)
+	e.until("profile Degraded", func() error {
+		if c := meta.FindStatusCondition(e.profile("inv").Status.Conditions, v1alpha1.ProfileDegraded); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Degraded %+v", c)
+		}
+		return nil
+	})
 	e.sim.check(1)
 }
 
@@ -791,8 +861,9 @@ func TestRebootDrainHonoursPDBAndTimesOut(t *testing.T) {
 func TestRebootNeverBackPausesAndStagingFailureNeverCordons(t *testing.T) {
 	e := startRebootEnv(t, 2)
 	e.nodes("lost", "lost-a", "lost-b")
+	e.spare("lost")
 	e.sim.set(func(s *standIn) { s.neverBack["lost-a"], s.stageFails["lost-b"] = true, true })
-	e.rebootProfile("lost", nil)
+	e.rebootProfileCanary("lost", nil, 2) // both are canaries, moved at once
 	e.phaseIs("lost-a", v1alpha1.RebootRequested)
 	e.until("lost-a down", func() error {
 		if readyStatus(e.node("lost-a")) != corev1.ConditionFalse {
@@ -953,6 +1024,7 @@ func TestRebootResumesDrainingAfterManagerRestart(t *testing.T) {
 func TestUnplannedRebootTaintedBeforeReady(t *testing.T) {
 	e := startRebootEnv(t, 1)
 	e.nodes("up", "up-a")
+	e.spare("up")
 	ctx := context.Background()
 	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "up"},
 		Spec: v1alpha1.LatencyProfileSpec{
@@ -1012,6 +1084,8 @@ func TestRebootDeselectedWhileDrainingIsLetGo(t *testing.T) {
 	e := startRebootEnv(t, 1)
 	nodes := []string{"dsl-a", "dsl-b"}
 	e.nodes("dsl", nodes...)
+	// The selection stays bigger than the canary once the first leaves.
+	e.spare("dsl")
 	ctx := context.Background()
 	for _, n := range nodes {
 		e.pod("db-"+n, n, nil)
@@ -1087,6 +1161,7 @@ func TestRebootDeselectedWhileDrainingIsLetGo(t *testing.T) {
 func TestRebootBackAfterRegressedRollback(t *testing.T) {
 	e := startRebootEnv(t, 1)
 	e.nodes("back", "back-a")
+	e.spare("back")
 	r1, r2 := e.regressedRollout("back", "back-a", false)
 	if got := e.sim.rebootCount("back-a", r2); got != 1 {
 		t.Fatalf("back-a rebooted %d times for %s before its verdict, want 1", got, r2)
@@ -1134,8 +1209,7 @@ func (e *rebootEnv) regressedRollout(name, node string, holdBack bool) (r1, r2 s
 			TuningSpec: v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{Autogroup: ptr.To(v1alpha1.Disabled)},
 				Measurement: &v1alpha1.MeasurementSpec{Interval: &metav1.Duration{Duration: 5 * time.Second},
 					NamespaceSelector: &v1alpha1.NamespaceSelector{MatchLabels: map[string]string{"latencytier.io/tier": "true"}}}},
-			Rollout: &v1alpha1.RolloutSpec{VerificationWindow: &metav1.Duration{Duration: 5 * time.Second},
-				Canary: &v1alpha1.CanarySpec{Nodes: ptr.To(intstr.FromInt32(1))}},
+			Rollout: testRebootRollout(),
 		}}
 	if err := e.c.Create(ctx, p); err != nil {
 		e.t.Fatal(err)
@@ -1171,6 +1245,23 @@ func (e *rebootEnv) regressedRollout(name, node string, holdBack bool) (r1, r2 s
 	})
 	rollout(r2+" rolled back", func(ro *v1alpha1.RolloutStatus) bool {
 		return ro.Revision == r2 && ro.Phase == v1alpha1.RolloutRolledBack
+	})
+	// The reboot back waits for a person: paused, the node named, no
+	// record written, until the profile carries the go-ahead for r2.
+	st := e.rebootsIs(name, "the reboot back waiting for a person", func(st *v1alpha1.RebootRolloutStatus) bool {
+		return st.Paused && strings.HasPrefix(st.Message, backWaitPrefix)
+	})
+	if !strings.Contains(st.Message, node) {
+		e.t.Errorf("status.reboots.message %q does not name %s", st.Message, node)
+	}
+	time.Sleep(time.Second)
+	if ln := e.ln(node); ln.Spec.Reboot != nil {
+		e.t.Fatalf("the reboot back started without a go-ahead: %+v", ln.Spec.Reboot)
+	}
+	e.until("go-ahead for "+r2, func() error {
+		cur := e.profile(name)
+		cur.Annotations = map[string]string{v1alpha1.RebootBackAnnotation: r2}
+		return e.c.Update(ctx, cur)
 	})
 	return r1, r2
 }

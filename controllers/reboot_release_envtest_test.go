@@ -72,6 +72,7 @@ func (e *rebootEnv) released(node string) {
 func TestReleasedNodeWithRebootRecordIsUncordoned(t *testing.T) {
 	e := startRebootEnv(t, 1)
 	e.nodes("fin", "fin-a")
+	e.spare("fin")
 	e.pod("db-fin-a", "fin-a", nil)
 	e.blockingPDB("db-fin-a")
 	e.rebootProfile("fin", nil)
@@ -135,6 +136,7 @@ func rebootBackRequestedThenDeselected(t *testing.T, late bool) {
 	e := startRebootEnv(t, 1)
 	const node = "wd-a"
 	e.nodes("wd", node)
+	e.spare("wd")
 	e.sim.set(func(s *standIn) { s.late[node] = late })
 	// The agent does not reboot back until the node left.
 	_, r2 := e.regressedRollout("wd", node, true)
@@ -222,6 +224,7 @@ func rebootBackRequestedThenDeselected(t *testing.T, late bool) {
 func TestRebootTakenOverByAnotherProfileIsLetGo(t *testing.T) {
 	e := startRebootEnv(t, 1)
 	e.nodes("tk", "tk-a")
+	e.spare("tk")
 	e.pod("db-tk-a", "tk-a", nil)
 	e.blockingPDB("db-tk-a")
 	e.rebootProfile("tk", nil)

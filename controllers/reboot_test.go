@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"context"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +90,12 @@ func TestNextReboot(t *testing.T) {
 		ln.Status.Boot.BootID, ln.Status.Boot.RebootedFor = boot, "r1"
 		return ln
 	}
+	// Issue 40: one setting the kernel refused as Invalid does not keep
+	// the reboot from verifying.
+	invalidOnly := verifying("b2")
+	invalidOnly.Status.Conditions[0] = metav1.Condition{Type: v1alpha1.NodeApplied, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPartiallyApplied}
+	invalidOnly.Status.Settings = []v1alpha1.SettingResult{{Setting: "sysctl/net.core.busy_poll", State: v1alpha1.SettingInvalid},
+		{Setting: "sysctl/kernel.sched_autogroup_enabled", State: v1alpha1.SettingApplied}}
 	movedOn := verifying("b2")
 	movedOn.Spec.Revision = "r0"
 	reverting := withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootDraining, rebootT0)
@@ -123,7 +132,18 @@ func TestNextReboot(t *testing.T) {
 		{"agent could not reboot", rebootView{LN: failed, Node: readyNode("b1"), Now: rebootT0.Add(time.Minute)}, rebootAbandon, true},
 		{"verifying: Applied in the new boot, no rollout", rebootView{LN: verifying("b2"), Node: readyNode("b2"), Now: rebootT0}, rebootFinish, false},
 		{"verifying: Applied of the old boot", rebootView{LN: verifying("b1"), Node: readyNode("b2"), Now: rebootT0}, rebootWait, false},
-		{"verifying: never Applied", rebootView{LN: verifying("b1"), Node: readyNode("b2"), Now: rebootT0.Add(16 * time.Minute)}, rebootStall, true},
+		// Issue 40: past bootTimeout a rebooted node that is Ready is
+		// let go (uncordoned, its slot free, the taint kept) and the
+		// reboots pause; one not Ready stays cordoned.
+		{"verifying: never Applied, Ready", rebootView{LN: verifying("b1"), Node: readyNode("b2"), Now: rebootT0.Add(16 * time.Minute)}, rebootAbandon, true},
+		{"verifying: never Applied, not Ready", rebootView{LN: verifying("b1"), Node: notReady, Now: rebootT0.Add(16 * time.Minute)}, rebootStall, true},
+		{"rebooted, agent silent, Ready", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootRequested, rebootT0), Node: readyNode("b2"),
+			Now: rebootT0.Add(15 * time.Minute)}, rebootAbandon, true},
+		{"rebooted, agent silent, before bootTimeout", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootRequested, rebootT0), Node: readyNode("b2"),
+			Now: rebootT0.Add(14 * time.Minute)}, rebootWait, false},
+		{"not rebooted past bootTimeout, Ready", rebootView{LN: withRecord(rebootLN(v1alpha1.BootStaged), v1alpha1.RebootRequested, rebootT0), Node: readyNode("b1"),
+			Now: rebootT0.Add(15 * time.Minute)}, rebootStall, true},
+		{"verifying: Applied but one Invalid, no rollout", rebootView{LN: invalidOnly, Node: readyNode("b2"), Now: rebootT0}, rebootFinish, false},
 		{"verifying: window open", rebootView{LN: verifying("b2"), Node: readyNode("b2"), Judged: true, Class: classVerifying, Now: rebootT0}, rebootWait, false},
 		{"verifying: passed", rebootView{LN: verifying("b2"), Node: readyNode("b2"), Judged: true, Class: classPassed, Now: rebootT0}, rebootFinish, false},
 		{"verifying: regressed", rebootView{LN: verifying("b2"), Node: readyNode("b2"), Judged: true, Class: classFailed, Now: rebootT0}, rebootFinish, false},
@@ -140,41 +160,60 @@ func TestNextReboot(t *testing.T) {
 	}
 }
 
-func TestDrainsLeavesWhatStays(t *testing.T) {
+// TestDrainFollowsKubectlDrain: only DaemonSet, mirror and finished pods
+// stay; a toleration exempts nothing (issue 40: a wildcard toleration kept
+// a pod's PodDisruptionBudget from ever being asked); bare and emptyDir
+// pods block unless spec.reboot.drain accepts them.
+func TestDrainFollowsKubectlDrain(t *testing.T) {
 	ds := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "u", Controller: new(bool)}
 	*ds.Controller = true
 	rs := ds
 	rs.Kind = "ReplicaSet"
+	notController := rs
+	notController.Controller = nil
 	pod := func(f func(*corev1.Pod)) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", OwnerReferences: []metav1.OwnerReference{rs}}}
 		f(p)
 		return p
 	}
+	emptyDir := func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
+			{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	}
+	bare := func(p *corev1.Pod) { p.OwnerReferences = nil }
+	none, force, emptyOK := v1alpha1.DrainSpec{}, v1alpha1.DrainSpec{Force: true}, v1alpha1.DrainSpec{DeleteEmptyDirData: true}
 	for _, tc := range []struct {
 		name string
 		pod  *corev1.Pod
-		want bool
+		opts v1alpha1.DrainSpec
+		want drainAction
 	}{
-		{"plain", pod(func(*corev1.Pod) {}), true},
-		{"ReplicaSet", pod(func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{rs} }), true},
-		{"DaemonSet", pod(func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{ds} }), false},
-		{"mirror", pod(func(p *corev1.Pod) { p.Annotations = map[string]string{mirrorPodAnnotation: "x"} }), false},
-		{"finished", pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), false},
+		{"ReplicaSet", pod(func(*corev1.Pod) {}), none, drainEvict},
+		{"DaemonSet", pod(func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{ds} }), none, drainSkip},
+		{"mirror", pod(func(p *corev1.Pod) { p.Annotations = map[string]string{mirrorPodAnnotation: "x"} }), none, drainSkip},
+		{"finished", pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), none, drainSkip},
+		{"failed, bare", pod(func(p *corev1.Pod) { bare(p); p.Status.Phase = corev1.PodFailed }), none, drainSkip},
 		{"tolerates the pending taint", pod(func(p *corev1.Pod) {
 			p.Spec.Tolerations = []corev1.Toleration{{Key: v1alpha1.TuningPendingTaint, Operator: corev1.TolerationOpExists}}
-		}), false},
+		}), none, drainEvict},
 		{"tolerates everything", pod(func(p *corev1.Pod) {
 			p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-		}), false},
-		{"tolerates only NoExecute of it", pod(func(p *corev1.Pod) {
-			p.Spec.Tolerations = []corev1.Toleration{{Key: v1alpha1.TuningPendingTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
-		}), true},
-		{"tolerates unschedulable", pod(func(p *corev1.Pod) {
-			p.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists}}
-		}), true},
+		}), none, drainEvict},
+		{"bare", pod(bare), none, drainRefuse},
+		{"owned but by no controller", pod(func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{notController} }), none, drainRefuse},
+		{"bare, force", pod(bare), force, drainEvict},
+		{"emptyDir", pod(emptyDir), none, drainRefuse},
+		{"emptyDir, force only", pod(emptyDir), force, drainRefuse},
+		{"emptyDir, deleteEmptyDirData", pod(emptyDir), emptyOK, drainEvict},
+		{"bare emptyDir, deleteEmptyDirData only", pod(func(p *corev1.Pod) { bare(p); emptyDir(p) }), emptyOK, drainRefuse},
+		{"bare, terminating: waited for", pod(func(p *corev1.Pod) { bare(p); p.DeletionTimestamp = &metav1.Time{Time: rebootT0} }), none, drainEvict},
 	} {
-		if got := drains(tc.pod); got != tc.want {
-			t.Errorf("%s: drains = %v, want %v", tc.name, got, tc.want)
+		got, why := drainAct(tc.pod, tc.opts)
+		if got != tc.want {
+			t.Errorf("%s: drainAct = %d (%s), want %d", tc.name, got, why, tc.want)
+		}
+		if got == drainRefuse && !strings.Contains(why, "spec.reboot.drain.") {
+			t.Errorf("%s: refused without naming the field that accepts it: %q", tc.name, why)
 		}
 	}
 }
@@ -294,7 +333,12 @@ func TestRebootBack(t *testing.T) {
 		{"back without the arguments, Applied", rebootView{LN: verifying(v1alpha1.ActionApply, v1alpha1.BootNotNeeded, "b2"), Node: readyNode("b2")}, rebootFinish},
 		{"reverted, back without the arguments", rebootView{LN: verifying(v1alpha1.ActionRevert, v1alpha1.BootNotNeeded, "b2"), Node: readyNode("b2")}, rebootFinish},
 		{"back, not Applied yet", rebootView{LN: notApplied, Node: readyNode("b2")}, rebootWait},
-		{"back, not Applied in time", rebootView{LN: notApplied, Node: readyNode("b2"), Now: rebootT0.Add(time.Hour)}, rebootStall},
+		{"back, not Applied in time, Ready: let go", rebootView{LN: notApplied, Node: readyNode("b2"), Now: rebootT0.Add(time.Hour)}, rebootAbandon},
+		{"back, not Applied in time, not Ready", rebootView{LN: notApplied, Node: func() *corev1.Node {
+			n := readyNode("b2")
+			n.Status.Conditions[0].Status = corev1.ConditionUnknown
+			return n
+		}(), Now: rebootT0.Add(time.Hour)}, rebootStall},
 		{"back still holding them", rebootView{LN: verifying(v1alpha1.ActionApply, v1alpha1.BootUnstaged, "b2"), Node: readyNode("b2")}, rebootAbandon},
 	}
 	for _, c := range cases {
@@ -433,6 +477,115 @@ func TestRebootStartsOnlyOnSelectedNodes(t *testing.T) {
 	} {
 		if got := startable(tc.ln, tc.node, "r1", tc.rolledBack, tc.deselected); got != tc.want {
 			t.Errorf("%s: startable = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRebootBackWaitsForAPerson: after a rollback, the nodes that would be
+// rebooted back (Unstaged, or staged for the previous revision) are not
+// started until a person annotates the profile with the rolled-back
+// revision (issue 40: a rollback on one node's verdict rebooted every
+// rebooted node again); the go-ahead for another revision does not count.
+func TestRebootBackWaitsForAPerson(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	back := rebootLN(v1alpha1.BootUnstaged)
+	back.Name = "back"
+	back.Spec.Tuning.BootParameters, back.Spec.Revision = nil, "r0"
+	back.Status.Boot.RebootedFor = "r1"
+	stagedPrev := rebootLN(v1alpha1.BootStaged)
+	stagedPrev.Name, stagedPrev.Spec.Revision = "prev", "r0"
+	lns := []*v1alpha1.LatencyNode{back, stagedPrev}
+	nodes := map[string]*corev1.Node{"back": readyNode("b1"), "prev": readyNode("b1")}
+	for _, tc := range []struct {
+		name       string
+		annotation string
+		started    int
+	}{
+		{"no go-ahead", "", 0},
+		{"go-ahead for another revision", "r9", 0},
+		{"go-ahead for r1", "r1", 2},
+	} {
+		p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+		p.Status.Rollout = &v1alpha1.RolloutStatus{Revision: "r1", Phase: v1alpha1.RolloutRolledBack}
+		if tc.annotation != "" {
+			p.Annotations = map[string]string{v1alpha1.RebootBackAnnotation: tc.annotation}
+		}
+		r := &rebooter{Client: fake.NewClientBuilder().WithScheme(scheme).Build(), Max: 5}
+		acts := map[string]rebootAct{}
+		waiting, err := r.chooseStarts(context.Background(), p, lns, nodes, "r1", acts, func(*corev1.Node) bool { return false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(acts) != tc.started || len(waiting) != 2-tc.started {
+			t.Errorf("%s: started %v, waiting %v; want %d started", tc.name, acts, waiting, tc.started)
+		}
+		if len(waiting) > 0 && !strings.Contains(backWaitMessage("r1", waiting), v1alpha1.RebootBackAnnotation+"=r1") {
+			t.Errorf("%s: the message does not say how to go ahead: %s", tc.name, backWaitMessage("r1", waiting))
+		}
+	}
+	// Not rolled back: a staged node starts without anyone's go-ahead.
+	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	staged := rebootLN(v1alpha1.BootStaged)
+	r := &rebooter{Client: fake.NewClientBuilder().WithScheme(scheme).Build(), Max: 5}
+	acts := map[string]rebootAct{}
+	if _, err := r.chooseStarts(context.Background(), p, []*v1alpha1.LatencyNode{staged}, map[string]*corev1.Node{"n": readyNode("b1")}, "r1", acts,
+		func(*corev1.Node) bool { return false }); err != nil || acts["n"] != rebootStart {
+		t.Errorf("forward reboot: acts %v, err %v", acts, err)
+	}
+}
+
+// TestInUseForgetsReleasedNodes: a node this manager started whose
+// LatencyNode is gone (released with its record by the node controller)
+// no longer holds a --max-rebooting slot, even when the cache never showed
+// its record (found when the canary gate made the next node stage only
+// after the first left).
+func TestInUseForgetsReleasedNodes(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	live := rebootLN(v1alpha1.BootStaged)
+	live.Name = "live"
+	r := &rebooter{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(live).Build(), Max: 1}
+	r.markStarted("gone", true)
+	r.markStarted("live", true)
+	used, err := r.inUse(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used != 1 {
+		t.Errorf("in use %d, want 1 (live, started, record not in the cache yet)", used)
+	}
+}
+
+// TestRebootBackAllowed: a reboot back waits for a person by default
+// (rebootBack unset or Pause) until the profile is annotated with the
+// rolled-back revision; rebootBack Automatic needs no go-ahead.
+func TestRebootBackAllowed(t *testing.T) {
+	profile := func(policy v1alpha1.RebootBackPolicy, goAhead string) *v1alpha1.LatencyProfile {
+		p := &v1alpha1.LatencyProfile{Spec: v1alpha1.LatencyProfileSpec{Rollout: &v1alpha1.RolloutSpec{RebootBack: policy}}}
+		if goAhead != "" {
+			p.Annotations = map[string]string{v1alpha1.RebootBackAnnotation: goAhead}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		p    *v1alpha1.LatencyProfile
+		want bool
+	}{
+		{"no rollout", &v1alpha1.LatencyProfile{}, false},
+		{"default", profile("", ""), false},
+		{"Pause", profile(v1alpha1.RebootBackPause, ""), false},
+		{"Pause, go-ahead for another revision", profile(v1alpha1.RebootBackPause, "r1"), false},
+		{"Pause, go-ahead for r2", profile(v1alpha1.RebootBackPause, "r2"), true},
+		{"Automatic", profile(v1alpha1.RebootBackAutomatic, ""), true},
+	} {
+		if got := rebootBackAllowed(tc.p, "r2"); got != tc.want {
+			t.Errorf("%s: rebootBackAllowed = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

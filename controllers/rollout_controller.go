@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -35,7 +36,7 @@ const (
 // rollout runs one step of p's rollout: store the tuning as a revision,
 // decide, move nodes, record verdicts. It returns status.rollout and when
 // a clock next changes the decision.
-func (r *profileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProfile, in statusInput) (*v1alpha1.RolloutStatus, map[string]nodeClass, time.Duration, error) {
+func (r *profileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProfile, in statusInput, g rebootGate) (*v1alpha1.RolloutStatus, map[string]nodeClass, time.Duration, error) {
 	if !p.DeletionTimestamp.IsZero() {
 		return p.Status.Rollout.DeepCopy(), nil, 0, nil
 	}
@@ -55,7 +56,10 @@ func (r *profileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProf
 	if err := r.recordRollout(ctx, p, plan); err != nil {
 		return nil, nil, 0, err
 	}
-	if err := r.moveNodes(ctx, p, plan.Moves, lns, owned, in.Now); err != nil {
+	if err := r.moveNodes(ctx, p, plan.Moves, lns, owned, in.Now, g); err != nil {
+		return nil, nil, 0, err
+	}
+	if err := r.unstageGated(ctx, p, plan.Moves, lns, g, in.Now); err != nil {
 		return nil, nil, 0, err
 	}
 	if err := revs.prune(ctx, owned, keptRevisions(plan.Status, lns)); err != nil {
@@ -122,7 +126,11 @@ func rolloutNodeOf(ln *v1alpha1.LatencyNode, canary bool, rec *v1alpha1.NodeVerd
 	if t, err := time.Parse(time.RFC3339, ln.Annotations[v1alpha1.RevisionSetAtAnnotation]); err == nil {
 		n.SetAt = t
 	}
-	if c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeApplied); n.Reported && c != nil && c.Status == metav1.ConditionFalse {
+	// Settings the kernel refused as Invalid, alone, do not fail the node
+	// (issue 40: a bad value degrades its setting, the profile says
+	// Degraded); the latency verdict judges what was applied.
+	if c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeApplied); n.Reported && c != nil && c.Status == metav1.ConditionFalse &&
+		len(refusedInvalid(ln)) == 0 {
 		n.ApplyFailed = c.Reason + ": " + c.Message
 	}
 	return n
@@ -131,7 +139,7 @@ func rolloutNodeOf(ln *v1alpha1.LatencyNode, canary bool, rec *v1alpha1.NodeVerd
 // moveNodes writes each move into the node's LatencyNode spec, with the
 // revision's tuning and the time of the move.
 func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyProfile, moves []nodeMove,
-	lns map[string]*v1alpha1.LatencyNode, owned map[string]*appsv1.ControllerRevision, now time.Time) error {
+	lns map[string]*v1alpha1.LatencyNode, owned map[string]*appsv1.ControllerRevision, now time.Time, g rebootGate) error {
 	var moved []string
 	for _, m := range moves {
 		ln := lns[m.Node]
@@ -150,7 +158,7 @@ func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyPr
 			if err != nil {
 				return err
 			}
-			spec.Tuning = t
+			spec.Tuning = gatedTuning(t, g)
 		}
 		if err := r.patchSpec(ctx, ln, spec, now); err != nil {
 			return err
@@ -164,6 +172,52 @@ func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyPr
 			"%s %s on %s", m.Action, orNone(m.Revision), names(moved))
 	}
 	return nil
+}
+
+// unstageGated writes ReportOnly into the tuning of p's nodes that hold
+// policy Reboot while p's reboot gate is closed (the selection shrank to
+// the canary's size, or spec.rollout went away), so their agents unstage
+// and no node keeps untested arguments in its bootloader. Nodes moved in
+// this pass were written gated already. Without spec.rollout the node
+// controller writes the nodes (directTuning).
+func (r *profileReconciler) unstageGated(ctx context.Context, p *v1alpha1.LatencyProfile, moves []nodeMove,
+	lns map[string]*v1alpha1.LatencyNode, g rebootGate, now time.Time) error {
+	if g.Open || p.Spec.Rollout == nil {
+		return nil
+	}
+	moved := map[string]bool{}
+	for _, m := range moves {
+		moved[m.Node] = true
+	}
+	var unstaged []string
+	for _, name := range sortedNames(lns) {
+		ln := lns[name]
+		if moved[name] || !rebootsAllowed(ln) {
+			continue
+		}
+		spec := *ln.Spec.DeepCopy()
+		spec.Tuning = gatedTuning(spec.Tuning, g)
+		if _, err := writeSpec(ctx, r.Client, ln, spec, now, false); err != nil {
+			return err
+		}
+		unstaged = append(unstaged, name)
+	}
+	if len(unstaged) > 0 {
+		ctrl.LoggerFrom(ctx).Info("Turned the boot policy ReportOnly on nodes while reboots are not allowed", "nodes", unstaged, "reason", g.Reason)
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventRebootsGated, eventActionRoll,
+			"Boot parameters no longer staged on %s: %s", names(unstaged), g.Message)
+	}
+	return nil
+}
+
+// sortedNames are the keys of lns in order.
+func sortedNames(lns map[string]*v1alpha1.LatencyNode) []string {
+	out := make([]string, 0, len(lns))
+	for name := range lns {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // patchSpec writes a LatencyNode spec and stamps when it changed.

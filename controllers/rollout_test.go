@@ -412,3 +412,17 @@ func TestVerdictListIsTheMemory(t *testing.T) {
 		t.Fatalf("second pass differs:\n%+v\nfirst:\n%+v", plan2.Status, st)
 	}
 }
+
+// TestRolloutNodeOfInvalidOnlyIsNotAFailure: a node whose only unapplied
+// settings are Invalid is judged by its latency, not failed (issue 40);
+// a Failed setting still fails it.
+func TestRolloutNodeOfInvalidOnlyIsNotAFailure(t *testing.T) {
+	ln := invalidLN(v1alpha1.ReasonPartiallyApplied, 0, v1alpha1.SettingInvalid, v1alpha1.SettingApplied)
+	if n := rolloutNodeOf(ln, false, nil); n.ApplyFailed != "" {
+		t.Errorf("Invalid only: ApplyFailed %q", n.ApplyFailed)
+	}
+	ln = invalidLN(v1alpha1.ReasonPartiallyApplied, 0, v1alpha1.SettingFailed, v1alpha1.SettingInvalid)
+	if n := rolloutNodeOf(ln, false, nil); n.ApplyFailed == "" {
+		t.Error("a Failed setting did not fail the node")
+	}
+}

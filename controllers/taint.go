@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -56,17 +57,51 @@ func wantsPendingTaint(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
 	return hasTaint(n.Spec.Taints, pendingTaint) && ln.Status.ObservedGeneration < ln.Generation
 }
 
-// appliedThisBoot: the agent's Applied is True and (when the kubelet
-// reports a boot id) was reported in the node's running boot: after a
-// reboot the Applied of the previous boot does not count until the agent
-// reports again with the new boot's id.
+// appliedThisBoot: the agent applied all it could (its Applied is True,
+// or False only for settings the kernel refused as Invalid: see
+// refusedInvalid) and (when the kubelet reports a boot id) reported it in
+// the node's running boot: after a reboot the Applied of the previous boot
+// does not count until the agent reports again with the new boot's id.
 func appliedThisBoot(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
 	c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeApplied)
-	if c == nil || c.Status != metav1.ConditionTrue {
+	if c == nil || (c.Status != metav1.ConditionTrue && len(refusedInvalid(ln)) == 0) {
 		return false
 	}
 	boot := n.Status.NodeInfo.BootID
 	return boot == "" || (ln.Status.Boot != nil && ln.Status.Boot.BootID == boot)
+}
+
+// refusedInvalid names the settings the kernel refused as Invalid when
+// they alone keep the agent's Applied False (reason PartiallyApplied, no
+// setting Failed): a bad value degrades its own setting, not the node, so
+// the tuning-pending taint and the reboot verification count the node
+// tuned (issue 40). The profile still says Degraded with the agent's
+// message. nil when Applied is True or False for any other cause, or when
+// the agent's bounded list could hide a Failed setting (the list puts
+// Failed, Invalid and Conflict first: when it is all of those and some
+// settings were left out, the rest is unknown).
+func refusedInvalid(ln *v1alpha1.LatencyNode) []string {
+	c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeApplied)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonPartiallyApplied {
+		return nil
+	}
+	var invalid []string
+	act := 0 // settings a person must act on, listed first
+	for _, s := range ln.Status.Settings {
+		switch s.State {
+		case v1alpha1.SettingFailed:
+			return nil
+		case v1alpha1.SettingInvalid:
+			invalid = append(invalid, s.Setting)
+			act++
+		case v1alpha1.SettingConflict:
+			act++
+		}
+	}
+	if ln.Status.SettingsOmitted > 0 && act == len(ln.Status.Settings) {
+		return nil
+	}
+	return invalid
 }
 
 // notReady: the node reports a Ready condition that is not True (False or
@@ -161,7 +196,16 @@ type taintReconciler struct {
 	// Cache reads the node and its LatencyNode; Live reads a node afresh
 	// after a conflicting write.
 	Cache, Live client.Reader
+	// Recorder records the taint lifted over settings refused as Invalid
+	// (nil: no events).
+	Recorder events.EventRecorder
 }
+
+// Event of the gate: the taint lifted with settings the kernel refused.
+const (
+	eventTaintLiftedDegraded = "TaintLiftedWithInvalidSettings"
+	eventActionTaint         = "Untaint"
+)
 
 // Reconcile sets or clears the node's pending taint.
 func (r *taintReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -189,6 +233,11 @@ func (r *taintReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	if wrote {
 		ctrl.LoggerFrom(ctx).Info("Patched the tuning-pending taint", "present", want)
+	}
+	if invalid := refusedInvalid(orEmpty(ln)); wrote && !want && len(invalid) > 0 && r.Recorder != nil {
+		r.Recorder.Eventf(ln, nil, corev1.EventTypeWarning, eventTaintLiftedDegraded, eventActionTaint,
+			"Lifted the tuning-pending taint of node %s: every setting applied but %s, which the kernel refused as Invalid (the profile stays Degraded)",
+			n.Name, names(invalid))
 	}
 	return ctrl.Result{}, nil
 }
@@ -233,14 +282,22 @@ func gateKey(ln *v1alpha1.LatencyNode) string {
 	if ln.Status.Boot != nil {
 		boot = ln.Status.Boot.BootID
 	}
-	return fmt.Sprintf("%d/%d/%s/%s/%s/%s/%v", ln.Generation, ln.Status.ObservedGeneration, applied, boot,
-		ln.Spec.Action, ln.Spec.Profile, ln.DeletionTimestamp.IsZero())
+	return fmt.Sprintf("%d/%d/%s/%v/%s/%s/%s/%v", ln.Generation, ln.Status.ObservedGeneration, applied,
+		refusedInvalid(ln), boot, ln.Spec.Action, ln.Spec.Profile, ln.DeletionTimestamp.IsZero())
+}
+
+// orEmpty is ln, or an empty LatencyNode for nil.
+func orEmpty(ln *v1alpha1.LatencyNode) *v1alpha1.LatencyNode {
+	if ln == nil {
+		return &v1alpha1.LatencyNode{}
+	}
+	return ln
 }
 
 // setupTaints registers the tuning-ready gate's controller: one reconcile
 // per node, on its node's and its LatencyNode's events (same name).
-func setupTaints(mgr ctrl.Manager) error {
-	r := &taintReconciler{Client: mgr.GetClient(), Cache: mgr.GetCache(), Live: mgr.GetAPIReader()}
+func setupTaints(mgr ctrl.Manager, rec events.EventRecorder) error {
+	r := &taintReconciler{Client: mgr.GetClient(), Cache: mgr.GetCache(), Live: mgr.GetAPIReader(), Recorder: rec}
 	err := ctrl.NewControllerManagedBy(mgr).Named("taint").
 		For(&corev1.Node{}, builder.WithPredicates(taintInputsChanged())).
 		Watches(&v1alpha1.LatencyNode{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(latencyNodeGateChanged())).

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -120,5 +121,52 @@ func TestTrimNodeKeepsTheGateAndCordonInputs(t *testing.T) {
 	}
 	if got.Spec.PodCIDR != "" || got.Status.NodeInfo.KernelVersion != "" {
 		t.Errorf("trimmed node kept what nothing reads: %+v %+v", got.Spec, got.Status.NodeInfo)
+	}
+}
+
+// invalidLN is gateLN with Applied False for settings whose states are
+// given (issue 40: one bad value must not keep the taint on).
+func invalidLN(reason string, omitted int32, states ...v1alpha1.SettingState) *v1alpha1.LatencyNode {
+	ln := gateLN(2, metav1.ConditionFalse, "b1")
+	ln.Status.Conditions[0].Reason = reason
+	for i, s := range states {
+		ln.Status.Settings = append(ln.Status.Settings, v1alpha1.SettingResult{Setting: fmt.Sprintf("sysctl/s%d", i), State: s})
+	}
+	ln.Status.SettingsOmitted = omitted
+	return ln
+}
+
+func TestInvalidSettingDoesNotHoldTheTaint(t *testing.T) {
+	const partial = v1alpha1.ReasonPartiallyApplied
+	inv, app, fail := v1alpha1.SettingInvalid, v1alpha1.SettingApplied, v1alpha1.SettingFailed
+	unsup, immov, conflict := v1alpha1.SettingUnsupported, v1alpha1.SettingImmovable, v1alpha1.SettingConflict
+	for _, tc := range []struct {
+		name    string
+		ln      *v1alpha1.LatencyNode
+		invalid int // settings refusedInvalid names
+		want    bool
+	}{
+		{"one Invalid, the rest applied", invalidLN(partial, 0, inv, app, unsup, immov), 1, false},
+		{"two Invalid", invalidLN(partial, 0, inv, inv, app), 2, false},
+		{"Invalid and a Conflict", invalidLN(partial, 0, inv, conflict, app), 1, false},
+		{"Invalid and Failed", invalidLN(partial, 0, fail, inv, app), 0, true},
+		{"Invalid, the rest left out of the list", invalidLN(partial, 300, app, inv), 1, false},
+		{"only Invalid listed and some left out: a Failed may hide", invalidLN(partial, 3, inv, inv), 0, true},
+		{"Applied False for another reason", invalidLN(v1alpha1.ReasonApplyFailed, 0, inv), 0, true},
+		{"PartiallyApplied without an Invalid setting", invalidLN(partial, 0, app), 0, true},
+	} {
+		if got := len(refusedInvalid(tc.ln)); got != tc.invalid {
+			t.Errorf("%s: refusedInvalid names %d settings, want %d", tc.name, got, tc.invalid)
+		}
+		if got := wantsPendingTaint(tainted(nodeBooted("b1")), tc.ln); got != tc.want {
+			t.Errorf("%s: wantsPendingTaint = %v, want %v", tc.name, got, tc.want)
+		}
+		if got := tunedThisBoot(nodeBooted("b1"), tc.ln); got == tc.want {
+			t.Errorf("%s: tunedThisBoot = %v, want %v", tc.name, got, !tc.want)
+		}
+	}
+	// In the previous boot it does not count.
+	if !wantsPendingTaint(nodeBooted("b2"), invalidLN(partial, 0, inv)) {
+		t.Error("an Invalid-only report of the previous boot lifted the taint")
 	}
 }

@@ -25,6 +25,26 @@ const (
 	defaultMinSamples         = 100
 )
 
+// verdictSampleFloor is the fewest samples a window may hold for a
+// verdict, whatever spec.rollout.minSamples says: a rollback takes every
+// changed node back (rebooting the rebooted ones) on one node's verdict,
+// which must not rest on a handful of wakeups (issue 40). Fewer is
+// Inconclusive, with the counts in the message. The CRD's own minimum,
+// so profiles stored before it (minimum 1) are held to it too.
+const verdictSampleFloor = v1alpha1.MinSamplesFloor
+
+// minVerdictSamples is the samples the baseline and the current window
+// each need under ro (nil: no spec.rollout): its minSamples, or the
+// default, never below verdictSampleFloor. The one place that reads
+// minSamples, so a field that changes it is wired here.
+func minVerdictSamples(ro *v1alpha1.RolloutSpec) int64 {
+	n := int64(defaultMinSamples)
+	if ro != nil && ro.MinSamples > 0 {
+		n = ro.MinSamples
+	}
+	return max(n, verdictSampleFloor)
+}
+
 // gate is what a node must meet to pass.
 type gate struct {
 	maxRatio       float64       // current p99 / baseline p99
@@ -38,16 +58,13 @@ type gate struct {
 // its latencyBudget.
 func gateOf(p *v1alpha1.LatencyProfile) gate {
 	g := gate{maxRatio: defaultMaxP99Regression, maxThrottled: defaultMaxThrottledGrowth,
-		minSamples: defaultMinSamples, budgetThrottle: -1}
+		minSamples: minVerdictSamples(p.Spec.Rollout), budgetThrottle: -1}
 	if ro := p.Spec.Rollout; ro != nil {
 		if f, ok := ratio.Parse(ro.MaxP99Regression); ok && f >= 1 {
 			g.maxRatio = f
 		}
 		if f, ok := ratio.Parse(ro.MaxThrottledRatioIncrease); ok && f >= 0 {
 			g.maxThrottled = f
-		}
-		if ro.MinSamples > 0 {
-			g.minSamples = ro.MinSamples
 		}
 	}
 	if b := p.Spec.LatencyBudget; b != nil {

@@ -105,14 +105,54 @@ func TestGateOfReadsPolicyAndBudget(t *testing.T) {
 	p := &v1alpha1.LatencyProfile{Spec: v1alpha1.LatencyProfileSpec{
 		TuningSpec: v1alpha1.TuningSpec{LatencyBudget: &v1alpha1.LatencyBudget{
 			RunQueueP99: &metav1.Duration{Duration: 2 * time.Millisecond}, ThrottledRatio: ptr.To("0.01")}},
-		Rollout: &v1alpha1.RolloutSpec{MaxP99Regression: "1.5", MaxThrottledRatioIncrease: "0.1", MinSamples: 7},
+		Rollout: &v1alpha1.RolloutSpec{MaxP99Regression: "1.5", MaxThrottledRatioIncrease: "0.1", MinSamples: 700},
 	}}
 	g := gateOf(p)
-	want := gate{maxRatio: 1.5, maxThrottled: 0.1, minSamples: 7, budgetP99: 2 * time.Millisecond, budgetThrottle: 0.01}
+	want := gate{maxRatio: 1.5, maxThrottled: 0.1, minSamples: 700, budgetP99: 2 * time.Millisecond, budgetThrottle: 0.01}
 	if g != want {
 		t.Fatalf("gateOf = %+v, want %+v", g, want)
 	}
 	if g := gateOf(&v1alpha1.LatencyProfile{}); g.maxRatio != 1.2 || g.minSamples != 100 || g.budgetThrottle >= 0 {
 		t.Fatalf("defaults = %+v", g)
+	}
+}
+
+// TestVerdictNeedsTheSampleFloor: a rollback rests on one node's verdict,
+// so no minSamples lets one from a few samples through (issue 40): fewer
+// than verdictSampleFloor in either window is Inconclusive, never
+// Regressed or Improved.
+func TestVerdictNeedsTheSampleFloor(t *testing.T) {
+	p := &v1alpha1.LatencyProfile{Spec: v1alpha1.LatencyProfileSpec{Rollout: &v1alpha1.RolloutSpec{MinSamples: 1}}}
+	g := gateOf(p)
+	if g.minSamples != verdictSampleFloor {
+		t.Fatalf("minSamples 1 gives %d, want the floor %d", g.minSamples, verdictSampleFloor)
+	}
+	base := evidence(v1alpha1.ActionBaseline, "", 400*time.Microsecond, 1, "")
+	for _, tc := range []struct {
+		name string
+		b, c *v1alpha1.LatencyEvidence
+		want string
+	}{
+		{"one sample each, 10x worse", base, evidence(v1alpha1.ActionApply, "r", 4*time.Millisecond, 1, ""), v1alpha1.VerdictInconclusive},
+		{"one sample each, 10x better", base, evidence(v1alpha1.ActionApply, "r", 40*time.Microsecond, 1, ""), v1alpha1.VerdictInconclusive},
+		{"floor-1 after", evidence(v1alpha1.ActionBaseline, "", 400*time.Microsecond, 5000, ""), evidence(v1alpha1.ActionApply, "r", 4*time.Millisecond, verdictSampleFloor-1, ""), v1alpha1.VerdictInconclusive},
+		{"floor-1 pods' samples, few node-wide", func() *v1alpha1.LatencyEvidence {
+			e := base.DeepCopy()
+			e.Pods = &v1alpha1.LatencySummary{Samples: verdictSampleFloor - 1, P99: &metav1.Duration{Duration: time.Millisecond}}
+			return e
+		}(), func() *v1alpha1.LatencyEvidence {
+			e := evidence(v1alpha1.ActionApply, "r", 4*time.Millisecond, 1, "")
+			e.Pods = &v1alpha1.LatencySummary{Samples: verdictSampleFloor - 1, P99: &metav1.Duration{Duration: 9 * time.Millisecond}}
+			return e
+		}(), v1alpha1.VerdictInconclusive},
+		{"floor each judges", evidence(v1alpha1.ActionBaseline, "", 400*time.Microsecond, verdictSampleFloor, ""), evidence(v1alpha1.ActionApply, "r", 4*time.Millisecond, verdictSampleFloor, ""), v1alpha1.VerdictRegressed},
+	} {
+		v := judge(g, tc.b, tc.c)
+		if v.reason != tc.want {
+			t.Errorf("%s: %s (%s), want %s", tc.name, v.reason, v.message, tc.want)
+		}
+		if v.reason == v1alpha1.VerdictInconclusive && !strings.Contains(v.message, "too few samples") {
+			t.Errorf("%s: message %q does not say why", tc.name, v.message)
+		}
 	}
 }

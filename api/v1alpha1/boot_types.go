@@ -81,6 +81,28 @@ type RebootSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="reboot.bootTimeout must be between 1m and 24h"
 	BootTimeout *metav1.Duration `json:"bootTimeout,omitempty"`
+
+	// drain lets the drain evict pods it otherwise refuses to, as kubectl
+	// drain's flags do. Without it a pod no controller owns, or one with
+	// an emptyDir volume, blocks the drain (named in an event and in
+	// status.reboots.message) until drainTimeout pauses the reboots.
+	// +optional
+	Drain *DrainSpec `json:"drain,omitempty"`
+}
+
+// DrainSpec loosens a managed reboot's drain. Every pod but DaemonSet and
+// mirror pods is evicted through the Eviction API, so PodDisruptionBudgets
+// are always asked; these only say which evictions the profile accepts.
+type DrainSpec struct {
+	// force evicts pods that no controller owns (kubectl drain --force):
+	// nothing recreates them elsewhere.
+	// +optional
+	Force bool `json:"force,omitempty"`
+
+	// deleteEmptyDirData evicts pods with emptyDir volumes (kubectl drain
+	// --delete-emptydir-data): their emptyDir data is lost.
+	// +optional
+	DeleteEmptyDirData bool `json:"deleteEmptyDirData,omitempty"`
 }
 
 // RebootPhase is where one node's managed reboot stands.

@@ -38,6 +38,14 @@ const (
 	// CPUQuotaDisable is the CPUQuotaAnnotation value that opts a pod in.
 	CPUQuotaDisable = "disable"
 
+	// RebootBackAnnotation on a LatencyProfile is a person's go-ahead for
+	// the reboot back of a rolled-back revision: set to that revision
+	// (status.rollout.revision), the nodes that booted its arguments are
+	// rebooted back into the previous ones. Without it they wait (a
+	// rollback rests on one node's verdict; rebooting every rebooted node
+	// again is for a person to decide).
+	RebootBackAnnotation = "latencytier.io/reboot-back"
+
 	// RevertFinalizer keeps a LatencyProfile until every node it tuned has
 	// been reverted.
 	RevertFinalizer = "latencytier.io/revert"
@@ -52,6 +60,19 @@ const (
 	// ProfileDegraded is True when a node failed, drifted, conflicts or is
 	// outside the latency budget.
 	ProfileDegraded = "Degraded"
+	// ProfileRebootsAllowed, present only under bootParameters.policy
+	// Reboot, is True when the arguments may be staged: the profile has a
+	// rollout whose canary is smaller than its selection. False
+	// (ReasonRebootsNeedRollout, ReasonCanaryNotSmaller) stages nothing on
+	// any node: the manager writes the tuning with policy ReportOnly.
+	ProfileRebootsAllowed = "RebootsAllowed"
+)
+
+// Reasons of ProfileRebootsAllowed.
+const (
+	ReasonCanarySmaller      = "CanarySmallerThanSelection"
+	ReasonRebootsNeedRollout = "RebootsNeedRollout"
+	ReasonCanaryNotSmaller   = "CanaryNotSmallerThanSelection"
 )
 
 // LatencyNode condition types (written by the node's agent).
