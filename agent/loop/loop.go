@@ -70,6 +70,9 @@ type Options struct {
 	// progress, for the agent's /healthz and /readyz (the caller serves
 	// it and tells it when the journal is owned).
 	Health *Health
+	// Boot is the agent's side of managed reboots: its reboot slots
+	// (SlotsFile, SlotsNamespace) and, in tests, Reboot.
+	Boot BootOptions
 }
 
 // Observer is told what the agent did and measured, for its metrics.
@@ -133,7 +136,7 @@ func Run(ctx context.Context, o Options) error {
 		Resync: o.Resync, Heartbeat: o.Heartbeat,
 		Engine: &apply.Engine{Root: o.Root, Log: o.Log, Hook: func(apply.Stage, string) { o.Health.progress() }}, Meter: o.Meter,
 		Recorder: mgr.GetEventRecorder("latencytier-agent"), Observer: o.Observer, AllowedSysctlsFile: o.AllowedSysctlsFile,
-		Health: o.Health}
+		Health: o.Health, Boot: o.Boot, Reader: mgr.GetAPIReader()}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
