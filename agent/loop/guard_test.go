@@ -74,7 +74,7 @@ func TestPickSlot(t *testing.T) {
 		{"given back", []*coordinationv1.Lease{lease("", time.Minute, 0)}, 0, ""},
 		{"second free", []*coordinationv1.Lease{lease("b", time.Minute, 0), nil}, 1, ""},
 		{"already ours, after a free one", []*coordinationv1.Lease{nil, lease("a", time.Minute, 0)}, 1, ""},
-		{"expired by its own duration", []*coordinationv1.Lease{lease("b", 2 * time.Minute, 60)}, 0, ""},
+		{"expired by its own duration", []*coordinationv1.Lease{lease("b", 2*time.Minute, 60)}, 0, ""},
 		{"expired by the default duration", []*coordinationv1.Lease{lease("b", SlotLeaseDuration, 0)}, 0, ""},
 		{"not yet expired", []*coordinationv1.Lease{lease("b", SlotLeaseDuration-time.Second, 0)}, -1, "held by b"},
 		{"held without a time", []*coordinationv1.Lease{{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("b")}}}, 0, ""},
