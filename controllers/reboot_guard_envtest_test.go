@@ -56,9 +56,25 @@ func TestAdmissionGuardsRebootSlots(t *testing.T) {
 		}
 	})
 
-	eventually(t, "policy refuses the manager taking a reboot slot", func() error {
-		return refusedBy(mgr.Create(ctx, slotLease(0, "slot-m")), "latencytier-reboot-slots", "only the latencytier agent")
-	})
+	// The policies load asynchronously: wait until both refuse, removing
+	// what an early try created.
+	for _, w := range []struct {
+		c      client.Client
+		lease  *coordinationv1.Lease
+		policy string
+		want   string
+	}{
+		{mgr, slotLease(0, "slot-m"), "latencytier-reboot-slots", "only the latencytier agent"},
+		{a, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "slot-not-a-slot", Namespace: testNamespace}}, "latencytier-reboot-slot-writers", "only its reboot slots"},
+	} {
+		eventually(t, w.policy+" refuses", func() error {
+			err := w.c.Create(ctx, w.lease.DeepCopy())
+			if err == nil {
+				_ = k8s.Delete(ctx, w.lease.DeepCopy())
+			}
+			return refusedBy(err, w.policy, w.want)
+		})
+	}
 	for _, tc := range []struct {
 		name   string
 		c      client.Client
