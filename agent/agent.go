@@ -102,6 +102,10 @@ func (f *loopFlags) addFlags(fs *pflag.FlagSet) {
 		"unwritten when nothing a reader acts on changed (it writes at once when a setting, condition, finding, the rollout "+
 		"evidence or a figure's bucket changes; readers show a node silent for two heartbeats as Stale); <= 0 means the default")
 	fs.StringVar(&f.o.AllowedSysctlsFile, "allowed-sysctls-file", "", allowedSysctlsUsage)
+	fs.StringVar(&f.o.Boot.SlotsFile, "reboot-slots-file", "", "the cluster admin's number of reboot slots (key slots of ConfigMap "+
+		"latencytier-reboots, mounted); missing or empty: the agent reboots for no managed reboot")
+	fs.StringVar(&f.o.Boot.SlotsNamespace, "namespace", os.Getenv("POD_NAMESPACE"), "the operator namespace, where the reboot slots "+
+		"(Leases latencytier-reboot-slot-<i>) live (default $POD_NAMESPACE)")
 	fs.BoolVar(&f.noMeasure, "no-measure", false, "do not measure run-queue latency and throttling")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint (0 disables it; the DaemonSet sets :9849)")
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", "127.0.0.1:9850", healthProbeUsage)

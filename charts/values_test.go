@@ -52,6 +52,10 @@ func TestValuesSchemaRefusesBadValues(t *testing.T) {
 		{"manager.podAnnotations.team=1", "want string"},
 		{"manager.priorityClassName=1", "want string"},
 		{"manager.priorityClassName=Not_A_Name", "does not match pattern"},
+		{"reboots.slots=17", "maximum"},
+		{"reboots.slots=-1", "minimum"},
+		{"reboots.slots=one", "want integer"},
+		{"agent.controlPlaneNodes=Yes", "value must be one of"},
 	} {
 		out := helmFails(t, "template", "rel", chartDir, "--set", c.set)
 		if !strings.Contains(out, "values don't meet the specifications of the schema") || !strings.Contains(out, c.says) {
@@ -84,6 +88,36 @@ func TestChartMaxRebooting(t *testing.T) {
 		got := fmt.Sprint(dep["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"])
 		if !strings.Contains(got, want) {
 			t.Errorf("--set %q: manager args %s lack %s", set, got, want)
+		}
+	}
+}
+
+// TestChartRebootSlotsAndControlPlane: reboots.slots reaches ConfigMap
+// latencytier-reboots (1 by default), and agent.controlPlaneNodes=Allow
+// leaves out the binding of the policy that keeps the agent off
+// control-plane nodes (rendered by default).
+func TestChartRebootSlotsAndControlPlane(t *testing.T) {
+	for _, c := range []struct {
+		set, slots string
+		binding    bool
+	}{
+		{"", "1", true},
+		{"reboots.slots=4", "4", true},
+		{"agent.controlPlaneNodes=Allow", "1", false},
+		{"agent.controlPlaneNodes=Deny", "1", true},
+	} {
+		args := []string{"template", "rel", chartDir, "-n", "tier"}
+		if c.set != "" {
+			args = append(args, "--set", c.set)
+		}
+		objs := objects(t, "helm template", helm(t, args...))
+		cm := objs["ConfigMap/tier/latencytier-reboots"]
+		if got := fmt.Sprint(cm["data"]); got != "map[slots:"+c.slots+"]" {
+			t.Errorf("--set %q: ConfigMap latencytier-reboots data %s, want slots %s", c.set, got, c.slots)
+		}
+		_, bound := objs["ValidatingAdmissionPolicyBinding/latencytier-agent-control-plane"]
+		if _, policy := objs["ValidatingAdmissionPolicy/latencytier-agent-control-plane"]; bound != c.binding || !policy {
+			t.Errorf("--set %q: control-plane binding rendered %v, want %v (policy rendered %v)", c.set, bound, c.binding, policy)
 		}
 	}
 }

@@ -36,14 +36,14 @@ func (r *rebooter) carryOut(ctx context.Context, p *v1alpha1.LatencyProfile, ln 
 			r.markStarted(ln.Name, false)
 			return err
 		}
-		if err := r.cordon(ctx, n, true); err != nil {
+		if err := r.cordon(ctx, n, rec.Revision); err != nil {
 			return err
 		}
 		log.Info("Cordoned the node to reboot it", "revision", rec.Revision)
 		r.event(p, corev1.EventTypeNormal, eventRebootDraining, "Cordoned node %s and draining it to reboot for %s", ln.Name, rec.Revision)
 	case rebootDrain:
-		if n != nil && !n.Spec.Unschedulable {
-			return r.cordon(ctx, n, true)
+		if n != nil && (!n.Spec.Unschedulable || n.Annotations[v1alpha1.RebootCordonAnnotation] != ln.Spec.Reboot.Revision) {
+			return r.cordon(ctx, n, ln.Spec.Reboot.Revision)
 		}
 	case rebootRequest:
 		rec := ln.Spec.Reboot.DeepCopy()
@@ -78,7 +78,7 @@ func (r *rebooter) carryOut(ctx context.Context, p *v1alpha1.LatencyProfile, ln 
 		}
 		r.event(p, corev1.EventTypeNormal, eventRebootVerifying, "Node %s is %s; verifying", ln.Name, why)
 	case rebootFinish, rebootAbandon:
-		if err := r.cordon(ctx, n, false); err != nil {
+		if err := r.uncordon(ctx, n); err != nil {
 			return err
 		}
 		if err := r.writeRecord(ctx, ln, nil, nil); err != nil {

@@ -15,8 +15,8 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// Managed reboots, the node's side: the cordon (spec.unschedulable, and
-// nothing else of the Node) and the drain through the Eviction API.
+// Managed reboots, the node's side: the cordon (spec.unschedulable and its
+// marker annotation, nothing else of the Node) and the drain through the Eviction API.
 //
 // The drain follows kubectl drain's rules (issue 40): it leaves DaemonSet
 // pods (their controller puts them back at once; the agent is one), mirror
@@ -35,24 +35,60 @@ import (
 // mirrorPodAnnotation marks the kubelet's static pods.
 const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 
-// cordon sets or clears the node's spec.unschedulable, and nothing else.
-func (r *rebooter) cordon(ctx context.Context, n *corev1.Node, on bool) error {
+// cordon cordons n for the managed reboot for revision: spec.unschedulable
+// and the manager's marker (v1alpha1.RebootCordonAnnotation, the revision)
+// in one patch, and nothing else. The agent reboots only a node cordoned
+// with the marker for the revision its LatencyNode asks for.
+func (r *rebooter) cordon(ctx context.Context, n *corev1.Node, revision string) error {
 	if n == nil {
 		return nil
 	}
-	var v any
-	if on {
-		v = true
+	return r.patchCordon(ctx, n.Name, cordonPatch(revision))
+}
+
+// uncordon lifts the manager's own cordon of n: only one that carries the
+// marker (a person's cordon, without it, stays), the marker going with it.
+func (r *rebooter) uncordon(ctx context.Context, n *corev1.Node) error {
+	if n == nil {
+		return nil
 	}
-	raw, err := json.Marshal(map[string]any{"spec": map[string]any{"unschedulable": v}})
+	p := uncordonPatch(n)
+	if p == nil {
+		return nil
+	}
+	return r.patchCordon(ctx, n.Name, p)
+}
+
+func (r *rebooter) patchCordon(ctx context.Context, name string, patch map[string]any) error {
+	raw, err := json.Marshal(patch)
 	if err != nil {
 		return err
 	}
-	patched := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
+	patched := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := r.Patch(ctx, patched, client.RawPatch(types.MergePatchType, raw)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("cordoning node %s (%v): %w", n.Name, on, err)
+		return fmt.Errorf("cordoning node %s (%v): %w", name, patch["spec"], err)
 	}
 	return nil
+}
+
+// cordonPatch is the merge patch of the manager's cordon for revision.
+func cordonPatch(revision string) map[string]any {
+	return map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{v1alpha1.RebootCordonAnnotation: revision}},
+		"spec":     map[string]any{"unschedulable": true},
+	}
+}
+
+// uncordonPatch is the merge patch lifting the manager's cordon of n, nil
+// when n carries no marker: its cordon (if any) is not the manager's.
+func uncordonPatch(n *corev1.Node) map[string]any {
+	if _, ours := n.Annotations[v1alpha1.RebootCordonAnnotation]; !ours {
+		return nil
+	}
+	return map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{v1alpha1.RebootCordonAnnotation: nil}},
+		"spec":     map[string]any{"unschedulable": nil},
+	}
 }
 
 // drainResult is one look at a draining node.

@@ -110,16 +110,19 @@ func nextWithdrawn(v rebootView) (rebootAct, string) {
 
 // letGoOfReboot uncordons a node whose LatencyNode, about to be deleted,
 // still holds a reboot record: the managed reboots cordoned it (they write
-// the record before the cordon and clear it after the uncordon), and the
-// record, the only sign that the cordon is ours, goes with the LatencyNode.
-// The profile's pass that would let the node go may never come (the
-// profile is gone) or come after the deletion (it lost the race to this
-// one), and the node would stay cordoned for good.
+// the record before the cordon and clear it after the uncordon). The
+// profile's pass that would let the node go may never come (the profile is
+// gone) or come after the deletion (it lost the race to this one), and the
+// node would stay cordoned for good. Only the manager's own cordon is
+// lifted, the one carrying its marker (uncordonPatch): a person's stays.
 func (r *nodeReconciler) letGoOfReboot(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode) error {
 	if ln.Spec.Reboot == nil || !node.Spec.Unschedulable {
 		return nil
 	}
-	patch := map[string]any{"spec": map[string]any{"unschedulable": nil}}
+	patch := uncordonPatch(node)
+	if patch == nil {
+		return nil
+	}
 	if err := r.patchNode(ctx, node, patch); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("uncordoning node %s: %w", node.Name, err)
 	}

@@ -113,7 +113,7 @@ func startSuite(ctx context.Context, cfg *rest.Config) error {
 		return err
 	}
 	for _, f := range []string{"../config/agent/service_account.yaml", "../config/agent/role.yaml", "../config/admission/policy.yaml",
-		"../config/admission/allowed-sysctls.yaml",
+		"../config/admission/allowed-sysctls.yaml", "../config/admission/reboot-slots.yaml",
 		// The manager's generated RBAC, bound to its service account; the
 		// suite's own manager runs as admin, tests impersonate the account.
 		"../config/manager/service_account.yaml", "../config/rbac/role.yaml", "../config/rbac/role_binding.yaml"} {

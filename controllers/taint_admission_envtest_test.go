@@ -63,14 +63,17 @@ func TestAdmissionLetsManagerCordonAndTaintOnlyItsOwn(t *testing.T) {
 		t.Fatalf("removing the manager's own taint was refused: %v", err)
 	}
 	r := &rebooter{Client: mgr}
-	if err := r.cordon(ctx, node, true); err != nil {
+	if err := r.cordon(ctx, node, "admtaint-1a2b"); err != nil {
 		t.Fatalf("cordon refused: %v", err)
 	}
-	if !getNode(t, node.Name).Spec.Unschedulable {
-		t.Fatal("cordon did not land")
+	if n := getNode(t, node.Name); !n.Spec.Unschedulable || n.Annotations[v1alpha1.RebootCordonAnnotation] != "admtaint-1a2b" {
+		t.Fatalf("cordon did not land with its marker: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 	}
-	if err := r.cordon(ctx, node, false); err != nil {
+	if err := r.uncordon(ctx, getNode(t, node.Name)); err != nil {
 		t.Fatalf("uncordon refused: %v", err)
+	}
+	if n := getNode(t, node.Name); n.Spec.Unschedulable || n.Annotations[v1alpha1.RebootCordonAnnotation] != "" {
+		t.Fatalf("uncordon left unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 	}
 
 	own := map[string]any{"key": v1alpha1.TuningPendingTaint, "effect": "NoSchedule"}

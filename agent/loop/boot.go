@@ -76,7 +76,8 @@ func stagedLines(root *host.Root) []string {
 
 // bootPass finishes status.boot after the pass's apply or revert: the
 // time from boot to the profile first Applied, the managed reboot the
-// agent made, and a reboot the manager asks for.
+// agent made (its slot given back once done), and a reboot the manager
+// asks for, made only when the node's own guard allows it.
 func (r *Reconciler) bootPass(ctx context.Context, ln *v1alpha1.LatencyNode, st *v1alpha1.LatencyNodeStatus) {
 	switch ln.Spec.Action {
 	case v1alpha1.ActionRevert:
@@ -95,14 +96,25 @@ func (r *Reconciler) bootPass(ctx context.Context, ln *v1alpha1.LatencyNode, st 
 		st.Boot.State, st.Boot.Message = v1alpha1.BootFailed, bound.String(err.Error(), 512)
 		return
 	}
+	rec = r.settleSlot(ctx, ln.Spec.Reboot, rec, st.Boot.BootID)
 	d := decideReboot(ln.Spec.Reboot, st.Boot.State, st.Boot.BootID, rec, now, r.failAfter())
 	st.Boot.RebootedFor = d.RebootedFor
 	if d.Failed != "" {
 		st.Boot.State, st.Boot.Message = v1alpha1.BootFailed, bound.String(d.Failed, 512)
 	}
 	if !d.Reboot {
+		r.rebootRefused = ""
 		return
 	}
+	// The node's own guard (guard.go): cordoned by the manager for this
+	// revision, and a reboot slot taken. Refused, nothing is written.
+	slot, why := r.guardReboot(ctx, d.Record.Revision)
+	if why != "" {
+		r.refuseReboot(ctx, ln, st, d.Record.Revision, why)
+		return
+	}
+	r.rebootRefused = ""
+	d.Record.Slot = slot
 	if err := saveRebootRecord(r.Root, d.Record); err != nil {
 		st.Boot.State, st.Boot.Message = v1alpha1.BootFailed, bound.String("not rebooting: "+err.Error(), 512)
 		return

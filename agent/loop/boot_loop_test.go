@@ -3,15 +3,19 @@ package loop
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/agent/apply"
 	"latencytier.io/latencytier/agent/bootargs"
@@ -50,9 +54,7 @@ func TestAgentStagesAndRebootsForBootParameters(t *testing.T) {
 		t.Error("appliedAfterBoot unset although the profile is Applied")
 	}
 
-	update(func(s *v1alpha1.LatencyNodeSpec) {
-		s.Reboot = &v1alpha1.NodeRebootSpec{Revision: "gateway-r1", Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: b.BootID}
-	})
+	f.requestReboot(t, "gateway-r1", b.BootID)
 	pass(t, r, "node-boot")
 	pass(t, agent(), "node-boot") // a restarted agent, the same boot
 	if *reboots != 1 {
@@ -104,6 +106,43 @@ type bootFixture struct {
 	agent    func() *Reconciler
 	get      func() *v1alpha1.LatencyNode
 	update   func(func(*v1alpha1.LatencyNodeSpec))
+	// c is the admin's client; name the node's; slotsFile the admin's
+	// number of reboot slots (one); events what the agents recorded.
+	c         client.Client
+	name      string
+	slotsFile string
+	events    *events.FakeRecorder
+}
+
+// slotsNamespace is where the fixture's reboot slots live.
+const slotsNamespace = "latencytier-system"
+
+// requestReboot plays the manager's reboot for revision: the node cordoned
+// with the manager's marker, then the request (phase Rebooting from boot
+// bootID).
+func (f bootFixture) requestReboot(t *testing.T, revision, bootID string) {
+	t.Helper()
+	f.cordon(t, revision)
+	f.update(func(s *v1alpha1.LatencyNodeSpec) {
+		s.Reboot = &v1alpha1.NodeRebootSpec{Revision: revision, Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: bootID}
+	})
+}
+
+// cordon cordons the node the way the manager does for revision ("": a
+// person's cordon, without the marker).
+func (f bootFixture) cordon(t *testing.T, revision string) {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := f.c.Get(context.Background(), types.NamespacedName{Name: f.name}, n); err != nil {
+		t.Fatal(err)
+	}
+	n.Spec.Unschedulable = true
+	if revision != "" {
+		n.Annotations = map[string]string{v1alpha1.RebootCordonAnnotation: revision}
+	}
+	if err := f.c.Update(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func newBootFixture(t *testing.T, name string) bootFixture {
@@ -121,11 +160,21 @@ func newBootFixture(t *testing.T, name string) bootFixture {
 	if err := u.Run(ctx, "baseline", nil); err != nil {
 		t.Fatal(err)
 	}
-	f := bootFixture{root: root, baseline: testroot.Read(t, root.Path(bootargs.GRUBCfg)), reboots: new(int)}
+	f := bootFixture{root: root, baseline: testroot.Read(t, root.Path(bootargs.GRUBCfg)), reboots: new(int),
+		c: c, name: name, slotsFile: filepath.Join(t.TempDir(), "slots"), events: events.NewFakeRecorder(100)}
+	testroot.Write(t, f.slotsFile, "1")
+	for _, obj := range []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: slotsNamespace}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
 	f.agent = func() *Reconciler {
 		return &Reconciler{Client: c, NodeName: name, Root: root, Resync: time.Minute,
-			Engine: &apply.Engine{Root: root, Log: testr.New(t), HostTool: u.Run},
-			Boot:   BootOptions{Reboot: func(context.Context) error { *f.reboots++; return nil }}}
+			Engine:   &apply.Engine{Root: root, Log: testr.New(t), HostTool: u.Run},
+			Recorder: f.events,
+			Boot: BootOptions{Reboot: func(context.Context) error { *f.reboots++; return nil },
+				SlotsFile: f.slotsFile, SlotsNamespace: slotsNamespace}}
 	}
 	sp := spec()
 	sp.Tuning.CPUs = &v1alpha1.CPUSpec{Reserved: ptr.To("0-1"), Isolated: ptr.To("2-3"), NamespaceSelector: &v1alpha1.NamespaceSelector{}}
@@ -178,9 +227,7 @@ func TestAgentUnstagedArgumentsNeedARebootOut(t *testing.T) {
 			if b == nil || b.State != v1alpha1.BootStaged {
 				t.Fatalf("after staging: %+v", b)
 			}
-			f.update(func(s *v1alpha1.LatencyNodeSpec) {
-				s.Reboot = &v1alpha1.NodeRebootSpec{Revision: "r2", Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: b.BootID}
-			})
+			f.requestReboot(t, "r2", b.BootID)
 			pass(t, f.agent(), name)
 			f.boot(t, "11111111-0000-0000-0000-000000000000", line, "2-3")
 			f.update(func(s *v1alpha1.LatencyNodeSpec) { s.Reboot = nil })
@@ -218,9 +265,7 @@ func TestAgentUnstagedArgumentsNeedARebootOut(t *testing.T) {
 				t.Fatalf("second pass forgot the unstaged arguments: %+v", b)
 			}
 
-			f.update(func(s *v1alpha1.LatencyNodeSpec) {
-				s.Reboot = &v1alpha1.NodeRebootSpec{Revision: "r2-back", Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: b.BootID}
-			})
+			f.requestReboot(t, "r2-back", b.BootID)
 			pass(t, r, name)
 			pass(t, f.agent(), name)
 			if *f.reboots != 2 {

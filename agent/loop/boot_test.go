@@ -3,11 +3,14 @@ package loop
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"latencytier.io/latencytier/agent/internal/testroot"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -67,8 +70,14 @@ func TestBootPassRebootsOncePerRevision(t *testing.T) {
 	fc := clocktesting.NewFakePassiveClock(time.Unix(1_800_000_000, 0))
 	var calls int
 	crash := errors.New("agent killed before systemd answered")
+	// The node's guard passes: its Node cordoned by the manager for r1,
+	// one reboot slot (guard.go; the refusals are TestAgentGuardsItsOwnReboot's).
+	c := fake.NewClientBuilder().WithObjects(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1",
+		Annotations: map[string]string{v1alpha1.RebootCordonAnnotation: "r1"}}, Spec: corev1.NodeSpec{Unschedulable: true}}).Build()
+	slots := filepath.Join(t.TempDir(), "slots")
+	testroot.Write(t, slots, "1")
 	newAgent := func() *Reconciler {
-		return &Reconciler{Root: root, Clock: fc, Boot: BootOptions{Reboot: func(context.Context) error {
+		return &Reconciler{Client: c, NodeName: "n1", Root: root, Clock: fc, Boot: BootOptions{SlotsFile: slots, SlotsNamespace: "ns", Reboot: func(context.Context) error {
 			calls++
 			if !root.Exists(root.Path("var/lib/latencytier", rebootFile)) {
 				t.Error("asked systemd before the record was on disk")

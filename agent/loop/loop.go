@@ -37,6 +37,7 @@ import (
 
 	"latencytier.io/latencytier/agent/apply"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/measure"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -70,6 +71,12 @@ type Options struct {
 	// progress, for the agent's /healthz and /readyz (the caller serves
 	// it and tells it when the journal is owned).
 	Health *Health
+	// Boot is the agent's side of managed reboots: its reboot slots
+	// (SlotsFile, SlotsNamespace) and, in tests, Reboot.
+	Boot BootOptions
+	// HostTool runs the host tools settings need (update-grub); nil: on
+	// the host through its systemd. Tests pass a stand-in.
+	HostTool knob.RunFunc
 }
 
 // Observer is told what the agent did and measured, for its metrics.
@@ -131,9 +138,9 @@ func Run(ctx context.Context, o Options) error {
 	o.Health.watchCaches(mgr.GetCache().WaitForCacheSync)
 	r := &Reconciler{Client: client.WithFieldOwner(mgr.GetClient(), FieldOwner), NodeName: o.NodeName, Root: o.Root,
 		Resync: o.Resync, Heartbeat: o.Heartbeat,
-		Engine: &apply.Engine{Root: o.Root, Log: o.Log, Hook: func(apply.Stage, string) { o.Health.progress() }}, Meter: o.Meter,
+		Engine: &apply.Engine{Root: o.Root, Log: o.Log, HostTool: o.HostTool, Hook: func(apply.Stage, string) { o.Health.progress() }}, Meter: o.Meter,
 		Recorder: mgr.GetEventRecorder("latencytier-agent"), Observer: o.Observer, AllowedSysctlsFile: o.AllowedSysctlsFile,
-		Health: o.Health}
+		Health: o.Health, Boot: o.Boot, Reader: mgr.GetAPIReader()}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}

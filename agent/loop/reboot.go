@@ -26,6 +26,13 @@ type BootOptions struct {
 	// FailAfter is how long after a reboot request an unchanged boot id is
 	// reported Failed; <= 0: DefaultRebootFailAfter.
 	FailAfter time.Duration
+	// SlotsFile is the cluster admin's number of reboot slots (key slots
+	// of ConfigMap latencytier-reboots, mounted), read before every
+	// managed reboot; "" or missing: no slot, no reboot (guard.go).
+	SlotsFile string
+	// SlotsNamespace holds the reboot slots (Leases): the operator
+	// namespace, the agent pod's own.
+	SlotsNamespace string
 }
 
 // DefaultRebootFailAfter is how long a requested reboot may take to show a
@@ -47,6 +54,9 @@ type rebootRecord struct {
 	// Done is the revision of the managed reboot before this one that
 	// happened (status.boot.rebootedFor while this one is pending).
 	Done string `json:"done,omitempty"`
+	// Slot is the reboot slot (Lease) the agent took for this reboot and
+	// has not given back yet (guard.go).
+	Slot string `json:"slot,omitempty"`
 }
 
 func loadRebootRecord(root *host.Root) (*rebootRecord, error) {

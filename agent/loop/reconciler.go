@@ -59,8 +59,12 @@ type Reconciler struct {
 	AllowedSysctlsFile string
 	// Health is told each pass's progress; may be nil.
 	Health *Health
-	// Boot reboots the host when the manager asks (boot.go).
+	// Boot reboots the host when the manager asks (boot.go) and the
+	// node's own guard allows it (guard.go).
 	Boot BootOptions
+	// Reader reads what the agent does not watch, directly from the API
+	// server: its Node and the reboot slots; nil: Client.
+	Reader client.Reader
 
 	// refused are the opt-in refusals already told (pod UID/field).
 	refused map[string]bool
@@ -86,6 +90,9 @@ type Reconciler struct {
 	// patchFailure is the last status patch error reported (log and event),
 	// so a patch the API server keeps refusing is reported once.
 	patchFailure string
+	// rebootRefused is the last reboot refusal reported (log and event),
+	// so a request the guard keeps refusing is reported once.
+	rebootRefused string
 }
 
 // SetupWithManager watches the LatencyNode named NodeName, the node's pods

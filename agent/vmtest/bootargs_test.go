@@ -45,7 +45,7 @@ var grubBoots = [][]string{
 	{"TestBootArgsGRUB"},
 	{"TestBootArgsGRUBStaged"},
 	{"TestBootArgsGRUBReverted", "TestBootAgentGRUB"},
-	{"TestBootAgentGRUBBooted"},
+	{"TestBootAgentGRUBBooted", "TestBootAgentGRUBForged"},
 	{"TestBootAgentGRUBReverted"},
 }
 

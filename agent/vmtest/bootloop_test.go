@@ -6,11 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -46,7 +50,10 @@ import (
 //     reboot before the manager asks; then the manager's request for the
 //     revert, which TestBootAgentGRUBReboot takes after the boot's tests: a
 //     fresh agent reboots the VM its own way, systemd.Reboot (reboot.target
-//     over systemd's D-Bus socket).
+//     over systemd's D-Bus socket), only through its guard (the Node
+//     cordoned by the manager for the revert, a reboot slot free).
+//     TestBootAgentGRUBForged first gives that agent the same request
+//     forged (no cordon; no slot free): no reboot job, the boot id stays.
 //  5. TestBootAgentGRUBReverted: a new boot id and rebootedFor the revert
 //     (from the record the agent wrote before it asked systemd); the
 //     arguments gone from the kernel's view, /proc/cmdline byte for byte
@@ -67,12 +74,48 @@ func bootScheme(t *testing.T) *runtime.Scheme {
 	return s
 }
 
-// bootClient is the in-memory API holding ln.
+// bootClient is the in-memory API holding ln and its Node, cordoned with
+// the manager's marker for the reboot ln asks for (the manager's cordon
+// outlives the boot). The agent's guard reads the Node; its reboot slots
+// (Leases) start free in every boot.
 func bootClient(t *testing.T, ln *v1alpha1.LatencyNode) client.Client {
 	t.Helper()
-	ln.ResourceVersion = ""
-	return fake.NewClientBuilder().WithScheme(bootScheme(t)).WithStatusSubresource(&v1alpha1.LatencyNode{}).WithObjects(ln).Build()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: bootNode}}
+	if rec := ln.Spec.Reboot; rec != nil {
+		node.Spec.Unschedulable = true
+		node.Annotations = map[string]string{v1alpha1.RebootCordonAnnotation: rec.Revision}
+	}
+	return forgedClient(t, ln, node)
 }
+
+// forgedClient is the in-memory API holding ln and node as given.
+func forgedClient(t *testing.T, ln *v1alpha1.LatencyNode, node *corev1.Node, more ...client.Object) client.Client {
+	t.Helper()
+	ln.ResourceVersion = ""
+	objs := append([]client.Object{ln, node}, more...)
+	return fake.NewClientBuilder().WithScheme(bootScheme(t)).WithStatusSubresource(&v1alpha1.LatencyNode{}).WithObjects(objs...).Build()
+}
+
+// requestReboot plays the manager's reboot for revision from boot bootID:
+// the Node cordoned with its marker, then the request.
+func requestReboot(t *testing.T, c client.Client, revision, bootID string) {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := c.Get(context.Background(), types.NamespacedName{Name: bootNode}, n); err != nil {
+		t.Fatal(err)
+	}
+	n.Spec.Unschedulable = true
+	n.Annotations = map[string]string{v1alpha1.RebootCordonAnnotation: revision}
+	if err := c.Update(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	updateNode(t, c, func(s *v1alpha1.LatencyNodeSpec) {
+		s.Reboot = &v1alpha1.NodeRebootSpec{Revision: revision, Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: bootID}
+	})
+}
+
+// slotsNamespace holds the row's reboot slots.
+const slotsNamespace = "latencytier-system"
 
 // bootAgent is a freshly started agent (nothing in memory from before);
 // asked to reboot, it leaves guest.sh's marker for the next boot's tests.
@@ -89,8 +132,13 @@ func bootAgent(t *testing.T, c client.Client, root *host.Root, reboots *int) *lo
 // realAgent is a freshly started agent that reboots the way the agent
 // does (BootOptions.Reboot nil: systemd.Reboot).
 func realAgent(t *testing.T, c client.Client, root *host.Root) *loop.Reconciler {
+	slots := filepath.Join(t.TempDir(), "slots")
+	if err := os.WriteFile(slots, []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return &loop.Reconciler{Client: c, NodeName: bootNode, Root: root, Resync: time.Minute,
-		Engine: &apply.Engine{Root: root, Log: testr.New(t)}}
+		Engine: &apply.Engine{Root: root, Log: testr.New(t)},
+		Boot:   loop.BootOptions{SlotsFile: slots, SlotsNamespace: slotsNamespace}}
 }
 
 func agentPass(t *testing.T, r *loop.Reconciler) {
@@ -187,9 +235,7 @@ func TestBootAgentGRUB(t *testing.T) {
 	if reboots != 0 {
 		t.Fatal("rebooted without a request")
 	}
-	updateNode(t, c, func(s *v1alpha1.LatencyNodeSpec) {
-		s.Reboot = &v1alpha1.NodeRebootSpec{Revision: "vmtest-r1", Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: b.BootID}
-	})
+	requestReboot(t, c, "vmtest-r1", b.BootID)
 	agentPass(t, bootAgent(t, c, root, &reboots))
 	agentPass(t, bootAgent(t, c, root, &reboots)) // restarted
 	if reboots != 1 {
@@ -238,13 +284,60 @@ func TestBootAgentGRUBBooted(t *testing.T) {
 	if b := getNode(t, c).Status.Boot; b == nil || b.State != v1alpha1.BootUnstaged || reboots != 0 {
 		t.Fatalf("reverted, the running kernel still isolated: want Unstaged and no reboot before the request, got %d reboots, %+v", reboots, b)
 	}
-	updateNode(t, c, func(s *v1alpha1.LatencyNodeSpec) {
-		s.Reboot = &v1alpha1.NodeRebootSpec{Revision: "vmtest-revert", Phase: v1alpha1.RebootRequested, Since: metav1.Now(), BootID: b.BootID}
-	})
+	requestReboot(t, c, "vmtest-revert", b.BootID)
 	saveState(t, "agent-boot", bootID(t, root))
 	saveNode(t, c)
 	askReboot(t)
 	saveState(t, "reboot-by", "agent_vmtest ^TestBootAgentGRUBReboot$")
+}
+
+// TestBootAgentGRUBForged: boot 4's request (for the revert) forged. A
+// fresh agent that reboots the way the agent does (systemd.Reboot over the
+// guest's systemd) reads it while its Node is not cordoned by the manager,
+// then while the manager's cordon is there but the one reboot slot is
+// another node's: each time it refuses, says why in status.boot, writes
+// no reboot record, and systemd holds no reboot job; the boot id stays.
+// The request itself is boot 4's real one, which TestBootAgentGRUBReboot
+// then carries out through the same guard.
+func TestBootAgentGRUBForged(t *testing.T) {
+	root := grubRow(t)
+	boot := bootID(t, root)
+	record := root.Path("var/lib/latencytier/reboot.json")
+	before, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatalf("the record of boot 3's reboot: %v", err)
+	}
+	held := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: slotsNamespace, Name: loop.SlotName(0)},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("vm-other"), RenewTime: &metav1.MicroTime{Time: time.Now()},
+			LeaseDurationSeconds: ptr.To(int32(600))}}
+	cordoned := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: bootNode,
+		Annotations: map[string]string{v1alpha1.RebootCordonAnnotation: "vmtest-revert"}}, Spec: corev1.NodeSpec{Unschedulable: true}}
+	for _, tc := range []struct {
+		name string
+		c    client.Client
+		want string
+	}{
+		{"not cordoned", forgedClient(t, loadNode(t), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: bootNode}}),
+			"reboot for vmtest-revert refused: node not cordoned by the manager for revision vmtest-revert"},
+		{"no slot free", forgedClient(t, loadNode(t), cordoned, held),
+			"reboot for vmtest-revert refused: no reboot slot free: 1 of 1 held by vm-other"},
+	} {
+		agentPass(t, realAgent(t, tc.c, root))
+		if b := getNode(t, tc.c).Status.Boot; b == nil || b.State != v1alpha1.BootUnstaged || !strings.Contains(b.Message, tc.want) {
+			t.Errorf("%s: status.boot %+v, want Unstaged saying %q", tc.name, b, tc.want)
+		}
+		if after, _ := os.ReadFile(record); string(after) != string(before) {
+			t.Errorf("%s: the reboot record changed:\n%s\nto\n%s", tc.name, before, after)
+		}
+	}
+	time.Sleep(5 * time.Second)
+	out, err := exec.Command("systemctl", "list-jobs", "--no-legend", "--plain").CombinedOutput()
+	if err != nil || strings.Contains(string(out), "reboot") || strings.Contains(string(out), "shutdown") {
+		t.Errorf("systemd's jobs after the forged requests (%v): %s", err, out)
+	}
+	if now := bootID(t, root); now != boot {
+		t.Fatalf("boot id %s, was %s", now, boot)
+	}
 }
 
 // TestBootAgentGRUBReboot is how guest.sh reboots after boot 4's tests
