@@ -2,12 +2,10 @@ package loop
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -186,23 +184,7 @@ func TestAgentRebootsWithItsRole(t *testing.T) {
 		}
 		used[call.resource+" "+call.verb] = true
 	}
-	var unused []string
-	for _, rule := range agentRules(t) {
-		for _, res := range rule.Resources {
-			if res != "nodes" && res != "leases" {
-				continue
-			}
-			for _, verb := range rule.Verbs {
-				if !used[res+" "+verb] {
-					unused = append(unused, fmt.Sprintf("%s %s", verb, res))
-				}
-			}
-		}
-	}
-	sort.Strings(unused)
-	if len(unused) > 0 {
-		t.Errorf("config/agent/role.yaml grants what the agent never calls: %s", strings.Join(unused, ", "))
-	}
+	checkNoUnusedGrants(t, agentRules(t), used, "nodes", "leases")
 }
 
 // agentRules are the rules of every role in config/agent/role.yaml (the
