@@ -54,7 +54,7 @@ func (r *Reconciler) held(ln *v1alpha1.LatencyNode, node snapshot.Node, t v1alph
 }
 
 // measure copies the newest measurement window into st. The copies move
-// every window; reportDue writes them when they change bucket, else with
+// every window; reportDue writes them when they move by moveFactor, else with
 // the heartbeat.
 func (r *Reconciler) measure(_ context.Context, ln *v1alpha1.LatencyNode, st *v1alpha1.LatencyNodeStatus) {
 	r.passFindings = slices.Clone(st.Findings)

@@ -12,6 +12,7 @@ import (
 
 	"latencytier.io/latencytier/agent/measure"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/figures"
 )
 
 // DefaultHeartbeat is the longest the agent stays silent when nothing a
@@ -72,16 +73,22 @@ func reportDue(written, next v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNo
 //     boot (every field: the plan, its state, the boot and reboot seen);
 //   - conditions by type, status, reason, message and observedGeneration,
 //     not lastTransitionTime; WithinBudget's message quotes the figures of
-//     each window, so it is compared by status and reason only (the figures
-//     count through their buckets below);
+//     each window, so it is compared by status and reason only: the p99
+//     crossing the budget is its status turning;
 //   - findings by type and severity (measure.ChangedMaterially's rule:
 //     their messages quote figures);
 //   - the rollout evidence: baseline whenever it differs, current as
 //     currentMoved says;
-//   - the measurement copies kubectl shows, by bucket (bucket125):
-//     runQueueP99, throttledRatio, each latency class's p99 and who made
-//     the measured pods wait, the throttled pods' membership and order and
-//     each one's ratio bucket.
+//   - the measurement copies kubectl shows, by figures.Moved (a factor of
+//     figures.Factor from what was last written): runQueueP99, throttledRatio,
+//     each latency class's p99 and each measured pod's wait, and by
+//     identity who made each measured pod wait most and which pods are
+//     throttled (as sets: a new order alone is not written).
+//
+// A real node's figures wander from window to window under ordinary load
+// (issue 43: a p99 crossing a 1-2-5 bucket boundary every window wrote
+// every window); figures.Moved is written against what was last written,
+// not against a fixed bucket, so wander is not written and a doubling is.
 func material(w, n v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec) string {
 	switch {
 	case !equality.Semantic.DeepEqual(w.Settings, n.Settings) || w.SettingsOmitted != n.SettingsOmitted:
@@ -108,25 +115,32 @@ func material(w, n v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec) st
 		return "baseline"
 	case currentMoved(w.Current, n.Current, spec.VerifyAfter):
 		return "current"
-	case durationBucket(w.RunQueueP99) != durationBucket(n.RunQueueP99):
+	case durationMoved(w.RunQueueP99, n.RunQueueP99):
 		return "runQueueP99"
-	case ratioBucket(w.ThrottledRatio) != ratioBucket(n.ThrottledRatio):
+	case ratioMoved(w.ThrottledRatio, n.ThrottledRatio):
 		return "throttledRatio"
-	case latencyKey(w.Latency) != latencyKey(n.Latency):
+	case latencyMoved(w.Latency, n.Latency):
 		return "latency"
-	case throttlingKey(w.Throttling) != throttlingKey(n.Throttling):
+	case throttlingMoved(w.Throttling, n.Throttling):
 		return "throttling"
 	}
 	return ""
 }
 
+// verifyWindows is how many measurement windows after spec.verifyAfter the
+// evidence is written as closely as a verdict needs (a p99 moving 10%):
+// a rollout judges the node on them, and an Inconclusive node is judged
+// again on the next. After them the rollout has had its windows, and the
+// evidence follows figures.Moved like every other figure.
+const verifyWindows = 10
+
 // currentMoved says the evidence a verdict needs changed: a current
 // appeared, went or is of another (action, revision); it is the first
 // window that ends at or after verifyAfter (the written one ended before);
-// or it moved as measure.ChangedMaterially counts a move (a p99 by more
-// than 10%, samples appearing or going), or its throttled ratio changed
-// bucket. A window that only repeats the written one's figures is not
-// written until the heartbeat.
+// samples appeared or went; or its figures moved: during verification
+// (verifying) as measure.P99Moved counts a move (10%), else by
+// durationMoved; and its throttled ratio by ratioMoved. A window that only
+// repeats the written one's figures is not written until the heartbeat.
 func currentMoved(w, n *v1alpha1.LatencyEvidence, verifyAfter *metav1.Time) bool {
 	if w == nil || n == nil {
 		return (w == nil) != (n == nil)
@@ -137,57 +151,38 @@ func currentMoved(w, n *v1alpha1.LatencyEvidence, verifyAfter *metav1.Time) bool
 	if verifyAfter != nil && w.MeasuredAt.Before(verifyAfter) && !n.MeasuredAt.Before(verifyAfter) {
 		return true
 	}
-	if (w.RunQueue.Samples == 0) != (n.RunQueue.Samples == 0) || measure.P99Moved(w.RunQueue.P99, n.RunQueue.P99) {
+	if (w.RunQueue.Samples == 0) != (n.RunQueue.Samples == 0) || (w.Pods == nil) != (n.Pods == nil) {
 		return true
 	}
-	if (w.Pods == nil) != (n.Pods == nil) || (w.Pods != nil && measure.P99Moved(w.Pods.P99, n.Pods.P99)) {
+	moved := durationMoved
+	if verifying(n, verifyAfter) {
+		moved = measure.P99Moved
+	}
+	if moved(w.RunQueue.P99, n.RunQueue.P99) || (w.Pods != nil && moved(w.Pods.P99, n.Pods.P99)) {
 		return true
 	}
-	return ratioBucket(w.ThrottledRatio) != ratioBucket(n.ThrottledRatio)
+	return ratioMoved(w.ThrottledRatio, n.ThrottledRatio)
 }
 
-// bucket125 is the bucket of a positive figure on the 1-2-5 series: [1,2),
-// [2,5), [5,10) times a power of ten, numbered upwards (…, 10µs → 15, 20µs
-// → 16, 50µs → 17, 100µs → 18, …). Zero, negative or unknown figures are
-// bucket math.MinInt. A figure is written when it crosses into another
-// bucket, so a p99 wandering between 21µs and 48µs is written once.
-func bucket125(x float64) int {
-	if !(x > 0) || math.IsInf(x, 0) {
-		return math.MinInt
+// verifying says window n ends in the verifyWindows windows from
+// verifyAfter on.
+func verifying(n *v1alpha1.LatencyEvidence, verifyAfter *metav1.Time) bool {
+	if verifyAfter == nil || n.MeasuredAt.Before(verifyAfter) {
+		return false
 	}
-	e := math.Floor(math.Log10(x))
-	m := x / math.Pow(10, e)
-	// Floating point may leave m a hair under 1 or at 10.
-	if m < 1 {
-		e, m = e-1, m*10
-	} else if m >= 10 {
-		e, m = e+1, m/10
+	window := 30 * time.Second
+	if n.Window != nil && n.Window.Duration > 0 {
+		window = n.Window.Duration
 	}
-	i := 3 * int(e)
-	switch {
-	case m >= 5:
-		i += 2
-	case m >= 2:
-		i++
-	}
-	return i
+	return n.MeasuredAt.Before(&metav1.Time{Time: verifyAfter.Add(verifyWindows * window)})
 }
 
-func durationBucket(d *metav1.Duration) int {
-	if d == nil {
-		return math.MinInt
-	}
-	return bucket125(float64(d.Duration))
-}
-
-// ratioBucket buckets a decimal ratio ("0.013"); "" and 0 share one bucket.
-func ratioBucket(s string) int {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return math.MinInt
-	}
-	return bucket125(f)
-}
+// The figures' rule is package figures': a move by figures.Factor from
+// what was last written.
+var (
+	durationMoved = figures.DurationMoved
+	ratioMoved    = figures.RatioMoved
+)
 
 func conditionsKey(cs []metav1.Condition) string {
 	var b strings.Builder
@@ -209,35 +204,64 @@ func findingsKey(fs []v1alpha1.Finding) string {
 	return b.String()
 }
 
-// latencyKey is what of a latency status is written at once: its source,
-// each class's p99 bucket, and per measured pod who made it wait (by
-// class and name) and the bucket of its wait.
-func latencyKey(l *v1alpha1.LatencyStatus) string {
-	if l == nil {
-		return ""
+// latencyMoved says a latency status moved as material counts it: another
+// source, another set of classes or measured pods, a class's p99 or a pod's
+// wait moved (durationMoved), or another offender made a pod wait most.
+func latencyMoved(w, n *v1alpha1.LatencyStatus) bool {
+	if w == nil || n == nil {
+		return (w == nil) != (n == nil)
 	}
-	var b strings.Builder
-	b.WriteString(l.Source + ";")
-	for _, c := range l.Classes {
-		b.WriteString(c.Class + "=" + strconv.Itoa(durationBucket(c.P99)) + ";")
+	if w.Source != n.Source || len(w.Classes) != len(n.Classes) || len(w.Pods) != len(n.Pods) {
+		return true
 	}
-	for _, p := range l.Pods {
-		b.WriteString(p.Namespace + "/" + p.Name + "=" + strconv.Itoa(durationBucket(p.WaitPerSecond)) + ":")
-		for _, o := range p.Offenders {
-			b.WriteString(string(o.Class) + "/" + o.Name + ",")
+	classes := make(map[string]*metav1.Duration, len(w.Classes))
+	for _, c := range w.Classes {
+		classes[c.Class] = c.P99
+	}
+	for _, c := range n.Classes {
+		p99, ok := classes[c.Class]
+		if !ok || durationMoved(p99, c.P99) {
+			return true
 		}
-		b.WriteString(";")
 	}
-	return b.String()
+	pods := make(map[string]v1alpha1.PodWait, len(w.Pods))
+	for _, p := range w.Pods {
+		pods[p.Namespace+"/"+p.Name] = p
+	}
+	for _, p := range n.Pods {
+		was, ok := pods[p.Namespace+"/"+p.Name]
+		if !ok || durationMoved(was.WaitPerSecond, p.WaitPerSecond) || topOffender(was) != topOffender(p) {
+			return true
+		}
+	}
+	return false
 }
 
-// throttlingKey is the throttled pods in order with each one's ratio bucket.
-func throttlingKey(ts []v1alpha1.PodThrottling) string {
-	var b strings.Builder
-	for _, t := range ts {
-		b.WriteString(t.Namespace + "/" + t.Name + "=" + strconv.Itoa(ratioBucket(t.Ratio)) + ";")
+// topOffender is who made p wait most ("" when no one is named).
+func topOffender(p v1alpha1.PodWait) string {
+	if len(p.Offenders) == 0 {
+		return ""
 	}
-	return b.String()
+	return string(p.Offenders[0].Class) + "/" + p.Offenders[0].Name
+}
+
+// throttlingMoved says the set of throttled pods changed or one's ratio
+// moved (ratioMoved); their order alone is not material.
+func throttlingMoved(w, n []v1alpha1.PodThrottling) bool {
+	if len(w) != len(n) {
+		return true
+	}
+	ratios := make(map[string]string, len(w))
+	for _, t := range w {
+		ratios[t.Namespace+"/"+t.Name] = t.Ratio
+	}
+	for _, t := range n {
+		r, ok := ratios[t.Namespace+"/"+t.Name]
+		if !ok || ratioMoved(r, t.Ratio) {
+			return true
+		}
+	}
+	return false
 }
 
 func timesEqual(a, b *metav1.Time) bool {

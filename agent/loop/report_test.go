@@ -2,7 +2,6 @@ package loop
 
 import (
 	"fmt"
-	"math"
 	"testing"
 	"time"
 
@@ -49,7 +48,8 @@ func written() v1alpha1.LatencyNodeStatus {
 }
 
 // What counts as material: everything a reader acts on is written at once,
-// the figures that move every window only when they change bucket, and
+// the figures that move every window only when they move by moveFactor
+// from what was written, and
 // what only says time passed (transition times, measuredAt, a verdict the
 // agent never writes) not at all.
 func TestMaterial(t *testing.T) {
@@ -113,14 +113,32 @@ func TestMaterial(t *testing.T) {
 		{"current: p99 within 10%", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.Current.RunQueue.P99 = dur(44 * time.Microsecond)
 		}, ""},
-		{"current: p99 moved 20%", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+		{"current: p99 moved 20% outside verification", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.Current.RunQueue.P99 = dur(50 * time.Microsecond)
+		}, ""},
+		{"current: p99 halved outside verification", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Current.RunQueue.P99 = dur(20 * time.Microsecond)
 		}, "current"},
 		{"current: pods measured", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.Current.Pods = &v1alpha1.LatencySummary{Samples: 10, P99: dur(time.Millisecond)}
 		}, "current"},
-		{"current: throttled ratio in another bucket", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+		{"current: throttled ratio doubled", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.Current.ThrottledRatio = "0.025"
+		}, "current"},
+		{"current: throttled ratio moved within the factor", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Current.ThrottledRatio = "0.019"
+		}, ""},
+		{"current: p99 moved 20% while verifying", func(st *v1alpha1.LatencyNodeStatus, spec *v1alpha1.LatencyNodeSpec) {
+			spec.VerifyAfter = &metav1.Time{Time: st.Current.MeasuredAt.Add(-time.Minute)}
+			st.Current.RunQueue.P99 = dur(50 * time.Microsecond)
+		}, "current"},
+		{"current: p99 moved 60% ten windows after verifyAfter", func(st *v1alpha1.LatencyNodeStatus, spec *v1alpha1.LatencyNodeSpec) {
+			spec.VerifyAfter = &metav1.Time{Time: st.Current.MeasuredAt.Add(-5 * time.Minute)}
+			st.Current.RunQueue.P99 = dur(65 * time.Microsecond)
+		}, ""},
+		{"current: p99 doubled ten windows after verifyAfter", func(st *v1alpha1.LatencyNodeStatus, spec *v1alpha1.LatencyNodeSpec) {
+			spec.VerifyAfter = &metav1.Time{Time: st.Current.MeasuredAt.Add(-5 * time.Minute)}
+			st.Current.RunQueue.P99 = dur(82 * time.Microsecond)
 		}, "current"},
 		{"current: a new revision", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.Current.Revision = "r2"
@@ -135,33 +153,58 @@ func TestMaterial(t *testing.T) {
 			spec.VerifyAfter = &before
 			st.Current.MeasuredAt = metav1.NewTime(st.Current.MeasuredAt.Add(30 * time.Second))
 		}, ""},
-		{"runQueueP99 within its bucket", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
-			st.RunQueueP99 = dur(48 * time.Microsecond)
-		}, ""},
-		{"runQueueP99 into the next bucket", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+		{"runQueueP99 across a 1-2-5 boundary, within the factor", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.RunQueueP99 = dur(52 * time.Microsecond)
+		}, ""},
+		{"runQueueP99 up by the factor", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.RunQueueP99 = dur(74 * time.Microsecond)
 		}, "runQueueP99"},
-		{"throttledRatio within its bucket", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
-			st.ThrottledRatio = "0.019"
-		}, ""},
-		{"throttledRatio into the next bucket", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+		{"runQueueP99 down by the factor", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.RunQueueP99 = dur(22 * time.Microsecond)
+		}, "runQueueP99"},
+		{"runQueueP99 gone", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) { st.RunQueueP99 = nil }, "runQueueP99"},
+		{"throttledRatio across a boundary, within the factor", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.ThrottledRatio = "0.021"
-		}, "throttledRatio"},
-		{"latency: another window, class p99 in its bucket", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
-			at := metav1.NewTime(st.Latency.MeasuredAt.Add(30 * time.Second))
-			st.Latency.MeasuredAt, st.Latency.Classes[0].P99, st.Latency.Classes[0].Samples = &at, dur(45*time.Microsecond), 1200
 		}, ""},
-		{"latency: class p99 in another bucket", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+		{"throttledRatio doubled", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.ThrottledRatio = "0.024"
+		}, "throttledRatio"},
+		{"latency: another window, class p99 within the factor", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			at := metav1.NewTime(st.Latency.MeasuredAt.Add(30 * time.Second))
+			st.Latency.MeasuredAt, st.Latency.Classes[0].P99, st.Latency.Classes[0].Samples = &at, dur(60*time.Microsecond), 1200
+		}, ""},
+		{"latency: class p99 halved", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.Latency.Classes[0].P99 = dur(19 * time.Microsecond)
 		}, "latency"},
-		{"latency: another offender", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+		{"latency: another class", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Latency.Classes[0].Class = "Pods"
+		}, "latency"},
+		{"latency: pod wait within the factor", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Latency.Pods[0].WaitPerSecond = dur(5 * time.Millisecond)
+		}, ""},
+		{"latency: pod wait doubled", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Latency.Pods[0].WaitPerSecond = dur(6 * time.Millisecond)
+		}, "latency"},
+		{"latency: another top offender", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.Latency.Pods[0].Offenders[0].Name = "c/cron"
 		}, "latency"},
-		{"throttling: ratios within their buckets", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
-			st.Throttling[0].Ratio, st.Throttling[0].Periods = "0.013", 300
+		{"latency: a lesser offender appeared", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Latency.Pods[0].Offenders = append(st.Latency.Pods[0].Offenders, v1alpha1.Offender{Class: v1alpha1.OffenderPod, Name: "c/cron", SharePercent: 10})
 		}, ""},
+		{"throttling: ratios within the factor", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Throttling[0].Ratio, st.Throttling[0].Periods = "0.02", 300
+		}, ""},
+		{"throttling: a ratio doubled", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Throttling[0].Ratio = "0.03"
+		}, "throttling"},
+		{"throttling: a ratio below the floor tripled", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Throttling[1].Ratio = "0.01"
+		}, "throttling"},
 		{"throttling: reordered", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.Throttling[0], st.Throttling[1] = st.Throttling[1], st.Throttling[0]
+		}, ""},
+		{"throttling: another pod", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Throttling[1].Name = "cron"
 		}, "throttling"},
 		{"throttling: a pod left", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.Throttling = st.Throttling[:1]
@@ -211,22 +254,42 @@ func TestReportDueOnHeartbeat(t *testing.T) {
 	}
 }
 
-func TestBucket125(t *testing.T) {
-	us := float64(time.Microsecond)
-	same := [][2]float64{{10 * us, 19.9 * us}, {20 * us, 49 * us}, {50 * us, 99 * us}, {100 * us, 199 * us}, {0.01, 0.0199}}
-	for _, p := range same {
-		if bucket125(p[0]) != bucket125(p[1]) {
-			t.Errorf("%g and %g in buckets %d and %d, want one", p[0], p[1], bucket125(p[0]), bucket125(p[1]))
+// Issue 43's defect: a real node's run-queue p99 wandering between 4 and
+// 6.5 ms (adjacent 1-2-5 buckets) under a periodic burner, nothing else
+// changing, was written every window (20 writes in 10 minutes). Over 20
+// windows of that wander it is written at the heartbeats only; a doubling
+// on top of it is written in the window it happens.
+func TestWanderingP99IsQuiet(t *testing.T) {
+	t0 := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+	spec := v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Revision: "r1"}
+	p99 := func(i int) time.Duration { // 4.0, 6.5, 4.4, 5.9, ... ms
+		return []time.Duration{4000, 6500, 4400, 5900, 4100, 6200}[i%6] * time.Microsecond
+	}
+	st := reported(written(), t0, 5*time.Minute)
+	st.RunQueueP99, st.Latency.Classes[0].P99, st.Current.RunQueue.P99 = dur(p99(0)), dur(p99(1)), dur(p99(2))
+	writes := 0
+	for i := 1; i <= 20; i++ {
+		now := t0.Add(time.Duration(i) * 30 * time.Second)
+		next := *st.DeepCopy()
+		next.RunQueueP99 = dur(p99(i))
+		next.Latency.Classes[0].P99 = dur(p99(i + 1))
+		next.Current.RunQueue.P99 = dur(p99(i + 2))
+		next.Current.MeasuredAt = metav1.NewTime(now)
+		if due, why := reportDue(st, next, spec, now, 5*time.Minute); due {
+			if why != "heartbeat" {
+				t.Errorf("window %d (p99 %s) written for %s", i, p99(i), why)
+			}
+			st = reported(next, now, 5*time.Minute)
+			writes++
 		}
 	}
-	rising := []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 1, 2, 5, 10, 1000, 2000, 5000}
-	for i := 1; i < len(rising); i++ {
-		if bucket125(rising[i]) <= bucket125(rising[i-1]) {
-			t.Errorf("bucket(%g) = %d not above bucket(%g) = %d", rising[i], bucket125(rising[i]), rising[i-1], bucket125(rising[i-1]))
-		}
+	if writes > 2 {
+		t.Errorf("%d writes in 10 minutes of wander, want at most 2", writes)
 	}
-	if bucket125(0) != math.MinInt || bucket125(-1) != math.MinInt || bucket125(math.NaN()) != math.MinInt || ratioBucket("") != ratioBucket("0") {
-		t.Error("zero, negative, NaN and no ratio are not one bucket")
+	next := *st.DeepCopy()
+	next.RunQueueP99 = dur(2 * 6500 * time.Microsecond)
+	if due, why := reportDue(st, next, spec, t0.Add(11*time.Minute), 5*time.Minute); !due || why != "runQueueP99" {
+		t.Errorf("a doubled p99 is not written at once: due %v (%s)", due, why)
 	}
 }
 

@@ -172,9 +172,9 @@ type KernelFacts struct {
 
 // LatencyNodeStatus is written by the node's agent only. The agent writes it
 // when something a reader acts on changed (a setting's state, a condition, a
-// finding, the evidence a verdict needs, the run-queue p99's bucket) and
-// otherwise once per heartbeatInterval; Prometheus, not this status, keeps
-// the fine-grained series.
+// finding, the evidence a verdict needs, a figure moving ×1.8 from the value
+// last written) and otherwise once per heartbeatInterval; Prometheus, not
+// this status, keeps the fine-grained series.
 type LatencyNodeStatus struct {
 	// summary is what kubectl get prints, "-" where a figure is not known
 	// yet; written by the agent with every report.

@@ -1,0 +1,69 @@
+// Package figures is the one rule for when a measured figure has moved
+// enough to be written again (issue 43). A real node's run-queue p99
+// wanders from window to window under ordinary load; a reader acts on a
+// figure that doubled or halved, not on that wander. The agent applies the
+// rule to its LatencyNode status, the manager to the copies in a
+// profile's status, each against what it last wrote: that comparison is
+// the hysteresis (a figure wandering within Factor of its written value is
+// never written for it, wherever the value sits). It imports nothing of
+// the project.
+package figures
+
+import (
+	"math"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Factor is how far a figure moves, up or down, from the value last
+// written before it is written again. Below 2 so that a doubling (a hog)
+// is written at once; above the ×1.5–1.7 that a p99 wanders window to
+// window under ordinary load, so that wander is not.
+const Factor = 1.8
+
+// Figures below these floors count as the floor: a p99 going from 3 µs to
+// 8 µs, or a throttled ratio from 0.1% to 0.3%, changes nothing a reader
+// does (a budget or a verdict acts far above them), and an idle node's
+// figures hop about there.
+const (
+	DurationFloor = float64(10 * time.Microsecond)
+	RatioFloor    = 0.005
+)
+
+// Moved says x moved to y by Factor or more, each first raised to floor.
+// Unknown figures (NaN) move only to or from a known one.
+func Moved(x, y, floor float64) bool {
+	if math.IsNaN(x) || math.IsNaN(y) {
+		return math.IsNaN(x) != math.IsNaN(y)
+	}
+	x, y = max(x, floor), max(y, floor)
+	return y >= Factor*x || x >= Factor*y
+}
+
+// DurationMoved is Moved for a duration; absent is unknown.
+func DurationMoved(w, n *metav1.Duration) bool {
+	return Moved(durationFigure(w), durationFigure(n), DurationFloor)
+}
+
+func durationFigure(d *metav1.Duration) float64 {
+	if d == nil {
+		return math.NaN()
+	}
+	return float64(d.Duration)
+}
+
+// RatioMoved is Moved for a decimal ratio ("0.013"); "" and an unparsable
+// ratio are 0.
+func RatioMoved(w, n string) bool {
+	return Moved(ratioFigure(w), ratioFigure(n), RatioFloor)
+}
+
+func ratioFigure(s string) float64 {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) {
+		return 0
+	}
+	return f
+}

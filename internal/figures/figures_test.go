@@ -1,0 +1,37 @@
+package figures
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// Moved is a move from the written value by Factor, up or down,
+// each side first raised to its floor.
+func TestMoved(t *testing.T) {
+	us := float64(time.Microsecond)
+	for _, c := range []struct {
+		x, y, floor float64
+		want        bool
+	}{
+		{40 * us, 40 * us, DurationFloor, false},
+		{40 * us, 70 * us, DurationFloor, false},
+		{40 * us, 72 * us, DurationFloor, true},
+		{40 * us, 23 * us, DurationFloor, false},
+		{40 * us, 22 * us, DurationFloor, true},
+		{2 * us, 9 * us, DurationFloor, false}, // both at the floor
+		{2 * us, 18 * us, DurationFloor, true}, // 10 µs → 18 µs
+		{0, 0.004, RatioFloor, false},          // under the floor
+		{0, 0.01, RatioFloor, true},            // from 0 to 1%
+		{math.NaN(), 40 * us, DurationFloor, true},
+		{40 * us, math.NaN(), DurationFloor, true},
+		{math.NaN(), math.NaN(), DurationFloor, false},
+	} {
+		if got := Moved(c.x, c.y, c.floor); got != c.want {
+			t.Errorf("Moved(%g, %g, %g) = %v, want %v", c.x, c.y, c.floor, got, c.want)
+		}
+	}
+	if RatioMoved("", "0") || RatioMoved("x", "0.001") || !RatioMoved("", "0.02") {
+		t.Error("no ratio is not a zero ratio")
+	}
+}
