@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/figures"
 )
 
 // A fleet of 200 nodes spread over 5 profiles: the manager's work must
@@ -224,11 +225,19 @@ func testStatusBurstCoalesced(t *testing.T, ctx context.Context, nodes []string,
 		}
 	}
 	burst := time.Since(start)
+	// Every report is a node's first p99, so each one changes its line; the
+	// worst is kept within figures.Factor of the truth (issue 43: the
+	// profile's copies follow the agent's rule, and these differ by 1 µs).
 	for _, p := range profiles {
-		eventually(t, p+" shows its worst node", func() error {
-			got := getProfile(t, p).Status.WorstRunQueueP99
-			if got == nil || got.Duration != worst[p] {
-				return fmt.Errorf("worstRunQueueP99 = %v, want %s", got, worst[p])
+		eventually(t, p+" shows every node's report", func() error {
+			st := getProfile(t, p).Status
+			for _, n := range st.Nodes {
+				if n.RunQueueP99 == nil {
+					return fmt.Errorf("node %s shows no p99", n.Name)
+				}
+			}
+			if got := st.WorstRunQueueP99; got == nil || figures.DurationMoved(got, &metav1.Duration{Duration: worst[p]}) {
+				return fmt.Errorf("worstRunQueueP99 = %v, want within ×%g of %s", got, figures.Factor, worst[p])
 			}
 			return nil
 		})

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/figures"
 	"latencytier.io/latencytier/internal/ratio"
 )
 
@@ -262,6 +263,7 @@ func compareLines(a, b *nodeLine) int {
 // not change, and take in.Now when it does.
 func computeStatus(old v1alpha1.LatencyProfileStatus, in statusInput) (v1alpha1.LatencyProfileStatus, map[v1alpha1.ProfileNodeState]int) {
 	lines := profileNodeLines(in)
+	keepWrittenFigures(lines, old)
 	counts := map[v1alpha1.ProfileNodeState]int{}
 	for _, l := range lines {
 		counts[l.State]++
@@ -279,12 +281,42 @@ func computeStatus(old v1alpha1.LatencyProfileStatus, in statusInput) (v1alpha1.
 	if !in.Profile.DeletionTimestamp.IsZero() {
 		st.WaitingFor = waitingFor(lines)
 	}
+	if !figures.DurationMoved(old.WorstRunQueueP99, st.WorstRunQueueP99) {
+		st.WorstRunQueueP99 = old.WorstRunQueueP99.DeepCopy()
+	}
+	if !figures.RatioMoved(old.MaxThrottledRatio, st.MaxThrottledRatio) {
+		st.MaxThrottledRatio = old.MaxThrottledRatio
+	}
 	st.Conditions = append([]metav1.Condition(nil), old.Conditions...)
 	for _, c := range profileConditions(in.Profile, &st, tally, in.Now) {
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
 	st.Summary = v1alpha1.SummarizeProfile(st)
 	return st, counts
+}
+
+// keepWrittenFigures gives each line the run-queue p99 and throttled ratio
+// old shows for its node unless the node's own figures moved from them by
+// figures.Factor: the profile's copies follow the rule the agent writes
+// its own by (issue 43), so a node's heartbeat that only carries another
+// window of the same wander does not rewrite the profile's status.
+func keepWrittenFigures(lines []nodeLine, old v1alpha1.LatencyProfileStatus) {
+	written := make(map[string]*v1alpha1.ProfileNodeStatus, len(old.Nodes))
+	for i := range old.Nodes {
+		written[old.Nodes[i].Name] = &old.Nodes[i]
+	}
+	for i := range lines {
+		w, l := written[lines[i].Name], &lines[i]
+		if w == nil {
+			continue
+		}
+		if !figures.DurationMoved(w.RunQueueP99, l.RunQueueP99) {
+			l.RunQueueP99 = w.RunQueueP99.DeepCopy()
+		}
+		if !figures.RatioMoved(w.ThrottledRatio, l.ThrottledRatio) {
+			l.ThrottledRatio, l.throttled = w.ThrottledRatio, parseRatio(w.ThrottledRatio)
+		}
+	}
 }
 
 // lineTally holds the counts that are not status fields.

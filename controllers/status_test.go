@@ -458,3 +458,33 @@ func TestStaleRecheck(t *testing.T) {
 		t.Fatalf("staleRecheck = %s, want 10s (soon: reported 50s ago, heartbeat 30s)", got)
 	}
 }
+
+// TestComputeStatusKeepsWanderingFigures (issue 43): a node whose
+// heartbeat carries another window of the same wander (p99 1 ms → 1.6 ms,
+// throttled 0.1 → 0.15) leaves the profile's copies as written, so the
+// profile's status is not rewritten; a doubling is copied at once.
+func TestComputeStatusKeepsWanderingFigures(t *testing.T) {
+	tc := statusCase{
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("a", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			return []*v1alpha1.LatencyNode{lnFor("a", p, time.Millisecond, "0.1", applied)}
+		},
+	}
+	first := runStatus(tc)
+	tc.profile.Status = first
+	tc.lns = func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+		return []*v1alpha1.LatencyNode{lnFor("a", p, 1600*time.Microsecond, "0.15", applied)}
+	}
+	if second := runStatus(tc); !equality.Semantic.DeepEqual(first, second) {
+		t.Errorf("wander rewrote the status:\n%+v\n%+v", first, second)
+	}
+	tc.lns = func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+		return []*v1alpha1.LatencyNode{lnFor("a", p, 2*time.Millisecond, "0.2", applied)}
+	}
+	third := runStatus(tc)
+	if p99 := third.Nodes[0].RunQueueP99; p99 == nil || p99.Duration != 2*time.Millisecond ||
+		third.WorstRunQueueP99.Duration != 2*time.Millisecond || third.MaxThrottledRatio != "0.2" || third.Nodes[0].ThrottledRatio != "0.2" {
+		t.Errorf("a doubling not copied: node %+v, worst %v, max throttled %s", third.Nodes[0], third.WorstRunQueueP99, third.MaxThrottledRatio)
+	}
+}
