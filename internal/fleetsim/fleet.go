@@ -185,7 +185,8 @@ func (f *fleet) createFleet(ctx context.Context) error {
 	f.logf("creating %d nodes and agents", f.o.Nodes)
 	for i := 0; i < f.o.Nodes; i++ {
 		name := fmt.Sprintf("sim-%05d", i)
-		h, err := newFakeHost(filepath.Join(f.hostsDir, name), f.behaviour(i), time.Duration(40+rand.IntN(40))*time.Microsecond)
+		h, err := newFakeHost(filepath.Join(f.hostsDir, name), f.behaviour(i),
+			time.Duration(40+rand.IntN(40))*time.Microsecond, f.o.Interval, rand.IntN(len(wander)))
 		if err != nil {
 			return err
 		}

@@ -50,7 +50,25 @@ type fakeHost struct {
 	slices   uint64
 	delayNS  uint64
 	meanWait time.Duration
+	// elapsed is the simulated time ticked so far; every wanderEvery of it
+	// the wait steps to the next of wander's factors, from a per-node
+	// phase, as a real node's run-queue p99 wanders window to window
+	// (issue 43: a counter that never moved hid every write a wander
+	// costs).
+	elapsed     time.Duration
+	wanderEvery time.Duration
+	phase       int
 }
+
+// wander is the factors a simulated node's mean wait steps through, one
+// per wanderEvery. A node whose mean lies near a 1-2-5 boundary (46–51 µs
+// of the fleet's 40–80 µs: about one in eight) crosses it window after
+// window, as a real node's p99 does under ordinary load; under the old
+// bucket rule each of those wrote every window. The factors stay within
+// ×1.1 of each other, inside the verdict's Unchanged band (0.9–1.2× the
+// baseline), so the manager's evidence-only verdicts do not flip with the
+// wander and a run still settles.
+var wander = []float64{1.0, 1.08, 0.98, 1.07, 1.01, 1.06}
 
 // hostFiles is the kernel layout of a simulated node (relative path →
 // content; "/" is an empty directory). sys/kernel/debug/sched exists, so the
@@ -80,7 +98,7 @@ var hostFiles = map[string]string{
 // tasks are the simulated node's threads: pid → the CPU it last ran on.
 var tasks = map[int]int{100: 0, 101: 1}
 
-func newFakeHost(dir string, b nodeBehaviour, meanWait time.Duration) (*fakeHost, error) {
+func newFakeHost(dir string, b nodeBehaviour, meanWait, wanderEvery time.Duration, phase int) (*fakeHost, error) {
 	for rel, content := range hostFiles {
 		if err := writeFile(filepath.Join(dir, rel), content+"\n"); err != nil {
 			return nil, err
@@ -106,16 +124,22 @@ func newFakeHost(dir string, b nodeBehaviour, meanWait time.Duration) (*fakeHost
 			return nil, err
 		}
 	}
-	h := &fakeHost{root: host.New(dir), b: b, meanWait: meanWait}
+	h := &fakeHost{root: host.New(dir), b: b, meanWait: meanWait, wanderEvery: wanderEvery, phase: phase}
 	return h, h.tick(0)
 }
 
 // tick advances the tasks' schedstat by d of running at 1000 timeslices a
-// second, each waiting the node's mean wait, and rewrites drifting knobs.
+// second, each waiting the node's mean wait times its wander factor, and
+// rewrites drifting knobs.
 func (h *fakeHost) tick(d time.Duration) error {
 	h.mu.Lock()
 	n := uint64(d.Milliseconds())
-	wait := uint64(h.meanWait.Nanoseconds())
+	f := 1.0
+	if h.wanderEvery > 0 {
+		f = wander[(h.phase+int(h.elapsed/h.wanderEvery))%len(wander)]
+	}
+	h.elapsed += d
+	wait := uint64(f * float64(h.meanWait.Nanoseconds()))
 	if h.regress {
 		wait *= 5
 	}
