@@ -165,9 +165,10 @@ func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1a
 	if err := r.setLabels(ctx, node, keepProfileLabel, agentVariant(nil, ln)); err != nil {
 		return ctrl.Result{}, err
 	}
-	gone, wait := unreachable(node, r.now(), r.UnreachableAfter)
-	step := planner.Release(planner.ReleaseView{LN: ln, Node: node, Reverted: revertDone(ln), Gone: gone,
-		Now: r.now(), BootTimeout: bootTimeoutOf(owner)})
+	now := r.now()
+	_, wait := unreachable(node, now, r.UnreachableAfter)
+	step := planner.Release(planner.ReleaseView{LN: ln, Node: node, Now: now, BootTimeout: bootTimeoutOf(owner),
+		UnreachableAfter: r.UnreachableAfter})
 	switch {
 	case step == planner.ReleaseRevert:
 		return ctrl.Result{}, r.startRevert(ctx, ln, res, owner)

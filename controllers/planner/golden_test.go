@@ -232,7 +232,7 @@ func (w *world) release() []Write {
 		return nil
 	}
 	v := ReleaseView{LN: w.ln, Node: w.node, Now: w.now, BootTimeout: BootTimeoutOf(w.profile),
-		Reverted: revertedNow(w.ln)}
+		UnreachableAfter: 5 * time.Minute}
 	switch Release(v) {
 	case ReleaseRevert:
 		w.specWrite(func(s *v1alpha1.LatencyNodeSpec) { s.Action = v1alpha1.ActionRevert })
@@ -246,15 +246,6 @@ func (w *world) release() []Write {
 		return append(out, WriteDelete)
 	}
 	return nil
-}
-
-func revertedNow(ln *v1alpha1.LatencyNode) bool {
-	for _, c := range ln.Status.Conditions {
-		if c.Type == v1alpha1.NodeReverted && c.Status == metav1.ConditionTrue && c.ObservedGeneration >= ln.Generation {
-			return true
-		}
-	}
-	return false
 }
 
 // stateNow is the node's state as the planner reads it after a step.
@@ -398,6 +389,20 @@ func TestGoldenRelease(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A node unreachable past the manager's timeout is released without its
+// agent's Reverted.
+func TestGoldenReleaseUnreachable(t *testing.T) {
+	runGolden(t, newWorld("gw"), []step{
+		{on: EvDeselected, event: deselected, run: releasePass, writes: []Write{WriteRevert}, to: Reverting},
+		{on: EvReverted, event: func(w *world) {
+			w.node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
+				LastTransitionTime: metav1.NewTime(w.now)}}
+			w.now = w.now.Add(4 * time.Minute)
+		}, run: releasePass, to: Reverting},
+		{on: EvReverted, event: later(time.Minute), run: releasePass, writes: []Write{WriteLabelsOff, WriteDelete}, to: Released},
+	})
 }
 
 // Race (c064d98): a Baseline node never reverted on deletion. A profile
@@ -577,7 +582,7 @@ func TestRaceStaleRebootMessage(t *testing.T) {
 func TestGoldenCoversEveryPlannerRow(t *testing.T) {
 	for name, f := range map[string]func(*testing.T){
 		"through": TestGoldenRebootThrough, "failures": TestGoldenRebootFailures, "back": TestGoldenRebootBack,
-		"release": TestGoldenRelease, "baseline": TestRaceBaselineNodeNeverRevertedOnDeletion,
+		"release": TestGoldenRelease, "unreachable": TestGoldenReleaseUnreachable, "baseline": TestRaceBaselineNodeNeverRevertedOnDeletion,
 		"released cordoned": TestRaceNodeReleasedDuringRebootLeftCordoned, "withdrawn": TestRaceWithdrawnRebootRebootsUncordonedNode,
 		"taken over": TestRaceRebootCarriedOnByProfileThatTookNodeOver, "deselected": TestRaceDeselectedNodeRebootedBeforeItsRevert,
 		"uncordoned": TestRaceDrainingNodeFoundUncordonedIsCordonedFirst,

@@ -131,23 +131,24 @@ const (
 type ReleaseView struct {
 	LN   *v1alpha1.LatencyNode
 	Node *corev1.Node
-	// Reverted: the agent reported the revert of the current spec.
-	Reverted bool
-	// Gone: the node has been unreachable past the manager's timeout.
-	Gone        bool
-	Now         time.Time
-	BootTimeout time.Duration
+	Now  time.Time
+	// BootTimeout is the bootTimeout of the profile the node leaves
+	// (BootTimeoutOf); UnreachableAfter is the manager's timeout after
+	// which a NotReady node is released without its agent.
+	BootTimeout, UnreachableAfter time.Duration
 }
 
-// Release is the node controller's next step with a released node.
+// Release is the node controller's next step with a released node: the
+// agent reverts first; a node unreachable past the timeout goes without.
 func Release(v ReleaseView) ReleaseStep {
 	if v.LN.Spec.Action != v1alpha1.ActionRevert {
 		return ReleaseRevert
 	}
-	if !v.Gone && RequestOutstanding(v.LN, v.Node, v.Now, v.BootTimeout) {
+	gone, _ := Unreachable(v.Node, v.Now, v.UnreachableAfter)
+	if !gone && RequestOutstanding(v.LN, v.Node, v.Now, v.BootTimeout) {
 		return ReleaseHold
 	}
-	if v.Reverted || v.Gone {
+	if gone || RevertDone(v.LN) {
 		return ReleaseFinish
 	}
 	return ReleaseWait
