@@ -33,30 +33,13 @@ import (
 // node's taints (the admission policy latencytier-manager-node-labels holds
 // it to that).
 
-// pendingTaint is the taint the gate keeps.
-var pendingTaint = corev1.Taint{Key: v1alpha1.TuningPendingTaint, Effect: corev1.TaintEffectNoSchedule}
-
-// wantsPendingTaint: the node is selected (its LatencyNode applies or
-// measures a profile) and not tuned in its running boot, or not Ready. The
-// taint goes on while the node is NotReady (the kubelet's graceful node
-// shutdown reports it before an orderly reboot; the node lifecycle
-// controller reports a silent node Unknown), so a node that reboots
-// unplanned comes back Ready already tainted instead of the manager racing
-// the scheduler once the new boot id shows. The taint comes
-// off only once the agent reported the LatencyNode's current generation
-// Applied in this boot; once off it stays off while the node is Applied in
-// the same boot, so a later spec write (a rollout move, a reboot record)
-// does not churn it. The node's own taint is the gate's memory: a
-// restarted manager reads it back.
-func wantsPendingTaint(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
-	if ln == nil || !ln.DeletionTimestamp.IsZero() || ln.Spec.Profile == "" || ln.Spec.Action == v1alpha1.ActionRevert {
-		return false
-	}
-	if !appliedThisBoot(n, ln) || notReady(n) {
-		return true
-	}
-	return hasTaint(n.Spec.Taints, pendingTaint) && ln.Status.ObservedGeneration < ln.Generation
-}
+// The gate's decision (planner/taint.go); these names keep its code as it
+// reads.
+var (
+	pendingTaint      = planner.PendingTaint
+	wantsPendingTaint = planner.WantsPendingTaint
+	hasTaint          = planner.HasTaint
+)
 
 // The node facts live with the planner's decisions (planner/node.go);
 // these names keep the gate's code as it reads.
@@ -66,16 +49,6 @@ var (
 	notReady        = planner.NotReady
 	tunedThisBoot   = planner.TunedThisBoot
 )
-
-// hasTaint reports whether taints holds key with effect.
-func hasTaint(taints []corev1.Taint, t corev1.Taint) bool {
-	for _, have := range taints {
-		if have.Key == t.Key && have.Effect == t.Effect {
-			return true
-		}
-	}
-	return false
-}
 
 // withTaint is taints with t added (want) or removed, other taints kept in
 // their order; nil when nothing changes.

@@ -129,6 +129,7 @@ const (
 	none        pass = iota // an event only
 	profilePass             // the profile's reboot pass
 	releasePass             // the node controller's release of a node no profile owns
+	gatePass                // the taint gate: the tuning-pending taint on or off
 )
 
 // step is one row of a golden sequence: the event, the pass that runs
@@ -248,6 +249,19 @@ func (w *world) release() []Write {
 	return nil
 }
 
+// gate is the taint reconciler's pass: the taint put on or lifted.
+func (w *world) gate() []Write {
+	want := WantsPendingTaint(w.node, w.ln)
+	if HasTaint(w.node.Spec.Taints, PendingTaint) == want {
+		return nil
+	}
+	w.node.Spec.Taints = nil
+	if want {
+		w.node.Spec.Taints = []corev1.Taint{PendingTaint}
+	}
+	return []Write{WriteTaint}
+}
+
 // stateNow is the node's state as the planner reads it after a step.
 func (w *world) stateNow(a Act) State {
 	switch {
@@ -279,13 +293,15 @@ func runGolden(t *testing.T, w *world, steps []step) {
 			got = w.carryOut(act)
 		case releasePass:
 			got = w.release()
+		case gatePass:
+			got = w.gate()
 		}
 		after := w.stateNow(act)
 		if act != s.act || !slices.Equal(got, s.writes) || after != s.to {
 			t.Fatalf("step %d (%s): act %v writes %v state %s; want act %v writes %v state %s",
 				i, s.on, act, got, after, s.act, s.writes, s.to)
 		}
-		if len(got) == 0 { // the planner wrote nothing: no move of its own
+		if len(got) == 0 || s.run == gatePass { // no move of its own: the taint follows the state and readiness
 			continue
 		}
 		row := slices.IndexFunc(Machine, func(r Transition) bool {
@@ -403,6 +419,32 @@ func TestGoldenReleaseUnreachable(t *testing.T) {
 		}, run: releasePass, to: Reverting},
 		{on: EvReverted, event: later(time.Minute), run: releasePass, writes: []Write{WriteLabelsOff, WriteDelete}, to: Released},
 	})
+}
+
+// Race (3674fff): the taint against the kubelet's Ready. The gate put
+// the taint back only once the manager saw the new boot id, so a node
+// that rebooted on its own was Ready, schedulable and untainted before the
+// manager's patch: the scheduler could bind a tier pod to an untuned node.
+// The taint goes on while the node is not Ready, so it comes back tainted.
+func TestRaceUnplannedRebootUntaintedBeforeReady(t *testing.T) {
+	w := newWorld("gw")
+	notReady := func(w *world) {
+		w.node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse,
+			LastTransitionTime: metav1.NewTime(w.now)}}
+	}
+	backReady := func(w *world) { // the kubelet first: the agent has not reported the new boot
+		w.node.Status.NodeInfo.BootID = "boot-2"
+		w.node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	}
+	runGolden(t, w, []step{
+		{on: EvApplied, run: gatePass, to: Verifying}, // tuned in boot-1: no taint
+		{on: EvNewBoot, event: notReady, run: gatePass, writes: []Write{WriteTaint}, to: Verifying},
+		{on: EvNewBoot, event: backReady, run: gatePass, to: Applying}, // still tainted: not Applied in boot-2
+		{on: EvApplied, event: agentReports, run: gatePass, writes: []Write{WriteTaint}, to: Verifying},
+	})
+	if HasTaint(w.node.Spec.Taints, PendingTaint) {
+		t.Error("the taint stays on a node tuned in its boot")
+	}
 }
 
 // Race (c064d98): a Baseline node never reverted on deletion. A profile
@@ -582,7 +624,7 @@ func TestRaceStaleRebootMessage(t *testing.T) {
 func TestGoldenCoversEveryPlannerRow(t *testing.T) {
 	for name, f := range map[string]func(*testing.T){
 		"through": TestGoldenRebootThrough, "failures": TestGoldenRebootFailures, "back": TestGoldenRebootBack,
-		"release": TestGoldenRelease, "unreachable": TestGoldenReleaseUnreachable, "baseline": TestRaceBaselineNodeNeverRevertedOnDeletion,
+		"release": TestGoldenRelease, "unreachable": TestGoldenReleaseUnreachable, "taint": TestRaceUnplannedRebootUntaintedBeforeReady, "baseline": TestRaceBaselineNodeNeverRevertedOnDeletion,
 		"released cordoned": TestRaceNodeReleasedDuringRebootLeftCordoned, "withdrawn": TestRaceWithdrawnRebootRebootsUncordonedNode,
 		"taken over": TestRaceRebootCarriedOnByProfileThatTookNodeOver, "deselected": TestRaceDeselectedNodeRebootedBeforeItsRevert,
 		"uncordoned": TestRaceDrainingNodeFoundUncordonedIsCordonedFirst,
