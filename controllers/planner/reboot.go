@@ -99,7 +99,7 @@ func RebootsAllowed(ln *v1alpha1.LatencyNode) bool {
 }
 
 // BackSuffix ends the revision of a reboot back (BackRevision); a profile
-// revision ends in hex digits (revisionName), so the two never meet.
+// revision ends in hex digits (RevisionName), so the two never meet.
 const BackSuffix = "-back"
 
 // BackRevision is the revision of the reboot that takes a rolled-back

@@ -76,18 +76,18 @@ func RequestOutstanding(ln *v1alpha1.LatencyNode, n *corev1.Node, now time.Time,
 	return !RequestSettled(ln, n, now, timeout)
 }
 
-// RecordOf: rec was written for a revision of profile (revisionName: the
+// RecordOf: rec was written for a revision of profile (RevisionName: the
 // profile's name, "-" and hex digits; BackSuffix after it for a reboot
 // back). A LatencyNode taken over by another profile keeps the record of
 // the one it left (a tuning write carries the record over: writeSpec);
 // that reboot is not the new profile's to carry on, its node having left
 // the selection of the profile it was for.
 func RecordOf(rec *v1alpha1.NodeRebootSpec, profile string) bool {
-	if len(profile) > 253-9 {
-		profile = profile[:253-9]
+	if len(profile) > 253-revisionSuffix {
+		profile = profile[:253-revisionSuffix]
 	}
 	rest, ok := strings.CutPrefix(strings.TrimSuffix(rec.Revision, BackSuffix), profile+"-")
-	if !ok || rest == "" || len(rest) > 8 {
+	if !ok || rest == "" || len(rest) > revisionHash {
 		return false
 	}
 	return strings.Trim(rest, "0123456789abcdef") == ""
