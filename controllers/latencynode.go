@@ -5,11 +5,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // applySpec is the LatencyNode spec that applies profile p.
@@ -91,44 +91,8 @@ func specUpToDate(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile, revision
 		s.Revision == revision && equality.Semantic.DeepEqual(s.Tuning, directTuning(p))
 }
 
-// revertDone reports whether the agent carried out the current Revert spec:
-// condition Reverted is True and was observed for this generation.
-func revertDone(ln *v1alpha1.LatencyNode) bool {
-	if ln.Spec.Action != v1alpha1.ActionRevert {
-		return false
-	}
-	c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeReverted)
-	if c == nil || c.Status != metav1.ConditionTrue {
-		return false
-	}
-	return c.ObservedGeneration >= ln.Generation || ln.Status.ObservedGeneration >= ln.Generation
-}
-
-// notReadyFor returns how long the node's Ready condition has not been True
-// (False or Unknown), and false when the node is Ready or reports no Ready
-// condition at all (nothing is known against it).
-func notReadyFor(node *corev1.Node, now time.Time) (time.Duration, bool) {
-	for _, c := range node.Status.Conditions {
-		if c.Type != corev1.NodeReady {
-			continue
-		}
-		if c.Status == corev1.ConditionTrue {
-			return 0, false
-		}
-		return now.Sub(c.LastTransitionTime.Time), true
-	}
-	return 0, false
-}
-
-// unreachable reports whether the node has been NotReady longer than timeout,
-// and if not yet, how long until it will be (0 when it is Ready).
-func unreachable(node *corev1.Node, now time.Time, timeout time.Duration) (bool, time.Duration) {
-	d, notReady := notReadyFor(node, now)
-	if !notReady {
-		return false, 0
-	}
-	if d >= timeout {
-		return true, 0
-	}
-	return false, timeout - d
-}
+// The node facts of a release live with the planner's (planner/node.go).
+var (
+	revertDone  = planner.RevertDone
+	unreachable = planner.Unreachable
+)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // Event reasons for decisions a user asks about.
@@ -164,22 +165,20 @@ func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1a
 	if err := r.setLabels(ctx, node, keepProfileLabel, agentVariant(nil, ln)); err != nil {
 		return ctrl.Result{}, err
 	}
-	// Any action but Revert is reverted first: Apply, and Baseline too (a
-	// node joining a rollout, or a rolled-back canary, measures on
-	// Baseline; only the agent's Reverted says it holds nothing).
-	if ln.Spec.Action != v1alpha1.ActionRevert {
-		return ctrl.Result{}, r.startRevert(ctx, ln, res, owner)
-	}
-	gone, wait := unreachable(node, r.now(), r.UnreachableAfter)
-	if !gone && requestOutstanding(ln, node, r.now(), bootTimeoutOf(owner)) {
-		// A reboot asked of the node may still come: it stays cordoned,
-		// with its record, until that settles (reboot.go).
-		return ctrl.Result{RequeueAfter: defaultRebootPoll}, nil
-	}
+	now := r.now()
+	_, wait := unreachable(node, now, r.UnreachableAfter)
+	step := planner.Release(planner.ReleaseView{LN: ln, Node: node, Now: now, BootTimeout: bootTimeoutOf(owner),
+		UnreachableAfter: r.UnreachableAfter})
 	switch {
-	case revertDone(ln):
+	case step == planner.ReleaseRevert:
+		return ctrl.Result{}, r.startRevert(ctx, ln, res, owner)
+	case step == planner.ReleaseHold:
+		// A reboot asked of the node may still come: it stays cordoned,
+		// with its record, until that settles (planner/release.go).
+		return ctrl.Result{RequeueAfter: defaultRebootPoll}, nil
+	case step == planner.ReleaseFinish && revertDone(ln):
 		return ctrl.Result{}, r.finish(ctx, node, ln, owner, "Node %s reverted")
-	case gone:
+	case step == planner.ReleaseFinish:
 		return ctrl.Result{}, r.finish(ctx, node, ln, owner, "Node %s NotReady past the timeout; removed without waiting for its agent")
 	case wait > 0:
 		return ctrl.Result{RequeueAfter: wait}, nil

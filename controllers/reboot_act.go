@@ -15,8 +15,8 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// Managed reboots, one node's act (rebootAct, decided in reboot.go) carried
-// out: the LatencyNode's spec.reboot written before the act it records, so a
+// Managed reboots, one node's act (rebootAct, decided by planner/reboot.go)
+// carried out: the LatencyNode's spec.reboot written before the act it records, so a
 // restarted manager resumes from what was done.
 
 // carryOut does one node's act: the record first where the act advances
@@ -27,20 +27,7 @@ func (r *rebooter) carryOut(ctx context.Context, p *v1alpha1.LatencyProfile, ln 
 	since := metav1.NewTime(now.Truncate(time.Second))
 	switch a {
 	case rebootStart:
-		r.markStarted(ln.Name, true)
-		rec := &v1alpha1.NodeRebootSpec{Revision: ln.Spec.Revision, Phase: v1alpha1.RebootDraining, Since: since}
-		if !stagedForReboot(ln) {
-			rec.Revision = backRevision(currentRevision(p))
-		}
-		if err := r.writeRecord(ctx, ln, rec, nil); err != nil {
-			r.markStarted(ln.Name, false)
-			return err
-		}
-		if err := r.cordon(ctx, n, rec.Revision); err != nil {
-			return err
-		}
-		log.Info("Cordoned the node to reboot it", "revision", rec.Revision)
-		r.event(p, corev1.EventTypeNormal, eventRebootDraining, "Cordoned node %s and draining it to reboot for %s", ln.Name, rec.Revision)
+		return r.start(ctx, p, ln, n, since)
 	case rebootDrain:
 		if n != nil && (!n.Spec.Unschedulable || n.Annotations[v1alpha1.RebootCordonAnnotation] != ln.Spec.Reboot.Revision) {
 			return r.cordon(ctx, n, ln.Spec.Reboot.Revision)
@@ -64,19 +51,7 @@ func (r *rebooter) carryOut(ctx context.Context, p *v1alpha1.LatencyProfile, ln 
 		r.event(p, corev1.EventTypeNormal, eventRebootWithdrawn, "Took back the reboot of node %s for %s (%s); it stays cordoned until it can no longer reboot for it",
 			ln.Name, rec.Revision, why)
 	case rebootVerify:
-		rec := ln.Spec.Reboot.DeepCopy()
-		rec.Phase, rec.Since = v1alpha1.RebootVerifying, since
-		var stamp *verifyStamp
-		if !isBack(rec) { // a reboot back is judged by the boot, not the rollout's window
-			stamp = &verifyStamp{at: now}
-			if ro := p.Spec.Rollout; ro != nil {
-				stamp.after = &metav1.Time{Time: since.Add(window(ro))}
-			}
-		}
-		if err := r.writeRecord(ctx, ln, rec, stamp); err != nil {
-			return err
-		}
-		r.event(p, corev1.EventTypeNormal, eventRebootVerifying, "Node %s is %s; verifying", ln.Name, why)
+		return r.verify(ctx, p, ln, why, since, now)
 	case rebootFinish, rebootAbandon:
 		if err := r.uncordon(ctx, n); err != nil {
 			return err
@@ -98,6 +73,45 @@ func (r *rebooter) carryOut(ctx context.Context, p *v1alpha1.LatencyProfile, ln 
 			r.event(p, corev1.EventTypeWarning, eventRebootPaused, "%s; the reboots of %s paused", why, p.Name)
 		}
 	}
+	return nil
+}
+
+// start records ln's reboot Draining, then cordons its node: a reboot of
+// the revision ln holds, or a reboot back from p's target.
+func (r *rebooter) start(ctx context.Context, p *v1alpha1.LatencyProfile, ln *v1alpha1.LatencyNode, n *corev1.Node, since metav1.Time) error {
+	r.markStarted(ln.Name, true)
+	rec := &v1alpha1.NodeRebootSpec{Revision: ln.Spec.Revision, Phase: v1alpha1.RebootDraining, Since: since}
+	if !stagedForReboot(ln) {
+		rec.Revision = backRevision(currentRevision(p))
+	}
+	if err := r.writeRecord(ctx, ln, rec, nil); err != nil {
+		r.markStarted(ln.Name, false)
+		return err
+	}
+	if err := r.cordon(ctx, n, rec.Revision); err != nil {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).Info("Cordoned the node to reboot it", "node", ln.Name, "revision", rec.Revision)
+	r.event(p, corev1.EventTypeNormal, eventRebootDraining, "Cordoned node %s and draining it to reboot for %s", ln.Name, rec.Revision)
+	return nil
+}
+
+// verify records ln's reboot Verifying and, save for a reboot back (judged
+// by the boot, not the rollout's window), restarts the verification clock.
+func (r *rebooter) verify(ctx context.Context, p *v1alpha1.LatencyProfile, ln *v1alpha1.LatencyNode, why string, since metav1.Time, now time.Time) error {
+	rec := ln.Spec.Reboot.DeepCopy()
+	rec.Phase, rec.Since = v1alpha1.RebootVerifying, since
+	var stamp *verifyStamp
+	if !isBack(rec) {
+		stamp = &verifyStamp{at: now}
+		if ro := p.Spec.Rollout; ro != nil {
+			stamp.after = &metav1.Time{Time: since.Add(window(ro))}
+		}
+	}
+	if err := r.writeRecord(ctx, ln, rec, stamp); err != nil {
+		return err
+	}
+	r.event(p, corev1.EventTypeNormal, eventRebootVerifying, "Node %s is %s; verifying", ln.Name, why)
 	return nil
 }
 

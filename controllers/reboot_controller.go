@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // Managed reboots, the acting half: the profile reconciler runs one step
@@ -23,10 +24,11 @@ import (
 // before acting on it, and uncordons. It never deletes a pod and never
 // writes a node's other fields; the agent does the reboot itself.
 //
-// This file holds the pass (step), the budget across profiles and the
-// profile's status.reboots; reboot_act.go carries out one node's act and
-// writes its record; reboot_drain.go cordons and drains; reboot.go decides;
-// reboot_release.go lets go of nodes that leave.
+// This file holds the pass (step) and the budget across profiles;
+// reboot_act.go carries out one node's act and writes its record;
+// reboot_drain.go cordons and drains; the planner (planner/reboot.go,
+// planner/release.go, planner/status.go) decides each act, the release and
+// status.reboots; reboot_release.go lifts a released node's cordon.
 
 // Event reasons of the managed reboots (on the profile).
 const (
@@ -83,95 +85,116 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 	for i := range in.Nodes {
 		nodes[in.Nodes[i].Name] = &in.Nodes[i]
 	}
-	st := v1alpha1.RebootRolloutStatus{Revision: target}
-	// A pause (and its reason) lasts for the revision; any other message
-	// says what is in flight and is worked out again below.
-	if last := p.Status.Reboots; last != nil && last.Revision == target && last.Paused && !strings.HasPrefix(last.Message, backWaitPrefix) {
-		st.Paused, st.Message = true, last.Message
-	}
 	// A node that left p's selection (a label changed, a profile of
 	// higher priority or a tie, p deleted) is no longer p's to reboot.
 	deselected := func(n *corev1.Node) bool { return n != nil && in.resolution(n).Winner != p.Name }
-	acts, why := map[string]rebootAct{}, map[string]string{}
-	inFlight := false
-	refusedMsg := "" // the first drain that refuses a pod
-	for _, ln := range lns {
-		if ln.Spec.Reboot == nil {
-			continue
-		}
-		inFlight = true
-		v := rebootView{LN: ln, Node: nodes[ln.Name], Limits: rebootLimitsOf(p), Now: in.Now}
-		v.Deselected = deselected(v.Node) || !recordOf(ln.Spec.Reboot, p.Name)
-		v.Class, v.Judged = classes[ln.Name]
-		v.Judged = v.Judged && p.Spec.Rollout != nil && ln.Spec.Reboot.Revision == target
-		// Drained only while cordoned: evicted from an uncordoned node,
-		// a pod could be scheduled right back (nextDraining cordons
-		// first). A node that left, or whose request was taken back, is
-		// not drained: it is not to be rebooted.
-		if ln.Spec.Reboot.Phase == v1alpha1.RebootDraining && v.Node != nil && v.Node.Spec.Unschedulable &&
-			!v.Deselected && !withdrawn(ln.Spec.Reboot) {
-			d, err := r.drain(ctx, v.Node, drainOptionsOf(p))
-			if err != nil {
-				return rebootStep{}, err
-			}
-			if d.PDB != "" {
-				r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventRebootBlocked, eventActionReboot,
-					"Eviction of %s from node %s refused (a PodDisruptionBudget); retrying", d.PDB, ln.Name)
-			}
-			if len(d.Refused) > 0 && refusedMsg == "" {
-				refusedMsg = truncateReboot(fmt.Sprintf("the drain of node %s will not evict %s", ln.Name, strings.Join(d.Refused, ", ")))
-			}
-			v.Drained = d.Drained
-		}
-		acts[ln.Name], why[ln.Name] = nextReboot(v)
-		if a := acts[ln.Name]; a == rebootAbandon || a == rebootStall {
-			st.Paused, st.Message = true, truncateReboot(why[ln.Name])
-		}
+	pass, err := r.decideRecords(ctx, p, in.Now, lns, nodes, target, classes, deselected)
+	if err != nil {
+		return rebootStep{}, err
 	}
-	if !st.Paused {
-		waiting, err := r.chooseStarts(ctx, p, lns, nodes, target, acts, deselected)
-		if err != nil {
+	if !pass.Paused {
+		if err := r.decideStarts(ctx, p, lns, nodes, &pass, deselected); err != nil {
 			return rebootStep{}, err
 		}
-		if len(waiting) > 0 {
-			st.Paused, st.Message = true, truncateReboot(backWaitMessage(target, waiting))
-			if last := p.Status.Reboots; last == nil || last.Message != st.Message {
-				r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventRebootPaused, eventActionReboot, "%s", st.Message)
-			}
+	}
+	if pass.Refused != "" && pass.Message == "" {
+		if last := p.Status.Reboots; last == nil || last.Message != pass.Refused {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventRebootRefused, eventActionReboot, "%s; it stays cordoned until drainTimeout", pass.Refused)
 		}
 	}
-	counts := rebootCounts(lns, acts, target)
-	counts.Revision, counts.Paused, counts.Message = target, st.Paused, st.Message
-	if counts.Message == "" && refusedMsg != "" {
-		counts.Message = refusedMsg
-		if last := p.Status.Reboots; last == nil || last.Message != refusedMsg {
-			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventRebootRefused, eventActionReboot, "%s; it stays cordoned until drainTimeout", refusedMsg)
-		}
-	}
-	if counts.Message == "" && (counts.Draining+counts.Rebooting+counts.Verifying) > 0 {
-		counts.Message = truncateReboot(inFlightMessage(lns, acts))
-	}
-	out := &counts
-	if !anyRebootPolicy(lns) && counts == (v1alpha1.RebootRolloutStatus{Revision: target}) {
-		out = nil
-	}
+	out := planner.RebootStatus(lns, pass.RebootPass)
 	// The pause is on record before the act that caused it: a restart
 	// between the two must not start the node again.
 	if err := r.record(ctx, p, out); err != nil {
 		return rebootStep{}, err
 	}
 	for _, ln := range lns {
-		if a, ok := acts[ln.Name]; ok {
-			if err := r.carryOut(ctx, p, ln, nodes[ln.Name], a, why[ln.Name], in.Now); err != nil {
+		if a, ok := pass.Acts[ln.Name]; ok {
+			if err := r.carryOut(ctx, p, ln, nodes[ln.Name], a, pass.why[ln.Name], in.Now); err != nil {
 				return rebootStep{}, err
 			}
 		}
 	}
 	res := rebootStep{Status: out}
-	if inFlight || len(acts) > 0 {
+	if pass.inFlight || len(pass.Acts) > 0 {
 		res.Wait = r.poll()
 	}
 	return res, nil
+}
+
+// rebootPass is one pass's decisions before they are recorded and carried
+// out: the planner's part, and why each act (for events and logs).
+type rebootPass struct {
+	planner.RebootPass
+	why      map[string]string
+	inFlight bool // some node holds a record
+}
+
+// decideRecords decides the next act of every node holding a reboot
+// record, draining the cordoned ones first (the drain's outcome is what
+// the decision reads). A pause (and its reason) lasts for the revision;
+// any other message says what is in flight and is worked out again.
+func (r *rebooter) decideRecords(ctx context.Context, p *v1alpha1.LatencyProfile, now time.Time, lns []*v1alpha1.LatencyNode,
+	nodes map[string]*corev1.Node, target string, classes map[string]nodeClass, deselected func(*corev1.Node) bool) (rebootPass, error) {
+	pass := rebootPass{RebootPass: planner.RebootPass{Target: target, Acts: map[string]rebootAct{}}, why: map[string]string{}}
+	pass.Paused, pass.Message = planner.CarriedPause(p.Status.Reboots, target)
+	for _, ln := range lns {
+		if ln.Spec.Reboot == nil {
+			continue
+		}
+		pass.inFlight = true
+		v := planner.ViewOf(p, target, ln, nodes[ln.Name], deselected(nodes[ln.Name]), classes, now)
+		// Drained only while cordoned: evicted from an uncordoned node,
+		// a pod could be scheduled right back (nextDraining cordons
+		// first). A node that left, or whose request was taken back, is
+		// not drained: it is not to be rebooted.
+		if ln.Spec.Reboot.Phase == v1alpha1.RebootDraining && v.Node != nil && v.Node.Spec.Unschedulable &&
+			!v.Deselected && !withdrawn(ln.Spec.Reboot) {
+			drained, err := r.drainFor(ctx, p, v.Node, &pass)
+			if err != nil {
+				return rebootPass{}, err
+			}
+			v.Drained = drained
+		}
+		a, why := nextReboot(v)
+		pass.Acts[ln.Name], pass.why[ln.Name] = a, why
+		if a == rebootAbandon || a == rebootStall {
+			pass.Paused, pass.Message = true, truncateReboot(why)
+		}
+	}
+	return pass, nil
+}
+
+// drainFor drains n for p's pass: an event for a PodDisruptionBudget's
+// refusal, the first pod the drain will not evict in pass.Refused.
+func (r *rebooter) drainFor(ctx context.Context, p *v1alpha1.LatencyProfile, n *corev1.Node, pass *rebootPass) (bool, error) {
+	d, err := r.drain(ctx, n, drainOptionsOf(p))
+	if err != nil {
+		return false, err
+	}
+	if d.PDB != "" {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventRebootBlocked, eventActionReboot,
+			"Eviction of %s from node %s refused (a PodDisruptionBudget); retrying", d.PDB, n.Name)
+	}
+	if len(d.Refused) > 0 && pass.Refused == "" {
+		pass.Refused = truncateReboot(fmt.Sprintf("the drain of node %s will not evict %s", n.Name, strings.Join(d.Refused, ", ")))
+	}
+	return d.Drained, nil
+}
+
+// decideStarts adds the reboots that start now to pass; reboot backs that
+// wait for a person pause the reboots, with an event when that is news.
+func (r *rebooter) decideStarts(ctx context.Context, p *v1alpha1.LatencyProfile, lns []*v1alpha1.LatencyNode,
+	nodes map[string]*corev1.Node, pass *rebootPass, deselected func(*corev1.Node) bool) error {
+	waiting, err := r.chooseStarts(ctx, p, lns, nodes, pass.Target, pass.Acts, deselected)
+	if err != nil || len(waiting) == 0 {
+		return err
+	}
+	pass.Paused, pass.Message = true, truncateReboot(backWaitMessage(pass.Target, waiting))
+	if last := p.Status.Reboots; last == nil || last.Message != pass.Message {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventRebootPaused, eventActionReboot, "%s", pass.Message)
+	}
+	return nil
 }
 
 func (r *rebooter) poll() time.Duration {
@@ -179,31 +202,6 @@ func (r *rebooter) poll() time.Duration {
 		return r.Poll
 	}
 	return defaultRebootPoll
-}
-
-// anyRebootPolicy: some node holds a tuning whose boot policy is Reboot,
-// or arguments that need a reboot out.
-func anyRebootPolicy(lns []*v1alpha1.LatencyNode) bool {
-	for _, ln := range lns {
-		if rebootsAllowed(ln) || ln.Spec.Reboot != nil || (ln.Status.Boot != nil && ln.Status.Boot.State == v1alpha1.BootUnstaged) {
-			return true
-		}
-	}
-	return false
-}
-
-// inFlightMessage names the nodes whose reboot is in flight.
-func inFlightMessage(lns []*v1alpha1.LatencyNode, acts map[string]rebootAct) string {
-	var list []string
-	for _, ln := range lns {
-		a, ok := acts[ln.Name]
-		switch {
-		case ok && (a == rebootFinish || a == rebootAbandon):
-		case ok && a == rebootStart, ln.Spec.Reboot != nil:
-			list = append(list, ln.Name)
-		}
-	}
-	return "waiting for the reboot of " + names(list)
 }
 
 // chooseStarts picks the staged nodes whose reboot starts now, while the
@@ -247,10 +245,8 @@ func (r *rebooter) chooseStarts(ctx context.Context, p *v1alpha1.LatencyProfile,
 	return waiting, nil
 }
 
-// backWaitPrefix starts the status.reboots.message of reboot backs that
-// wait for a person; that pause is worked out again each pass, not
-// carried over, so the go-ahead lifts it.
-const backWaitPrefix = "reboot back waits for a person: "
+// backWaitPrefix starts the message of reboot backs that wait for a person.
+const backWaitPrefix = planner.BackWaitPrefix
 
 func backWaitMessage(target string, waiting []string) string {
 	return fmt.Sprintf("%s%s rolled back; %s booted or staged arguments of it and would be rebooted again. "+
@@ -282,25 +278,9 @@ func (r *rebooter) inUse(ctx context.Context) (int, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	seen, exists := map[string]bool{}, map[string]bool{}
-	for i := range all.Items {
-		exists[all.Items[i].Name] = true
-		if all.Items[i].Spec.Reboot != nil {
-			seen[all.Items[i].Name] = true
-			delete(r.started, all.Items[i].Name)
-		}
-	}
-	for name := range r.started {
-		// A started node whose LatencyNode is gone was released (the
-		// node controller uncordons it with the record): it holds no
-		// slot, whether or not the cache ever showed its record.
-		if !exists[name] {
-			delete(r.started, name)
-			continue
-		}
-		seen[name] = true
-	}
-	return len(seen), nil
+	used, keep := planner.SlotsInUse(r.started, all.Items)
+	r.started = keep
+	return used, nil
 }
 
 func (r *rebooter) markStarted(node string, on bool) {
@@ -331,9 +311,4 @@ func (r *rebooter) record(ctx context.Context, p *v1alpha1.LatencyProfile, st *v
 	return nil
 }
 
-func truncateReboot(s string) string {
-	if len(s) > 1024 {
-		return s[:1021] + "..."
-	}
-	return s
-}
+var truncateReboot = planner.TruncateReboot

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,30 +16,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // revisionHistoryLimit is how many ControllerRevisions a profile keeps
 // (besides the ones a node or the rollout still refers to).
 const revisionHistoryLimit = 10
 
-// revisionName names the ControllerRevision of a tuning: <profile>-<hash of
-// the tuning>, so the same tuning always has the same name and the node
-// controller can name it without reading the history.
-func revisionName(profile string, t *v1alpha1.TuningSpec) string {
-	raw, _ := json.Marshal(t) // a struct of plain fields: cannot fail
-	h := fnv.New32a()
-	_, _ = h.Write(raw)
-	const suffix = 9 // "-" and 8 hex digits
-	if len(profile) > 253-suffix {
-		profile = profile[:253-suffix]
-	}
-	return fmt.Sprintf("%s-%08x", profile, h.Sum32())
-}
-
-// currentRevision is the name of p's current tuning's revision.
-func currentRevision(p *v1alpha1.LatencyProfile) string {
-	return revisionName(p.Name, &p.Spec.TuningSpec)
-}
+// The revision's name is the planner's (planner/revision.go): RecordOf
+// reads a reboot record's revision back by the same format.
+var (
+	revisionName    = planner.RevisionName
+	currentRevision = planner.CurrentRevision
+)
 
 // revisions keeps a profile's tuning history as ControllerRevisions in the
 // manager's namespace, owned by the profile (garbage-collected with it).

@@ -3,13 +3,13 @@ package controllers
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // rolloutNode is one node the profile owns, as the rollout sees it.
@@ -37,7 +37,7 @@ type rolloutNode struct {
 	Verdict        *verdict
 	VerdictCurrent bool
 	// AwaitingReboot: the node's boot parameters are staged, or it is
-	// draining or rebooting (reboot.go): it is judged after the boot.
+	// draining or rebooting (planner/reboot.go): it is judged after the boot.
 	AwaitingReboot bool
 }
 
@@ -78,16 +78,6 @@ type rolloutPlan struct {
 	// reboots uncordon a node once it passed or failed).
 	Classes map[string]nodeClass
 }
-
-// nodeClass is a node's place in the rollout of the target revision.
-type nodeClass int
-
-const (
-	classWaiting   nodeClass = iota // not reached yet
-	classVerifying                  // holds the target, not judged yet
-	classPassed
-	classFailed
-)
 
 // decideRollout is the rollout's next step. Pure: the same input gives the
 // same plan, and the plan for an input it produced is empty of moves.
@@ -365,12 +355,7 @@ func timeout(p *v1alpha1.RolloutSpec) time.Duration {
 }
 
 // names lists up to five names, then how many more.
-func names(list []string) string {
-	if len(list) <= 5 {
-		return strings.Join(list, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(list[:5], ", "), len(list)-5)
-}
+var names = planner.Names
 
 func sortByName(nodes []rolloutNode) {
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })

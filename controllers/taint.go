@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // The tuning-ready gate (issue 26): a node a profile owns carries the
@@ -32,100 +33,22 @@ import (
 // node's taints (the admission policy latencytier-manager-node-labels holds
 // it to that).
 
-// pendingTaint is the taint the gate keeps.
-var pendingTaint = corev1.Taint{Key: v1alpha1.TuningPendingTaint, Effect: corev1.TaintEffectNoSchedule}
+// The gate's decision (planner/taint.go); these names keep its code as it
+// reads.
+var (
+	pendingTaint      = planner.PendingTaint
+	wantsPendingTaint = planner.WantsPendingTaint
+	hasTaint          = planner.HasTaint
+)
 
-// wantsPendingTaint: the node is selected (its LatencyNode applies or
-// measures a profile) and not tuned in its running boot, or not Ready. The
-// taint goes on while the node is NotReady (the kubelet's graceful node
-// shutdown reports it before an orderly reboot; the node lifecycle
-// controller reports a silent node Unknown), so a node that reboots
-// unplanned comes back Ready already tainted instead of the manager racing
-// the scheduler once the new boot id shows. The taint comes
-// off only once the agent reported the LatencyNode's current generation
-// Applied in this boot; once off it stays off while the node is Applied in
-// the same boot, so a later spec write (a rollout move, a reboot record)
-// does not churn it. The node's own taint is the gate's memory: a
-// restarted manager reads it back.
-func wantsPendingTaint(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
-	if ln == nil || !ln.DeletionTimestamp.IsZero() || ln.Spec.Profile == "" || ln.Spec.Action == v1alpha1.ActionRevert {
-		return false
-	}
-	if !appliedThisBoot(n, ln) || notReady(n) {
-		return true
-	}
-	return hasTaint(n.Spec.Taints, pendingTaint) && ln.Status.ObservedGeneration < ln.Generation
-}
-
-// appliedThisBoot: the agent applied all it could (its Applied is True,
-// or False only for settings the kernel refused as Invalid: see
-// refusedInvalid) and (when the kubelet reports a boot id) reported it in
-// the node's running boot: after a reboot the Applied of the previous boot
-// does not count until the agent reports again with the new boot's id.
-func appliedThisBoot(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
-	c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeApplied)
-	if c == nil || (c.Status != metav1.ConditionTrue && len(refusedInvalid(ln)) == 0) {
-		return false
-	}
-	boot := n.Status.NodeInfo.BootID
-	return boot == "" || (ln.Status.Boot != nil && ln.Status.Boot.BootID == boot)
-}
-
-// refusedInvalid names the settings the kernel refused as Invalid when
-// they alone keep the agent's Applied False (reason PartiallyApplied, no
-// setting Failed): a bad value degrades its own setting, not the node, so
-// the tuning-pending taint and the reboot verification count the node
-// tuned (issue 40). The profile still says Degraded with the agent's
-// message. nil when Applied is True or False for any other cause, or when
-// the agent's bounded list could hide a Failed setting (the list puts
-// Failed, Invalid and Conflict first: when it is all of those and some
-// settings were left out, the rest is unknown).
-func refusedInvalid(ln *v1alpha1.LatencyNode) []string {
-	c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeApplied)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonPartiallyApplied {
-		return nil
-	}
-	var invalid []string
-	act := 0 // settings a person must act on, listed first
-	for _, s := range ln.Status.Settings {
-		switch s.State {
-		case v1alpha1.SettingFailed:
-			return nil
-		case v1alpha1.SettingInvalid:
-			invalid = append(invalid, s.Setting)
-			act++
-		case v1alpha1.SettingConflict:
-			act++
-		}
-	}
-	if ln.Status.SettingsOmitted > 0 && act == len(ln.Status.Settings) {
-		return nil
-	}
-	return invalid
-}
-
-// notReady: the node reports a Ready condition that is not True (False or
-// Unknown); a node reporting none yet is judged by its agent alone.
-func notReady(n *corev1.Node) bool {
-	st := readyStatus(n)
-	return st != "" && st != corev1.ConditionTrue
-}
-
-// tunedThisBoot: Applied for the LatencyNode's current generation in the
-// node's running boot.
-func tunedThisBoot(n *corev1.Node, ln *v1alpha1.LatencyNode) bool {
-	return ln.Status.ObservedGeneration >= ln.Generation && appliedThisBoot(n, ln)
-}
-
-// hasTaint reports whether taints holds key with effect.
-func hasTaint(taints []corev1.Taint, t corev1.Taint) bool {
-	for _, have := range taints {
-		if have.Key == t.Key && have.Effect == t.Effect {
-			return true
-		}
-	}
-	return false
-}
+// The node facts live with the planner's decisions (planner/node.go);
+// these names keep the gate's code as it reads.
+var (
+	appliedThisBoot = planner.AppliedThisBoot
+	refusedInvalid  = planner.RefusedInvalid
+	notReady        = planner.NotReady
+	tunedThisBoot   = planner.TunedThisBoot
+)
 
 // withTaint is taints with t added (want) or removed, other taints kept in
 // their order; nil when nothing changes.

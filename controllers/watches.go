@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // What each controller watches beyond its own kind, and which events of it
@@ -74,11 +76,4 @@ func notOwnStatus(g *statusGate) predicate.Predicate {
 	}}
 }
 
-func readyStatus(n *corev1.Node) corev1.ConditionStatus {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status
-		}
-	}
-	return ""
-}
+var readyStatus = planner.ReadyStatus
