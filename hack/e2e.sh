@@ -27,7 +27,8 @@ must() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; ex
 host_state() {
   findmnt -n -o PROPAGATION /
   ls -d /sys/fs/cgroup/*/kubepods /run/containerd /opt/containerd /var/log/containers /var/log/pods \
-    /var/lib/cni /var/lib/kubelet /var/lib/latencytier-local 2>/dev/null || true
+    /var/lib/cni /var/lib/kubelet /var/lib/latencytier-local /run/nri /etc/nri /opt/nri /etc/cdi /run/cdi \
+    2>/dev/null || true
   kernel_snapshot
 }
 
@@ -200,6 +201,14 @@ say "Cluster"
 t=$SECONDS
 must "hack/local-cluster up" "$LC" up
 echo "  (cluster up in $((SECONDS - t))s)"
+# The runtime the pods run on, as the kubelet's CRI sees it: the log of
+# every run names it.
+RUNTIME=$("$LC" crictl version 2>&1 | awk -F': *' '$1 == "RuntimeName" || $1 == "RuntimeVersion" || $1 == "RuntimeApiVersion" {printf "%s%s=%s", sep, $1, $2; sep = " "}') || true
+echo "  crictl version: ${RUNTIME:-(no answer)}"
+check "runtime is containerd v2.x" grep -Eq 'RuntimeName=containerd RuntimeVersion=v?2\.' <<<"$RUNTIME"
+NRI_SOCK=$("$LC" nri-socket)
+if [[ -S "$NRI_SOCK" ]]; then echo "  NRI: enabled (socket $NRI_SOCK)"; else echo "  NRI: disabled (no socket at $NRI_SOCK)"; fi
+check "NRI enabled in containerd" test -S "$NRI_SOCK"
 must "workloads Ready" k apply -f "$ROOT/hack/demo/workloads.yaml"
 must "workloads Ready" k wait --for=condition=Ready pod/latency-workload pod/plain-workload --timeout=120s
 

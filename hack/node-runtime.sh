@@ -4,7 +4,7 @@
 # Kubernetes binaries of hack/k8s-binaries.sh:
 #
 #   containerd, containerd-shim-runc-v2, ctr   github.com/containerd/containerd/v2
-#   runc                                       github.com/opencontainers/runc (cgo, no seccomp)
+#   runc                                       github.com/opencontainers/runc (cgo, static libseccomp)
 #   crictl                                     sigs.k8s.io/cri-tools
 #
 #   hack/node-runtime.sh              # build what is missing, print the directory
@@ -46,6 +46,13 @@ install_one() {
 }
 
 mkdir -p "$BIN_DIR"
+# A runc cached by an earlier version of this script was built without
+# seccomp: it fails every container whose pod asks for the RuntimeDefault
+# seccomp profile (the chart's pods all do). Rebuild it.
+if [[ -x "$BIN_DIR/runc" ]] && ! "$BIN_DIR/runc" --version | grep -q '^libseccomp:'; then
+  log "cached runc lacks seccomp: rebuilding it"
+  rm -f "$BIN_DIR/runc"
+fi
 ctrd=github.com/containerd/containerd/v2
 ctrd_ldflags="-s -w -X $ctrd/version.Version=$CONTAINERD_VERSION -X $ctrd/version.Revision=module-proxy"
 # Static Go binaries: the guests of hack/cluster run them on their own userland.
@@ -54,9 +61,16 @@ install_one containerd-shim-runc-v2 "$ctrd/cmd/containerd-shim-runc-v2@$CONTAINE
 install_one ctr "$ctrd/cmd/ctr@$CONTAINERD_VERSION" 0 "$ctrd_ldflags"
 install_one crictl "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" 0 \
   "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION"
-# runc needs cgo (its nsenter is C). Without the seccomp build tag it needs no
-# libseccomp; linked statically (with Go's own user and DNS lookups, as runc's
-# own static build does) so that any guest userland runs it.
+# runc needs cgo (its nsenter is C) and libseccomp: containerd's CRI puts the
+# RuntimeDefault seccomp profile into the spec whenever the kernel has
+# seccomp, and a runc built without the seccomp tag refuses any such spec.
+# Linked statically against libseccomp.a (Debian's libseccomp-dev, with Go's
+# own user and DNS lookups, as runc's own static build does) so that any
+# guest userland runs it.
+if [[ ! -x "$BIN_DIR/runc" ]] && ! pkg-config --exists libseccomp 2>/dev/null; then
+  log "building runc needs libseccomp's static library and pkg-config: apt-get install libseccomp-dev pkg-config"
+  exit 1
+fi
 install_one runc "github.com/opencontainers/runc@$RUNC_VERSION" 1 \
-  "-s -w -X main.version=${RUNC_VERSION#v} -extldflags=-static" "osusergo netgo"
+  "-s -w -X main.version=${RUNC_VERSION#v} -extldflags=-static" "seccomp osusergo netgo"
 echo "$BIN_DIR"
