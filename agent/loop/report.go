@@ -230,11 +230,35 @@ func latencyMoved(w, n *v1alpha1.LatencyStatus) bool {
 	}
 	for _, p := range n.Pods {
 		was, ok := pods[p.Namespace+"/"+p.Name]
-		if !ok || durationMoved(was.WaitPerSecond, p.WaitPerSecond) || topOffender(was) != topOffender(p) {
+		if !ok || podWaitMoved(was, p) {
 			return true
 		}
 	}
 	return false
+}
+
+// podWaitFloor is the least wait per second of a measured pod that a
+// reader acts on: the agent's NoisyNeighbor finding starts there. Below it
+// a pod's wait (a sum over its few wakeups, noisy window to window) counts
+// as the floor, and who caused it is not compared.
+const podWaitFloor = float64(time.Millisecond)
+
+// podWaitMoved says a measured pod's wait per second moved by
+// figures.Factor (floored at podWaitFloor), or, where either window's wait
+// reaches the floor, another offender made it wait most.
+func podWaitMoved(w, n v1alpha1.PodWait) bool {
+	x, y := durationFigure(w.WaitPerSecond), durationFigure(n.WaitPerSecond)
+	if figures.Moved(x, y, podWaitFloor) {
+		return true
+	}
+	return (x >= podWaitFloor || y >= podWaitFloor) && topOffender(w) != topOffender(n)
+}
+
+func durationFigure(d *metav1.Duration) float64 {
+	if d == nil {
+		return math.NaN()
+	}
+	return float64(d.Duration)
 }
 
 // topOffender is who made p wait most ("" when no one is named).

@@ -357,3 +357,29 @@ func TestNodeHeartbeatsSpreadAcrossTheFleet(t *testing.T) {
 		}
 	}
 }
+
+// A measured pod's wait under 1 ms/s (where the NoisyNeighbor finding
+// starts) is noise to a reader: its moves and who caused it are not
+// written; at or above it, they are.
+func TestPodWaitMoved(t *testing.T) {
+	pw := func(wait time.Duration, top string) v1alpha1.PodWait {
+		return v1alpha1.PodWait{Namespace: "a", Name: "gw", WaitPerSecond: dur(wait),
+			Offenders: []v1alpha1.Offender{{Class: v1alpha1.OffenderPod, Name: top}}}
+	}
+	us := time.Microsecond
+	for _, c := range []struct {
+		w, n v1alpha1.PodWait
+		want bool
+	}{
+		{pw(200*us, "b/x"), pw(700*us, "c/y"), false},
+		{pw(200*us, "b/x"), pw(1900*us, "b/x"), true},
+		{pw(1200*us, "b/x"), pw(1500*us, "b/x"), false},
+		{pw(1200*us, "b/x"), pw(900*us, "c/y"), true},
+		{pw(3000*us, "b/x"), pw(6000*us, "b/x"), true},
+	} {
+		if got := podWaitMoved(c.w, c.n); got != c.want {
+			t.Errorf("%s %s → %s %s: moved %v, want %v", c.w.WaitPerSecond.Duration, topOffender(c.w),
+				c.n.WaitPerSecond.Duration, topOffender(c.n), got, c.want)
+		}
+	}
+}
