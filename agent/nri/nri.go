@@ -21,6 +21,7 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/go-logr/logr"
 
+	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/desired"
 	"latencytier.io/latencytier/agent/podcgroup"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -93,7 +94,12 @@ func Decide(g *Grants, pod *api.PodSandbox, ctr *api.Container) Decision {
 // empty, or every online CPU.
 func unplaced(g *Grants, ctr *api.Container) bool {
 	cpus := ctr.GetLinux().GetResources().GetCpu().GetCpus()
-	return cpus == "" || cpus == g.Online
+	if cpus == "" {
+		return true
+	}
+	req, err1 := cpulist.Parse(cpus)
+	online, err2 := cpulist.Parse(g.Online)
+	return err1 == nil && err2 == nil && !online.IsEmpty() && req.Equals(online)
 }
 
 // State is whether the plugin is connected to the runtime.
