@@ -213,7 +213,13 @@ func (p *Plugin) runOnce(ctx context.Context) bool {
 		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("NRI registration at %s failed: %v; the file path tunes containers", p.socket, err))
 		return false
 	}
-	p.setState(v1alpha1.ReasonHookConnected, fmt.Sprintf("registered with %s at %s", p.runtimeName(), p.socket))
+	// The runtime's NRI version says whether it could take an RT policy
+	// (NRI 0.11+, containerd 2.2.1+), which this plugin does not set yet.
+	nriVersion := s.RuntimeNRIVersion()
+	if nriVersion == "" {
+		nriVersion = "unknown"
+	}
+	p.setState(v1alpha1.ReasonHookConnected, fmt.Sprintf("registered with %s (NRI %s) at %s", p.runtimeName(), nriVersion, p.socket))
 	select {
 	case <-closed:
 		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("the runtime closed the NRI connection at %s; reconnecting, the file path tunes containers meanwhile", p.socket))

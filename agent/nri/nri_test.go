@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,6 +125,9 @@ func TestCreateContainer(t *testing.T) {
 	p := nri.New(rt.socket, logr.Discard())
 	p.Publish(grants())
 	startPlugin(t, p)
+	if m := p.State().Message; !strings.Contains(m, "containerd 2.4.2 (NRI ") {
+		t.Errorf("Connected message %q does not name the runtime and its NRI version", m)
+	}
 
 	for _, tc := range []struct {
 		name      string
