@@ -201,9 +201,10 @@ func (p *Plugin) runOnce(ctx context.Context) bool {
 		p.setState(v1alpha1.ReasonHookNoSocket, fmt.Sprintf("no NRI socket at %s: containers are tuned by the file path, one pass after they start", p.socket))
 		return false
 	}
-	closed := make(chan struct{})
-	var once sync.Once
-	s, err := stub.New(handler{p}, stub.WithPluginName(pluginName), stub.WithPluginIdx(pluginIndex),
+	closed, synced := make(chan struct{}), make(chan struct{})
+	var once, syncOnce sync.Once
+	h := handler{p: p, synced: func() { syncOnce.Do(func() { close(synced) }) }}
+	s, err := stub.New(h, stub.WithPluginName(pluginName), stub.WithPluginIdx(pluginIndex),
 		stub.WithSocketPath(p.socket), stub.WithOnClose(func() { once.Do(func() { close(closed) }) }))
 	if err != nil {
 		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("NRI plugin: %v", err))
@@ -218,6 +219,18 @@ func (p *Plugin) runOnce(ctx context.Context) bool {
 	nriVersion := s.RuntimeNRIVersion()
 	if nriVersion == "" {
 		nriVersion = "unknown"
+	}
+	// Connected once the runtime synchronized the plugin: only then does
+	// it relay container requests to it.
+	select {
+	case <-synced:
+	case <-closed:
+		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("the runtime closed the NRI connection at %s before synchronizing; reconnecting", p.socket))
+		s.Stop()
+		return false
+	case <-ctx.Done():
+		s.Stop()
+		return false
 	}
 	p.setState(v1alpha1.ReasonHookConnected, fmt.Sprintf("registered with %s (NRI %s) at %s", p.runtimeName(), nriVersion, p.socket))
 	select {
@@ -267,7 +280,18 @@ func (p *Plugin) decideBounded(ctx context.Context, pod *api.PodSandbox, ctr *ap
 }
 
 // handler is the stub's view of the plugin: only the events it needs.
-type handler struct{ p *Plugin }
+type handler struct {
+	p *Plugin
+	// synced is called when the runtime synchronizes the plugin.
+	synced func()
+}
+
+// Synchronize marks the plugin synchronized. Containers that already run
+// are left to the file path, which re-asserts them on every pass.
+func (h handler) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
+	h.synced()
+	return nil, nil
+}
 
 // Configure subscribes to CreateContainer and UpdateContainer.
 func (h handler) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {

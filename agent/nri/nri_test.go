@@ -104,6 +104,9 @@ func ctr(id, cpus string) *api.Container {
 func create(t testing.TB, rt *runtime, p *api.PodSandbox, c *api.Container) *api.ContainerAdjustment {
 	t.Helper()
 	c.PodSandboxId = p.Id
+	// As containerd does: no plugin is half-registered during a request.
+	b := rt.r.BlockPluginSync()
+	defer b.Unblock()
 	resp, err := rt.r.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: p, Container: c})
 	if err != nil {
 		t.Fatalf("CreateContainer: %v", err)
@@ -198,6 +201,8 @@ func TestUpdateContainerReasserts(t *testing.T) {
 		c := ctr(id, "")
 		c.PodSandboxId = pd.Id
 		res := &api.LinuxResources{Cpu: &api.LinuxCPU{Quota: api.Int64(200000), Period: api.UInt64(100000)}}
+		b := rt.r.BlockPluginSync()
+		defer b.Unblock()
 		resp, err := rt.r.UpdateContainer(context.Background(), &api.UpdateContainerRequest{Pod: pd, Container: c, LinuxResources: res})
 		if err != nil {
 			t.Fatalf("UpdateContainer: %v", err)
@@ -261,6 +266,7 @@ func TestFailOpen(t *testing.T) {
 const runtimeEnv = "LATENCYTIER_TEST_NRI_RUNTIME"
 
 func TestMain(m *testing.M) {
+	nri.SetLog(logr.Discard())
 	if socket := os.Getenv(runtimeEnv); socket != "" {
 		dir := filepath.Dir(socket)
 		sync := func(ctx context.Context, cb nriapi.SyncCB) error { _, err := cb(ctx, nil, nil); return err }
@@ -275,7 +281,6 @@ func TestMain(m *testing.M) {
 		}
 		select {} // until killed
 	}
-	nri.SetLog(logr.Discard())
 	os.Exit(m.Run())
 }
 
