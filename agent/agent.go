@@ -27,6 +27,7 @@ import (
 	"latencytier.io/latencytier/agent/loop"
 	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/agent/metrics"
+	"latencytier.io/latencytier/agent/nri"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/cli"
@@ -51,6 +52,11 @@ const allowedSysctlsUsage = "the cluster admin's sysctl unlock (key allowedSysct
 
 // healthProbeUsage documents --health-probe-bind-address.
 const healthProbeUsage = "address of the plain-HTTP liveness (/healthz) and readiness (/readyz) probes (0 disables them). The agent runs on the host network: keep it on loopback, where the kubelet probes it (httpGet host: 127.0.0.1); any other address exposes the probes on the node's network"
+
+// nriSocketUsage documents --nri-socket.
+const nriSocketUsage = "the container runtime's NRI socket, on the host (under --host-root): while it exists the agent is an NRI " +
+	"plugin that creates granted containers without a CFS quota and on their CPUs (NRI mode; condition RuntimeHookConnected); " +
+	"empty disables NRI mode. The file path tunes containers either way, one pass after they start"
 
 // crashHook is set by the crash-safety test in its child process only.
 var crashHook func(stage apply.Stage, id string)
@@ -90,6 +96,7 @@ type loopFlags struct {
 	healthAddr    string
 	metricsSecure bool
 	metricsCert   string
+	nriSocket     string
 	log           logging.Options
 }
 
@@ -111,6 +118,7 @@ func (f *loopFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", "127.0.0.1:9850", healthProbeUsage)
 	fs.BoolVar(&f.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
 	fs.StringVar(&f.metricsCert, "metrics-cert-dir", "", metricsauth.CertDirUsage)
+	fs.StringVar(&f.nriSocket, "nri-socket", nri.DefaultSocket, nriSocketUsage)
 	f.log.AddFlags(fs)
 }
 
@@ -160,7 +168,21 @@ func runLoop(ctx context.Context, f loopFlags, stderr io.Writer) error {
 		defer ctrlmetrics.Registry.Unregister(c)
 		o.Observer, o.Metrics = c, mo
 	}
+	if f.nriSocket != "" {
+		o.Hook = startHook(ctx, o.Root.Path(f.nriSocket), o.Log)
+	}
 	return loop.Run(ctx, o)
+}
+
+// startHook runs the agent's NRI plugin until ctx ends: it registers
+// whenever the socket exists and reconnects with backoff when the runtime
+// restarts.
+func startHook(ctx context.Context, socket string, log logr.Logger) *nri.Plugin {
+	log = log.WithName("nri")
+	nri.SetLog(log)
+	p := nri.New(socket, log)
+	go func() { _ = p.Run(ctx) }()
+	return p
 }
 
 // logCPUSource says where the agent reads kubelet's exclusive CPU

@@ -41,6 +41,7 @@ var hostPaths = map[string]bool{
 	"/etc/default/grub.d":  true,  // the agent's staged boot arguments drop-in
 	"/etc/kernel":          true,  // systemd-boot: the arguments appended to /etc/kernel/cmdline
 	"/boot":                false, // the generated grub.cfg, checked and compared
+	"/var/run/nri":         false, // the runtime's NRI socket (NRI mode; connect needs no write)
 }
 
 // agentDaemonSets decodes the two agent DaemonSets of a rendered stream.

@@ -77,6 +77,10 @@ type Options struct {
 	// HostTool runs the host tools settings need (update-grub); nil: on
 	// the host through its systemd. Tests pass a stand-in.
 	HostTool knob.RunFunc
+	// Hook, when set, is the agent's NRI plugin (agent/nri): each pass
+	// publishes what grants a container to it, and status reports its
+	// connection (RuntimeHookConnected).
+	Hook RuntimeHook
 }
 
 // Observer is told what the agent did and measured, for its metrics.
@@ -140,7 +144,7 @@ func Run(ctx context.Context, o Options) error {
 		Resync: o.Resync, Heartbeat: o.Heartbeat,
 		Engine: &apply.Engine{Root: o.Root, Log: o.Log, HostTool: o.HostTool, Hook: func(apply.Stage, string) { o.Health.progress() }}, Meter: o.Meter,
 		Recorder: mgr.GetEventRecorder("latencytier-agent"), Observer: o.Observer, AllowedSysctlsFile: o.AllowedSysctlsFile,
-		Health: o.Health, Boot: o.Boot, Reader: mgr.GetAPIReader()}
+		Health: o.Health, Boot: o.Boot, Reader: mgr.GetAPIReader(), Hook: o.Hook}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -65,6 +65,8 @@ type Reconciler struct {
 	// Reader reads what the agent does not watch, directly from the API
 	// server: its Node and the reboot slots; nil: Client.
 	Reader client.Reader
+	// Hook is the agent's NRI plugin; nil without NRI mode.
+	Hook RuntimeHook
 
 	// refused are the opt-in refusals already told (pod UID/field).
 	refused map[string]bool
@@ -165,6 +167,7 @@ func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile
 	ln := &v1alpha1.LatencyNode{}
 	err := r.Client.Get(ctx, req.NamespacedName, ln)
 	if apierrors.IsNotFound(err) {
+		r.publish(nil)
 		r.revertOrphan(ctx)
 		if r.Observer != nil {
 			r.Observer.Observed(v1alpha1.LatencyNodeSpec{}, v1alpha1.LatencyNodeStatus{})
@@ -179,8 +182,10 @@ func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile
 	node := snapshot.Read(r.Root, ln.Spec.Tuning) // the one view of the node this pass decides from
 	switch ln.Spec.Action {
 	case v1alpha1.ActionRevert:
+		r.publish(nil)
 		st = r.revert(ctx, ln, node)
 	case v1alpha1.ActionBaseline:
+		r.publish(nil)
 		st = r.baseline(ctx, ln, node)
 	default:
 		st, err = r.apply(ctx, ln, node)
@@ -189,6 +194,9 @@ func (r *Reconciler) pass(ctx context.Context, req reconcile.Request) (reconcile
 		}
 	}
 	r.bootPass(ctx, ln, &st)
+	if r.Hook != nil {
+		setCondition(&st, hookCondition(r.Hook.State()), ln.Generation, metav1.Now())
+	}
 	r.last = &lastPass{uid: ln.UID, generation: ln.Generation, measured: ln.Spec.Action != v1alpha1.ActionRevert,
 		status: *st.DeepCopy(), findings: slices.Clone(r.passFindings)}
 	st.Baseline, st.Current = baseline, current
@@ -318,6 +326,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode, node s
 	r.Health.progress()
 	kf := facts.ReadOn(r.Root, node.Cmdline, layout.EEVDF, layout.DebugfsMounted || wasMounted(ln))
 	r.Health.progress()
+	r.publishGrants(ctx, ln, kf.OnlineCPUs)
 	now := metav1.Now()
 	reasserted := len(rep.Drifts)
 	if r.Observer != nil && reasserted > 0 {

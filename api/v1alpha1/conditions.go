@@ -133,3 +133,21 @@ const (
 	// design: the agent measures and writes nothing to the kernel.
 	ReasonMeasuringBaseline = "MeasuringBaseline"
 )
+
+// The LatencyNode condition NodeRuntimeHookConnected and its reasons.
+const (
+	// NodeRuntimeHookConnected is True while the agent is registered as an
+	// NRI plugin of the container runtime (NRI mode): granted containers
+	// are created without a quota and on their CPUs. False: the file path
+	// tunes them one pass after they start.
+	NodeRuntimeHookConnected = "RuntimeHookConnected"
+	// ReasonHookConnected: registered with the runtime's NRI socket.
+	ReasonHookConnected = "Connected"
+	// ReasonHookNoSocket: the runtime has no NRI socket (NRI off, or a
+	// runtime without NRI).
+	ReasonHookNoSocket = "NoSocket"
+	// ReasonHookDisconnected: the socket exists but the plugin is not
+	// registered (the runtime restarted or refused it); it reconnects with
+	// backoff.
+	ReasonHookDisconnected = "Disconnected"
+)

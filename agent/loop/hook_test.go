@@ -1,0 +1,70 @@
+package loop
+
+import (
+	"context"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"latencytier.io/latencytier/agent/nri"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+type recordingHook struct {
+	grants *nri.Grants
+	state  nri.State
+}
+
+func (h *recordingHook) Publish(g *nri.Grants) { h.grants = g }
+func (h *recordingHook) State() nri.State      { return h.state }
+
+func TestHookCondition(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		want   metav1.ConditionStatus
+	}{
+		{v1alpha1.ReasonHookConnected, metav1.ConditionTrue},
+		{v1alpha1.ReasonHookNoSocket, metav1.ConditionFalse},
+		{v1alpha1.ReasonHookDisconnected, metav1.ConditionFalse},
+	} {
+		c := hookCondition(nri.State{Reason: tc.reason, Message: "m"})
+		if c.Type != v1alpha1.NodeRuntimeHookConnected || c.Status != tc.want || c.Reason != tc.reason || c.Message != "m" {
+			t.Errorf("%s: %+v", tc.reason, c)
+		}
+	}
+}
+
+// TestPublishGrants: a pass hands the hook the spec's tuning and every
+// namespace's labels, so a pod in a granted namespace with no pod on the
+// node yet is decided at its first container; nil withdraws them.
+func TestPublishGrants(t *testing.T) {
+	sel := &v1alpha1.NamespaceSelector{MatchLabels: map[string]string{"tier": "latency"}}
+	c := fake.NewClientBuilder().WithObjects(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trading", Labels: map[string]string{"tier": "latency"}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "web"}}).Build()
+	h := &recordingHook{}
+	r := &Reconciler{Client: c, NodeName: "n1", Hook: h}
+	ln := &v1alpha1.LatencyNode{Spec: v1alpha1.LatencyNodeSpec{Tuning: v1alpha1.TuningSpec{
+		CPUQuota: &v1alpha1.CPUQuotaSpec{Policy: v1alpha1.CPUQuotaRemove, NamespaceSelector: sel},
+		CPUs:     &v1alpha1.CPUSpec{Isolated: ptr.To("2-3"), NamespaceSelector: sel}}}}
+	r.publishGrants(context.Background(), ln, "0-3")
+	if h.grants == nil {
+		t.Fatal("nothing published")
+	}
+	ask := map[string]string{v1alpha1.CPUQuotaAnnotation: v1alpha1.CPUQuotaDisable}
+	d := nri.Decide(h.grants, &api.PodSandbox{Namespace: "trading", Annotations: ask}, &api.Container{})
+	if !d.RemoveQuota || d.CPUs != "2-3" {
+		t.Errorf("granted namespace decided %+v", d)
+	}
+	if d := nri.Decide(h.grants, &api.PodSandbox{Namespace: "web", Annotations: ask}, &api.Container{}); !d.Empty() {
+		t.Errorf("non-granted namespace decided %+v", d)
+	}
+	r.publish(nil)
+	if h.grants != nil {
+		t.Error("grants not withdrawn")
+	}
+}

@@ -1,0 +1,335 @@
+// Package nri is the agent's NRI mode: it registers the agent as a plugin of
+// the container runtime (containerd 2, CRI-O) through the containerd/nri
+// stub, so a granted pod's container is created without a CFS quota and on
+// the isolated CPUs instead of being fixed one agent pass later. Who is
+// granted is decided by the same rules as the file path
+// (desired.SortOptIns over the profile's namespace selectors); the pod's own
+// annotations count only as an ask, as they do there. The plugin fails open:
+// when no decision is ready within Bound it answers with no adjustment, and
+// the agent's next pass writes the files as before.
+package nri
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+	"github.com/go-logr/logr"
+
+	"latencytier.io/latencytier/agent/cpulist"
+	"latencytier.io/latencytier/agent/desired"
+	"latencytier.io/latencytier/agent/podcgroup"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+// DefaultSocket is where containerd and CRI-O listen for NRI plugins.
+const DefaultSocket = "/var/run/nri/nri.sock"
+
+// DefaultBound is the longest the plugin takes to decide a request before
+// it answers with no adjustment: a tenth of the runtime's 2 s request
+// timeout, so a slow agent never delays a container's start by much and
+// never makes the runtime drop the plugin.
+const DefaultBound = 200 * time.Millisecond
+
+// pluginName and pluginIndex name the plugin to the runtime; the index
+// orders it among plugins (lower runs first). 90 runs after resource
+// policies (nri-plugins use 10), which own cpusets when they are present.
+const (
+	pluginName  = "latencytier"
+	pluginIndex = "90"
+)
+
+// Grants is what the agent's last pass knew that decides a container: the
+// node's tuning, the labels of every namespace (they grant), and the node's
+// online CPUs (the shared pool when nobody else placed a container).
+type Grants struct {
+	Tuning     v1alpha1.TuningSpec
+	Namespaces map[string]map[string]string
+	// Online is the node's online CPUs as a cpulist; a container whose
+	// requested cpuset is neither empty nor Online was placed by someone
+	// else (kubelet's static CPU manager, a DRA driver, another plugin).
+	Online string
+}
+
+// Decision is what the agent adjusts on one container.
+type Decision struct {
+	// RemoveQuota: the pod is granted CFS quota removal.
+	RemoveQuota bool
+	// CPUs is the cpuset to place the container on ("" leaves it).
+	CPUs string
+}
+
+// Empty reports whether the decision adjusts nothing.
+func (d Decision) Empty() bool { return !d.RemoveQuota && d.CPUs == "" }
+
+// DecideFunc decides one container; it may block (the plugin bounds it).
+type DecideFunc func(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (Decision, error)
+
+// Decide is the grant decision for a container from g, by the agent's own
+// rules: desired.SortOptIns on the pod alone, then the cpuset only where
+// nobody else placed the container (the request's cpuset is empty, or the
+// whole online set: kubelet's `none` policy, or the static policy's shared
+// pool on a node with no exclusive assignment).
+func Decide(g *Grants, pod *api.PodSandbox, ctr *api.Container) Decision {
+	if g == nil || pod == nil {
+		return Decision{}
+	}
+	p := podcgroup.Pod{UID: pod.GetUid(), Namespace: pod.GetNamespace(), Name: pod.GetName(),
+		Labels: pod.GetLabels(), Annotations: pod.GetAnnotations(), NamespaceLabels: g.Namespaces[pod.GetNamespace()]}
+	o := desired.SortOptIns(g.Tuning, []podcgroup.Pod{p})
+	var d Decision
+	d.RemoveQuota = len(o.Quota) == 1
+	if len(o.Isolated) == 1 && g.Tuning.CPUs != nil && g.Tuning.CPUs.Isolated != nil && unplaced(g, ctr) {
+		d.CPUs = *g.Tuning.CPUs.Isolated
+	}
+	return d
+}
+
+// unplaced reports whether the container's requested cpuset is nobody's:
+// empty, or every online CPU.
+func unplaced(g *Grants, ctr *api.Container) bool {
+	cpus := ctr.GetLinux().GetResources().GetCpu().GetCpus()
+	if cpus == "" {
+		return true
+	}
+	req, err1 := cpulist.Parse(cpus)
+	online, err2 := cpulist.Parse(g.Online)
+	return err1 == nil && err2 == nil && !online.IsEmpty() && req.Equals(online)
+}
+
+// State is whether the plugin is connected to the runtime.
+type State struct {
+	// Reason is v1alpha1.ReasonHookConnected, ReasonHookNoSocket or
+	// ReasonHookDisconnected.
+	Reason  string
+	Message string
+}
+
+// Plugin is the agent's NRI plugin. Its zero value is not usable: New.
+type Plugin struct {
+	socket string
+	bound  time.Duration
+	decide DecideFunc
+	log    logr.Logger
+
+	grants atomic.Pointer[Grants]
+	mu     sync.Mutex
+	state  State
+	// runtime is the runtime's name and version, once connected.
+	runtime string
+}
+
+// Option configures a Plugin.
+type Option func(*Plugin)
+
+// WithBound sets how long a decision may take before the plugin answers
+// with no adjustment.
+func WithBound(d time.Duration) Option { return func(p *Plugin) { p.bound = d } }
+
+// WithDecide replaces the decision (tests stall it).
+func WithDecide(f DecideFunc) Option { return func(p *Plugin) { p.decide = f } }
+
+// New is a plugin for the runtime listening on socket.
+func New(socket string, log logr.Logger, opts ...Option) *Plugin {
+	p := &Plugin{socket: socket, bound: DefaultBound, log: log,
+		state: State{Reason: v1alpha1.ReasonHookNoSocket, Message: "not started"}}
+	p.decide = func(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (Decision, error) {
+		return Decide(p.grants.Load(), pod, ctr), nil
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Publish gives the plugin what the agent's last pass knew; nil grants
+// nothing (no LatencyNode, a revert).
+func (p *Plugin) Publish(g *Grants) { p.grants.Store(g) }
+
+// State is the plugin's connection to the runtime, for the node condition.
+func (p *Plugin) State() State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state
+}
+
+func (p *Plugin) setState(reason, msg string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state.Reason != reason {
+		p.log.Info("NRI hook changed state", "reason", reason, "message", msg)
+	}
+	p.state = State{Reason: reason, Message: msg}
+}
+
+// Backoff bounds the wait between connection attempts.
+var (
+	minBackoff = 500 * time.Millisecond
+	maxBackoff = 30 * time.Second
+)
+
+// Run connects to the runtime whenever its socket exists and reconnects,
+// with backoff, when the runtime restarts; it returns when ctx ends.
+func (p *Plugin) Run(ctx context.Context) error {
+	wait := minBackoff
+	for {
+		connected := p.runOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if connected {
+			wait = minBackoff
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxBackoff)
+	}
+}
+
+// runOnce registers once and serves until the runtime closes the
+// connection; it reports whether registration succeeded.
+func (p *Plugin) runOnce(ctx context.Context) bool {
+	if _, err := os.Stat(p.socket); err != nil {
+		p.setState(v1alpha1.ReasonHookNoSocket, fmt.Sprintf("no NRI socket at %s: containers are tuned by the file path, one pass after they start", p.socket))
+		return false
+	}
+	closed, synced := make(chan struct{}), make(chan struct{})
+	var once, syncOnce sync.Once
+	h := handler{p: p, synced: func() { syncOnce.Do(func() { close(synced) }) }}
+	s, err := stub.New(h, stub.WithPluginName(pluginName), stub.WithPluginIdx(pluginIndex),
+		stub.WithSocketPath(p.socket), stub.WithOnClose(func() { once.Do(func() { close(closed) }) }))
+	if err != nil {
+		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("NRI plugin: %v", err))
+		return false
+	}
+	if err := s.Start(ctx); err != nil {
+		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("NRI registration at %s failed: %v; the file path tunes containers", p.socket, err))
+		return false
+	}
+	// The runtime's NRI version says whether it could take an RT policy
+	// (NRI 0.11+, containerd 2.2.1+), which this plugin does not set yet.
+	nriVersion := s.RuntimeNRIVersion()
+	if nriVersion == "" {
+		nriVersion = "unknown"
+	}
+	// Connected once the runtime synchronized the plugin: only then does
+	// it relay container requests to it.
+	select {
+	case <-synced:
+	case <-closed:
+		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("the runtime closed the NRI connection at %s before synchronizing; reconnecting", p.socket))
+		s.Stop()
+		return false
+	case <-ctx.Done():
+		s.Stop()
+		return false
+	}
+	p.setState(v1alpha1.ReasonHookConnected, fmt.Sprintf("registered with %s (NRI %s) at %s", p.runtimeName(), nriVersion, p.socket))
+	select {
+	case <-closed:
+		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("the runtime closed the NRI connection at %s; reconnecting, the file path tunes containers meanwhile", p.socket))
+	case <-ctx.Done():
+	}
+	s.Stop()
+	return true
+}
+
+func (p *Plugin) runtimeName() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.runtime == "" {
+		return "the runtime"
+	}
+	return p.runtime
+}
+
+// decideBounded runs the decision and gives up after p.bound: a decision
+// not ready by then is no adjustment (fail open).
+func (p *Plugin) decideBounded(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) Decision {
+	ctx, cancel := context.WithTimeout(ctx, p.bound)
+	defer cancel()
+	type answer struct {
+		d   Decision
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		d, err := p.decide(ctx, pod, ctr)
+		ch <- answer{d, err}
+	}()
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			p.log.Error(a.err, "Left a container unadjusted: no decision", "pod", pod.GetNamespace()+"/"+pod.GetName(), "container", ctr.GetName())
+			return Decision{}
+		}
+		return a.d
+	case <-ctx.Done():
+		p.log.Info("Left a container unadjusted: the decision took too long; the next pass tunes it",
+			"pod", pod.GetNamespace()+"/"+pod.GetName(), "container", ctr.GetName(), "bound", p.bound.String())
+		return Decision{}
+	}
+}
+
+// handler is the stub's view of the plugin: only the events it needs.
+type handler struct {
+	p *Plugin
+	// synced is called when the runtime synchronizes the plugin.
+	synced func()
+}
+
+// Synchronize marks the plugin synchronized. Containers that already run
+// are left to the file path, which re-asserts them on every pass.
+func (h handler) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
+	h.synced()
+	return nil, nil
+}
+
+// Configure subscribes to CreateContainer and UpdateContainer.
+func (h handler) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
+	h.p.mu.Lock()
+	h.p.runtime = runtime + " " + version
+	h.p.mu.Unlock()
+	return api.MustParseEventMask("CreateContainer", "UpdateContainer"), nil
+}
+
+// CreateContainer removes a granted container's quota and places it.
+func (h handler) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	d := h.p.decideBounded(ctx, pod, ctr)
+	if d.Empty() {
+		return nil, nil, nil
+	}
+	adj := &api.ContainerAdjustment{}
+	if d.RemoveQuota {
+		adj.SetLinuxCPUQuota(-1)
+	}
+	if d.CPUs != "" {
+		adj.SetLinuxCPUSetCPUs(d.CPUs)
+	}
+	return adj, nil, nil
+}
+
+// UpdateContainer re-asserts the same on a resize, so kubelet does not
+// re-impose the quota.
+func (h handler) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, _ *api.LinuxResources) ([]*api.ContainerUpdate, error) {
+	d := h.p.decideBounded(ctx, pod, ctr)
+	if d.Empty() {
+		return nil, nil
+	}
+	u := &api.ContainerUpdate{ContainerId: ctr.GetId()}
+	if d.RemoveQuota {
+		u.SetLinuxCPUQuota(-1)
+	}
+	if d.CPUs != "" {
+		u.SetLinuxCPUSetCPUs(d.CPUs)
+	}
+	return []*api.ContainerUpdate{u}, nil
+}
