@@ -29,6 +29,9 @@ export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
 stamp() { echo "$1 $(cut -d' ' -f1 /proc/uptime)" >>$S/timing; }
 say() { echo "cluster-node: $*" >/dev/console; }
 stamp guest-start
+# Any failure of this script is the host's to see at once (node_ready reads
+# the share's failed file), not after its wait for a Ready node runs out.
+trap 'rc=$?; [ $rc = 0 ] || echo "guest-node.sh exited $rc at $(cut -d" " -f1 /proc/uptime) s (console.log has its output)" >>$S/failed' EXIT
 echo "$(cat /proc/sys/kernel/random/boot_id) $(cat /proc/cmdline)" >>$S/boots
 
 # pod_dir UID: the pod's cgroup (kubelet's systemd driver: kubepods.slice/
@@ -146,6 +149,8 @@ mkdir -p /lib/modules
 mount -t 9p -o trans=virtio,version=9p2000.L,ro modules /lib/modules
 for m in virtio_net overlay; do modprobe $m; done
 
+# udev renames the NIC (eth0 → enp0s…): take its name once udev is done.
+udevadm settle -t 60 || true
 i=0
 while :; do
   dev="$(ls /sys/class/net | grep -v '^lo$' | head -1)"
@@ -216,8 +221,19 @@ OOMScoreAdjust=-999
 WantedBy=multi-user.target
 UNIT
 systemctl daemon-reload
-systemctl restart containerd
-i=0; until ctr version >/dev/null 2>&1; do i=$((i + 1)); [ $i -lt 600 ] || { say "containerd did not start"; exit 1; }; sleep 0.2; done
+systemctl restart containerd || true   # its status and log are reported below
+# Up within 180 s of the guest's clock (an emulated guest's exec is slow,
+# so a deadline, not a count of tries); on failure its unit's status and
+# log go to the share's failed file, which the host's node_ready reports.
+t0=$(cut -d. -f1 /proc/uptime)
+until ctr version >/dev/null 2>&1; do
+  if [ $(($(cut -d. -f1 /proc/uptime) - t0)) -gt 180 ]; then
+    { echo "containerd did not start within 180 s"; systemctl status containerd --no-pager -l 2>&1 | tail -20
+      journalctl -u containerd --no-pager 2>&1 | tail -40; } >$S/failed
+    say "containerd did not start"; exit 1
+  fi
+  sleep 1
+done
 # What runs, for the host's checks: crictl's version report and NRI's socket.
 { crictl version 2>&1; [ -S /var/run/nri/nri.sock ] && echo "NRI socket: /var/run/nri/nri.sock"; } >$S/.runtime && mv $S/.runtime $S/runtime.txt
 stamp containerd-up

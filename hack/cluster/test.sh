@@ -93,6 +93,8 @@ CONTAINERD_WANT=$("$HERE/../node-runtime.sh" --versions | sed -n 's/^containerd 
 [[ "${CLUSTER_REUSE:-}" == 1 ]] || "$C" down >/dev/null 2>&1 || true   # a cluster left by an interrupted run
 HOST_BEFORE=$(host_state)
 trap finish EXIT
+# a timeout's TERM (make test-node-stack) or ^C: a failure, then the teardown
+trap 'fail "interrupted (TERM or INT)"; exit 143' TERM INT
 
 read -r -a NODES <<<"${CLUSTER_NODES:-node-6-1 node-6-12}"
 say "Cluster: control plane in netns $NS, nodes ${NODES[*]} (node-6-1: Debian 6.1, node-6-12: Debian 6.12)"
