@@ -340,7 +340,9 @@ node_ready() {
   for ((i = 0; i < ${NODE_TIMEOUT:-900}; i++)); do
     running "boot-$name" || die "$name: qemu exited (console: $STATE/nodes/$name/console.log)"
     grep -q "Kernel panic" "$STATE/nodes/$name/console.log" 2>/dev/null && die "$name: guest kernel panicked"
-    [[ -f "$STATE/nodes/$name/failed" ]] && die "$name: guest-node.sh failed: $(cat "$STATE/nodes/$name/failed")"
+    if [[ -f "$STATE/nodes/$name/failed" ]]; then
+      sed 's/^/    /' "$STATE/nodes/$name/failed" >&2; die "$name: guest-node.sh failed (above)"
+    fi
     if [[ ! -f "$STATE/nodes/$name/registered" ]] && kctl get node "$name" >/dev/null 2>&1; then
       stamp "node-$name-registered"; touch "$STATE/nodes/$name/registered"
     fi

@@ -25,7 +25,7 @@
 set -eu
 S=/mnt/share
 . $S/node.env
-export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 stamp() { echo "$1 $(cut -d' ' -f1 /proc/uptime)" >>$S/timing; }
 say() { echo "cluster-node: $*" >/dev/console; }
 stamp guest-start

@@ -17,15 +17,11 @@
 N=node-6-12
 say "The node stack on $N: containerd 2 with NRI, systemd cgroup driver, cgroup v2 (guest kernel and systemd)"
 stack_pods() {
-  local name qos
+  local name req lim
   for name in stack-quota stack-isolated; do
-    if [[ $name == stack-quota ]]; then   # Burstable: 100m request, 300m limit (cpu.max 30000)
-      qos='requests: {cpu: 100m, memory: 32Mi}
-        limits: {cpu: 300m, memory: 32Mi}'
-    else                                  # Guaranteed, one whole CPU: an exclusive CPU
-      qos='requests: {cpu: "1", memory: 32Mi}
-        limits: {cpu: "1", memory: 32Mi}'
-    fi
+    # stack-quota Burstable: 100m request, 300m limit (cpu.max 30000);
+    # stack-isolated Guaranteed with one whole CPU: an exclusive CPU
+    if [[ $name == stack-quota ]]; then req=100m lim=300m; else req='"1"' lim='"1"'; fi
     cat <<YAML
 ---
 apiVersion: v1
@@ -43,7 +39,8 @@ spec:
     image: $PAUSE_IMAGE_REF
     imagePullPolicy: Never
     resources:
-      $qos
+      requests: {cpu: $req, memory: 32Mi}
+      limits: {cpu: $lim, memory: 32Mi}
 YAML
   done
 }
