@@ -6,8 +6,8 @@
 # (guest-node.sh "pod", "unit", "snapshot"), never from a status:
 #   apply → Applied; quota removal for a granted pod (cpu.max "max" at pod
 #   and container level, and again after kubelet resizes the pod's CPU in
-#   place); system.slice, user.slice and init.scope confined by systemd's
-#   AllowedCPUs; a granted Guaranteed pod's exclusive CPU made an isolated
+#   place); system.slice and user.slice confined by systemd's AllowedCPUs
+#   (init.scope by its cpuset.cpus); a granted Guaranteed pod's exclusive CPU made an isolated
 #   cpuset partition; delete → the snapshot byte-identical to before.
 # The node runs kubelet's static CPU manager with CPU 0 reserved and three
 # CPUs (make test-node-stack: CLUSTER_CPU_MANAGER=static VM_SMP=3), so the
@@ -77,7 +77,13 @@ ln_applied() {
   [[ "$(k get latencynode $N -o jsonpath='{.status.profileGeneration} {.status.conditions[?(@.type=="Applied")].status}')" == "$1 True" ]]
 }
 unit_cpus() { ask $N "unit $1 AllowedCPUs"; }
-confined() { local u; for u in system.slice user.slice init.scope; do [[ "$(unit_cpus $u)" == 0 ]] || return 1; done; }
+# system.slice and user.slice through systemd's runtime AllowedCPUs
+# (agent/systemd.Slices); init.scope through its cpuset.cpus alone, as the
+# agent does (it sets no unit property there).
+confined() {
+  [[ "$(unit_cpus system.slice)" == 0 && "$(unit_cpus user.slice)" == 0 &&
+    "$(ask $N /sys/fs/cgroup/init.scope/cpuset.cpus)" == 0 ]]
+}
 # resize CPU_REQUEST CPU_LIMIT: kubelet's in-place resize of stack-quota
 # (the resize subresource), done when the container's status reports it.
 resize() {
@@ -112,8 +118,8 @@ figure stack_applied_s $((SECONDS - t))
 if ! ln_applied "$gen"; then k get latencynode $N -o yaml | sed -n '/^status:/,$p' | head -60 | sed 's/^/    /'; fi
 check "stack-quota's quota removed: cpu.max max at pod and container level (guest)" wait_until 120 quota_max stack-quota
 check "stack-isolated's quota removed too: cpu.max max at pod and container level (guest)" wait_until 120 quota_max stack-isolated
-check "system.slice, user.slice, init.scope confined to CPU 0 by systemd's AllowedCPUs (guest systemctl show)" wait_until 120 confined
-echo "  (AllowedCPUs: system.slice=$(unit_cpus system.slice) user.slice=$(unit_cpus user.slice) init.scope=$(unit_cpus init.scope))"
+check "system.slice, user.slice confined to CPU 0 by systemd's AllowedCPUs (guest systemctl show), init.scope by its cpuset.cpus" wait_until 120 confined
+echo "  (AllowedCPUs: system.slice=$(unit_cpus system.slice) user.slice=$(unit_cpus user.slice); init.scope cpuset.cpus=$(ask $N /sys/fs/cgroup/init.scope/cpuset.cpus))"
 isolated_part() {
   local v cpus; v=$(podcg stack-isolated); cpus=$(field "$v" cpus)
   [[ "$(field "$v" partition)" == isolated && $cpus =~ ^[12]$ && "$(ask $N /sys/fs/cgroup/cpuset.cpus.isolated)" == "$cpus" ]]
