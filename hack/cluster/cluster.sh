@@ -3,7 +3,9 @@
 # tests: the project's pinned etcd, kube-apiserver, controller-manager and
 # scheduler (hack/k8s-binaries.sh) and one emulated VM per node on a Debian
 # kernel (hack/vm: 6.1 and 6.12, cgroup v2, systemd), each running
-# containerd and the pinned kubelet, with the latencytier, pause and
+# the pinned containerd 2 (hack/node-runtime.sh; NRI on, runc through
+# systemd's cgroups) and the pinned kubelet (systemd cgroup driver), with
+# the latencytier, pause and
 # workload images imported without a registry.
 #
 #   hack/cluster/cluster.sh up [NODE...]   # control plane + VMs (default: every node); idempotent
@@ -25,8 +27,8 @@
 # hostNetwork pods reach it without kube-proxy. Only a loopback CNI config,
 # so only hostNetwork pods run (as in hack/local-cluster).
 #
-# The VMs boot through OVMF and real GRUB (hack/vm/boot-disk.sh's disk with
-# containerd and runc, one per kernel) under single-threaded TCG (see
+# The VMs boot through OVMF and real GRUB (hack/vm/boot-disk.sh's disk, one
+# per kernel) under single-threaded TCG (see
 # hack/vm/test-kernels.sh for why not multi-threaded), so kernel arguments an
 # agent stages through update-grub take effect at the node's next boot. Each
 # node boots a qcow2 overlay of the cached image, made by `up` and deleted
@@ -54,8 +56,16 @@ API="https://$CP_IP:$API_PORT"
 VM_ACCEL="${VM_ACCEL:-tcg,thread=single}"
 VM_MEM="${VM_MEM:-2G}" VM_SMP="${VM_SMP:-2}"
 OVMF_CODE=/usr/share/OVMF/OVMF_CODE.fd OVMF_VARS=/usr/share/OVMF/OVMF_VARS.fd
-# The nodes' root disks: hack/vm/boot-disk.sh's with these packages.
-NODE_PACKAGES=containerd,runc
+# The nodes' root disks: hack/vm/boot-disk.sh's with these packages. None:
+# the runtime is hack/node-runtime.sh's containerd 2 and runc, copied in
+# through the share at each boot, so the disk is the very image make
+# test-kernels' GRUB row boots (one image per kernel in the cache, built
+# once for both).
+NODE_PACKAGES=""
+# CLUSTER_CPU_MANAGER=static: kubelet's static CPU manager (CPU 0
+# reserved) on every node, for the node-stack scenario's exclusive CPU.
+CPU_MANAGER="${CLUSTER_CPU_MANAGER:-none}"
+[[ "$CPU_MANAGER" =~ ^(none|static)$ ]] || { echo "CLUSTER_CPU_MANAGER: none or static" >&2; exit 2; }
 # The most boots a node's supervisor starts in one `up`: a guest that keeps
 # rebooting is a failure, not a cluster.
 MAX_BOOTS=${MAX_BOOTS:-10}
@@ -263,7 +273,7 @@ vm_up() {
   qemu-img create -q -f qcow2 -b "$bootimg" -F raw "$disk/root.qcow2"
   cp "$OVMF_VARS" "$disk/vars.fd"
   cp "$HERE/guest-node.sh" "$share/guest.sh"
-  printf 'NODE=%s\nIP=%s\nGW=%s\nAPI=%s\nPAUSE_IMAGE=%s\n' "$name" "$ip" "$CP_IP" "$API" "$PAUSE_IMAGE" >"$share/node.env"
+  printf 'NODE=%s\nIP=%s\nGW=%s\nAPI=%s\nPAUSE_IMAGE=%s\nCPU_MANAGER=%s\n' "$name" "$ip" "$CP_IP" "$API" "$PAUSE_IMAGE" "$CPU_MANAGER" >"$share/node.env"
   cert "kubelet-$name" "system:node:$name" system:nodes clientAuth
   cert "kubelet-serving-$name" "$name" "" serverAuth "DNS:$name,IP:$ip"
   cp "$STATE/pki/ca.crt" "$share/pki/"
@@ -272,6 +282,8 @@ vm_up() {
     cp "$STATE/pki/kubelet-serving-$name.$f" "$share/pki/kubelet-serving.$f"
   done
   cp "$(kbin kubelet)" /usr/lib/cni/loopback "$share/bin/"
+  mkdir -p "$share/runtime"
+  cp "$("$ROOT/hack/node-runtime.sh" --print-dir)"/{containerd,containerd-shim-runc-v2,ctr,runc,crictl} "$share/runtime/"
   cp "$STATE"/images/*.tar "$share/images/"
   if ! ip -n "$NS" link show "$tap" >/dev/null 2>&1; then
     ip -n "$NS" tuntap add dev "$tap" mode tap
@@ -328,6 +340,9 @@ node_ready() {
   for ((i = 0; i < ${NODE_TIMEOUT:-900}; i++)); do
     running "boot-$name" || die "$name: qemu exited (console: $STATE/nodes/$name/console.log)"
     grep -q "Kernel panic" "$STATE/nodes/$name/console.log" 2>/dev/null && die "$name: guest kernel panicked"
+    if [[ -f "$STATE/nodes/$name/failed" ]]; then
+      sed 's/^/    /' "$STATE/nodes/$name/failed" >&2; die "$name: guest-node.sh failed (above)"
+    fi
     if [[ ! -f "$STATE/nodes/$name/registered" ]] && kctl get node "$name" >/dev/null 2>&1; then
       stamp "node-$name-registered"; touch "$STATE/nodes/$name/registered"
     fi
@@ -425,6 +440,7 @@ cmd_up() {
   "$ROOT/hack/install-deps.sh"
   "$ROOT/hack/install-deps.sh" "$ROOT/hack/vm/apt-packages.txt"
   "$ROOT/hack/k8s-binaries.sh" all >/dev/null
+  "$ROOT/hack/node-runtime.sh" >/dev/null
   mkdir -p "$STATE"/{log,pid,nodes,bin}
   [[ -f "$STATE/timing" ]] || stamp up-start
   netns_up

@@ -2,15 +2,20 @@
 # guest-node.sh runs inside a cluster VM as root, as the share's guest.sh
 # (hack/vm/guest-boot.sh starts it from latencytier-vmtest.service). The
 # share (/mnt/share) holds what hack/cluster/cluster.sh put there: node.env
-# (NODE, IP, GW, API), pki/, bin/ (kubelet, the CNI loopback plugin),
-# images/*.tar. It brings up the VM's tap link, containerd with a CRI
-# config for systemd cgroups, imports the images (no registry) and starts
+# (NODE, IP, GW, API, PAUSE_IMAGE, CPU_MANAGER), pki/, bin/ (kubelet, the
+# CNI loopback plugin), runtime/ (hack/node-runtime.sh's containerd 2,
+# shim, ctr, runc, crictl), images/*.tar. It brings up the VM's tap link,
+# installs the runtime with containerd's own systemd unit and a version 3
+# config (NRI on, runc through systemd's cgroups), imports the images (no
+# registry) and starts
 # the pinned kubelet as a systemd unit; then it answers kernel reads the
 # host asks for in ask/ (one file per question, naming a /proc/sys or /sys
 # path) in answer/, so the tests read the guest's kernel, not a status; and
 # starts or stops a CPU hog on request ("hog N SECS", "hog stop"), says
 # in which PID namespace the agent runs ("agent pidns"), and reboots the
-# node ("reboot").
+# node ("reboot"); and reads a pod's cgroup files ("pod UID CID"), a
+# unit's systemd property ("unit UNIT PROP") or a whole snapshot of what a
+# profile may touch ("snapshot UID...") for make test-node-stack.
 #
 # It runs at every boot of the node (its disk lasts across reboots: the
 # cluster's nodes boot through GRUB, so staged kernel arguments take
@@ -20,11 +25,56 @@
 set -eu
 S=/mnt/share
 . $S/node.env
-export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 stamp() { echo "$1 $(cut -d' ' -f1 /proc/uptime)" >>$S/timing; }
 say() { echo "cluster-node: $*" >/dev/console; }
 stamp guest-start
+# Any failure of this script is the host's to see at once (node_ready reads
+# the share's failed file), not after its wait for a Ready node runs out.
+trap 'rc=$?; [ $rc = 0 ] || echo "guest-node.sh exited $rc at $(cut -d" " -f1 /proc/uptime) s (console.log has its output)" >>$S/failed' EXIT
 echo "$(cat /proc/sys/kernel/random/boot_id) $(cat /proc/cmdline)" >>$S/boots
+
+# pod_dir UID: the pod's cgroup (kubelet's systemd driver: kubepods.slice/
+# [kubepods-<qos>.slice/]kubepods[-<qos>]-pod<uid_>.slice).
+pod_dir() {
+  case "$1" in *[!0-9a-f-]*|"") echo "bad pod uid $1"; return 1 ;; esac
+  d="$(find /sys/fs/cgroup/kubepods.slice -maxdepth 2 -type d -name "kubepods*-pod$(echo "$1" | tr - _).slice" | head -1)"
+  [ -n "$d" ] || { echo "no cgroup for pod $1"; return 1; }
+  echo "$d"
+}
+pod_files() {
+  d="$(pod_dir "$1")" || { echo "$d"; return 1; }
+  case "$2" in *[!0-9a-f]*|"") echo "bad container id $2"; return 1 ;; esac
+  c="$d/cri-containerd-$2.scope"
+  [ -d "$c" ] || { echo "no cgroup for container $2"; return 1; }
+  echo "pod=$(cut -d' ' -f1 "$d/cpu.max") container=$(cut -d' ' -f1 "$c/cpu.max") partition=$(cat "$c/cpuset.cpus.partition") cpus=$(cat "$c/cpuset.cpus.effective") weight=$(cat "$c/cpu.weight")"
+}
+# snapshot UID...: the kernel's scheduler and IRQ values, the cgroup
+# files of the root's children, the QoS slices and the named pods (every
+# cgroup under them), the systemd properties of the units the agent
+# confines and the runtime drop-ins systemd keeps for them. Sorted, one
+# "name=value" a line.
+snapshot() {
+  for f in /proc/sys/kernel/sched_autogroup_enabled /proc/sys/kernel/numa_balancing \
+    /proc/sys/kernel/sched_rt_runtime_us /proc/sys/vm/swappiness /proc/irq/default_smp_affinity \
+    /sys/fs/cgroup/cpuset.cpus.isolated /sys/fs/cgroup/cpuset.cpus.effective /proc/cmdline; do
+    [ -r "$f" ] && echo "$f=$(cat "$f")"
+  done
+  for d in /proc/irq/[0-9]*; do [ -r "$d/smp_affinity_list" ] && echo "$d/smp_affinity_list=$(cat "$d/smp_affinity_list")"; done
+  dirs="$(find /sys/fs/cgroup -mindepth 1 -maxdepth 1 -type d; find /sys/fs/cgroup/kubepods.slice -mindepth 1 -maxdepth 1 -type d -name 'kubepods-*.slice' ! -name '*-pod*')"
+  for u in "$@"; do d="$(pod_dir "$u")" || { echo "$d"; return 1; }; dirs="$dirs $(find "$d" -type d)"; done
+  for d in $dirs; do
+    for f in cpu.max cpu.weight cpuset.cpus cpuset.cpus.effective cpuset.cpus.exclusive cpuset.cpus.partition cpuset.mems; do
+      [ -r "$d/$f" ] && echo "$d/$f=$(cat "$d/$f" | tr '\n' ' ')"
+    done
+  done
+  for u in -.slice system.slice user.slice init.scope kubepods.slice; do
+    echo "systemd $u $(systemctl show "$u" -p AllowedCPUs -p StartupAllowedCPUs -p AllowedMemoryNodes -p CPUWeight -p CPUQuotaPerSecUSec | tr '\n' ' ')"
+  done
+  for f in $(find /run/systemd/system.control /etc/systemd/system.control -type f 2>/dev/null); do
+    echo "$f: $(tr '\n' ' ' <"$f")"
+  done
+}
 
 # Kernel reads for the host: ask/ID names a path under /proc/sys or /sys,
 # /proc/cmdline or /boot/grub/grub.cfg (or a hog request, above);
@@ -61,6 +111,27 @@ while :; do
         v="${v# }"; [ -n "$v" ] || v=none ;;
       # "reboot": an orderly reboot (systemd), after the answer is out.
       reboot) v=rebooting; (sleep 1; systemctl reboot) >/dev/null 2>&1 & ;;
+      # "unit UNIT PROPERTY": systemd's value of a property of one of the
+      # units the agent confines (systemctl show), e.g. AllowedCPUs.
+      unit\ *)
+        set -- $p
+        case "$2" in
+          -.slice|system.slice|user.slice|init.scope|kubepods.slice)
+            case "$3" in *[!A-Za-z]*|"") v="error: refused property $3" ;; *) v="$(systemctl show "$2" -p "$3" --value 2>&1)" ;; esac ;;
+          *) v="error: refused unit $2" ;;
+        esac ;;
+      # "pod UID CID": a pod's cgroup files (systemd driver) as
+      # "pod=<cpu.max quota> container=<its container's> partition=<the
+      # container's cpuset.cpus.partition> cpus=<its cpuset.cpus.effective>
+      # weight=<its cpu.weight>".
+      pod\ *)
+        set -- $p
+        v="$(pod_files "$2" "$3" 2>&1)" || v="error: $v" ;;
+      # "snapshot UID...": every value the node-stack scenario's profile may
+      # touch, one a line, for a byte-for-byte comparison (snapshot).
+      snapshot|snapshot\ *)
+        set -- $p; shift
+        if v="$(snapshot "$@" 2>&1)"; then v="$(echo "$v" | LC_ALL=C sort)"; else v="error: $v"; fi ;;
       *) v="error: refused path $p" ;;
     esac
     echo "$v" >"$S/answer/.$id"; mv "$S/answer/.$id" "$S/answer/$id"; rm -f "$q"
@@ -78,6 +149,8 @@ mkdir -p /lib/modules
 mount -t 9p -o trans=virtio,version=9p2000.L,ro modules /lib/modules
 for m in virtio_net overlay; do modprobe $m; done
 
+# udev renames the NIC (eth0 → enp0s…): take its name once udev is done.
+udevadm settle -t 60 || true
 i=0
 while :; do
   dev="$(ls /sys/class/net | grep -v '^lo$' | head -1)"
@@ -97,23 +170,72 @@ stamp network-up
 mkdir -p /etc/containerd /etc/cni/net.d /opt/cni/bin /etc/kubernetes/pki /var/lib/kubelet
 cp $S/bin/loopback /opt/cni/bin/loopback
 echo '{"cniVersion":"1.0.0","name":"lo-only","plugins":[{"type":"loopback"}]}' >/etc/cni/net.d/10-lo-only.conflist
+# The runtime is hack/node-runtime.sh's (containerd 2, its runc shim, ctr,
+# runc, crictl; static binaries), from the share's runtime/, not Debian's
+# packages (bookworm's containerd 1.6 has no NRI and is past its end of
+# life): installed at each boot, so a node's disk never runs an older pin.
+for b in containerd containerd-shim-runc-v2 ctr runc crictl; do install -m 755 $S/runtime/$b /usr/local/bin/$b; done
+# containerd's configuration, version 3 (containerd 2's own schema), with
+# NRI on at its default socket and runc driven through systemd's cgroups,
+# as kubelet's systemd cgroup driver needs.
 cat >/etc/containerd/config.toml <<CFG
-version = 2
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$PAUSE_IMAGE"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+version = 3
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = '$PAUSE_IMAGE'
+[plugins.'io.containerd.cri.v1.runtime']
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = 'runc'
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = 'io.containerd.runc.v2'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = '/usr/local/bin/runc'
         SystemdCgroup = true
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/opt/cni/bin"
-    conf_dir = "/etc/cni/net.d"
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ['/opt/cni/bin']
+    conf_dir = '/etc/cni/net.d'
+[plugins.'io.containerd.nri.v1.nri']
+  disable = false
+  socket_path = '/var/run/nri/nri.sock'
 CFG
-systemctl restart containerd
-i=0; until ctr version >/dev/null 2>&1; do i=$((i + 1)); [ $i -lt 600 ] || { say "containerd did not start"; exit 1; }; sleep 0.2; done
+echo 'runtime-endpoint: unix:///run/containerd/containerd.sock' >/etc/crictl.yaml
+# containerd's own unit (upstream's containerd.service, paths ours).
+cat >/etc/systemd/system/containerd.service <<UNIT
+[Unit]
+Description=containerd container runtime (hack/node-runtime.sh)
+After=network.target local-fs.target
+[Service]
+ExecStartPre=-/sbin/modprobe overlay
+ExecStart=/usr/local/bin/containerd
+Type=notify
+Delegate=yes
+KillMode=process
+Restart=always
+RestartSec=5
+LimitNPROC=infinity
+LimitCORE=infinity
+TasksMax=infinity
+OOMScoreAdjust=-999
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl daemon-reload
+systemctl restart containerd || true   # its status and log are reported below
+# Up within 180 s of the guest's clock (an emulated guest's exec is slow,
+# so a deadline, not a count of tries); on failure its unit's status and
+# log go to the share's failed file, which the host's node_ready reports.
+t0=$(cut -d. -f1 /proc/uptime)
+until ctr version >/dev/null 2>&1; do
+  if [ $(($(cut -d. -f1 /proc/uptime) - t0)) -gt 180 ]; then
+    { echo "containerd did not start within 180 s"; systemctl status containerd --no-pager -l 2>&1 | tail -20
+      journalctl -u containerd --no-pager 2>&1 | tail -40; } >$S/failed
+    say "containerd did not start"; exit 1
+  fi
+  sleep 1
+done
+# What runs, for the host's checks: crictl's version report and NRI's socket.
+{ crictl version 2>&1; [ -S /var/run/nri/nri.sock ] && echo "NRI socket: /var/run/nri/nri.sock"; } >$S/.runtime && mv $S/.runtime $S/runtime.txt
 stamp containerd-up
 # containerd keeps them on the disk: imported at the first boot only
 if [ ! -f /var/lib/cluster-node-images ]; then
@@ -158,6 +280,12 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 resolvConf: /etc/resolv.conf
 CFG
+# CPU_MANAGER=static (make test-node-stack): kubelet's static CPU manager
+# with CPU 0 reserved, so a Guaranteed pod gets an exclusive CPU the agent
+# can make a partition of.
+if [ "${CPU_MANAGER:-none}" = static ]; then
+  printf 'cpuManagerPolicy: static\nreservedSystemCPUs: "0"\n' >>/etc/kubernetes/kubelet.yaml
+fi
 install -m 755 $S/bin/kubelet /usr/local/bin/kubelet
 systemd-run --unit=kubelet --property=Restart=always --property=RestartSec=2 \
   /usr/local/bin/kubelet --config=/etc/kubernetes/kubelet.yaml \

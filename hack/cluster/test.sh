@@ -9,6 +9,8 @@
 #
 #   CLUSTER_SCENARIOS=S  the scenarios to run, in order (scenario-NAME.sh; default
 #                     "rollout realtime rollback reboot")
+#   CLUSTER_NODES=N   the nodes to bring up (default "node-6-1 node-6-12";
+#                     make test-node-stack: node-6-12 alone)
 #   CLUSTER_KEEP=1    leave the cluster up at the end (tear down: hack/cluster/cluster.sh down)
 #   CLUSTER_FIGURES=F append this run's figures to F
 #   CLUSTER_LOGS=DIR  copy the logs, timings and timelines to DIR before the teardown
@@ -85,14 +87,19 @@ finish() {
 }
 
 [[ $(id -u) -eq 0 ]] || { echo "test-cluster needs root (netns, taps, qemu)" >&2; exit 1; }
+# the containerd the nodes must run: hack/node-runtime.sh's pin
+CONTAINERD_WANT=$("$HERE/../node-runtime.sh" --versions | sed -n 's/^containerd \([^,]*\),.*/\1/p')
 # CLUSTER_REUSE=1: run on the cluster already up (with CLUSTER_KEEP=1, to iterate)
 [[ "${CLUSTER_REUSE:-}" == 1 ]] || "$C" down >/dev/null 2>&1 || true   # a cluster left by an interrupted run
 HOST_BEFORE=$(host_state)
 trap finish EXIT
+# a timeout's TERM (make test-node-stack) or ^C: a failure, then the teardown
+trap 'fail "interrupted (TERM or INT)"; exit 143' TERM INT
 
-say "Cluster: control plane in netns $NS, nodes node-6-1 (Debian 6.1) and node-6-12 (Debian 6.12)"
+read -r -a NODES <<<"${CLUSTER_NODES:-node-6-1 node-6-12}"
+say "Cluster: control plane in netns $NS, nodes ${NODES[*]} (node-6-1: Debian 6.1, node-6-12: Debian 6.12)"
 t=$SECONDS
-must "cluster up, both nodes Ready" "$C" up
+must "cluster up, ${NODES[*]} Ready" "$C" up "${NODES[@]}"
 figure up_s $((SECONDS - t))
 t=$SECONDS
 must "latencytier deployed (charts/latencytier), the manager ready as a process in the netns" "$C" deploy
@@ -100,11 +107,17 @@ figure deploy_s $((SECONDS - t))
 check "the manager runs outside the guests (its Deployment at 0 replicas, no manager pod)" bash -c \
   "[ \"\$('$C' kubectl -n latencytier-system get deploy latencytier-manager -o jsonpath='{.spec.replicas}')\" = 0 ] &&
    [ -z \"\$('$C' kubectl -n latencytier-system get pods -l app.kubernetes.io/component=manager -o name)\" ]"
-NODES=(node-6-1 node-6-12)
 for n in "${NODES[@]}"; do
   check "$n runs its own kernel: $(ask "$n" /proc/sys/kernel/osrelease)" true
   cg=$(ask "$n" /sys/fs/cgroup/cgroup.controllers)
   check "$n is on cgroup v2 (controllers: $cg)" grep -qw cpu <<<"$cg"
+  # the guest's crictl version and NRI socket, written by guest-node.sh
+  rt=$(cat "$STATE/nodes/$n/runtime.txt" 2>/dev/null || true)
+  echo "  ($n: $(tr '\n' ' ' <<<"$rt"))"
+  check "$n runs containerd $CONTAINERD_WANT with NRI's socket (guest crictl version)" \
+    bash -c '[[ "$1" == *"RuntimeVersion:  $2"* && "$1" == *"NRI socket"* ]]' _ "$rt" "$CONTAINERD_WANT"
+  check "$n's kubelet uses the systemd cgroup driver (kubepods.slice: $(ask "$n" /sys/fs/cgroup/kubepods.slice/cgroup.type))" \
+    bash -c '! [[ "$1" == error* ]]' _ "$(ask "$n" /sys/fs/cgroup/kubepods.slice/cgroup.type)"
 done
 
 # The scenarios, each in its own file (scenario-NAME.sh), sourced in this

@@ -7,8 +7,9 @@
 # partition directory holding a standalone GRUB EFI image that loads the
 # root disk's /boot/grub/grub.cfg. OVMF boots it from qemu's virtual FAT
 # drive. PACKAGES (comma-separated) are installed too: make test-kernels'
-# GRUB row needs none, hack/cluster's nodes "containerd,runc"; each set is
-# an image of its own in the cache.
+# GRUB row and hack/cluster's nodes need none (the nodes' runtime comes
+# through their share), so both boot the same image; each set is an image
+# of its own in the cache.
 # Prints "<root image> <esp dir>".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
