@@ -85,6 +85,9 @@ type Reconciler struct {
 	// found, so a one-pass re-assert is visible to the controller and to
 	// kubectl.
 	driftSeen map[string]heldDrift
+	// findingSeen is when a pass last found each finding type
+	// (holdFindings).
+	findingSeen map[string]time.Time
 	// debugfsNoted keeps a failed debugfs mount to one log line.
 	debugfsNoted bool
 	// adminFailure is the last error reading AllowedSysctlsFile, logged once.
@@ -214,6 +217,8 @@ func (r *Reconciler) report(ctx context.Context, ln *v1alpha1.LatencyNode, st v1
 	now, heartbeat := r.now(), r.heartbeat()
 	st.HeartbeatInterval = &metav1.Duration{Duration: heartbeat}
 	st.ReportedAt = ln.Status.ReportedAt
+	st.Findings = r.holdFindings(ln.Status.Findings, st.Findings, now,
+		findingHoldWindows*measureInterval(ln.Spec.Tuning.Measurement))
 	due, why := reportDue(ln.Status, st, ln.Spec, now, nodeHeartbeat(heartbeat, r.NodeName))
 	if !due {
 		again.RequeueAfter = min(again.RequeueAfter, r.untilHeartbeat(ln.Status, now))

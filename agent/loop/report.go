@@ -3,6 +3,7 @@ package loop
 import (
 	"hash/fnv"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -196,12 +197,15 @@ func conditionsKey(cs []metav1.Condition) string {
 	return b.String()
 }
 
+// findingsKey is the findings' types and severities, in no order: a held
+// finding (holdFindings) comes after the pass's own.
 func findingsKey(fs []v1alpha1.Finding) string {
-	var b strings.Builder
-	for _, f := range fs {
-		b.WriteString(f.Type + "/" + f.Severity + ";")
+	keys := make([]string, len(fs))
+	for i, f := range fs {
+		keys[i] = f.Type + "/" + f.Severity
 	}
-	return b.String()
+	slices.Sort(keys)
+	return strings.Join(keys, ";")
 }
 
 // latencyMoved says a latency status moved as material counts it: another
@@ -211,7 +215,7 @@ func latencyMoved(w, n *v1alpha1.LatencyStatus) bool {
 	if w == nil || n == nil {
 		return (w == nil) != (n == nil)
 	}
-	if w.Source != n.Source || len(w.Classes) != len(n.Classes) || len(w.Pods) != len(n.Pods) {
+	if w.Source != n.Source || len(w.Classes) != len(n.Classes) {
 		return true
 	}
 	classes := make(map[string]*metav1.Duration, len(w.Classes))
@@ -228,9 +232,18 @@ func latencyMoved(w, n *v1alpha1.LatencyStatus) bool {
 	for _, p := range w.Pods {
 		pods[p.Namespace+"/"+p.Name] = p
 	}
+	// A measured pod in one window only (it ran in the other, or waited
+	// too little to be listed) counts as waiting nothing in the other.
 	for _, p := range n.Pods {
-		was, ok := pods[p.Namespace+"/"+p.Name]
-		if !ok || podWaitMoved(was, p) {
+		key := p.Namespace + "/" + p.Name
+		was := pods[key]
+		delete(pods, key)
+		if podWaitMoved(was, p) {
+			return true
+		}
+	}
+	for _, was := range pods {
+		if podWaitMoved(was, v1alpha1.PodWait{}) {
 			return true
 		}
 	}
@@ -247,16 +260,17 @@ const podWaitFloor = float64(time.Millisecond)
 // figures.Factor (floored at podWaitFloor), or, where either window's wait
 // reaches the floor, another offender made it wait most.
 func podWaitMoved(w, n v1alpha1.PodWait) bool {
-	x, y := durationFigure(w.WaitPerSecond), durationFigure(n.WaitPerSecond)
+	x, y := waitFigure(w.WaitPerSecond), waitFigure(n.WaitPerSecond)
 	if figures.Moved(x, y, podWaitFloor) {
 		return true
 	}
 	return (x >= podWaitFloor || y >= podWaitFloor) && topOffender(w) != topOffender(n)
 }
 
-func durationFigure(d *metav1.Duration) float64 {
+// waitFigure is a wait per second; none is none (0).
+func waitFigure(d *metav1.Duration) float64 {
 	if d == nil {
-		return math.NaN()
+		return 0
 	}
 	return float64(d.Duration)
 }

@@ -185,6 +185,12 @@ func TestMaterial(t *testing.T) {
 		{"latency: pod wait doubled", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.Latency.Pods[0].WaitPerSecond = dur(6 * time.Millisecond)
 		}, "latency"},
+		{"latency: a measured pod waiting under 1ms/s listed", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Latency.Pods = append(st.Latency.Pods, v1alpha1.PodWait{Namespace: "a", Name: "db", WaitPerSecond: dur(300 * time.Microsecond)})
+		}, ""},
+		{"latency: the measured pod no longer listed", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Latency.Pods = nil
+		}, "latency"}, // it waited 3ms/s
 		{"latency: another top offender", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.Latency.Pods[0].Offenders[0].Name = "c/cron"
 		}, "latency"},
@@ -376,6 +382,8 @@ func TestPodWaitMoved(t *testing.T) {
 		{pw(1200*us, "b/x"), pw(1500*us, "b/x"), false},
 		{pw(1200*us, "b/x"), pw(900*us, "c/y"), true},
 		{pw(3000*us, "b/x"), pw(6000*us, "b/x"), true},
+		{v1alpha1.PodWait{}, pw(310*us, "/"), false}, // listed in one window only
+		{v1alpha1.PodWait{}, pw(2*time.Millisecond, "/"), true},
 	} {
 		if got := podWaitMoved(c.w, c.n); got != c.want {
 			t.Errorf("%s %s → %s %s: moved %v, want %v", c.w.WaitPerSecond.Duration, topOffender(c.w),
