@@ -291,6 +291,12 @@ check "a measurement reported" wait_until 60 "status.latency.measuredAt" measure
 check "measured by the eBPF tracer (not the schedstat fallback) without privileged" \
   test "$(k get latencynode "$NODE" -o jsonpath='{.status.latency.source}')" = EBPF
 sleep 10
+# The README's worked example: what a person reads once the node is tuned.
+transcript get-lp "kubectl get lp" k get latencyprofiles
+transcript get-ln "kubectl get ln" k get latencynodes
+transcript get-lp-wide "kubectl get lp -o wide" k get latencyprofiles -o wide
+transcript get-ln-wide "kubectl get ln -o wide" k get latencynodes -o wide
+transcript latency-status "kubectl latency status $PROFILE" kubectl_latency status "$PROFILE"
 # Quiet status on a working node (issue 43): a periodic CPU burner on both
 # CPUs (40% duty) makes the run-queue p99 wander window to window, as
 # ordinary load does; nothing a reader acts on changes, so over 12 windows
@@ -325,12 +331,6 @@ p99_doubled() {
 check "a hog: the doubled p99 written within two windows (was $p99_before)" wait_until 25 "p99 doubled" p99_doubled
 echo "  (runQueueP99 $p99_before -> $(k get latencynode "$NODE" -o jsonpath='{.status.runQueueP99}'))"
 kill "$hog" 2>/dev/null; wait "$hog" 2>/dev/null || true
-# The README's worked example: what a person reads once the node is tuned.
-transcript get-lp "kubectl get lp" k get latencyprofiles
-transcript get-ln "kubectl get ln" k get latencynodes
-transcript get-lp-wide "kubectl get lp -o wide" k get latencyprofiles -o wide
-transcript get-ln-wide "kubectl get ln -o wide" k get latencynodes -o wide
-transcript latency-status "kubectl latency status $PROFILE" kubectl_latency status "$PROFILE"
 
 say "Drift: autogroup written back to 1"
 echo 1 >/proc/sys/kernel/sched_autogroup_enabled

@@ -55,15 +55,16 @@ func durationFigure(d *metav1.Duration) float64 {
 }
 
 // RatioMoved is Moved for a decimal ratio ("0.013"); "" and an unparsable
-// ratio are 0.
+// ratio are unknown, so a ratio appearing ("" → "0.0000": kubectl shows
+// "-" then 0) or going is a move.
 func RatioMoved(w, n string) bool {
 	return Moved(ratioFigure(w), ratioFigure(n), RatioFloor)
 }
 
 func ratioFigure(s string) float64 {
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) {
-		return 0
+	if err != nil {
+		return math.NaN()
 	}
 	return f
 }
