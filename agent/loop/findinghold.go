@@ -6,13 +6,16 @@ import (
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
-// findingHoldWindows is how many measurement windows a finding the status
-// shows stays shown after the pass that last found it. A finding that
-// comes and goes with a load at the edge of its threshold (issue 43's
-// e2e: RunQueueOverloaded under a 40% burner, in one window of two) is
-// then written once when it appears and once when it has stayed away,
-// not in every window; a finding that appears is written at once.
-const findingHoldWindows = 3
+// findingHold is how long a finding the status shows stays shown after
+// the pass that last found it: ten measurement windows, at least a minute,
+// as Drifted is held (driftHold). A finding that comes and goes with a load
+// at the edge of its threshold (issue 43's e2e: RunQueueOverloaded under a
+// 40% burner, found in one window of two or three, with gaps of up to
+// four) is then written once when it appears and once when it has stayed
+// away, not in every window; a finding that appears is written at once.
+func findingHold(m *v1alpha1.MeasurementSpec) time.Duration {
+	return max(10*measureInterval(m), time.Minute)
+}
 
 // holdFindings is next's findings plus those of written that next lacks
 // (by type) and that a pass found within hold of now. It records, in

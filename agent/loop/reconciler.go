@@ -217,8 +217,7 @@ func (r *Reconciler) report(ctx context.Context, ln *v1alpha1.LatencyNode, st v1
 	now, heartbeat := r.now(), r.heartbeat()
 	st.HeartbeatInterval = &metav1.Duration{Duration: heartbeat}
 	st.ReportedAt = ln.Status.ReportedAt
-	st.Findings = r.holdFindings(ln.Status.Findings, st.Findings, now,
-		findingHoldWindows*measureInterval(ln.Spec.Tuning.Measurement))
+	st.Findings = r.holdFindings(ln.Status.Findings, st.Findings, now, findingHold(ln.Spec.Tuning.Measurement))
 	due, why := reportDue(ln.Status, st, ln.Spec, now, nodeHeartbeat(heartbeat, r.NodeName))
 	if !due {
 		again.RequeueAfter = min(again.RequeueAfter, r.untilHeartbeat(ln.Status, now))
