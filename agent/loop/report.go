@@ -152,17 +152,28 @@ func currentMoved(w, n *v1alpha1.LatencyEvidence, verifyAfter *metav1.Time) bool
 	if verifyAfter != nil && w.MeasuredAt.Before(verifyAfter) && !n.MeasuredAt.Before(verifyAfter) {
 		return true
 	}
-	if (w.RunQueue.Samples == 0) != (n.RunQueue.Samples == 0) || (w.Pods == nil) != (n.Pods == nil) {
+	if (w.RunQueue.Samples == 0) != (n.RunQueue.Samples == 0) {
 		return true
 	}
-	moved := durationMoved
+	moved, pods := durationMoved, judgeablePods
 	if verifying(n, verifyAfter) {
-		moved = measure.P99Moved
+		moved, pods = measure.P99Moved, func(s *v1alpha1.LatencySummary) bool { return s != nil }
 	}
-	if moved(w.RunQueue.P99, n.RunQueue.P99) || (w.Pods != nil && moved(w.Pods.P99, n.Pods.P99)) {
+	if pods(w.Pods) != pods(n.Pods) {
+		return true
+	}
+	if moved(w.RunQueue.P99, n.RunQueue.P99) || (pods(w.Pods) && moved(w.Pods.P99, n.Pods.P99)) {
 		return true
 	}
 	return ratioMoved(w.ThrottledRatio, n.ThrottledRatio)
+}
+
+// judgeablePods says the measured pods' summary holds enough samples for a
+// verdict to rest on it (v1alpha1.MinSamplesFloor). Outside verification a
+// summary of a few wakeups, there in one window and not the next (the
+// e2e: a mostly idle pod under a burner), is not a change a reader acts on.
+func judgeablePods(s *v1alpha1.LatencySummary) bool {
+	return s != nil && s.Samples >= v1alpha1.MinSamplesFloor
 }
 
 // verifying says window n ends in the verifyWindows windows from

@@ -120,6 +120,13 @@ func TestMaterial(t *testing.T) {
 			st.Current.RunQueue.P99 = dur(20 * time.Microsecond)
 		}, "current"},
 		{"current: pods measured", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Current.Pods = &v1alpha1.LatencySummary{Samples: 100, P99: dur(time.Millisecond)}
+		}, "current"},
+		{"current: a few pod wakeups measured, outside verification", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Current.Pods = &v1alpha1.LatencySummary{Samples: 10, P99: dur(time.Millisecond)}
+		}, ""},
+		{"current: a few pod wakeups measured while verifying", func(st *v1alpha1.LatencyNodeStatus, spec *v1alpha1.LatencyNodeSpec) {
+			spec.VerifyAfter = &metav1.Time{Time: st.Current.MeasuredAt.Add(-time.Minute)}
 			st.Current.Pods = &v1alpha1.LatencySummary{Samples: 10, P99: dur(time.Millisecond)}
 		}, "current"},
 		{"current: throttled ratio doubled", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
