@@ -11,13 +11,12 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// TestFakeHostIsMeasured: the real Measurer reads the simulated node's
-// schedstat. A /proc/<pid>/task/<tid>/stat shorter than the kernel's made
-// procfs return EOF, every task was skipped as exited, and every simulated
-// agent reported an empty run queue: no verdict ever had figures, so the
-// benchmark could not show what judged windows cost.
-func TestFakeHostIsMeasured(t *testing.T) {
-	h, err := newFakeHost(t.TempDir(), nodeNormal, 50*time.Microsecond, 0, 0)
+// measuredFakeHost is a normal simulated node of meanWait (wandering every
+// wanderEvery, 0: never) and the real Measurer started on it, with the
+// input that measures it.
+func measuredFakeHost(t *testing.T, meanWait, wanderEvery time.Duration) (*fakeHost, *measure.Measurer, measure.Input) {
+	t.Helper()
+	h, err := newFakeHost(t.TempDir(), nodeNormal, meanWait, wanderEvery, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,8 +24,18 @@ func TestFakeHostIsMeasured(t *testing.T) {
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	in := measure.Input{Tuning: v1alpha1.TuningSpec{Measurement: &v1alpha1.MeasurementSpec{Source: v1alpha1.MeasurementAuto}}}
+	return h, m, measure.Input{Tuning: v1alpha1.TuningSpec{Measurement: &v1alpha1.MeasurementSpec{Source: v1alpha1.MeasurementAuto}}}
+}
+
+// TestFakeHostIsMeasured: the real Measurer reads the simulated node's
+// schedstat. A /proc/<pid>/task/<tid>/stat shorter than the kernel's made
+// procfs return EOF, every task was skipped as exited, and every simulated
+// agent reported an empty run queue: no verdict ever had figures, so the
+// benchmark could not show what judged windows cost.
+func TestFakeHostIsMeasured(t *testing.T) {
+	h, m, in := measuredFakeHost(t, 50*time.Microsecond, 0)
 	var r *measure.Result
+	var err error
 	for range 2 { // the first read is the schedstat baseline
 		if err := h.tick(5 * time.Second); err != nil {
 			t.Fatal(err)
@@ -47,15 +56,7 @@ func TestFakeHostIsMeasured(t *testing.T) {
 // every write a wander costs (issue 43).
 func TestFakeHostWanders(t *testing.T) {
 	const window = 30 * time.Second
-	h, err := newFakeHost(t.TempDir(), nodeNormal, 48*time.Microsecond, window, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := measure.New(h.root, logr.Discard(), measure.WithAttach(measure.AttachNone))
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	in := measure.Input{Tuning: v1alpha1.TuningSpec{Measurement: &v1alpha1.MeasurementSpec{Source: v1alpha1.MeasurementAuto}}}
+	h, m, in := measuredFakeHost(t, 48*time.Microsecond, window)
 	if _, err := m.Collect(context.Background(), in); err != nil { // the schedstat baseline
 		t.Fatal(err)
 	}
