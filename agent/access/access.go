@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"latencytier.io/latencytier/agent/bootargs"
+	"latencytier.io/latencytier/agent/cpuset"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/knob"
@@ -18,7 +19,7 @@ import (
 )
 
 // All lists every Access, one row per kind; a new kind is a new row.
-var All = []*knob.Access{knob.File, systemd.Access, rtsched.Access, bootargs.Access}
+var All = []*knob.Access{knob.File, systemd.Access, rtsched.Access, bootargs.Access, cpuset.Access}
 
 // Of is a knob's Access: its own, or that of its path (ByAddress) for a
 // knob built without one.

@@ -11,6 +11,7 @@ import (
 	"latencytier.io/latencytier/agent/access"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/kerr"
+	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/plan"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -210,8 +211,15 @@ func (e *Engine) restoreOne(en journal.Entry) (res v1alpha1.SettingResult, settl
 		return res, true, false
 	}
 	if err := acc.Write(env, path, en.Original); err != nil {
-		res.State, res.Message = v1alpha1.SettingFailed, kerr.Classify("write", path, err).Error()
-		return res, false, false
+		var sub *knob.Substituted
+		if !errors.As(err, &sub) {
+			res.State, res.Message = v1alpha1.SettingFailed, kerr.Classify("write", path, err).Error()
+			return res, false, false
+		}
+		// The kernel refused the original and the Access wrote its
+		// equivalent (knob.Substituted): restored, with the reason.
+		res.Message = sub.Error()
+		e.Log.Info("Restored a setting as an equivalent of its original", "setting", en.ID, "original", en.Original, "wrote", sub.Wrote, "reason", sub.Reason)
 	}
 	e.hook(StageRestored, en.ID)
 	if now, err := acc.Read(env, path); err == nil {

@@ -137,7 +137,7 @@ func v2Knobs(root *host.Root, base string, slices []string, reserved cpuset.CPUS
 			results = append(results, v1alpha1.SettingResult{Setting: id, Desired: reserved.String(), State: v1alpha1.SettingUnsupported,
 				Message: fmt.Sprintf("%s does not exist under %s; not created", s, base)})
 		case root.Exists(filepath.Join(dir, CPUsFile)):
-			knobs = append(knobs, knob.Knob{ID: id, Path: filepath.Join(dir, CPUsFile), Desired: reserved.String(), Equal: cpulist.Equal})
+			knobs = append(knobs, knob.Knob{ID: id, Path: filepath.Join(dir, CPUsFile), Access: Access, Desired: reserved.String(), Equal: cpulist.Equal})
 		default:
 			waiting = append(waiting, s)
 		}

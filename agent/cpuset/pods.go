@@ -102,10 +102,10 @@ func podKnobs(root *host.Root, p podcgroup.Pod, isolated cpuset.CPUSet, opts []p
 // v2PodKnobs sets the pod and then each container that has cpuset.cpus;
 // v2 clamps children to their parent, so order only matters for clarity.
 func v2PodKnobs(id string, dirs *podcgroup.Dirs, isolated cpuset.CPUSet) []knob.Knob {
-	k := []knob.Knob{{ID: id, Path: filepath.Join(dirs.Pod, CPUsFile), Desired: isolated.String(), Equal: cpulist.Equal}}
+	k := []knob.Knob{{ID: id, Path: filepath.Join(dirs.Pod, CPUsFile), Access: Access, Desired: isolated.String(), Equal: cpulist.Equal}}
 	for _, c := range dirs.Containers {
 		k = append(k, knob.Knob{ID: id + "/" + podcgroup.Key(c),
-			Path: filepath.Join(c, CPUsFile), Desired: isolated.String(), Equal: cpulist.Equal})
+			Path: filepath.Join(c, CPUsFile), Access: Access, Desired: isolated.String(), Equal: cpulist.Equal})
 	}
 	return k
 }

@@ -38,7 +38,7 @@ type Entry struct {
 	// ID is the knob's setting name.
 	ID string `json:"id"`
 	// Kind names the knob.Access that reaches Path ("file", "systemd",
-	// "thread", "bootargs"; agent/access). Entries written before kinds
+	// "thread", "bootargs", "cpuset"; agent/access). Entries written before kinds
 	// were recorded have none: their kind is the one their Path claims.
 	// Adding it kept Version at 1: an older agent ignores the field and
 	// still tells the kinds apart by Path, so a rollback keeps the journal.

@@ -25,7 +25,7 @@ type Env struct {
 // Access (a row in agent/access), not a case in the engine.
 type Access struct {
 	// Name is what the journal records as the entry's kind ("file",
-	// "systemd", "thread", "bootargs"). Never renamed: journals on nodes
+	// "systemd", "thread", "bootargs", "cpuset"). Never renamed: journals on nodes
 	// name it.
 	Name string
 	// Read returns the value at addr (the knob's Path).
@@ -59,3 +59,27 @@ var File = &Access{
 	Read:   func(env Env, path string) (string, error) { return env.Root.ReadString(path) },
 	Write:  func(env Env, path, value string) error { return env.Root.WriteString(path, value) },
 }
+
+// Substituted is what an Access's Write returns when the kernel refuses the
+// value it was asked to restore and the Access wrote the nearest equivalent
+// instead: the cpuset.cpus of a cgroup v2 cgroup that holds processes
+// cannot be emptied before Linux 7.0 (ENOSPC), so "" (inherit the parent's
+// CPUs) is restored as every online CPU, the same CPUs. Revert treats it as
+// a restore and reports Reason; an apply treats it as the error it is.
+// Wrote equal to Wanted says the value itself was restored and Reason
+// names what around it could not be (systemd's runtime drop-in).
+type Substituted struct {
+	// Wanted is the value asked for and Wrote the one written instead.
+	Wanted, Wrote string
+	// Reason says why, for the setting's status message.
+	Reason string
+}
+
+func (s *Substituted) Error() string {
+	if s.Wrote == s.Wanted {
+		return s.Reason
+	}
+	return "restored as " + quote(s.Wrote) + ", not " + quote(s.Wanted) + ": " + s.Reason
+}
+
+func quote(s string) string { return `"` + s + `"` }

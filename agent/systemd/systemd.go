@@ -136,7 +136,49 @@ func Write(root *host.Root, path, value string) error {
 			}
 		}
 	}
-	return s.setAllowed(unit, set)
+	if err := s.setAllowed(unit, set); err != nil || !set.IsEmpty() {
+		return err
+	}
+	return s.lifted(root, unit)
+}
+
+// lifted reports what stays behind once unit's AllowedCPUs is empty again
+// (knob.Substituted with the value itself restored): systemd keeps the
+// setting in a runtime drop-in until the next boot (removing it would need
+// a daemon-reload, which the agent never triggers on a node), and the
+// kernel keeps a populated cgroup's cpuset.cpus at every online CPU
+// (before Linux 7.0 it refuses to empty it). Nothing stays: nil.
+func (s *session) lifted(root *host.Root, unit string) error {
+	var notes []string
+	dropIn := root.Path("run", "systemd", "system.control", unit+".d", "50-"+AllowedCPUs+".conf")
+	if root.Exists(dropIn) {
+		notes = append(notes, fmt.Sprintf("systemd keeps the empty %s in its runtime drop-in %s until the next boot (removing it needs a daemon-reload, which the agent never does)",
+			AllowedCPUs, strings.TrimPrefix(dropIn, root.Path())))
+	}
+	if cg, err := s.controlGroup(unit); err == nil && cg != "" {
+		if cpus, err := root.ReadString(root.Path("sys", "fs", "cgroup", strings.TrimPrefix(cg, "/"), "cpuset.cpus")); err == nil && cpus != "" {
+			notes = append(notes, fmt.Sprintf("the kernel keeps %s's cpuset.cpus at %s, every online CPU: it refuses to empty the cpuset.cpus of a cgroup that holds processes before Linux 7.0 (ENOSPC)", unit, cpus))
+		}
+	}
+	if len(notes) == 0 {
+		return nil
+	}
+	return &knob.Substituted{Reason: AllowedCPUs + " restored (no restriction); " + strings.Join(notes, "; ")}
+}
+
+// controlGroup is unit's cgroup path ("/system.slice"), "" when it has none.
+func (s *session) controlGroup(unit string) (string, error) {
+	var obj dbus.ObjectPath
+	if err := s.conn.Object(dest, managerPath).CallWithContext(s.ctx, manager+".GetUnit", 0, unit).Store(&obj); err != nil {
+		return "", busError("GetUnit "+unit, err)
+	}
+	var v dbus.Variant
+	if err := s.conn.Object(dest, obj).CallWithContext(s.ctx, "org.freedesktop.DBus.Properties.Get", 0,
+		unitInterface(unit), "ControlGroup").Store(&v); err != nil {
+		return "", busError("reading "+unit+" ControlGroup", err)
+	}
+	cg, _ := v.Value().(string)
+	return cg, nil
 }
 
 // session is one connection to systemd and the deadline of its calls.
