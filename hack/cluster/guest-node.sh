@@ -55,25 +55,35 @@ pod_files() {
 # confines and the runtime drop-ins systemd keeps for them. Sorted, one
 # "name=value" a line.
 snapshot() {
+  # Each value is read with the shell's own read (no process per value:
+  # under emulation a fork costs tens of milliseconds, and the snapshot
+  # reads ~170 values); multi-line files (drop-ins) are joined by tr.
   for f in /proc/sys/kernel/sched_autogroup_enabled /proc/sys/kernel/numa_balancing \
     /proc/sys/kernel/sched_rt_runtime_us /proc/sys/vm/swappiness /proc/irq/default_smp_affinity \
-    /sys/fs/cgroup/cpuset.cpus.isolated /sys/fs/cgroup/cpuset.cpus.effective /proc/cmdline; do
-    [ -r "$f" ] && echo "$f=$(cat "$f")"
+    /sys/fs/cgroup/cpuset.cpus.isolated /sys/fs/cgroup/cpuset.cpus.effective /proc/cmdline /proc/irq/[0-9]*/smp_affinity_list; do
+    [ -r "$f" ] && snapval "$f"
   done
-  for d in /proc/irq/[0-9]*; do [ -r "$d/smp_affinity_list" ] && echo "$d/smp_affinity_list=$(cat "$d/smp_affinity_list")"; done
   dirs="$(find /sys/fs/cgroup -mindepth 1 -maxdepth 1 -type d; find /sys/fs/cgroup/kubepods.slice -mindepth 1 -maxdepth 1 -type d -name 'kubepods-*.slice' ! -name '*-pod*')"
   for u in "$@"; do d="$(pod_dir "$u")" || { echo "$d"; return 1; }; dirs="$dirs $(find "$d" -type d)"; done
   for d in $dirs; do
     for f in cpu.max cpu.weight cpuset.cpus cpuset.cpus.effective cpuset.cpus.exclusive cpuset.cpus.partition cpuset.mems; do
-      [ -r "$d/$f" ] && echo "$d/$f=$(cat "$d/$f" | tr '\n' ' ')"
+      [ -r "$d/$f" ] && snapval "$d/$f"
     done
   done
-  for u in -.slice system.slice user.slice init.scope kubepods.slice; do
-    echo "systemd $u $(systemctl show "$u" -p AllowedCPUs -p StartupAllowedCPUs -p AllowedMemoryNodes -p CPUWeight -p CPUQuotaPerSecUSec | tr '\n' ' ')"
-  done
+  # one systemctl for the five units, a line each ("systemd UNIT P=V P=V ...")
+  systemctl show -p Id -p AllowedCPUs -p StartupAllowedCPUs -p AllowedMemoryNodes -p CPUWeight -p CPUQuotaPerSecUSec \
+    -- -.slice system.slice user.slice init.scope kubepods.slice |
+    awk '/^Id=/ {id=substr($0, 4); next} /^$/ {if (id != "") print "systemd " id line; id=""; line=""; next} {line=line " " $0}
+      END {if (id != "") print "systemd " id line}'
   for f in $(find /run/systemd/system.control /etc/systemd/system.control -type f 2>/dev/null); do
     echo "$f: $(tr '\n' ' ' <"$f")"
   done
+}
+# snapval FILE: "FILE=<its first line>", read by the shell itself.
+snapval() {
+  sv=""
+  IFS= read -r sv <"$1" || true
+  echo "$1=$sv"
 }
 
 # Kernel reads for the host: ask/ID names a path under /proc/sys or /sys,
