@@ -13,6 +13,7 @@
 # Prints "<root image> <esp dir>".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cache_lock
 kdir="$1" initrd="$2" extra="${3:-}"
 [[ "$extra" =~ ^[a-z0-9.+,-]*$ ]] || die "packages $extra: want a comma-separated list of package names"
 rel="$(cat "$kdir/release")"

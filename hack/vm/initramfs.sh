@@ -6,6 +6,7 @@
 # stay loaded, so the root disk needs no /lib/modules of its own.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cache_lock
 kdir="$1"
 rel="$(cat "$kdir/release")"
 stamp="$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-12)"

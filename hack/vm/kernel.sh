@@ -8,6 +8,7 @@
 #   hack/vm/kernel.sh trixie 6.12      # EEVDF
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cache_lock
 suite="$1" series="$2"
 dir="$VM_CACHE/kernels/$suite-$series"
 if [[ -f "$dir/release" ]]; then echo "$dir"; exit 0; fi

@@ -36,3 +36,17 @@ private_apt() {
     "APT::Sandbox::User \"root\";" >"$dir/apt.conf"
   echo "-c $dir/apt.conf"
 }
+
+# cache_lock: one builder of $VM_CACHE at a time, held until the calling
+# script exits. make test-kernels and make test-node-stack run side by side
+# in .ci/run and build some of the same files (the trixie kernel, its
+# initramfs, the GRUB disk); the second waits and then finds them built. A
+# builder that runs another (boot-disk.sh and the kernel scripts) holds it
+# for both: the flag in the environment says it is held.
+cache_lock() {
+  [[ -z "${LATENCYTIER_VM_CACHE_LOCKED:-}" ]] || return 0
+  mkdir -p "$VM_CACHE"
+  exec 8>"$VM_CACHE/.lock"
+  flock 8
+  export LATENCYTIER_VM_CACHE_LOCKED=1
+}

@@ -6,6 +6,7 @@
 # only ever booted with qemu -snapshot, so runs never change it.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cache_lock
 here="$(dirname "${BASH_SOURCE[0]}")"   # rebuilt when these change:
 stamp="$(cat "$here/rootfs.sh" "$here/guest-boot.sh" "$here/latencytier-vmtest.service" | sha256sum | cut -c1-12)"
 img="$VM_CACHE/rootfs-bookworm-$stamp.img"
