@@ -318,7 +318,7 @@ func TestChartAgentValuesReachBothDaemonSets(t *testing.T) {
 		"--set", "agent.nodeSelector.pool=latency", "--set", "imagePullSecrets[0].name=regcred",
 		"--set", "agent.updateStrategy.rollingUpdate.maxUnavailable=10%", "--set", "agent.logLevel=2",
 		"--set", "agent.extraArgs[0]=--resync=10s", "--set", "agent.metricsPort=19849",
-		"--set", "agent.healthPort=19850", "--set", "agent.kubeletDir=/srv/kubelet")
+		"--set", "agent.healthPort=19850", "--set", "agent.kubeletDir=/srv/kubelet", "--set", "agent.nriSocketDir=/srv/nri")
 	for name, ds := range agentDaemonSets(t, "helm template", rendered) {
 		pod := &ds.Spec.Template.Spec
 		c := &pod.Containers[0]
@@ -339,6 +339,9 @@ func TestChartAgentValuesReachBothDaemonSets(t *testing.T) {
 			"metricsPort": strings.Contains(args, "--metrics-bind-address=:19849") && c.Ports[0].ContainerPort == 19849,
 			"healthPort":  strings.Contains(args, "--health-probe-bind-address=127.0.0.1:19850") && c.ReadinessProbe.HTTPGet.Port.IntValue() == 19850,
 			"kubeletDir":  slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.HostPath != nil && v.HostPath.Path == "/srv/kubelet" }),
+			"nriSocketDir": slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {
+				return v.Name == "nri" && v.HostPath != nil && v.HostPath.Path == "/srv/nri"
+			}),
 		}
 		for what, ok := range checks {
 			if !ok {

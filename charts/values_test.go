@@ -38,6 +38,7 @@ func TestValuesSchemaRefusesBadValues(t *testing.T) {
 		{"agent.tolerations[0].operator=Maybe", "value must be one of"},
 		{"namespace.name=Not_A_Namespace", "does not match pattern"},
 		{"agent.kubeletDir=var/lib/kubelet", "does not match pattern"},
+		{"agent.nriSocketDir=run/nri", "does not match pattern"},
 		{"manager.maxRebooting=0", "minimum"},
 		{"manager.maxRebooting=two", "want integer"},
 		{"monitoring.prometheusRule.runbookBaseURL=docs/runbooks.md", "does not match pattern"},

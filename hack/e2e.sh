@@ -261,6 +261,22 @@ check "default_smp_affinity = CPU 0" bash -c '[[ $(cat /proc/irq/default_smp_aff
 check "movable IRQs on CPU 0" movable_irqs_on 0
 check "opted-in pod: pod and container quota removed" wait_until 30 "quota removal" quota_is latency-workload "pod=-1 container=-1"
 check "non-opted pod keeps its quota" quota_is plain-workload "pod=30000 container=30000"
+# The agent is also containerd's NRI plugin (issue 44): a granted container
+# created now starts without its quota, from the runtime's CreateContainer,
+# before any agent pass could see it; the agent logs each such decision.
+nri_logged() {
+  k -n latencytier-system logs --since=5m "$(agent_pod_field metadata.name | sed 's|^|pod/|')" 2>/dev/null |
+    grep -F '"Tuned a container at its creation"' | grep -qF '"pod":"default/nri-workload"'
+}
+check "RuntimeHookConnected True: the agent registered with containerd's NRI" \
+  wait_until 60 "RuntimeHookConnected" ln_condition_is RuntimeHookConnected True
+echo "  (RuntimeHookConnected: $(k get latencynode "$NODE" -o jsonpath='{.status.conditions[?(@.type=="RuntimeHookConnected")].reason}: {.status.conditions[?(@.type=="RuntimeHookConnected")].message}'))"
+nri_workload() { sed 's/latency-workload/nri-workload/g' "$ROOT/hack/demo/workloads.yaml" | awk '/^---/ {exit} {print}' | k apply -f -; }
+must "pod nri-workload (opted in) created after the profile" nri_workload
+must "nri-workload Ready" k wait --for=condition=Ready pod/nri-workload --timeout=120s
+check "the agent's NRI hook tuned nri-workload's container at its creation (agent log)" wait_until 30 "NRI log" nri_logged
+check "nri-workload: pod and container quota removed" wait_until 30 "quota removal" quota_is nri-workload "pod=-1 container=-1"
+k delete pod nri-workload --wait=true --timeout=60s >/dev/null 2>&1 || true
 check "kubectl get lp shows the node" wait_until 30 "profile status" lp_lists_node
 k get latencyprofiles -o wide
 k get latencynodes -o wide

@@ -314,6 +314,10 @@ func (h handler) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	if d.CPUs != "" {
 		adj.SetLinuxCPUSetCPUs(d.CPUs)
 	}
+	// A decision, logged at the default level like the agent's passes':
+	// which container started tuned, before any pass could see it.
+	h.p.log.Info("Tuned a container at its creation", "pod", pod.GetNamespace()+"/"+pod.GetName(), "container", ctr.GetName(),
+		"quotaRemoved", d.RemoveQuota, "cpus", d.CPUs)
 	return adj, nil, nil
 }
 
