@@ -5,7 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// Safe rollout (issue 12). The contract between controller and agent:
+// Safe rollout (docs/rollout.md). The contract between controller and agent:
 //
 //   - The controller stores every distinct tuning of a profile as a
 //     ControllerRevision named <profile>-<hash> in the manager's namespace,
