@@ -405,3 +405,12 @@ const (
 	// samples.
 	VerdictInconclusive = "Inconclusive"
 )
+
+// Verdicts are the verdict words, in the order status.summary and the
+// LatencyProfile printer columns (-o wide) show their counts; kubectl
+// latency prints the same words.
+var Verdicts = []string{VerdictImproved, VerdictUnchanged, VerdictRegressed, VerdictInconclusive}
+
+// PassingVerdicts let a rollout go on. status.rollout counts every verdict
+// but lists only the nodes whose verdict is not one of these.
+var PassingVerdicts = []string{VerdictImproved, VerdictUnchanged}
