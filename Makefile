@@ -98,7 +98,7 @@ kubectl-latency: ## Build the kubectl plugin (bin/kubectl-latency; put bin/ on P
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)' -o bin/kubectl-latency ./cmd/kubectl-latency
 
 .PHONY: dist-plugin krew
-dist-plugin: ## Release archives of kubectl-latency (linux, darwin; amd64, arm64) and the krew manifest with their sha256, in dist/plugin/ (RELEASE_URL: where they will be published).
+dist-plugin: ## Release archives of kubectl-latency (linux, darwin; amd64, arm64) and the krew manifest with their sha256, in dist/plugin/ (RELEASE_URL: where they will be published, HOMEPAGE: the manifest's homepage; both required).
 	VERSION=$(VERSION) krew/dist.sh
 krew: dist-plugin ## Alias of dist-plugin: dist/plugin/latency.yaml is the krew manifest.
 

@@ -129,7 +129,7 @@ func TestManifestArgsParse(t *testing.T) {
 		{},
 		// hack/e2e.sh's upgrade, hack/local-cluster's install, the uninstall hook.
 		{"agent": map[string]any{"logLevel": 1, "extraArgs": []any{"--resync=10s", "--log-format=text"}, "kubeletDir": "/tmp/kubelet"},
-			"image": map[string]any{"pullPolicy": "Never"}, "manager": map[string]any{"hostNetwork": true},
+			"image": map[string]any{"pullPolicy": "Never"}, "manager": map[string]any{"hostNetwork": true, "replicas": 1},
 			"uninstall": map[string]any{"revertNodes": true}, "metrics": map[string]any{"port": 0}},
 		// A verifiable metrics certificate: --metrics-cert-dir on the manager and the agents.
 		{"metrics": map[string]any{"tls": map[string]any{"secretName": "latencytier-metrics-tls"}}},

@@ -176,8 +176,9 @@ func TestChartValuesReachTheObjects(t *testing.T) {
 }
 
 // TestChartManagerPodValues: manager.affinity, podAnnotations and
-// priorityClassName reach the manager's pod as given; by default none is
-// set (TestChartRendersConfigDefault holds the defaults to config/default).
+// priorityClassName reach the manager's pod as given (the affinity
+// replacing the default anti-affinity whole); by default only that
+// anti-affinity is set (TestChartRendersConfigDefault holds the defaults to config/default).
 // The chart had no such values.
 func TestChartManagerPodValues(t *testing.T) {
 	rendered := helm(t, "template", "latencytier", chartDir, "-n", "tier", "--kube-version", kubeVersion,
@@ -215,8 +216,10 @@ func TestChartManagerPodValues(t *testing.T) {
 	if err := yaml.UnmarshalStrict(mustYAML(t, obj), dep); err != nil {
 		t.Fatal(err)
 	}
-	if p := dep.Spec.Template; p.Spec.Affinity != nil || p.Annotations != nil || p.Spec.PriorityClassName != "" {
-		t.Errorf("defaults set affinity %v, annotations %v, priorityClassName %q; want none", p.Spec.Affinity, p.Annotations, p.Spec.PriorityClassName)
+	// The default affinity only spreads the replicas (TestChartManagerReplicasAndPDB).
+	if p := dep.Spec.Template; p.Spec.Affinity == nil || p.Spec.Affinity.NodeAffinity != nil || p.Spec.Affinity.PodAffinity != nil ||
+		p.Annotations != nil || p.Spec.PriorityClassName != "" {
+		t.Errorf("defaults set affinity %v, annotations %v, priorityClassName %q; want only the replicas' anti-affinity", p.Spec.Affinity, p.Annotations, p.Spec.PriorityClassName)
 	}
 }
 

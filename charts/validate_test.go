@@ -23,6 +23,7 @@ import (
 var clusterScoped = map[string]bool{
 	"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true, "CustomResourceDefinition": true,
 	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+	"SecurityContextConstraints": true,
 }
 
 // validator checks rendered objects offline, kubeconform-style, against
@@ -73,6 +74,8 @@ func (v *validator) validate(obj map[string]any) error {
 		return validateMonitoring(u.GetKind(), b)
 	case "cert-manager.io":
 		return validateCertificate(u.GetKind(), b)
+	case "security.openshift.io":
+		return validateSCC(u.GetKind(), b)
 	case "apiextensions.k8s.io":
 		return v.validateWith(v.crd, v.crdTC, u, b)
 	default:
@@ -226,6 +229,21 @@ func validateCertificate(kind string, b []byte) error {
 	return objectMeta(kind, &c.ObjectMeta)
 }
 
+func validateSCC(kind string, b []byte) error {
+	if kind != "SecurityContextConstraints" {
+		return fmt.Errorf("kind %s of security.openshift.io is not known to this test", kind)
+	}
+	var s scc
+	if err := yaml.UnmarshalStrict(b, &s); err != nil {
+		return fmt.Errorf("strict decode: %w", err)
+	}
+	if s.RunAsUser.Type == "" || s.SELinuxContext.Type == "" || s.FSGroup.Type == "" || s.SupplementalGroups.Type == "" {
+		return fmt.Errorf("runAsUser, seLinuxContext, fsGroup and supplementalGroups need a type")
+	}
+	md := &metav1.ObjectMeta{Name: s.Metadata.Name, Labels: s.Metadata.Labels, Annotations: s.Metadata.Annotations}
+	return objectMeta(kind, md)
+}
+
 // TestRenderedObjectsValidate validates every object the chart renders
 // (CRDs and hooks included) with the defaults, the config/default layout,
 // and testdata/everything-on.yaml (every value set, monitoring on); see
@@ -250,8 +268,9 @@ func TestRenderedObjectsValidate(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d objects validated: %v", name, len(objs), kinds)
-		if name == "everything-on.yaml" && (kinds["PodMonitor"] != 1 || kinds["PrometheusRule"] != 1 || kinds["Namespace"] != 1) {
-			t.Errorf("%s rendered kinds %v, want the PodMonitor, PrometheusRule and Namespace too", name, kinds)
+		if name == "everything-on.yaml" && (kinds["PodMonitor"] != 1 || kinds["PrometheusRule"] != 1 || kinds["Namespace"] != 1 ||
+			kinds["NetworkPolicy"] != 1 || kinds["SecurityContextConstraints"] != 1) {
+			t.Errorf("%s rendered kinds %v, want the PodMonitor, PrometheusRule, Namespace, NetworkPolicy and SCC too", name, kinds)
 		}
 	}
 }

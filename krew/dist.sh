@@ -10,8 +10,12 @@
 #   VERSION      the plugin's version (make passes git describe); krew wants
 #                semver with a leading v, so anything else becomes
 #                v0.0.0-<VERSION> in the manifest
-#   RELEASE_URL  where the archives will be downloaded from (default
-#                https://latencytier.io/latencytier/releases/download/<version>)
+#   RELEASE_URL  where the archives will be downloaded from, e.g. your
+#                repository's release page for <version> (required: the
+#                project publishes at no address of its own, so there is
+#                no default to guess)
+#   HOMEPAGE     the plugin's homepage in the manifest, e.g. your
+#                repository's URL (required, for the same reason)
 #   DIST_DIR     output directory (default dist/plugin; never committed)
 #   PLATFORMS    os/arch list (default: every platform in krew/latency.yaml)
 #   PREBUILT     a directory holding <os>_<arch>/kubectl-latency: package
@@ -26,7 +30,9 @@ if [[ "$VERSION" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]]; then
 else
   KREW_VERSION="v0.0.0-$(tr -c '0-9A-Za-z.\n-' '-' <<<"$VERSION")"
 fi
-RELEASE_URL="${RELEASE_URL:-https://latencytier.io/latencytier/releases/download/$KREW_VERSION}"
+RELEASE_URL="${RELEASE_URL:?RELEASE_URL is required: where the archives will be downloaded from (e.g. https://github.com/<you>/latencytier/releases/download/$KREW_VERSION)}"
+RELEASE_URL="${RELEASE_URL%/}"
+HOMEPAGE="${HOMEPAGE:?HOMEPAGE is required: the homepage the krew manifest names (e.g. https://github.com/<you>/latencytier)}"
 DIST_DIR="${DIST_DIR:-$ROOT/dist/plugin}"
 PLATFORMS="${PLATFORMS:-$(sed -n 's/.*"@URI_\([a-z0-9]*\)_\([a-z0-9]*\)@".*/\1\/\2/p' "$TEMPLATE" | tr '\n' ' ')}"
 PREBUILT="${PREBUILT:-}"
@@ -34,7 +40,7 @@ PREBUILT="${PREBUILT:-}"
 mkdir -p "$DIST_DIR"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-manifest=$(grep -v '^#' "$TEMPLATE" | sed "s|@VERSION@|$KREW_VERSION|")
+manifest=$(grep -v '^#' "$TEMPLATE" | sed -e "s|@VERSION@|$KREW_VERSION|" -e "s|@HOMEPAGE@|$HOMEPAGE|")
 for p in $PLATFORMS; do
   os=${p%/*} arch=${p#*/}
   dir="$stage/${os}_$arch"

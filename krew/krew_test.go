@@ -46,14 +46,17 @@ type plugin struct {
 	} `json:"spec"`
 }
 
-const releaseURL = "https://releases.example/latencytier/v9.9.9"
+const (
+	releaseURL = "https://releases.example/latencytier/v9.9.9"
+	homepage   = "https://releases.example/latencytier"
+)
 
 // dist runs dist.sh with env into a temp dir and returns the dir.
 func dist(t *testing.T, env ...string) string {
 	t.Helper()
 	out := t.TempDir()
 	cmd := exec.Command("./dist.sh")
-	cmd.Env = append(os.Environ(), append([]string{"DIST_DIR=" + out, "RELEASE_URL=" + releaseURL}, env...)...)
+	cmd.Env = append(os.Environ(), append([]string{"DIST_DIR=" + out, "RELEASE_URL=" + releaseURL, "HOMEPAGE=" + homepage}, env...)...)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("dist.sh: %v\n%s", err, b)
@@ -133,8 +136,8 @@ func checkManifest(t *testing.T, dir, version string, want map[string]string) []
 		t.Fatalf("latency.yaml: %v\n%s", err, b)
 	}
 	if p.APIVersion != "krew.googlecontainertools.github.com/v1alpha2" || p.Kind != "Plugin" || p.Metadata.Name != "latency" ||
-		p.Spec.Version != version || p.Spec.Homepage == "" || p.Spec.ShortDescription == "" {
-		t.Errorf("manifest header: %s %s %s version %q (want %q)", p.APIVersion, p.Kind, p.Metadata.Name, p.Spec.Version, version)
+		p.Spec.Version != version || p.Spec.Homepage != homepage || p.Spec.ShortDescription == "" {
+		t.Errorf("manifest header: %s %s %s version %q (want %q) homepage %q (want %q)", p.APIVersion, p.Kind, p.Metadata.Name, p.Spec.Version, version, p.Spec.Homepage, homepage)
 	}
 	archives, _ := filepath.Glob(filepath.Join(dir, "*.tar.gz"))
 	seen := map[string]bool{}
@@ -210,10 +213,39 @@ func TestManifestMatchesArchives(t *testing.T) {
 func TestManifestFailsOnAMissingPlatform(t *testing.T) {
 	cmd := exec.Command("./dist.sh")
 	cmd.Env = append(os.Environ(), "DIST_DIR="+t.TempDir(), "VERSION=v9.9.9", "PLATFORMS=linux/amd64",
-		"PREBUILT="+fakeBuilds(t, "linux/amd64"))
+		"RELEASE_URL="+releaseURL, "HOMEPAGE="+homepage, "PREBUILT="+fakeBuilds(t, "linux/amd64"))
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "@URI_linux_arm64@") {
 		t.Fatalf("dist.sh with linux/amd64 only: %v\n%s", err, out)
+	}
+}
+
+// TestManifestNeedsItsAddresses: without RELEASE_URL or HOMEPAGE dist.sh
+// fails naming the variable and writes no manifest. Both once defaulted
+// to a host that served nothing, so a manifest could point krew at it.
+func TestManifestNeedsItsAddresses(t *testing.T) {
+	for _, missing := range []string{"RELEASE_URL", "HOMEPAGE"} {
+		out := t.TempDir()
+		env := []string{"DIST_DIR=" + out, "VERSION=v9.9.9", "PREBUILT=" + fakeBuilds(t, "linux/amd64")}
+		for _, kv := range []string{"RELEASE_URL=" + releaseURL, "HOMEPAGE=" + homepage} {
+			if !strings.HasPrefix(kv, missing+"=") {
+				env = append(env, kv)
+			}
+		}
+		cmd := exec.Command("./dist.sh")
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "RELEASE_URL=") && !strings.HasPrefix(kv, "HOMEPAGE=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, env...)
+		b, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(b), missing+" is required") {
+			t.Errorf("dist.sh without %s: %v\n%s", missing, err, b)
+		}
+		if _, err := os.Stat(filepath.Join(out, "latency.yaml")); err == nil {
+			t.Errorf("dist.sh without %s wrote a manifest", missing)
+		}
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 
 // TuningPendingTaint is the NoSchedule taint the manager keeps on a selected
 // node from the moment it is selected, joins or comes back from a boot until
-// its agent reports the profile Applied for the current boot (issue 26). The
+// its agent reports the profile Applied for the current boot. The
 // tier's pods do not tolerate it, so they land only on tuned nodes; the agent
 // and what the user marks node-critical tolerate it.
 const TuningPendingTaint = "latencytier.io/tuning-pending"

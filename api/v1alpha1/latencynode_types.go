@@ -45,7 +45,7 @@ type LatencyNodeSpec struct {
 	// +structType=atomic
 	Tuning TuningSpec `json:"tuning,omitempty"`
 
-	// --- safe rollout (issue 12) ---
+	// --- safe rollout (docs/rollout.md) ---
 
 	// revision names the ControllerRevision (<profile>-<hash>, in the
 	// manager's namespace) whose tuning spec.tuning is; empty with action
@@ -233,7 +233,7 @@ type LatencyNodeStatus struct {
 	Isolation *IsolationStatus `json:"isolation,omitempty"`
 
 	// boot is the node's boot parameters: the plan from its own CPUs, what
-	// is staged and booted, and the boots seen (issue 26).
+	// is staged and booted, and the boots seen (docs/boot-parameters.md).
 	// +optional
 	Boot *BootStatus `json:"boot,omitempty"`
 	// kernel holds the facts the agent found.
@@ -270,7 +270,7 @@ type LatencyNodeStatus struct {
 	// +optional
 	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
 
-	// --- safe rollout evidence (issue 12); see LatencyEvidence ---
+	// --- safe rollout evidence (docs/rollout.md); see LatencyEvidence ---
 
 	// baseline is the last full measurement window before the node's
 	// current (action, revision): written by the agent.

@@ -36,7 +36,7 @@ type LatencyProfileSpec struct {
 
 	TuningSpec `json:",inline"`
 
-	// --- safe rollout (issue 12) ---
+	// --- safe rollout (docs/rollout.md) ---
 
 	// rollout changes the nodes canary first, then in batches, gating each
 	// on its own before/after latency and rolling back on a regression.
@@ -180,7 +180,7 @@ type LatencyProfileStatus struct {
 	// +kubebuilder:default={}
 	Summary ProfileSummary `json:"summary,omitempty"`
 
-	// --- safe rollout (issue 12) ---
+	// --- safe rollout (docs/rollout.md) ---
 
 	// rollout is where the current revision's rollout stands, and the
 	// nodes' verdicts (also kept without spec.rollout, as evidence).

@@ -5,7 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// Safe rollout (issue 12). The contract between controller and agent:
+// Safe rollout (docs/rollout.md). The contract between controller and agent:
 //
 //   - The controller stores every distinct tuning of a profile as a
 //     ControllerRevision named <profile>-<hash> in the manager's namespace,
@@ -405,3 +405,12 @@ const (
 	// samples.
 	VerdictInconclusive = "Inconclusive"
 )
+
+// Verdicts are the verdict words, in the order status.summary and the
+// LatencyProfile printer columns (-o wide) show their counts; kubectl
+// latency prints the same words.
+var Verdicts = []string{VerdictImproved, VerdictUnchanged, VerdictRegressed, VerdictInconclusive}
+
+// PassingVerdicts let a rollout go on. status.rollout counts every verdict
+// but lists only the nodes whose verdict is not one of these.
+var PassingVerdicts = []string{VerdictImproved, VerdictUnchanged}

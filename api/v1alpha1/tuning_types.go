@@ -88,7 +88,7 @@ type TuningSpec struct {
 	// bootParameters asks for the kernel arguments only the command line
 	// gives (the tick, RCU callbacks, managed IRQs), derived per node from
 	// cpus, reported as a plan and, with policy Reboot, staged through the
-	// node's bootloader and rebooted into (issue 26).
+	// node's bootloader and rebooted into (docs/boot-parameters.md).
 	// +optional
 	BootParameters *BootParametersSpec `json:"bootParameters,omitempty"`
 }

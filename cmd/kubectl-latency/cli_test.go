@@ -97,7 +97,7 @@ func TestOutputWide(t *testing.T) {
 		`^PROFILE\s.*\sROLLOUT\s+CONFLICTED\s+STALE$`,
 		`^gateway\s+False\s+3\s+1\s+1\s+1\s+1\.2ms\s+0\.2\s+RolledBack\s+0\s+0$`,
 		`^  NODE\s.*\sSETTINGS\s+REVISION\s+POD-P99$`,
-		`^  w-1\s+Applied\s+400µs\s+80µs\s+0\.20×\s+Passed\s+-\s+1 Applied\s+gateway-7f9c\s+-$`,
+		`^  w-1\s+Applied\s+400µs\s+80µs\s+0\.20×\s+Improved\s+-\s+1 Applied\s+gateway-7f9c\s+-$`,
 		`^  w-3\s+Baseline\s.*\s-\s+-$`,
 	} {
 		if lineIndex(out, re) < 0 {

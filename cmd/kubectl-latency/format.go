@@ -112,10 +112,12 @@ func (vs verdicts) entry(n *v1alpha1.LatencyNode) *v1alpha1.NodeVerdictStatus {
 	return nil
 }
 
-// verdict is n's verdict in a word: the listed one, else "Passed" for a
-// node with a window under the revision it holds when the list is whole
-// and some node passed (the controller lists only the nodes that did not
-// pass), else "-".
+// verdict is n's verdict in the API's words (v1alpha1.Verdicts): the
+// listed one; for a node with a window under the revision it holds, when
+// the list is whole and some node passed (the controller lists only the
+// nodes that did not pass), the passing verdict the counts leave
+// (Improved when no node is Unchanged, and the reverse), or both as
+// "Improved|Unchanged" when they cannot tell; else "-".
 func (vs verdicts) verdict(n *v1alpha1.LatencyNode) string {
 	if e := vs.entry(n); e != nil {
 		return e.Verdict
@@ -125,7 +127,13 @@ func (vs verdicts) verdict(n *v1alpha1.LatencyNode) string {
 		cur == nil || cur.Action != v1alpha1.ActionApply || n.Spec.Action != v1alpha1.ActionApply || cur.Revision != n.Spec.Revision {
 		return "-"
 	}
-	return "Passed"
+	switch {
+	case ro.Unchanged == 0:
+		return v1alpha1.VerdictImproved
+	case ro.Improved == 0:
+		return v1alpha1.VerdictUnchanged
+	}
+	return strings.Join(v1alpha1.PassingVerdicts, "|")
 }
 
 // nodeState summarises a node in one word, worst reason first.
@@ -137,9 +145,9 @@ func nodeState(n *v1alpha1.LatencyNode, vs verdicts) string {
 		}
 		return "Reverting"
 	case vs.verdict(n) == v1alpha1.VerdictRegressed:
-		return "Regressed"
+		return v1alpha1.VerdictRegressed
 	case n.Status.StaleAt(time.Now()):
-		// Silent for two heartbeats: what it last said may not hold.
+		// Silent for v1alpha1.StaleHeartbeats heartbeats: what it last said may not hold.
 		return "Stale"
 	case failedSettings(n) > 0 || condition(n.Status.Conditions, v1alpha1.NodeApplied) == "False":
 		return "Degraded"
@@ -157,7 +165,7 @@ func nodeState(n *v1alpha1.LatencyNode, vs verdicts) string {
 
 // stateRank orders states worst first.
 var stateRank = map[string]int{
-	"Regressed": 0, "Stale": 1, "Degraded": 2, "OutsideBudget": 3, "Drifted": 4,
+	v1alpha1.VerdictRegressed: 0, "Stale": 1, "Degraded": 2, "OutsideBudget": 3, "Drifted": 4,
 	"Pending": 5, "Reverting": 6, "Baseline": 7, "Applied": 8, "Reverted": 9,
 }
 

@@ -69,7 +69,42 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newBootCommand(streams.Out, connect),
 		newVersionCommand(streams.Out),
 	)
+	for _, c := range root.Commands() {
+		c.Example = examples[c.Name()]
+	}
 	return root
+}
+
+// examples are each command's Examples in its help (--help), as kubectl's
+// own commands show them; TestEveryCommandHasExamples parses each with the
+// command's flags.
+var examples = map[string]string{
+	"status": `  # Every profile, its nodes worst first, before/after p99 and the verdicts
+  kubectl latency status
+
+  # One profile, with the revision and the pods' p99 (-o wide)
+  kubectl latency status gateway -o wide
+
+  # The profile and its LatencyNodes as objects
+  kubectl latency status gateway -o yaml`,
+	"explain": `  # Why a node is slow: findings, budget, settings, kernel, who made pods wait
+  kubectl latency explain worker-7
+
+  # The node's LatencyNode as JSON, or one field of it
+  kubectl latency explain worker-7 -o json
+  kubectl latency explain worker-7 -o jsonpath='{.status.summary.p99}'`,
+	"top": `  # Nodes by run-queue p99 over every CPU, highest first
+  kubectl latency top
+
+  # By the p99 of the isolated CPUs, with the budget and throttling columns
+  kubectl latency top --class Isolated -o wide`,
+	"boot": `  # The boot-parameter plan of every node that has one
+  kubectl latency boot
+
+  # One profile's nodes: which kernel arguments each lacks and why, and reboots in progress
+  kubectl latency boot gateway`,
+	"version": `  # The plugin's version
+  kubectl latency version`,
 }
 
 // newClient makes a client for the latencytier API from kubectl's flags.

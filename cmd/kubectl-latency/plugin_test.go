@@ -256,7 +256,7 @@ func TestStatusListsNodesWorstFirstWithBeforeAfter(t *testing.T) {
 		`^gateway\s+False\s+3\s+1\s+1\s+1\s+1\.2ms\s+0\.2\s+RolledBack$`,
 		`^  w-2\s+Regressed\s+300µs\s+1\.2ms\s+4\.00×\s+Regressed\s+0\.2\s+1 Failed, 1 Applied$`,
 		`^    scheduler/migrationCost\s+Failed\s+want 5000000\s+have 500000\s+.*permission denied$`,
-		`^  w-1\s+Applied\s+400µs\s+80µs\s+0\.20×\s+Passed\s+-\s+1 Applied$`,
+		`^  w-1\s+Applied\s+400µs\s+80µs\s+0\.20×\s+Improved\s+-\s+1 Applied$`,
 		`^  w-3\s+Baseline\s+-\s+500µs\s+-\s+-`,
 		`^Rollout gateway-7f9c: node w-2 regressed`,
 	} {

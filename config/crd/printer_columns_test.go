@@ -57,7 +57,14 @@ type table struct {
 	} `json:"rows"`
 }
 
-var rolloutCounts = map[string]bool{"Improved": true, "Unchanged": true, "Regressed": true, "Inconclusive": true}
+// rolloutCounts are the verdict columns: the API's verdict words.
+var rolloutCounts = func() map[string]bool {
+	m := map[string]bool{}
+	for _, v := range v1alpha1.Verdicts {
+		m[v] = true
+	}
+	return m
+}()
 
 // TestProfileCountColumnsNeverBlank: kubectl get lp printed DEGRADED,
 // STALE, CONFLICTED and OUTSIDE-BUDGET empty for a healthy profile

@@ -42,8 +42,9 @@ type Panel struct {
 
 // Target is one query of a panel.
 type Target struct {
-	RefID string `json:"refId"`
-	Expr  string `json:"expr"`
+	RefID        string `json:"refId"`
+	Expr         string `json:"expr"`
+	LegendFormat string `json:"legendFormat"`
 }
 
 // Variable is a template variable (type query: label_values(...)).

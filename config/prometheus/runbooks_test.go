@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -11,28 +12,29 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// runbookBase is where runbook_url points: docs/runbooks.md in the
-// repository (Chart.yaml's sources), an absolute URL that Alertmanager and
-// Grafana can open. The chart's monitoring.prometheusRule.runbookBaseURL
-// replaces it where the docs are published elsewhere.
-const runbookBase = "https://latencytier.io/latencytier/blob/main/docs/runbooks.md"
+// runbookBase is where runbook_url points: docs/runbooks.md, the path in
+// the repository. The project publishes its docs at no host of its own
+// (a link to a host that served nothing was the default once); the chart's
+// monitoring.prometheusRule.runbookBaseURL makes it an absolute URL where
+// the docs are published.
+const runbookBase = "docs/runbooks.md"
 
 // runbookURL is an alert's runbook_url: the anchor GitHub gives the
 // section "## <alert>".
 func runbookURL(alert string) string { return runbookBase + "#" + strings.ToLower(alert) }
 
-// runbookAnchor resolves an alert's runbook_url: it must be absolute
-// (https, a host) and point at runbookBase; the fragment is the anchor.
+// runbookAnchor resolves an alert's runbook_url: runbookBase, a path in the
+// repository (no scheme, no host), and a fragment, the anchor.
 func runbookAnchor(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "", err
 	}
-	if !u.IsAbs() || u.Scheme != "https" || u.Host == "" {
-		return "", fmt.Errorf("not an absolute https URL, which Alertmanager and Grafana cannot open")
+	if u.Scheme != "" || u.Host != "" {
+		return "", fmt.Errorf("names a host (%s://%s): the page is the path in the repository, %s", u.Scheme, u.Host, runbookBase)
 	}
-	if page := strings.TrimSuffix(raw, "#"+u.Fragment); page != runbookBase {
-		return "", fmt.Errorf("page %s, want %s", page, runbookBase)
+	if u.Path != runbookBase {
+		return "", fmt.Errorf("page %s, want %s", u.Path, runbookBase)
 	}
 	if u.Fragment == "" {
 		return "", fmt.Errorf("no #anchor of the alert's section")
@@ -40,26 +42,29 @@ func runbookAnchor(raw string) (string, error) {
 	return u.Fragment, nil
 }
 
-// TestRunbookBaseIsTheRepository: runbookBase is docs/runbooks.md under
-// a repository URL the chart names (Chart.yaml sources), so the alerts
-// link where the project says its source lives.
-func TestRunbookBaseIsTheRepository(t *testing.T) {
-	b, err := os.ReadFile("../../charts/latencytier/Chart.yaml")
-	if err != nil {
-		t.Fatal(err)
+// TestRunbookBaseIsInTheRepository: runbookBase is a file of the
+// repository, from its root.
+func TestRunbookBaseIsInTheRepository(t *testing.T) {
+	if _, err := os.Stat(filepath.Join("..", "..", filepath.FromSlash(runbookBase))); err != nil {
+		t.Errorf("runbook_url's page %s is not in the repository: %v", runbookBase, err)
 	}
-	var chart struct {
-		Sources []string `json:"sources"`
-	}
-	if err := yaml.Unmarshal(b, &chart); err != nil {
-		t.Fatal(err)
-	}
-	for _, src := range chart.Sources {
-		if strings.HasPrefix(runbookBase, strings.TrimSuffix(src, "/")+"/") && strings.HasSuffix(runbookBase, "/docs/runbooks.md") {
-			return
+}
+
+// TestRunbookAnchorRefusesAHost: a runbook_url on a host, dead or not, is
+// not the repository's path.
+func TestRunbookAnchorRefusesAHost(t *testing.T) {
+	for _, raw := range []string{
+		"https://git.example.com/latencytier/blob/main/docs/runbooks.md#latencytieragentdown",
+		"docs/metrics.md#latencytieragentdown",
+		"docs/runbooks.md",
+	} {
+		if a, err := runbookAnchor(raw); err == nil {
+			t.Errorf("runbookAnchor(%q) = %q, want an error", raw, a)
 		}
 	}
-	t.Errorf("runbookBase %s is not docs/runbooks.md under one of Chart.yaml's sources %q", runbookBase, chart.Sources)
+	if a, err := runbookAnchor(runbookURL("LatencyTierAgentDown")); err != nil || a != "latencytieragentdown" {
+		t.Errorf("runbookAnchor(%q) = %q, %v", runbookURL("LatencyTierAgentDown"), a, err)
+	}
 }
 
 // TestEveryAlertHasARunbook: each alert's runbook_url names its own section

@@ -111,3 +111,46 @@ func TestCheckOutsideGitFails(t *testing.T) {
 		t.Error("Check outside a git work tree returned no error")
 	}
 }
+
+// TestRepositoryNamesNoDeadHost: no tracked file names a URL on the
+// project's own domain, which serves nothing. It failed on every alert's
+// runbook_url, Chart.yaml's home and sources and the krew manifest's
+// homepage and release URL.
+func TestRepositoryNamesNoDeadHost(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".git")); err != nil {
+		t.Skipf("%s is not a git work tree (a source archive): %v", root, err)
+	}
+	problems, err := DeadHostURLs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// TestDeadHostURLMatches: URLs on the host or a subdomain match, in any
+// scheme; the API group, label keys and the import path, which name it
+// without a scheme, do not.
+func TestDeadHostURLMatches(t *testing.T) {
+	host := "latencytier" + ".io"
+	for line, want := range map[string]bool{
+		"home: https://" + host:                                   true,
+		"runbook_url: https://" + host + "/x/blob/main/docs/a.md": true,
+		"homepage: http://www." + host + "/":                      true,
+		"uri: https://tuning." + host + "/v1":                     true,
+		"apiVersion: tuning." + host + "/v1alpha1":                false,
+		"labels: {" + host + "/profile: gateway}":                 false,
+		"module " + host + "/latencytier":                         false,
+		"https://example.com/" + host:                             false,
+		"https://" + host + "x.com/":                              false,
+	} {
+		if got := deadHostURL.MatchString(line); got != want {
+			t.Errorf("%q: matched %v, want %v", line, got, want)
+		}
+	}
+}

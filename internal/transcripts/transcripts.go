@@ -9,7 +9,7 @@
 // revision hashes, pod UIDs and container IDs, the names the file's header
 // records (the node, its kernel), and what the machine's load decides rather
 // than the code: which passing verdict a node got (Improved, Unchanged,
-// Inconclusive, Passed), which findings fired, how a pod's wait split between
+// Inconclusive, Improved|Unchanged, and Passed from older runs), which findings fired, how a pod's wait split between
 // offenders, and which figure a regression was judged on. Commands, column
 // headers, states, condition reasons and message wording must match, so a
 // column change or a reworded message makes the copy stale.
@@ -66,7 +66,7 @@ var (
 	idRE   = regexp.MustCompile(`\b[0-9a-f]{12,64}\b`)
 	hashRE = regexp.MustCompile(`-[0-9a-f]{6,10}\b`)
 	// What the load decides (see the package comment).
-	passRE    = regexp.MustCompile(`\b(Improved|Unchanged|Inconclusive|Passed)\b`)
+	passRE    = regexp.MustCompile(`\b(Improved\|Unchanged|Improved|Unchanged|Inconclusive|Passed)\b`)
 	findingRE = regexp.MustCompile(`^\s+(Critical|Warning|Info)\s+[A-Z][A-Za-z]+:`)
 	sharesRE  = regexp.MustCompile(`(waited \S+ per second):.*$`)
 	reasonRE  = regexp.MustCompile(`([Rr]egressed: ).*?(;|\(revision|$)`)
