@@ -24,14 +24,14 @@ func TestParseMax(t *testing.T) {
 
 func TestRead(t *testing.T) {
 	root := testroot.Lines(t, map[string]string{
-		"v1/cpu.stat":     "nr_periods 40\nnr_throttled 12\nthrottled_time 2500000\nnr_bursts 0\nburst_time 0",
-		"v2/cpu.stat":     "usage_usec 100\nuser_usec 50\nsystem_usec 50\nnr_periods 40\nnr_throttled 12\nthrottled_usec 2500\nnr_bursts 0\nburst_usec 0",
+		"v1/cpu.stat":     "nr_periods 40\nnr_throttled 12\nthrottled_time 2500000\nnr_bursts 7\nburst_time 3000000",
+		"v2/cpu.stat":     "usage_usec 100\nuser_usec 50\nsystem_usec 50\nnr_periods 40\nnr_throttled 12\nthrottled_usec 2500\nnr_bursts 7\nburst_usec 3000",
 		"v2none/cpu.stat": "usage_usec 100\nuser_usec 50\nsystem_usec 50",
 		"bad/cpu.stat":    "nr_periods many",
 	})
 	for _, d := range []string{"v1", "v2"} {
 		got, err := Read(root, root.Path(d))
-		if err != nil || got != (Throttling{Periods: 40, Throttled: 12, Time: 2500 * time.Microsecond}) {
+		if err != nil || got != (Throttling{Periods: 40, Throttled: 12, Time: 2500 * time.Microsecond, Bursts: 7, BurstTime: 3 * time.Millisecond}) {
 			t.Errorf("Read(%s) = %+v %v", d, got, err)
 		}
 	}

@@ -1,7 +1,8 @@
 // Package cpuquota removes CFS bandwidth limits from the pods that opt in:
 // cgroup v1 cpu.cfs_quota_us = -1, cgroup v2 cpu.max = "max <period>", at pod
 // AND container level (removing only the container's limit still throttles
-// at the pod). It turns opted-in pods into knobs; the plan/journal machinery
+// at the pod); or, with policy Burst, keeps the limits and sets a CFS burst
+// (burst.go). It turns opted-in pods into knobs; the plan/journal machinery
 // applies, re-asserts and reverts them.
 package cpuquota
 
@@ -69,13 +70,9 @@ func PodID(p podcgroup.Pod) string {
 
 func podKnobs(root *host.Root, p podcgroup.Pod, opts []podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult) {
 	id := PodID(p)
-	dirs, err := podcgroup.Find(root, p.UID, opts...)
-	if errors.Is(err, podcgroup.ErrNotFound) {
-		return nil, []v1alpha1.SettingResult{{Setting: id, State: v1alpha1.SettingFailed,
-			Message: fmt.Sprintf("no cgroup for pod uid %s (searched cgroupfs and systemd layouts, all QoS classes): the pod has not started here yet, or kubelet uses another cgroup root", p.UID)}}
-	}
-	if err != nil {
-		return nil, []v1alpha1.SettingResult{{Setting: id, State: v1alpha1.SettingFailed, Message: err.Error()}}
+	dirs, res := findPod(root, p, id, opts)
+	if dirs == nil {
+		return nil, res
 	}
 	var knobs []knob.Knob
 	var results []v1alpha1.SettingResult
@@ -92,6 +89,20 @@ func podKnobs(root *host.Root, p podcgroup.Pod, opts []podcgroup.Option) ([]knob
 		add(id+"/"+podcgroup.Key(c), c)
 	}
 	return knobs, results
+}
+
+// findPod finds p's cgroups; nil and a Failed result for setting id when
+// they cannot be found.
+func findPod(root *host.Root, p podcgroup.Pod, id string, opts []podcgroup.Option) (*podcgroup.Dirs, []v1alpha1.SettingResult) {
+	dirs, err := podcgroup.Find(root, p.UID, opts...)
+	if errors.Is(err, podcgroup.ErrNotFound) {
+		return nil, []v1alpha1.SettingResult{{Setting: id, State: v1alpha1.SettingFailed,
+			Message: fmt.Sprintf("no cgroup for pod uid %s (searched cgroupfs and systemd layouts, all QoS classes): the pod has not started here yet, or kubelet uses another cgroup root", p.UID)}}
+	}
+	if err != nil {
+		return nil, []v1alpha1.SettingResult{{Setting: id, State: v1alpha1.SettingFailed, Message: err.Error()}}
+	}
+	return dirs, nil
 }
 
 func failure(id string, err error) v1alpha1.SettingResult {

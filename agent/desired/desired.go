@@ -87,7 +87,7 @@ func RenderOn(root *host.Root, node snap.Node, layout sysctl.Layout, t v1alpha1.
 		s.irqs(root, reserved)
 	}
 	if len(in.Quota) > 0 {
-		s.quota(root, in.Quota)
+		s.quota(root, t.CPUQuota, in.Quota)
 	}
 	s.realtime(root, t, pods)
 	return s
@@ -131,7 +131,17 @@ func (s *State) irqs(root *host.Root, reserved cpuset.CPUSet) {
 	}
 }
 
-func (s *State) quota(root *host.Root, opted []podcgroup.Pod) {
+// quota renders the opted-in pods' CFS settings: the limit removed
+// (Remove) or a burst over it (Burst). Each policy's settings are their own
+// kind, so switching policy restores the other's before writing (the
+// engine restores dropped settings first): the quota comes back before a
+// burst is set, and a burst goes to 0 before the quota is removed.
+func (s *State) quota(root *host.Root, spec *v1alpha1.CPUQuotaSpec, opted []podcgroup.Pod) {
+	if spec.Policy == v1alpha1.CPUQuotaBurst {
+		k, r, err := cpuquota.BurstKnobs(root, opted, spec.Burst())
+		s.addPerPod("cpuburst", v1alpha1.SettingFailed, k, r, err)
+		return
+	}
 	k, r, err := cpuquota.Knobs(root, opted)
 	s.addPerPod("cpuquota", v1alpha1.SettingFailed, k, r, err)
 }

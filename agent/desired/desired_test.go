@@ -124,3 +124,34 @@ func TestSortOptInsGrants(t *testing.T) {
 		}
 	}
 }
+
+// Burst grants by the same rules as Remove, but renders bursts, never a
+// removal: the pod keeps its quota. A refused pod is reported under the
+// burst's setting ID.
+func TestRenderBurst(t *testing.T) {
+	podDir := "sys/fs/cgroup/cpu/kubepods/burstable/pod1"
+	root := testroot.New(t, map[string]string{
+		podDir + "/cpu.cfs_quota_us": "200000",
+		podDir + "/cpu.cfs_burst_us": "0",
+	})
+	pct := int32(25)
+	spec := v1alpha1.TuningSpec{CPUQuota: &v1alpha1.CPUQuotaSpec{Policy: v1alpha1.CPUQuotaBurst, BurstPercent: &pct,
+		NamespaceSelector: &v1alpha1.NamespaceSelector{MatchLabels: map[string]string{"tier": "latency"}}}}
+	ann := map[string]string{v1alpha1.CPUQuotaAnnotation: v1alpha1.CPUQuotaDisable}
+	pods := []podcgroup.Pod{
+		{UID: "1", Namespace: "gw", Name: "granted", Annotations: ann, NamespaceLabels: map[string]string{"tier": "latency"}},
+		{UID: "2", Namespace: "web", Name: "refused", Annotations: ann},
+	}
+	in := SortOptIns(spec, pods)
+	if len(in.Quota) != 1 || !in.Quota[0].Burst || !in.Quota[0].OptedIn {
+		t.Fatalf("granted = %+v; want the one pod, marked Burst", in.Quota)
+	}
+	if len(in.Refused) != 1 || !strings.HasPrefix(in.Refused[0].Result.Setting, "cpuburst/web/refused/") ||
+		!strings.Contains(in.Refused[0].Result.Message, "a CFS burst") {
+		t.Fatalf("refused = %+v", in.Refused)
+	}
+	st := Render(root, sysctl.Layout{}, spec, pods, nil)
+	if len(st.Knobs) != 1 || st.Knobs[0].ID != "cpuburst/gw/granted/1" || st.Knobs[0].Desired != "50000" {
+		t.Fatalf("knobs = %+v; want one burst of 25%% of 200000", st.Knobs)
+	}
+}

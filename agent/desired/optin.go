@@ -39,8 +39,8 @@ type Refusal struct {
 // disable, or cpuQuota.podSelector), sorted by what the profile grants their
 // namespace.
 type OptIns struct {
-	// Quota are granted CFS quota removal (OptedIn set); only when the
-	// policy is Remove.
+	// Quota are granted CFS quota removal or burst (OptedIn set); only when
+	// the policy is Remove or Burst.
 	Quota []podcgroup.Pod
 	// Isolated are granted the isolated CPUs (Isolated set); only when
 	// cpus.isolated is set.
@@ -64,16 +64,21 @@ func SortOptIns(t v1alpha1.TuningSpec, pods []podcgroup.Pod) OptIns {
 	isolating := t.CPUs != nil && t.CPUs.Isolated != nil
 	var o OptIns
 	for _, p := range pods {
-		p.OptedIn, p.Isolated = false, false
+		p.OptedIn, p.Burst, p.Isolated = false, false, false
 		if !podcgroup.Asks(p.Annotations, p.Labels, podSel) {
 			o.All = append(o.All, p)
 			continue
 		}
 		if removing {
 			p.OptedIn = podcgroup.Granted(p.NamespaceLabels, t.CPUQuota.NamespaceSelector)
+			p.Burst = p.OptedIn && t.CPUQuota.Policy == v1alpha1.CPUQuotaBurst
 			if !p.OptedIn {
-				o.Refused = append(o.Refused, refusal(p, cpuquota.PodID(p), quotaGrant, t.CPUQuota.NamespaceSelector,
-					ReasonQuotaOptInRefused, "CFS quota removal", "its CPU limit is kept"))
+				id, what := cpuquota.PodID(p), "CFS quota removal"
+				if t.CPUQuota.Policy == v1alpha1.CPUQuotaBurst {
+					id, what = cpuquota.BurstID(p), "a CFS burst"
+				}
+				o.Refused = append(o.Refused, refusal(p, id, quotaGrant, t.CPUQuota.NamespaceSelector,
+					ReasonQuotaOptInRefused, what, "its CPU limit is kept"))
 			}
 		}
 		if isolating {

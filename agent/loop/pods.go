@@ -34,7 +34,7 @@ func (r *Reconciler) pods(ctx context.Context) ([]podcgroup.Pod, error) {
 		}
 		out = append(out, podcgroup.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name,
 			QOSClass: string(p.Status.QOSClass), Labels: p.Labels, Annotations: p.Annotations,
-			ContainerIDs: containerIDs(p), NamespaceLabels: nsLabels[p.Namespace]})
+			ContainerIDs: containerIDs(p), NamespaceLabels: nsLabels[p.Namespace], Resizing: resizing(p)})
 	}
 	// The cache lists in no set order: sort, so knobs, the journal and
 	// status come out the same on every pass.
@@ -55,8 +55,21 @@ func containerIDs(p *corev1.Pod) []string {
 	return ids
 }
 
+// resizing reports whether kubelet is resizing the pod in place: it has
+// allocated new resources and is writing them (condition
+// PodResizeInProgress), retrying after an error.
+func resizing(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodResizeInProgress && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
 // podChanged passes pod events that can change the knobs: create, delete,
-// labels, annotations, and new container IDs (cgroups appear with them).
+// labels, annotations, new container IDs (cgroups appear with them) and an
+// in-place resize starting or ending (a burst yields to it).
 func podChanged() predicate.Funcs {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*corev1.Pod)
@@ -66,6 +79,7 @@ func podChanged() predicate.Funcs {
 		}
 		return !equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
 			!equality.Semantic.DeepEqual(o.Annotations, n.Annotations) ||
-			!slices.Equal(containerIDs(o), containerIDs(n))
+			!slices.Equal(containerIDs(o), containerIDs(n)) ||
+			resizing(o) != resizing(n)
 	}}
 }

@@ -44,6 +44,10 @@ var (
 		"CFS periods in which the pod was throttled (nr_throttled).", podLabels, nil)
 	throttledSecDesc = prometheus.NewDesc("latencytier_pod_throttled_seconds_total",
 		"Time the pod was throttled (throttled_time, throttled_usec).", podLabels, nil)
+	burstsDesc = prometheus.NewDesc("latencytier_pod_cfs_bursts_total",
+		"CFS periods in which the pod ran beyond its quota on its burst (nr_bursts; cpuQuota.policy Burst).", podLabels, nil)
+	burstSecDesc = prometheus.NewDesc("latencytier_pod_burst_seconds_total",
+		"Time the pod ran beyond its quota on its burst (burst_time, burst_usec).", podLabels, nil)
 	waitDesc = prometheus.NewDesc("latencytier_pod_runqueue_wait_seconds_total",
 		"Run-queue wait of a measured pod's tasks, by what ran on its CPU meanwhile (class: SamePod, MeasuredPod, Pod, SystemService, KernelThread, Interrupt, Idle, SelfThrottling, Unattributed, Other). Offender names are in the LatencyNode's status, never labels.",
 		[]string{"pod_namespace", "pod_name", "class"}, nil)
@@ -71,8 +75,8 @@ type waitKey struct {
 
 // podCounters are a pod's throttling since the agent first measured it.
 type podCounters struct {
-	periods, throttled int64
-	seconds            float64
+	periods, throttled, bursts int64
+	seconds, burstSeconds      float64
 }
 
 // Collector holds the agent's metrics between scrapes. Every label set is
@@ -128,6 +132,10 @@ func (c *Collector) Measured(res *measure.Result) {
 		pc.throttled += max(p.Throttled, 0)
 		if p.ThrottledTime != nil && p.ThrottledTime.Duration > 0 {
 			pc.seconds += p.ThrottledTime.Seconds()
+		}
+		pc.bursts += max(p.Bursts, 0)
+		if p.BurstTime != nil && p.BurstTime.Duration > 0 {
+			pc.burstSeconds += p.BurstTime.Seconds()
 		}
 	}
 	for k := range c.pods {
@@ -229,7 +237,7 @@ func (c *Collector) Reasserted(settings []string) {
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{runQueueDesc, budgetDesc, withinDesc, periodsDesc, throttledDesc,
-		throttledSecDesc, waitDesc, stateDesc, reassertDesc, journalDesc} {
+		throttledSecDesc, burstsDesc, burstSecDesc, waitDesc, stateDesc, reassertDesc, journalDesc} {
 		ch <- d
 	}
 }
@@ -256,6 +264,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(periodsDesc, prometheus.CounterValue, float64(pc.periods), lv...)
 		ch <- prometheus.MustNewConstMetric(throttledDesc, prometheus.CounterValue, float64(pc.throttled), lv...)
 		ch <- prometheus.MustNewConstMetric(throttledSecDesc, prometheus.CounterValue, pc.seconds, lv...)
+		ch <- prometheus.MustNewConstMetric(burstsDesc, prometheus.CounterValue, float64(pc.bursts), lv...)
+		ch <- prometheus.MustNewConstMetric(burstSecDesc, prometheus.CounterValue, pc.burstSeconds, lv...)
 	}
 	for k, d := range c.waits {
 		ch <- prometheus.MustNewConstMetric(waitDesc, prometheus.CounterValue, d.Seconds(), k.namespace, k.name, string(k.class))

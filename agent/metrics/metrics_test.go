@@ -55,6 +55,28 @@ latencytier_pod_throttled_seconds_total{opted_in="true",pod_name="gw-0",pod_name
 	}
 }
 
+// TestCollectorCountsBursts: a pod granted a burst (opted_in false: its
+// quota is kept) counts its bursts and the time it ran on them.
+func TestCollectorCountsBursts(t *testing.T) {
+	c := New(host.New(t.TempDir()))
+	for _, n := range []int64{3, 4} {
+		p := throttling("shop", "gw-0", false, 100, 0, 0)
+		p.Burst, p.Bursts, p.BurstTime = true, n, &metav1.Duration{Duration: time.Duration(n) * 10 * time.Millisecond}
+		c.Measured(&measure.Result{AllThrottling: []v1alpha1.PodThrottling{p}})
+	}
+	want := `
+# HELP latencytier_pod_cfs_bursts_total CFS periods in which the pod ran beyond its quota on its burst (nr_bursts; cpuQuota.policy Burst).
+# TYPE latencytier_pod_cfs_bursts_total counter
+latencytier_pod_cfs_bursts_total{opted_in="false",pod_name="gw-0",pod_namespace="shop"} 7
+# HELP latencytier_pod_burst_seconds_total Time the pod ran beyond its quota on its burst (burst_time, burst_usec).
+# TYPE latencytier_pod_burst_seconds_total counter
+latencytier_pod_burst_seconds_total{opted_in="false",pod_name="gw-0",pod_namespace="shop"} 0.07
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "latencytier_pod_cfs_bursts_total", "latencytier_pod_burst_seconds_total"); err != nil {
+		t.Error(err)
+	}
+}
+
 // TestCollectorSettingStatesAndReasserts: the current state is 1, earlier
 // ones 0; re-asserts count; a setting gone from status loses both.
 func TestCollectorSettingStatesAndReasserts(t *testing.T) {

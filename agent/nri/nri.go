@@ -83,7 +83,9 @@ func Decide(g *Grants, pod *api.PodSandbox, ctr *api.Container) Decision {
 		Labels: pod.GetLabels(), Annotations: pod.GetAnnotations(), NamespaceLabels: g.Namespaces[pod.GetNamespace()]}
 	o := desired.SortOptIns(g.Tuning, []podcgroup.Pod{p})
 	var d Decision
-	d.RemoveQuota = len(o.Quota) == 1
+	// Burst keeps the quota: NRI (v0.12's LinuxCPU has no burst field)
+	// cannot set a burst at creation, so the agent's next pass sets it.
+	d.RemoveQuota = len(o.Quota) == 1 && !o.Quota[0].Burst
 	if len(o.Isolated) == 1 && g.Tuning.CPUs != nil && g.Tuning.CPUs.Isolated != nil && unplaced(g, ctr) {
 		d.CPUs = *g.Tuning.CPUs.Isolated
 	}

@@ -167,6 +167,26 @@ func TestCreateContainer(t *testing.T) {
 	}
 }
 
+// TestCreateContainerKeepsQuotaUnderBurst: policy Burst grants the same
+// pods, but keeps their quota: the plugin must not remove it (NRI v0.12
+// has no burst field, so the burst comes from the agent's next pass), and
+// still places the container.
+func TestCreateContainerKeepsQuotaUnderBurst(t *testing.T) {
+	rt := startRuntime(t)
+	p := nri.New(rt.socket, logr.Discard())
+	g := grants()
+	g.Tuning.CPUQuota.Policy = v1alpha1.CPUQuotaBurst
+	p.Publish(g)
+	startPlugin(t, p)
+	a := create(t, rt, pod("trading", optIn), ctr("c-burst", ""))
+	if q := quota(a); q != nil {
+		t.Errorf("quota adjusted to %d under policy Burst, want kubelet's kept", *q)
+	}
+	if got := cpus(a); got != "2-3" {
+		t.Errorf("cpuset adjustment %q, want 2-3", got)
+	}
+}
+
 // TestCreateContainerFollowsGrants: the plugin decides from what the
 // agent's last pass published; before any pass, and after a revert
 // (nil), it adjusts nothing.

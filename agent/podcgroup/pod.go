@@ -29,8 +29,17 @@ type Pod struct {
 	NamespaceLabels map[string]string
 	// OptedIn is true when the pod asked for CFS quota removal (Asks) and
 	// cpuQuota.namespaceSelector grants it to the pod's namespace: only then
-	// does cpuquota remove its limit.
+	// does cpuquota remove its limit (policy Remove) or add a burst (Burst).
 	OptedIn bool
+	// Burst is true when OptedIn comes from policy Burst: the pod keeps its
+	// quota and gets a CFS burst over it (so its throttling is no sign of a
+	// failed removal).
+	Burst bool
+	// Resizing is true while kubelet resizes the pod in place (condition
+	// PodResizeInProgress): it is about to write new quotas, which the
+	// kernel refuses below a cgroup's burst, so cpuquota's Burst policy
+	// yields its burst until the resize is done.
+	Resizing bool
 	// Isolated is true when the pod asked (Asks) and cpus.namespaceSelector
 	// grants the isolated CPUs to its namespace: only then does cpuset keep
 	// it there.

@@ -80,6 +80,10 @@ func TestBoundedProfilesAreRefusedNamingTheField(t *testing.T) {
 		bad{"rollout-pods-grant-everything", "measurement:\n  podSelector:\n    matchLabels: {tier: latency}\n  namespaceSelector:\n    matchLabels: {}\nrollout: {}", "spec.measurement.namespaceSelector", grant},
 		bad{"rollout-one-sample", measured + "rollout:\n  minSamples: 1", "spec.rollout.minSamples", strconv.Itoa(v1alpha1.MinSamplesFloor)},
 		bad{"rollout-reboot-back-unknown", measured + "rollout:\n  rebootBack: Always", "spec.rollout.rebootBack", "Pause"},
+		bad{"burst-percent-zero", "cpuQuota:\n  policy: Burst\n  burstPercent: 0\n  namespaceSelector: {}", "spec.cpuQuota.burstPercent", "should be greater than or equal to 1"},
+		bad{"burst-percent-above-the-quota", "cpuQuota:\n  policy: Burst\n  burstPercent: 101\n  namespaceSelector: {}", "spec.cpuQuota.burstPercent", "should be less than or equal to 100"},
+		bad{"burst-percent-with-remove", "cpuQuota:\n  burstPercent: 50\n  namespaceSelector: {}", "spec.cpuQuota", "burstPercent applies only to cpuQuota.policy Burst"},
+		bad{"burst-without-grant", "cpuQuota:\n  policy: Burst", "spec.cpuQuota", "namespaceSelector is required"},
 	)
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -138,6 +142,9 @@ func TestBoundedProfilesAtTheEdgesAreAccepted(t *testing.T) {
 		"reboot-percent":     isolatedCPUs + "bootParameters:\n  policy: Reboot\n" + measured + "rollout:\n  canary:\n    nodes: \"99%\"",
 		"reboot-selector":    isolatedCPUs + "bootParameters:\n  policy: Reboot\n" + measured + "rollout:\n  canary:\n    selector:\n      matchLabels: {canary: \"\"}",
 		"report-only":        isolatedCPUs + "bootParameters:\n  policy: ReportOnly\n",
+		"burst-default":      "cpuQuota:\n  policy: Burst\n  namespaceSelector: {}",
+		"burst-floor":        "cpuQuota:\n  policy: Burst\n  burstPercent: 1\n  namespaceSelector: {}",
+		"burst-ceiling":      "cpuQuota:\n  policy: Burst\n  burstPercent: 100\n  namespaceSelector: {}",
 		"rollout-expression": "measurement:\n  namespaceSelector:\n    matchExpressions:\n    - {key: kubernetes.io/metadata.name, operator: In, values: [gateway]}\nrollout:\n  minSamples: 20\n  rebootBack: Automatic",
 	}
 	for name, spec := range specs {
@@ -221,6 +228,10 @@ func TestCRDRulesMatchTheConstants(t *testing.T) {
 	}
 	if got := fmt.Sprint(dig(t, spec, "properties", "rollout", "properties", "minSamples", "minimum")); got != strconv.Itoa(v1alpha1.MinSamplesFloor) {
 		t.Errorf("rollout.minSamples minimum %s, MinSamplesFloor %d", got, v1alpha1.MinSamplesFloor)
+	}
+	burst := dig(t, spec, "properties", "cpuQuota", "properties", "burstPercent").(map[string]any)
+	if lo, hi := fmt.Sprint(burst["minimum"]), fmt.Sprint(burst["maximum"]); lo != strconv.Itoa(v1alpha1.BurstPercentMin) || hi != strconv.Itoa(v1alpha1.BurstPercentMax) {
+		t.Errorf("cpuQuota.burstPercent bounds %s..%s, the constants %d..%d", lo, hi, v1alpha1.BurstPercentMin, v1alpha1.BurstPercentMax)
 	}
 }
 

@@ -101,9 +101,14 @@ type PodThrottling struct {
 	// +required
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
-	// optedIn says the pod asked for quota removal.
+	// optedIn says the pod's quota is removed (it asked, its namespace is
+	// granted, policy Remove): any throttling means the removal failed.
 	// +optional
 	OptedIn bool `json:"optedIn,omitempty"`
+	// burst says the pod is granted a CFS burst over its quota (policy
+	// Burst): it keeps its limit and may still be throttled.
+	// +optional
+	Burst bool `json:"burst,omitempty"`
 	// periods is nr_periods over the interval.
 	// +optional
 	Periods int64 `json:"periods,omitempty"`
@@ -120,6 +125,17 @@ type PodThrottling struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	ThrottledTime *metav1.Duration `json:"throttledTime,omitempty"`
+	// bursts is nr_bursts over the interval: periods in which the pod ran
+	// beyond its quota on its burst (Linux 5.14+).
+	// +optional
+	Bursts int64 `json:"bursts,omitempty"`
+	// burstTime is the time the pod ran beyond its quota on its burst over
+	// the interval (cpu.stat burst_usec, v1 burst_time).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
+	BurstTime *metav1.Duration `json:"burstTime,omitempty"`
 }
 
 // Finding is a diagnostic: a condition of the host known to add scheduling

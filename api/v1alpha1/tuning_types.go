@@ -353,28 +353,60 @@ type IRQSpec struct {
 }
 
 // CPUQuotaPolicy says what happens to CFS bandwidth limits.
-// +kubebuilder:validation:Enum=Remove;Keep
+// +kubebuilder:validation:Enum=Remove;Burst;Keep
 type CPUQuotaPolicy string
 
 const (
 	// CPUQuotaRemove removes the limit of opted-in pods at pod and container
 	// level and re-asserts when kubelet or the runtime writes it back.
 	CPUQuotaRemove CPUQuotaPolicy = "Remove"
+	// CPUQuotaBurst keeps the limit of opted-in pods and lets them spend
+	// quota they left unused in earlier periods: a CFS burst (cgroup v1
+	// cpu.cfs_burst_us, v2 cpu.max.burst; Linux 5.14+) of burstPercent of
+	// the quota, at pod and container level. The average stays within the
+	// limit; a period may use up to quota + burst.
+	CPUQuotaBurst CPUQuotaPolicy = "Burst"
 	// CPUQuotaKeep leaves every limit in place.
 	CPUQuotaKeep CPUQuotaPolicy = "Keep"
+)
+
+// The bounds of spec.cpuQuota.burstPercent, for the CRD's markers (checked
+// by a test) and the agent alike. The kernel refuses a burst larger than
+// the quota: tg_set_cfs_bandwidth (kernel/sched/core.c, since 5.14) returns
+// EINVAL when "quota != RUNTIME_INF && (burst > quota || burst + quota >
+// max_cfs_runtime)", and every write of the quota (cpu.cfs_quota_us,
+// cpu.max) passes the group's current burst through the same check. So a
+// burst is at most 100% of the quota, and a quota may not drop below the
+// burst: whoever lowers one must lower the burst first.
+const (
+	BurstPercentMin     = 1
+	BurstPercentMax     = 100
+	BurstPercentDefault = 100
 )
 
 // CPUQuotaSpec selects the pods whose CFS quota is removed. A pod asks (the
 // annotation or podSelector); the cluster admin grants, per namespace
 // (namespaceSelector).
-// +kubebuilder:validation:XValidation:rule="(has(self.policy) && self.policy == 'Keep') || has(self.namespaceSelector)",message="cpuQuota.namespaceSelector is required when cpuQuota.policy is Remove (the default): it names the namespaces whose pods may drop their CPU limit ({} admits every namespace)"
+// +kubebuilder:validation:XValidation:rule="(has(self.policy) && self.policy == 'Keep') || has(self.namespaceSelector)",message="cpuQuota.namespaceSelector is required when cpuQuota.policy is Remove (the default) or Burst: it names the namespaces whose pods may drop or stretch their CPU limit ({} admits every namespace)"
+// +kubebuilder:validation:XValidation:rule="!has(self.burstPercent) || (has(self.policy) && self.policy == 'Burst')",message="cpuQuota.burstPercent applies only to cpuQuota.policy Burst"
 type CPUQuotaSpec struct {
-	// policy is Remove (for pods annotated latencytier.io/cpu-quota: disable
-	// or matching podSelector, in a namespace namespaceSelector admits) or
-	// Keep.
+	// policy is Remove or Burst (for pods annotated latencytier.io/cpu-quota:
+	// disable or matching podSelector, in a namespace namespaceSelector
+	// admits) or Keep. Remove drops their CFS limit; Burst keeps it and adds
+	// a CFS burst of burstPercent of the quota (Linux 5.14+; Unsupported on
+	// older kernels).
 	// +optional
 	// +kubebuilder:default=Remove
 	Policy CPUQuotaPolicy `json:"policy,omitempty"`
+
+	// burstPercent is, with policy Burst, the burst as a percentage of each
+	// cgroup's quota: 100 (the default) lets a pod that was idle use twice
+	// its limit in one period. The kernel caps a burst at the quota, hence
+	// at most 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	BurstPercent *int32 `json:"burstPercent,omitempty"`
 
 	// namespaceSelector is the cluster admin's grant: only pods in
 	// namespaces whose labels match it lose their CFS limit when they opt
@@ -392,6 +424,15 @@ type CPUQuotaSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !has(e.values) || size(e.values) <= 64)",message="at most 64 matchExpressions values per expression"
 	// +optional
 	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+}
+
+// Burst is the burst percentage of the spec: burstPercent, or
+// BurstPercentDefault when unset.
+func (s *CPUQuotaSpec) Burst() int64 {
+	if s == nil || s.BurstPercent == nil {
+		return BurstPercentDefault
+	}
+	return int64(*s.BurstPercent)
 }
 
 // MeasurementSource is where run-queue latency comes from.

@@ -19,7 +19,7 @@ gcc -O2 -Wall -pthread -o "$WORKLOAD" "$BENCH_DIR/workload.c" -lm
 (cd "$REPO" && go build -o "$LT" . && go build -o "$OUT/quotafix" ./hack/bench/quotafix)
 
 rm -f "$OUT/results.txt" "$OUT"/samples/* "$OUT"/logs/*
-for s in ${BENCH_SCENARIOS:-autogroup throttling irq idle}; do
+for s in ${BENCH_SCENARIOS:-autogroup throttling burst irq idle}; do
 	log "scenario $s"
 	echo "scenario=$s phase=start loadavg=$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/results.txt"
 	"$BENCH_DIR/$s.sh" >"$OUT/logs/$s.log" 2>&1 || log "scenario $s failed (see $OUT/logs/$s.log)"

@@ -6,6 +6,9 @@
 # but not its bursts; then the same after the agent's cpuquota code removes
 # the quota of the opted-in pod. Reports p99 and nr_throttled for both.
 # Floor: the same pod cgroup before it has a quota.
+# TH_FIX=burst (hack/bench/burst.sh, scenario "burst") keeps the quota and
+# sets a CFS burst of TH_BURST_PERCENT of it instead (cpuQuota.policy
+# Burst), so "burst" and "throttling" together are no fix / Burst / Remove.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -16,6 +19,9 @@ BURST=${TH_BURST:-100}
 WORKERS=${TH_WORKERS:-8}
 QUOTA_US=${TH_QUOTA_US:-40000}
 PERIOD_US=100000
+FIX=${TH_FIX:-remove}
+SCENARIO=${TH_SCENARIO:-throttling}
+BURST_PERCENT=${TH_BURST_PERCENT:-100}
 CPU_ROOT=$(awk '$3=="cgroup" && $4 ~ /(^|,)cpu(,|$)/ {print $2; exit}' /proc/mounts)
 KUBEPODS=kubepods-bench
 POD_UID=5e1f0c2a-7b3d-4c9e-a1f2-0000000be4c7
@@ -39,8 +45,8 @@ make_pod() {
 
 # throttled: the container's cumulative cpu.stat counters.
 throttled() {
-	awk '/^nr_periods/ {p=$2} /^nr_throttled/ {t=$2} /^throttled_time/ {ns=$2}
-	     END {printf "nr_periods=%d nr_throttled=%d throttled_ms=%.0f", p, t, ns/1e6}' "$CTR/cpu.stat"
+	awk '/^nr_periods/ {p=$2} /^nr_throttled/ {t=$2} /^throttled_time/ {ns=$2} /^nr_bursts/ {b=$2} /^burst_time/ {bns=$2}
+	     END {printf "nr_periods=%d nr_throttled=%d throttled_ms=%.0f nr_bursts=%d burst_ms=%.0f", p, t, ns/1e6, b, bns/1e6}' "$CTR/cpu.stat"
 }
 
 args=(-n "$REQS" -r "$RATE" -s "$SERVICE" -b "$BURST" -w "$WORKERS" -T 30)
@@ -56,13 +62,19 @@ bench_load() {
 # (quotafix: podcgroup.Find + cpuquota.Knobs + apply.Engine, journaled);
 # bench_unfix reverts it through the same journal.
 bench_fix() {
-	"$OUT/quotafix" apply -kubepods "$KUBEPODS" -uid "$POD_UID" >>"$OUT/logs/throttling-agent.log" 2>&1
-	log "quota after agent: pod=$(cat "$POD/cpu.cfs_quota_us") container=$(cat "$CTR/cpu.cfs_quota_us")"
+	"$OUT/quotafix" apply -kubepods "$KUBEPODS" -uid "$POD_UID" -policy "$FIX" -percent "$BURST_PERCENT" >>"$OUT/logs/$SCENARIO-agent.log" 2>&1
+	log "quota after agent: pod=$(cat "$POD/cpu.cfs_quota_us") container=$(cat "$CTR/cpu.cfs_quota_us") burst: pod=$(cat "$POD/cpu.cfs_burst_us" 2>/dev/null) container=$(cat "$CTR/cpu.cfs_burst_us" 2>/dev/null)"
 }
-bench_unfix() { "$OUT/quotafix" revert >>"$OUT/logs/throttling-agent.log" 2>&1; }
+bench_unfix() { "$OUT/quotafix" revert >>"$OUT/logs/$SCENARIO-agent.log" 2>&1; }
 
 export DURATION_S=$((REQS / RATE + 5))
 kernel_lock
 make_pod
-run_pairs throttling
-echo "scenario=throttling agent_path=cpuquota-code cmd=$(IFS=_; echo "${args[*]}") quota_us=$QUOTA_US period_us=$PERIOD_US cgroup=${POD#$CPU_ROOT/}" >>"$OUT/results.txt"
+if [ "$FIX" = burst ] && [ ! -e "$CTR/cpu.cfs_burst_us" ]; then
+	log "no cpu.cfs_burst_us on this kernel (CFS burst needs 5.14+): skipping $SCENARIO"
+	exit 0
+fi
+run_pairs "$SCENARIO"
+extra=""
+[ "$FIX" != burst ] || extra=" burst_percent=$BURST_PERCENT"
+echo "scenario=$SCENARIO agent_path=cpuquota-code fix=$FIX cmd=$(IFS=_; echo "${args[*]}") quota_us=$QUOTA_US period_us=$PERIOD_US$extra cgroup=${POD#$CPU_ROOT/}" >>"$OUT/results.txt"

@@ -73,6 +73,9 @@ var (
 	CPUQuota = Kind{Name: "cpuquota", Forms: []string{"cpuquota/<namespace>/<pod>/<uid>[/<container>]"},
 		Doc:     "CFS quota of an opted-in pod and its containers",
 		Culprit: "kubelet or the container runtime", PodScoped: true}
+	CPUBurst = Kind{Name: "cpuburst", Forms: []string{"cpuburst/<namespace>/<pod>/<uid>[/<container>]"},
+		Doc:     "CFS burst (`cpuQuota.policy: Burst`) of an opted-in pod and its containers",
+		Culprit: "the container runtime or another burst controller (koordinator)", PodScoped: true}
 	RTSched = Kind{Name: "rtsched", Forms: []string{"rtsched/<namespace>/<pod>/<uid>", "rtsched/<namespace>/<pod>/<uid>/<tid>@<start>"},
 		Doc:     "the real-time scheduling policy `spec.realtime` grants a pod's threads, one per thread incarnation (its start time in clock ticks after boot)",
 		Culprit: "the pod itself (a thread calling sched_setscheduler) or chrt", PodScoped: true}
@@ -94,7 +97,7 @@ const (
 
 // Kinds lists every kind; a sub-kind comes before its parent so Parse
 // finds the longest prefix first.
-var Kinds = []Kind{Scheduler, Sysctl, IRQ, CPUSetPod, CPUSet, CPUQuota, RTSched, Partition, Power, Boot}
+var Kinds = []Kind{Scheduler, Sysctl, IRQ, CPUSetPod, CPUSet, CPUQuota, CPUBurst, RTSched, Partition, Power, Boot}
 
 // Parse returns the kind of id and the rest after its prefix; false for an
 // ID of no kind (or an empty rest).
@@ -129,7 +132,7 @@ func PodScope(id string) (string, bool) {
 }
 
 // Pod is the ID of the setting kind k holds for pod namespace/name/uid
-// (CPUQuota, CPUSetPod, RTSched).
+// (CPUQuota, CPUBurst, CPUSetPod, RTSched).
 func Pod(k Kind, namespace, name, uid string) string { return k.ID(namespace, name, uid) }
 
 // Thread is the ID of one thread's policy below pod ID podID: "<podID>/<tid>@<start>".

@@ -25,14 +25,17 @@ import (
 // MaxListed bounds status.throttling.
 const MaxListed = 32
 
-// Stat is one cgroup's cumulative cpu.stat throttling counters.
+// Stat is one cgroup's cumulative cpu.stat throttling and burst counters.
 type Stat struct {
 	Periods, Throttled int64
 	Time               time.Duration
+	Bursts             int64
+	BurstTime          time.Duration
 }
 
 func (c Stat) sub(o Stat) Stat {
-	return Stat{Periods: c.Periods - o.Periods, Throttled: c.Throttled - o.Throttled, Time: c.Time - o.Time}
+	return Stat{Periods: c.Periods - o.Periods, Throttled: c.Throttled - o.Throttled, Time: c.Time - o.Time,
+		Bursts: c.Bursts - o.Bursts, BurstTime: c.BurstTime - o.BurstTime}
 }
 
 // Ratio is the throttled share of periods (0 without periods).
@@ -98,7 +101,8 @@ func (t *Meter) Collect(pods []podcgroup.Pod, measured func(podcgroup.Pod) bool)
 }
 
 // podDelta reads cpu.stat of the pod and its containers and keeps the level
-// with the highest throttled ratio (the pod's own on a tie).
+// with the highest throttled ratio (the pod's own on a tie), its burst
+// counters with it.
 func (t *Meter) podDelta(p podcgroup.Pod, dirs *podcgroup.Dirs, cur map[string]Stat) (Pod, bool) {
 	best := Pod{Pod: p}
 	seen := false
@@ -107,7 +111,7 @@ func (t *Meter) podDelta(p podcgroup.Pod, dirs *podcgroup.Dirs, cur map[string]S
 		if err != nil {
 			continue
 		}
-		st := Stat{Periods: ct.Periods, Throttled: ct.Throttled, Time: ct.Time}
+		st := Stat(ct)
 		cur[dir] = st
 		old, ok := t.prev[dir]
 		if !ok {
@@ -174,11 +178,14 @@ func Summarise(ps []Pod, measured func(podcgroup.Pod) bool) Summary {
 		s.All = append(s.All, v1alpha1.PodThrottling{
 			Namespace:     p.Pod.Namespace,
 			Name:          p.Pod.Name,
-			OptedIn:       p.Pod.OptedIn,
+			OptedIn:       p.Pod.OptedIn && !p.Pod.Burst,
+			Burst:         p.Pod.Burst,
 			Periods:       p.Delta.Periods,
 			Throttled:     p.Delta.Throttled,
 			Ratio:         ratio.Format(r),
 			ThrottledTime: &metav1.Duration{Duration: p.Delta.Time},
+			Bursts:        p.Delta.Bursts,
+			BurstTime:     burstTime(p.Delta.BurstTime),
 		})
 		if p.Pressure != "" {
 			if s.Pressure == nil {
@@ -194,6 +201,15 @@ func Summarise(ps []Pod, measured func(podcgroup.Pod) bool) Summary {
 		s.MeasuredRatio = ratio.Format(highestMeasured)
 	}
 	return s
+}
+
+// burstTime is d for status, nil when the pod never burst (most pods, and
+// every pod on a kernel without burst).
+func burstTime(d time.Duration) *metav1.Duration {
+	if d <= 0 {
+		return nil
+	}
+	return &metav1.Duration{Duration: d}
 }
 
 // cgroupPressure reads "some avg10=" of a cgroup v2 cpu.pressure. The file

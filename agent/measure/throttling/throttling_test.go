@@ -35,3 +35,20 @@ func TestSummarise(t *testing.T) {
 		t.Errorf("ratio without periods = %v", r)
 	}
 }
+
+// A pod granted a burst keeps its quota: its throttling is reported with
+// its bursts, and it is not "opted in" to a removal that its throttling
+// would show failed (the OptedInPodThrottled finding reads optedIn).
+func TestSummariseBurst(t *testing.T) {
+	gw := Pod{Pod: podcgroup.Pod{Namespace: "shop", Name: "gw", OptedIn: true, Burst: true},
+		Delta: Stat{Periods: 10, Throttled: 1, Time: time.Millisecond, Bursts: 4, BurstTime: 30 * time.Millisecond}}
+	plain := Pod{Pod: podcgroup.Pod{Namespace: "b", Name: "batch"}, Delta: Stat{Periods: 10}}
+	s := Summarise([]Pod{gw, plain}, func(podcgroup.Pod) bool { return true })
+	got := s.All[0]
+	if got.OptedIn || !got.Burst || got.Bursts != 4 || got.BurstTime == nil || got.BurstTime.Duration != 30*time.Millisecond {
+		t.Errorf("burst pod = %+v; want optedIn false, burst true, 4 bursts, 30ms", got)
+	}
+	if p := s.All[1]; p.Burst || p.BurstTime != nil {
+		t.Errorf("a pod that never burst = %+v; want no burst figures", p)
+	}
+}
