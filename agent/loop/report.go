@@ -273,10 +273,9 @@ func latencyMoved(w, n *v1alpha1.LatencyStatus) bool {
 }
 
 // podWaitFloor is the least wait per second of a measured pod that a
-// reader acts on: the agent's NoisyNeighbor finding starts there. Below it
-// a pod's wait (a sum over its few wakeups, noisy window to window) counts
-// as the floor, and who caused it is not compared.
-const podWaitFloor = float64(time.Millisecond)
+// reader acts on (figures.WaitFloor): below it a pod's wait counts as the
+// floor, and who caused it is not compared.
+const podWaitFloor = figures.WaitFloor
 
 // podWaitMoved says a measured pod's wait per second moved by
 // figures.Factor (floored at podWaitFloor), or, where either window's wait
