@@ -48,7 +48,7 @@ func TestContentionHysteresis(t *testing.T) {
 		'N': {Attributed: measure.AttributedNoPods, Window: time.Second},
 	}
 	for _, tc := range []struct {
-		name, spec string // spec: "" defaults, else raise/clear
+		name, spec   string // spec: "" defaults, else raise/clear
 		raise, clear int32
 		in, want     string
 	}{

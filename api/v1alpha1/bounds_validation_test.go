@@ -244,7 +244,7 @@ func TestCRDRulesMatchTheConstants(t *testing.T) {
 		t.Errorf("contention.waitPerSecond default %s, ContentionDefaultWaitPerSecond %v", got, v1alpha1.ContentionDefaultWaitPerSecond)
 	}
 	for _, c := range []struct {
-		field               string
+		field             string
 		lo, hi, defaultTo int
 	}{
 		{"raiseAfterWindows", v1alpha1.ContentionMinRaiseAfter, v1alpha1.ContentionMaxRaiseAfter, v1alpha1.ContentionDefaultRaiseAfter},
