@@ -26,10 +26,11 @@ import (
 const FindingNoisyNeighbor = "NoisyNeighbor"
 
 const (
-	// noisyBudgetShare of waitPerSecond is where NoisyNeighbor starts: it
-	// names the offender before the condition steers pods away (25 ms/s
-	// by default, 4x an idle node's own background).
-	noisyBudgetShare = 0.5
+	// noisyBudgetShare of waitPerSecond (the budget of a pod's wait behind
+	// others, until pods have budgets of their own) is where NoisyNeighbor
+	// starts: the whole of it, so the finding explains the condition, a
+	// window sooner, and never warns of a wait the condition calls fine.
+	noisyBudgetShare = 1.0
 	// noisyWindows in a row: one window is a burst (a build, a backup's
 	// start), not a neighbour.
 	noisyWindows = 2
