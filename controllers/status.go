@@ -63,6 +63,7 @@ type nodeLine struct {
 	applied       bool // the agent reports the current generation Applied
 	outsideBudget bool
 	reboot        bool
+	contended     bool // RunQueueContention True
 	throttled     float64
 }
 
@@ -167,6 +168,7 @@ func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) node
 	conds := ln.Status.Conditions
 	line.outsideBudget = meta.IsStatusConditionFalse(conds, v1alpha1.NodeWithinBudget)
 	line.reboot = meta.IsStatusConditionTrue(conds, v1alpha1.NodeRebootRequired)
+	line.contended = meta.IsStatusConditionTrue(conds, v1alpha1.NodeRunQueueContention)
 	applied := meta.FindStatusCondition(conds, v1alpha1.NodeApplied)
 	switch {
 	case applied != nil && applied.Status == metav1.ConditionFalse:
@@ -354,6 +356,9 @@ func countLines(st *v1alpha1.LatencyProfileStatus, lines []nodeLine) lineTally {
 		}
 		if l.reboot {
 			st.RebootRequired++
+		}
+		if l.contended {
+			st.Contended++
 		}
 		if l.RunQueueP99 != nil && (st.WorstRunQueueP99 == nil || l.RunQueueP99.Duration > st.WorstRunQueueP99.Duration) {
 			st.WorstRunQueueP99 = l.RunQueueP99.DeepCopy()

@@ -51,6 +51,8 @@ var (
 	drifted      = cond(v1alpha1.NodeDrifted, metav1.ConditionTrue, v1alpha1.ReasonDriftDetected)
 	outOfBudget  = cond(v1alpha1.NodeWithinBudget, metav1.ConditionFalse, v1alpha1.ReasonOutsideBudget)
 	needsReboot  = cond(v1alpha1.NodeRebootRequired, metav1.ConditionTrue, v1alpha1.ReasonCmdlineMissingFlags)
+	contended    = cond(v1alpha1.NodeRunQueueContention, metav1.ConditionTrue, v1alpha1.ReasonWaitBehindOthers)
+	uncontended  = cond(v1alpha1.NodeRunQueueContention, metav1.ConditionFalse, v1alpha1.ReasonBelowThreshold)
 	revertedCond = cond(v1alpha1.NodeReverted, metav1.ConditionTrue, v1alpha1.ReasonRevertComplete)
 )
 
@@ -173,17 +175,20 @@ func TestComputeStatus(t *testing.T) {
 		},
 		wantCond: map[string]string{"Ready": "False/NoNodesMatched"},
 	}, {
-		name:    "measurements: worst p99, max throttling, budget, reboot",
+		name:    "measurements: worst p99, max throttling, budget, reboot, contention",
 		profile: profile("p", 0, rt),
 		nodes:   []corev1.Node{tnode("a", rt, "", 0), tnode("b", rt, "", 0), tnode("c", rt, "", 0)},
 		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
 			return []*v1alpha1.LatencyNode{
-				lnFor("a", p, 80*time.Microsecond, "0.002", applied),
-				lnFor("b", p, 4500*time.Microsecond, "0.01", applied, outOfBudget),
+				lnFor("a", p, 80*time.Microsecond, "0.002", applied, uncontended),
+				lnFor("b", p, 4500*time.Microsecond, "0.01", applied, outOfBudget, contended),
 				lnFor("c", p, 200*time.Microsecond, "0.25", applied, needsReboot),
 			}
 		},
 		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			if st.Contended != 1 {
+				t.Errorf("contended = %d, want 1 (b's RunQueueContention True; a's False)", st.Contended)
+			}
 			if st.WorstRunQueueP99 == nil || st.WorstRunQueueP99.Duration != 4500*time.Microsecond {
 				t.Errorf("worst p99 = %v", st.WorstRunQueueP99)
 			}

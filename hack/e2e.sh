@@ -535,6 +535,12 @@ noisy_finding() { k get latencynode "$NODE" -o jsonpath='{.status.findings[?(@.t
 must "e2e-hog running beside rollout-server" start_hog
 check "status.latency.pods: rollout-server's top offender is Pod default/e2e-hog" wait_until 90 "attribution" hog_is_top
 check "a NoisyNeighbor finding names default/e2e-hog" wait_until 30 "NoisyNeighbor finding" noisy_finding
+# RunQueueContention (issue 45): the server waits seconds a second behind
+# the hog, far above the default 30ms; True after 3 windows of 5s in a
+# row, counted by the profile; False again 5 quiet windows after the hog.
+profile_contended() { [[ "$(k get latencyprofile e2e-rollout -o jsonpath='{.status.contended}')" == 1 ]]; }
+check "RunQueueContention True beside e2e-hog" wait_until 60 "RunQueueContention True" ln_condition_is RunQueueContention True
+check "the profile counts the contended node (status.contended 1)" wait_until 30 "status.contended" profile_contended
 transcript latency-explain "kubectl latency explain $NODE" kubectl_latency explain "$NODE"
 transcript latency-top "kubectl latency top" kubectl_latency top
 echo "  (rollout-server: $(k get latencynode "$NODE" -o jsonpath='{range .status.latency.pods[?(@.name=="rollout-server")]}{.waitPerSecond}/s:{range .offenders[*]} {.sharePercent}% {.class} {.name};{end}{end}'))"
@@ -542,6 +548,8 @@ echo "  (rollout-server: $(k get latencynode "$NODE" -o jsonpath='{range .status
 # attributed waits, drift re-asserts): hack/e2e-prometheus.sh.
 dashboard_checks
 k delete pod e2e-hog --wait=true --timeout=60s >/dev/null 2>&1 || true
+check "RunQueueContention False again once e2e-hog is gone" wait_until 90 "RunQueueContention False" ln_condition_is RunQueueContention False
+echo "  (RunQueueContention: $(k get latencynode "$NODE" -o jsonpath='{.status.conditions[?(@.type=="RunQueueContention")].message}'))"
 
 say "Rollout profile deleted: the kubelet's quota is back"
 check "e2e-rollout deleted" k delete latencyprofile e2e-rollout --timeout="${TIMEOUT}s"

@@ -59,8 +59,10 @@ func (r *Reconciler) held(ln *v1alpha1.LatencyNode, node snapshot.Node, t v1alph
 func (r *Reconciler) measure(_ context.Context, ln *v1alpha1.LatencyNode, st *v1alpha1.LatencyNodeStatus) {
 	r.passFindings = slices.Clone(st.Findings)
 	if !r.measuring(ln) {
-		setCondition(st, metav1.Condition{Type: v1alpha1.NodeWithinBudget, Status: metav1.ConditionUnknown,
-			Reason: v1alpha1.ReasonNotMeasured, Message: "measurement is not running on this node"}, ln.Generation, metav1.Now())
+		for _, t := range []string{v1alpha1.NodeWithinBudget, v1alpha1.NodeRunQueueContention} {
+			setCondition(st, metav1.Condition{Type: t, Status: metav1.ConditionUnknown,
+				Reason: v1alpha1.ReasonNotMeasured, Message: "measurement is not running on this node"}, ln.Generation, metav1.Now())
+		}
 		return
 	}
 	res := r.published
@@ -78,6 +80,9 @@ func (r *Reconciler) measure(_ context.Context, ln *v1alpha1.LatencyNode, st *v1
 	st.Findings = boundFindings(append(st.Findings, res.Findings...))
 	if res.Budget.Type != "" {
 		setCondition(st, res.Budget, ln.Generation, metav1.Now())
+	}
+	if res.Contention.Type != "" {
+		setCondition(st, res.Contention, ln.Generation, metav1.Now())
 	}
 }
 

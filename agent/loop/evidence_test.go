@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -169,6 +170,12 @@ func TestEvidenceBaselineApplyAndRevisionChange(t *testing.T) {
 	if c := ln.Status.Conditions; !conditionIs(ln, v1alpha1.NodeApplied, metav1.ConditionFalse) || ln.Status.ObservedGeneration != ln.Generation {
 		t.Errorf("Baseline status conditions %+v, observedGeneration %d", c, ln.Status.ObservedGeneration)
 	}
+	// Schedstat attributes nothing: the window's RunQueueContention says
+	// it cannot tell, and why.
+	if c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeRunQueueContention); c == nil ||
+		c.Status != metav1.ConditionUnknown || c.Reason != v1alpha1.ReasonNoAttribution {
+		t.Errorf("RunQueueContention after a schedstat window = %+v, want Unknown/%s", c, v1alpha1.ReasonNoAttribution)
+	}
 	wl.run(0) // the same workload file, rewritten: the only change on the host
 	after := tree(t, root)
 	for p, v := range after {
@@ -275,6 +282,12 @@ func TestEvidenceNoneWithMeasurementDisabled(t *testing.T) {
 	}
 	if n := scd.patches.Load(); n != 1 || getLN(t, c, "node-d").Status.Current != nil {
 		t.Errorf("%d status patches with measurement Disabled; want the apply's only, no evidence", n)
+	}
+	for _, typ := range []string{v1alpha1.NodeWithinBudget, v1alpha1.NodeRunQueueContention} {
+		if c := meta.FindStatusCondition(getLN(t, c, "node-d").Status.Conditions, typ); c == nil ||
+			c.Status != metav1.ConditionUnknown || c.Reason != v1alpha1.ReasonNotMeasured {
+			t.Errorf("%s with measurement Disabled = %+v, want Unknown/%s", typ, c, v1alpha1.ReasonNotMeasured)
+		}
 	}
 }
 

@@ -149,7 +149,7 @@ func (mt *Meter) Start(ctx context.Context) error {
 		in := mt.held.in
 		mt.mu.Unlock()
 		if on && !armed {
-			_, _ = mt.m.Collect(ctx, in) // the counters start here
+			mt.m.Arm(ctx, in) // the counters start here
 			start = mt.clock.Now()
 		}
 		armed = on

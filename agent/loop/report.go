@@ -73,9 +73,10 @@ func reportDue(written, next v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNo
 //     generation, observedGeneration, lastAppliedTime, heartbeatInterval,
 //     boot (every field: the plan, its state, the boot and reboot seen);
 //   - conditions by type, status, reason, message and observedGeneration,
-//     not lastTransitionTime; WithinBudget's message quotes the figures of
-//     each window, so it is compared by status and reason only: the p99
-//     crossing the budget is its status turning;
+//     not lastTransitionTime; WithinBudget's and RunQueueContention's
+//     messages quote the figures of each window, so they are compared by
+//     status and reason only: the p99 crossing the budget, or the
+//     contention's windows in a row, is their status turning;
 //   - findings by type and severity (measure.ChangedMaterially's rule:
 //     their messages quote figures);
 //   - the rollout evidence: baseline whenever it differs, current as
@@ -211,7 +212,7 @@ func conditionsKey(cs []metav1.Condition) string {
 	var b strings.Builder
 	for _, c := range cs {
 		b.WriteString(c.Type + "|" + string(c.Status) + "|" + c.Reason + "|" + strconv.FormatInt(c.ObservedGeneration, 10))
-		if c.Type != v1alpha1.NodeWithinBudget {
+		if c.Type != v1alpha1.NodeWithinBudget && c.Type != v1alpha1.NodeRunQueueContention {
 			b.WriteString("|" + c.Message)
 		}
 		b.WriteString("\n")
@@ -273,10 +274,9 @@ func latencyMoved(w, n *v1alpha1.LatencyStatus) bool {
 }
 
 // podWaitFloor is the least wait per second of a measured pod that a
-// reader acts on: the agent's NoisyNeighbor finding starts there. Below it
-// a pod's wait (a sum over its few wakeups, noisy window to window) counts
-// as the floor, and who caused it is not compared.
-const podWaitFloor = float64(time.Millisecond)
+// reader acts on (figures.WaitFloor): below it a pod's wait counts as the
+// floor, and who caused it is not compared.
+const podWaitFloor = figures.WaitFloor
 
 // podWaitMoved says a measured pod's wait per second moved by
 // figures.Factor (floored at podWaitFloor), or, where either window's wait

@@ -27,6 +27,8 @@ func written() v1alpha1.LatencyNodeStatus {
 			{Type: v1alpha1.NodeApplied, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonApplied, Message: "9 applied", ObservedGeneration: 3, LastTransitionTime: t0},
 			{Type: v1alpha1.NodeWithinBudget, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonWithinBudget,
 				Message: "run-queue p99 41µs <= budget 100µs", ObservedGeneration: 3, LastTransitionTime: t0},
+			{Type: v1alpha1.NodeRunQueueContention, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonBelowThreshold,
+				Message: "a/gw waited 3ms a second behind others (threshold 30ms, for 3 windows in a row): 0 so far", ObservedGeneration: 3, LastTransitionTime: t0},
 		},
 		Settings: []v1alpha1.SettingResult{{Setting: "irq/24-279", Desired: "0", Actual: "0", State: v1alpha1.SettingApplied, Count: 256},
 			{Setting: "scheduler/autogroup", Desired: "0", Actual: "0", State: v1alpha1.SettingApplied}},
@@ -72,6 +74,12 @@ func TestMaterial(t *testing.T) {
 		}, ""},
 		{"WithinBudget turned False", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.Conditions[1].Status, st.Conditions[1].Reason = metav1.ConditionFalse, v1alpha1.ReasonOutsideBudget
+		}, "conditions"},
+		{"RunQueueContention quoting another window", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Conditions[2].Message = "a/gw waited 45ms a second behind others (threshold 30ms, for 3 windows in a row): 1 so far"
+		}, ""},
+		{"RunQueueContention turned True", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.Conditions[2].Status, st.Conditions[2].Reason = metav1.ConditionTrue, v1alpha1.ReasonWaitBehindOthers
 		}, "conditions"},
 		{"Applied message", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.Conditions[0].Message = "8 applied, 1 unsupported"

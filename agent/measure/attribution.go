@@ -310,18 +310,34 @@ func (m *Measurer) cgroupPath(id uint64) (string, bool) {
 
 func (m *Measurer) kubepods() string { return podcgroup.KubepodsName(m.podOpts...) }
 
+// AttributionCover is what a window's attribution covers.
+type AttributionCover string
+
+const (
+	// AttributedNone: no attribution (BPF or attribution off, or its
+	// read failed).
+	AttributedNone AttributionCover = ""
+	// AttributedNoPods: attribution runs, but no measured pod was tracked
+	// through the window.
+	AttributedNoPods AttributionCover = "NoPods"
+	// AttributedPods: the wait of every pod measured through the window
+	// was split (a pod that did not wait is left out of the list).
+	AttributedPods AttributionCover = "Pods"
+)
+
 // readAttribution reads the window's attribution for the pods measured in
-// it (nil when attribution is off or nothing was measured).
-func (m *Measurer) readAttribution(pods []podcgroup.Pod) ([]PodAttribution, error) {
+// it (nil when attribution is off or nothing was measured) and what it
+// covers. A partly read attribution (err set) covers the pods.
+func (m *Measurer) readAttribution(pods []podcgroup.Pod) ([]PodAttribution, AttributionCover, error) {
 	if m.bpfSrc == nil || !m.bpfSrc.t.Attribution() {
-		return nil, nil
+		return nil, AttributedNone, nil
 	}
 	a, err := m.bpfSrc.t.ReadAttribution()
 	if err != nil && a == nil {
-		return nil, err
+		return nil, AttributedNone, err
 	}
 	if !m.podsTracked {
-		return nil, err
+		return nil, AttributedNoPods, err
 	}
 	m.cgWalked = false
 	n := &namer{m: m, victims: m.victims, listed: pods}
@@ -329,5 +345,5 @@ func (m *Measurer) readAttribution(pods []podcgroup.Pod) ([]PodAttribution, erro
 	if err != nil {
 		err = fmt.Errorf("attribution partly read: %w", err)
 	}
-	return out, err
+	return out, AttributedPods, err
 }

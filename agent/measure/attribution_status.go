@@ -1,9 +1,7 @@
 package measure
 
 import (
-	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,14 +19,7 @@ const (
 	shareStep = 5
 	// shareMoved is how far a share must move to be worth a write.
 	shareMoved = 10
-	// noisyShare: a neighbour holding at least this share of a measured
-	// pod's wait, of at least noisyWait a second, is a NoisyNeighbor.
-	noisyShare = 30
-	noisyWait  = time.Millisecond
 )
-
-// findingNoisyNeighbor is the finding type naming the largest neighbour.
-const findingNoisyNeighbor = "NoisyNeighbor"
 
 // perSecond is d over the window, to two significant digits.
 func perSecond(d, window time.Duration) *metav1.Duration {
@@ -122,50 +113,6 @@ func offenderLabel(o Offender) string {
 		return string(o.Class)
 	}
 	return string(o.Class) + " " + o.Name
-}
-
-// remedies fit each neighbour class.
-var remedies = map[OffenderClass]string{
-	OffenderMeasuredPod:   "isolate the pods from each other (cpus.isolated and an opt-in per pod)",
-	OffenderPod:           "isolate the measured pod (cpus.isolated) or keep the other pod off the tier",
-	OffenderSystemService: "reserve CPUs for system services (cpus.reserved) so they leave the tier's CPUs",
-	OffenderKernelThread:  "keep kernel threads and IRQs on the reserved CPUs (irq.affinity: Reserved, cpus.isolated)",
-	OffenderInterrupt:     "steer IRQs to the reserved CPUs (irq.affinity: Reserved)",
-}
-
-// noisyNeighbor is the NoisyNeighbor finding: the measured pod whose
-// largest neighbour holds the most of its wait, if that is at least
-// noisyShare of a wait of at least noisyWait a second.
-func noisyNeighbor(att []PodAttribution, window time.Duration) *v1alpha1.Finding {
-	var best *Offender
-	var victim *PodAttribution
-	var bestShare float64
-	for i := range att {
-		a := &att[i]
-		if window <= 0 || float64(a.Wait)/window.Seconds() < float64(noisyWait) {
-			continue
-		}
-		for j := range a.Offenders {
-			o := &a.Offenders[j]
-			if !o.Class.IsNeighbour() {
-				continue
-			}
-			if s := a.Share(*o); s*100 >= noisyShare && s > bestShare {
-				best, victim, bestShare = o, a, s
-			}
-		}
-	}
-	if best == nil {
-		return nil
-	}
-	var parts []string
-	for _, o := range victim.Offenders {
-		parts = append(parts, fmt.Sprintf("%d%% %s", sharePercent(o.Wait, victim.Wait), offenderLabel(o)))
-	}
-	return &v1alpha1.Finding{Type: findingNoisyNeighbor, Severity: "Warning", Message: fmt.Sprintf(
-		"%s/%s waited %s a second in the run queue, %d%% of it behind %s (%s); %s",
-		victim.Namespace, victim.Name, perSecond(victim.Wait, window).Duration, sharePercent(best.Wait, victim.Wait),
-		offenderLabel(*best), strings.Join(parts, ", "), remedies[best.Class])}
 }
 
 // podWaitsMoved reports whether status.latency.pods changed enough to be

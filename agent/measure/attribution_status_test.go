@@ -1,7 +1,6 @@
 package measure
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -17,8 +16,8 @@ func victim(wait time.Duration, offenders ...Offender) PodAttribution {
 }
 
 // A hog pod holding 71 % of a measured pod's 38 ms of wait a second is in
-// status with rounded figures, in the rollout's evidence as the top
-// neighbour, and a NoisyNeighbor finding with the remedy for a pod.
+// status with rounded figures and in the rollout's evidence as the top
+// neighbour (agent/findings judges it: NoisyNeighbor).
 func TestAttributionInStatus(t *testing.T) {
 	const window = 2 * time.Second
 	att := []PodAttribution{victim(76*time.Millisecond,
@@ -39,27 +38,6 @@ func TestAttributionInStatus(t *testing.T) {
 	n := neighbourWaits(att, window)
 	if n.Top != "Pod batch/nightly-tar" || n.SharePercent != 90 || n.PerSecond.Duration != 35*time.Millisecond {
 		t.Errorf("neighbours = %+v (%v/s), want Pod batch/nightly-tar, 90%%, 35ms/s", n, n.PerSecond)
-	}
-	f := noisyNeighbor(att, window)
-	if f == nil || f.Type != findingNoisyNeighbor || !strings.Contains(f.Message, "shop/gateway-0 waited 38ms a second") ||
-		!strings.Contains(f.Message, "70% of it behind Pod batch/nightly-tar") || !strings.Contains(f.Message, "cpus.isolated") {
-		t.Errorf("finding = %+v", f)
-	}
-}
-
-// No finding when the pod's own CPU quota or the CPU's idle exit made it
-// wait, or when the wait is negligible.
-func TestNoNoisyNeighborWithoutANeighbour(t *testing.T) {
-	const window = time.Second
-	for name, att := range map[string][]PodAttribution{
-		"own quota": {victim(50*time.Millisecond, Offender{Class: OffenderSelfThrottling, Wait: 50 * time.Millisecond})},
-		"idle exit": {victim(50*time.Millisecond, Offender{Class: OffenderIdle, Wait: 45 * time.Millisecond},
-			Offender{Class: OffenderPod, Name: "a/b", Wait: 5 * time.Millisecond})},
-		"negligible": {victim(500*time.Microsecond, Offender{Class: OffenderPod, Name: "a/b", Wait: 500 * time.Microsecond})},
-	} {
-		if f := noisyNeighbor(att, window); f != nil {
-			t.Errorf("%s: finding %s", name, f.Message)
-		}
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 // ChangedMaterially reports whether cur differs enough from prev to be worth
 // a status write: a source appeared or went, a class p99 moved by more than
 // 10%, the throttled ratio, the set of finding types and severities, the
-// budget verdict, or who made the measured pods wait (podWaitsMoved)
+// budget verdict, the contention condition, or who made the measured pods wait (podWaitsMoved)
 // changed. Counts and evidence that move every window do not.
 func ChangedMaterially(prev, cur *Result) bool {
 	if prev == nil || cur == nil {
@@ -21,6 +21,9 @@ func ChangedMaterially(prev, cur *Result) bool {
 		return true
 	}
 	if prev.Budget.Status != cur.Budget.Status || prev.Budget.Reason != cur.Budget.Reason {
+		return true
+	}
+	if prev.Contention.Status != cur.Contention.Status || prev.Contention.Reason != cur.Contention.Reason {
 		return true
 	}
 	if findingKeys(prev.Findings) != findingKeys(cur.Findings) {

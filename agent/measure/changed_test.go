@@ -6,7 +6,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"latencytier.io/latencytier/agent/findings"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -15,7 +14,7 @@ func TestChangedMaterially(t *testing.T) {
 		return &v1alpha1.LatencyStatus{Source: SourceEBPF, Classes: []v1alpha1.ClassLatency{{Class: ClassNode, P99: &metav1.Duration{Duration: p99}}}}
 	}
 	base := &Result{Latency: lat(100 * time.Microsecond), ThrottledRatio: "0.0000",
-		Findings: []v1alpha1.Finding{{Type: findings.FindingAutogroup, Severity: findings.SeverityWarning, Message: "a"}},
+		Findings: []v1alpha1.Finding{{Type: "AutogroupEnabled", Severity: "Warning", Message: "a"}},
 		Budget:   metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonWithinBudget}}
 	with := func(f func(r *Result)) *Result {
 		r := *base
@@ -34,10 +33,11 @@ func TestChangedMaterially(t *testing.T) {
 		{"latency gone", with(func(r *Result) { r.Latency = nil }), true},
 		{"ratio", with(func(r *Result) { r.ThrottledRatio = "0.2000" }), true},
 		{"finding evidence only", with(func(r *Result) {
-			r.Findings = []v1alpha1.Finding{{Type: findings.FindingAutogroup, Severity: findings.SeverityWarning, Message: "b"}}
+			r.Findings = []v1alpha1.Finding{{Type: "AutogroupEnabled", Severity: "Warning", Message: "b"}}
 		}), false},
 		{"finding gone", with(func(r *Result) { r.Findings = nil }), true},
 		{"budget", with(func(r *Result) { r.Budget.Status = metav1.ConditionFalse }), true},
+		{"contention", with(func(r *Result) { r.Contention.Status = metav1.ConditionTrue }), true},
 		{"nil", nil, true},
 	} {
 		if got := ChangedMaterially(base, tc.cur); got != tc.want {

@@ -56,12 +56,15 @@ type Result struct {
 	// PodPressure is, by namespace/name, each pod in AllThrottling's
 	// cgroup v2 cpu.pressure "some avg10" (absent on cgroup v1).
 	PodPressure map[string]string `json:"-"`
-	// Findings are diagnostics with evidence, most severe first: measure
-	// sets the NoisyNeighbor finding, agent/window adds the checks'.
+	// Findings are diagnostics with evidence, most severe first, set by
+	// agent/window (the checks' and NoisyNeighbor).
 	Findings []v1alpha1.Finding `json:"findings,omitempty"`
 	// Budget is the WithinBudget condition (the caller sets transition
 	// times), set by agent/window.
 	Budget metav1.Condition `json:"budget"`
+	// Contention is the RunQueueContention condition (the caller sets
+	// transition times), set by agent/window over a run of windows.
+	Contention metav1.Condition `json:"contention"`
 	// Pods is the measured pods' own run delay (see pods.go): nil when no
 	// such pod ran through the whole window or BPF is unavailable.
 	Pods *v1alpha1.LatencySummary `json:"pods,omitempty"`
@@ -74,9 +77,15 @@ type Result struct {
 	// first (attribution.go). Nil where BPF or attribution is off or no pod
 	// was measured through the window.
 	Attribution []PodAttribution `json:"attribution,omitempty"`
+	// Attributed says what Attribution covers: the pods measured through
+	// the window (AttributedPods, Attribution then lists those that
+	// waited), no pod (AttributedNoPods), or nothing (AttributedNone).
+	Attributed AttributionCover `json:"attributed,omitempty"`
 	// Neighbours is the measured pods' wait charged to neighbours in the
 	// window (the rollout's evidence); nil without Attribution.
 	Neighbours *v1alpha1.NeighbourWait `json:"neighbours,omitempty"`
+	// Window is how long the window was.
+	Window time.Duration `json:"-"`
 	// Hists are the full-resolution histograms per class, for the CLI.
 	Hists map[string]*Hist `json:"-"`
 }
@@ -227,7 +236,7 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 	window := now.Sub(m.last)
 	m.last = now
 	cls := cpuClasses{isolated: in.Isolated, reserved: in.Reserved}
-	res := &Result{}
+	res := &Result{Window: window}
 
 	if hs := m.latency(in.Tuning, cls); hs != nil {
 		res.Hists = hs.hists
@@ -244,7 +253,7 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 	}
 
 	if t := in.Tuning; t.Measurement == nil || t.Measurement.Source != v1alpha1.MeasurementDisabled {
-		res.Pods, res.Attribution = m.podLatency(t, in.Pods)
+		res.Pods, res.Attribution, res.Attributed = m.podLatency(t, in.Pods)
 	}
 
 	isMeasured := func(p podcgroup.Pod) bool { return measured(in.Tuning, p) }
@@ -262,9 +271,6 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 			res.Latency.Pods = podWaits(res.Attribution, window)
 		}
 		res.Neighbours = neighbourWaits(res.Attribution, window)
-		if f := noisyNeighbor(res.Attribution, window); f != nil {
-			res.Findings = append(res.Findings, *f)
-		}
 	}
 	return res, nil
 }

@@ -81,9 +81,9 @@ func (m *Measurer) podCgroupIDs(pods []podcgroup.Pod) ([]bpf.PodCgroup, map[uint
 // the window that ends now (nil when no pod was measured through all of it,
 // or on the schedstat fallback) and makes pods the set measured in the next
 // window.
-func (m *Measurer) podLatency(t v1alpha1.TuningSpec, pods []podcgroup.Pod) (*v1alpha1.LatencySummary, []PodAttribution) {
+func (m *Measurer) podLatency(t v1alpha1.TuningSpec, pods []podcgroup.Pod) (*v1alpha1.LatencySummary, []PodAttribution, AttributionCover) {
 	if m.bpfSrc == nil {
-		return nil, nil
+		return nil, nil, AttributedNone
 	}
 	var out *v1alpha1.LatencySummary
 	perCPU, err := m.bpfSrc.pods()
@@ -98,7 +98,7 @@ func (m *Measurer) podLatency(t v1alpha1.TuningSpec, pods []podcgroup.Pod) (*v1a
 		c := classLatency(ClassNode, &h)
 		out = &v1alpha1.LatencySummary{Samples: c.Samples, P50: c.P50, P99: c.P99, P999: c.P999, Max: c.Max}
 	}
-	attr, err := m.readAttribution(pods)
+	attr, cover, err := m.readAttribution(pods)
 	if err != nil {
 		m.log.Info("Read no run-delay attribution", "reason", err.Error())
 	}
@@ -113,5 +113,5 @@ func (m *Measurer) podLatency(t v1alpha1.TuningSpec, pods []podcgroup.Pod) (*v1a
 	}
 	m.podsTracked = len(ids) > 0
 	m.victims = refs
-	return out, attr
+	return out, attr, cover
 }

@@ -1,7 +1,8 @@
 // Package metrics is the node agent's Prometheus metrics (docs/metrics.md):
-// run-queue latency histograms per CPU class, CFS throttling counters per
-// measured pod, setting states, drift re-asserts, the latency budget and the
-// journal's size. A Collector is told what the agent did and measured
+// run-queue latency histograms per CPU class, CFS throttling counters and
+// attributed run-queue wait per measured pod, setting states, drift
+// re-asserts, the latency budget, run-queue contention and the journal's
+// size. A Collector is told what the agent did and measured
 // (loop.Observer) and renders it on every scrape; the agent's
 // controller-runtime metrics server serves it, over HTTPS to tokens the API
 // server authenticates and authorizes (internal/metricsauth). Series carry no node
@@ -33,6 +34,8 @@ var (
 		"The profile's latencyBudget.runQueueP99 for this node.", []string{"profile"}, nil)
 	withinDesc = prometheus.NewDesc("latencytier_node_within_budget",
 		"1 while the node's WithinBudget condition is True, 0 while False.", []string{"profile"}, nil)
+	contentionDesc = prometheus.NewDesc("latencytier_node_runqueue_contention",
+		"1 while the node's RunQueueContention condition is True (a measured pod waits behind others), 0 while False.", []string{"profile"}, nil)
 	// podLabels name the measured pod with labels no scraper sets: the
 	// Prometheus Operator (and any kubernetes_sd relabelling) sets
 	// namespace and pod to the scraped pod's, the agent's own, and would
@@ -95,6 +98,7 @@ type Collector struct {
 	profile   string
 	budget    *metav1.Duration
 	within    metav1.ConditionStatus
+	contended metav1.ConditionStatus
 	states    map[string]map[v1alpha1.SettingState]bool // seriesKey → state → current
 	reasserts map[string]uint64                         // seriesKey → count
 }
@@ -165,8 +169,19 @@ func (c *Collector) addWaits(att []measure.PodAttribution) {
 	}
 }
 
+// conditionGauge is 1 for a True condition, 0 for False, nothing while
+// Unknown or absent.
+func conditionGauge(ch chan<- prometheus.Metric, d *prometheus.Desc, status metav1.ConditionStatus, profile string) {
+	switch status {
+	case metav1.ConditionTrue:
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, 1, profile)
+	case metav1.ConditionFalse:
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, 0, profile)
+	}
+}
+
 // Observed takes a pass's status: setting states, the budget and the
-// WithinBudget condition. Settings no longer in status lose their series.
+// WithinBudget and RunQueueContention conditions. Settings no longer in status lose their series.
 // Settings sharing a seriesKey (a pod's threads, containers, incarnations)
 // are one series per state: 1 while any of them is in it.
 func (c *Collector) Observed(spec v1alpha1.LatencyNodeSpec, st v1alpha1.LatencyNodeStatus) {
@@ -177,9 +192,12 @@ func (c *Collector) Observed(spec v1alpha1.LatencyNodeSpec, st v1alpha1.LatencyN
 	if b := spec.Tuning.LatencyBudget; b != nil && b.RunQueueP99 != nil {
 		c.budget = b.RunQueueP99.DeepCopy()
 	}
-	c.within = ""
+	c.within, c.contended = "", ""
 	if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.NodeWithinBudget); cond != nil {
 		c.within = cond.Status
+	}
+	if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.NodeRunQueueContention); cond != nil {
+		c.contended = cond.Status
 	}
 	now := make(map[string]bool, len(st.Settings))
 	for _, s := range perSetting(st.Settings) {
@@ -236,7 +254,7 @@ func (c *Collector) Reasserted(settings []string) {
 
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{runQueueDesc, budgetDesc, withinDesc, periodsDesc, throttledDesc,
+	for _, d := range []*prometheus.Desc{runQueueDesc, budgetDesc, withinDesc, contentionDesc, periodsDesc, throttledDesc,
 		throttledSecDesc, burstsDesc, burstSecDesc, waitDesc, stateDesc, reassertDesc, journalDesc} {
 		ch <- d
 	}
@@ -253,12 +271,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if c.budget != nil {
 		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, c.budget.Seconds(), c.profile)
 	}
-	switch c.within {
-	case metav1.ConditionTrue:
-		ch <- prometheus.MustNewConstMetric(withinDesc, prometheus.GaugeValue, 1, c.profile)
-	case metav1.ConditionFalse:
-		ch <- prometheus.MustNewConstMetric(withinDesc, prometheus.GaugeValue, 0, c.profile)
-	}
+	conditionGauge(ch, withinDesc, c.within, c.profile)
+	conditionGauge(ch, contentionDesc, c.contended, c.profile)
 	for k, pc := range c.pods {
 		lv := []string{k.namespace, k.name, strconv.FormatBool(k.optedIn)}
 		ch <- prometheus.MustNewConstMetric(periodsDesc, prometheus.CounterValue, float64(pc.periods), lv...)

@@ -119,8 +119,8 @@ latencytier_setting_state{setting="scheduler/autogroup",state="Failed"} 0
 	}
 }
 
-// TestCollectorBudgetJournalAndClasses: the budget and WithinBudget carry
-// the profile; the journal's entries are counted on each scrape; class
+// TestCollectorBudgetJournalAndClasses: the budget, WithinBudget and
+// RunQueueContention carry the profile; the journal's entries are counted on each scrape; class
 // labels are lower case, as the alert rules select them.
 func TestCollectorBudgetJournalAndClasses(t *testing.T) {
 	root := host.New(t.TempDir())
@@ -128,7 +128,8 @@ func TestCollectorBudgetJournalAndClasses(t *testing.T) {
 	spec := v1alpha1.LatencyNodeSpec{Profile: "gateway", Tuning: v1alpha1.TuningSpec{
 		LatencyBudget: &v1alpha1.LatencyBudget{RunQueueP99: &metav1.Duration{Duration: 100 * time.Microsecond}}}}
 	c.Observed(spec, v1alpha1.LatencyNodeStatus{Conditions: []metav1.Condition{
-		{Type: v1alpha1.NodeWithinBudget, Status: metav1.ConditionFalse}}})
+		{Type: v1alpha1.NodeWithinBudget, Status: metav1.ConditionFalse},
+		{Type: v1alpha1.NodeRunQueueContention, Status: metav1.ConditionTrue}}})
 	c.Measured(&measure.Result{Hists: map[string]*measure.Hist{
 		measure.ClassNode: hist(1500, 3000), measure.ClassIsolated: hist(3000)}})
 	j := journal.New("boot")
@@ -144,12 +145,15 @@ latencytier_node_runqueue_p99_budget_seconds{profile="gateway"} 0.0001
 # HELP latencytier_node_within_budget 1 while the node's WithinBudget condition is True, 0 while False.
 # TYPE latencytier_node_within_budget gauge
 latencytier_node_within_budget{profile="gateway"} 0
+# HELP latencytier_node_runqueue_contention 1 while the node's RunQueueContention condition is True (a measured pod waits behind others), 0 while False.
+# TYPE latencytier_node_runqueue_contention gauge
+latencytier_node_runqueue_contention{profile="gateway"} 1
 # HELP latencytier_journal_entries Originals held in the journal (what a revert restores).
 # TYPE latencytier_journal_entries gauge
 latencytier_journal_entries 2
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "latencytier_node_runqueue_p99_budget_seconds",
-		"latencytier_node_within_budget", "latencytier_journal_entries"); err != nil {
+		"latencytier_node_within_budget", "latencytier_node_runqueue_contention", "latencytier_journal_entries"); err != nil {
 		t.Error(err)
 	}
 	if n := testutil.CollectAndCount(c, "latencytier_node_runqueue_latency_seconds"); n != 2 {

@@ -8,6 +8,7 @@ package window
 
 import (
 	"context"
+	"path/filepath"
 
 	"latencytier.io/latencytier/agent/findings"
 	"latencytier.io/latencytier/agent/host"
@@ -27,13 +28,16 @@ type Input struct {
 	Node   *snapshot.Node
 }
 
-// Collector is a Measurer with the window's findings and budget.
+// Collector is a Measurer with the window's findings and conditions.
 type Collector struct {
 	m    *measure.Measurer
 	root *host.Root
 	// irqs and softirqs are /proc/interrupts and /proc/softirqs at the end
 	// of the previous window; ok says they were read.
 	irqs, softirqs counters
+	// contention counts the windows in a row the RunQueueContention
+	// condition and the NoisyNeighbor finding need.
+	contention findings.Contention
 }
 
 type counters struct {
@@ -61,9 +65,20 @@ func (c *Collector) Close() error { return c.m.Close() }
 // Source says where run-queue latency comes from (Measurer.Source).
 func (c *Collector) Source() string { return c.m.Source() }
 
+// Arm ends the window since the previous Collect without judging it: the
+// first window after measurement was off (or of a new Collector) is only
+// the start of the counters, and the windows in a row the contention rule
+// counts start again.
+func (c *Collector) Arm(ctx context.Context, in Input) {
+	_, _ = c.Collect(ctx, in)
+	c.contention = findings.Contention{}
+}
+
 // Collect ends the window since the previous Collect (or Start): the
 // Measurer's Result with the window's findings (the checks' first, most
-// severe first, then measure's own) and its WithinBudget condition.
+// severe first, then NoisyNeighbor), its WithinBudget condition and its
+// RunQueueContention condition, which counts this window after the
+// previous ones.
 func (c *Collector) Collect(ctx context.Context, in Input) (*measure.Result, error) {
 	cls := classes(in)
 	res, err := c.m.Collect(ctx, measure.Input{Tuning: in.Tuning, Pods: in.Pods, Isolated: cls.Isolated, Reserved: cls.Reserved})
@@ -76,6 +91,16 @@ func (c *Collector) Collect(ctx context.Context, in Input) (*measure.Result, err
 	o.IRQs = findings.CounterWindow{Prev: prevIRQ.table, Cur: c.irqs.table, OK: prevIRQ.ok && c.irqs.ok}
 	o.Softirqs = findings.CounterWindow{Prev: prevSoft.table, Cur: c.softirqs.table, OK: prevSoft.ok && c.softirqs.ok}
 	res.Findings = append(findings.Judge(o), res.Findings...)
+	var spec *v1alpha1.ContentionSpec
+	if in.Tuning.Measurement != nil {
+		spec = in.Tuning.Measurement.Contention
+	}
+	var noisy *v1alpha1.Finding
+	res.Contention, noisy = c.contention.Judge(findings.ContentionWindow{Spec: spec, Attributed: res.Attributed,
+		Window: res.Window, Pods: res.Attribution, HostSlices: hostSlices(c.root)})
+	if noisy != nil {
+		res.Findings = append(res.Findings, *noisy)
+	}
 	highest, pod := optedInThrottled(o.Throttles)
 	res.Budget = findings.Budget(findings.BudgetInput{Budget: in.Tuning.LatencyBudget, P99: res.RunQueueP99,
 		Throttled: highest, ThrottledPod: pod})
@@ -119,4 +144,12 @@ func optedInThrottled(ts []findings.PodThrottle) (highest float64, pod string) {
 		}
 	}
 	return highest, pod
+}
+
+// hostSlices says the node's cpu controller has systemd's system.slice:
+// where it has not, what runs in its root cgroup outside every pod is the
+// host's own processes (kubelet, the runtime, a control plane).
+func hostSlices(root *host.Root) bool {
+	dir, _, err := podcgroup.ControllerDir(root, "cpu")
+	return err == nil && root.IsDir(filepath.Join(dir, "system.slice"))
 }

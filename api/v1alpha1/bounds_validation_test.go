@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/figures"
 	"latencytier.io/latencytier/internal/knobs"
 )
 
@@ -84,6 +85,12 @@ func TestBoundedProfilesAreRefusedNamingTheField(t *testing.T) {
 		bad{"burst-percent-above-the-quota", "cpuQuota:\n  policy: Burst\n  burstPercent: 101\n  namespaceSelector: {}", "spec.cpuQuota.burstPercent", "should be less than or equal to 100"},
 		bad{"burst-percent-with-remove", "cpuQuota:\n  burstPercent: 50\n  namespaceSelector: {}", "spec.cpuQuota", "burstPercent applies only to cpuQuota.policy Burst"},
 		bad{"burst-without-grant", "cpuQuota:\n  policy: Burst", "spec.cpuQuota", "namespaceSelector is required"},
+		bad{"contention-wait-under-floor", "measurement:\n  contention:\n    waitPerSecond: 999us", "spec.measurement.contention.waitPerSecond", "between 1ms and 10s"},
+		bad{"contention-wait-over-10s", "measurement:\n  contention:\n    waitPerSecond: 10001ms", "spec.measurement.contention.waitPerSecond", "between 1ms and 10s"},
+		bad{"contention-raise-after-one", "measurement:\n  contention:\n    raiseAfterWindows: 1", "spec.measurement.contention.raiseAfterWindows", "greater than or equal to 2"},
+		bad{"contention-raise-after-61", "measurement:\n  contention:\n    raiseAfterWindows: 61", "spec.measurement.contention.raiseAfterWindows", "less than or equal to 60"},
+		bad{"contention-clear-after-zero", "measurement:\n  contention:\n    clearAfterWindows: 0", "spec.measurement.contention.clearAfterWindows", "greater than or equal to 1"},
+		bad{"contention-clear-after-121", "measurement:\n  contention:\n    clearAfterWindows: 121", "spec.measurement.contention.clearAfterWindows", "less than or equal to 120"},
 	)
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,6 +152,8 @@ func TestBoundedProfilesAtTheEdgesAreAccepted(t *testing.T) {
 		"burst-default":      "cpuQuota:\n  policy: Burst\n  namespaceSelector: {}",
 		"burst-floor":        "cpuQuota:\n  policy: Burst\n  burstPercent: 1\n  namespaceSelector: {}",
 		"burst-ceiling":      "cpuQuota:\n  policy: Burst\n  burstPercent: 100\n  namespaceSelector: {}",
+		"contention-at-min":  "measurement:\n  contention:\n    waitPerSecond: 1ms\n    raiseAfterWindows: 2\n    clearAfterWindows: 1",
+		"contention-at-max":  "measurement:\n  contention:\n    waitPerSecond: 10s\n    raiseAfterWindows: 60\n    clearAfterWindows: 120",
 		"rollout-expression": "measurement:\n  namespaceSelector:\n    matchExpressions:\n    - {key: kubernetes.io/metadata.name, operator: In, values: [gateway]}\nrollout:\n  minSamples: 20\n  rebootBack: Automatic",
 	}
 	for name, spec := range specs {
@@ -232,6 +241,30 @@ func TestCRDRulesMatchTheConstants(t *testing.T) {
 	burst := dig(t, spec, "properties", "cpuQuota", "properties", "burstPercent").(map[string]any)
 	if lo, hi := fmt.Sprint(burst["minimum"]), fmt.Sprint(burst["maximum"]); lo != strconv.Itoa(v1alpha1.BurstPercentMin) || hi != strconv.Itoa(v1alpha1.BurstPercentMax) {
 		t.Errorf("cpuQuota.burstPercent bounds %s..%s, the constants %d..%d", lo, hi, v1alpha1.BurstPercentMin, v1alpha1.BurstPercentMax)
+	}
+	// measurement.contention: its floor is the one every wait-per-second
+	// judgement uses (figures.WaitFloor), its bounds and defaults the
+	// constants the agent resolves a spec with.
+	cont := dig(t, spec, "properties", "measurement", "properties", "contention", "properties")
+	wait := time.Duration(figures.WaitFloor)
+	if r := rules(dig(t, cont, "waitPerSecond")); !strings.Contains(r, "duration(self) >= "+ms(wait)+" && duration(self) <= duration('"+
+		strconv.FormatInt(int64(v1alpha1.ContentionMaxWaitPerSecond/time.Second), 10)+"s')") {
+		t.Errorf("contention.waitPerSecond rule %q is not figures.WaitFloor %v .. ContentionMaxWaitPerSecond %v", r, wait, v1alpha1.ContentionMaxWaitPerSecond)
+	}
+	if got := fmt.Sprint(dig(t, cont, "waitPerSecond", "default")); got != v1alpha1.ContentionDefaultWaitPerSecond.String() {
+		t.Errorf("contention.waitPerSecond default %s, ContentionDefaultWaitPerSecond %v", got, v1alpha1.ContentionDefaultWaitPerSecond)
+	}
+	for _, c := range []struct {
+		field             string
+		lo, hi, defaultTo int
+	}{
+		{"raiseAfterWindows", v1alpha1.ContentionMinRaiseAfter, v1alpha1.ContentionMaxRaiseAfter, v1alpha1.ContentionDefaultRaiseAfter},
+		{"clearAfterWindows", v1alpha1.ContentionMinClearAfter, v1alpha1.ContentionMaxClearAfter, v1alpha1.ContentionDefaultClearAfter},
+	} {
+		got := fmt.Sprint(dig(t, cont, c.field, "minimum"), " ", dig(t, cont, c.field, "maximum"), " ", dig(t, cont, c.field, "default"))
+		if want := fmt.Sprint(c.lo, " ", c.hi, " ", c.defaultTo); got != want {
+			t.Errorf("contention.%s minimum, maximum, default %s; the constants say %s", c.field, got, want)
+		}
 	}
 }
 

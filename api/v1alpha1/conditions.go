@@ -91,6 +91,29 @@ const (
 	NodeWithinBudget = "WithinBudget"
 	// NodeReverted is True once a Revert spec has been fully carried out.
 	NodeReverted = "Reverted"
+	// NodeRunQueueContention is True when a measured pod's run-queue wait
+	// behind others (not its own quota, not its own tasks) stayed at or
+	// above measurement.contention.waitPerSecond for raiseAfterWindows
+	// windows in a row; False again after clearAfterWindows windows below
+	// it; Unknown while no window can tell (ContentionSpec).
+	NodeRunQueueContention = "RunQueueContention"
+)
+
+// Reasons of NodeRunQueueContention.
+const (
+	// ReasonWaitBehindOthers: True; the message names the worst pod, its wait
+	// behind others and the largest of them.
+	ReasonWaitBehindOthers = "WaitBehindOthers"
+	// ReasonBelowThreshold: False; no measured pod waited that long behind
+	// others for long enough (or not for clearAfterWindows since).
+	ReasonBelowThreshold = "BelowThreshold"
+	// ReasonNoAttribution: Unknown; the window has no attribution of the
+	// measured pods' wait (no eBPF attribution on this node, or it could
+	// not be read). Measurement off altogether is ReasonNotMeasured.
+	ReasonNoAttribution = "NoAttribution"
+	// ReasonNoMeasuredPods: Unknown; no measured pod ran on the node
+	// through the window, so there is no one whose wait to judge.
+	ReasonNoMeasuredPods = "NoMeasuredPods"
 )
 
 // Condition reasons (CamelCase, shared by both kinds).

@@ -201,7 +201,8 @@ type LatencyNodeStatus struct {
 	Profile string `json:"profile,omitempty"`
 	// +optional
 	ProfileGeneration int64 `json:"profileGeneration,omitempty"`
-	// conditions are Applied, Drifted, RebootRequired, WithinBudget, Reverted.
+	// conditions are Applied, Drifted, RebootRequired, WithinBudget,
+	// RunQueueContention, Reverted and RuntimeHookConnected.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

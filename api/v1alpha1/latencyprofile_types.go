@@ -145,6 +145,11 @@ type LatencyProfileStatus struct {
 	// +optional
 	// +kubebuilder:default=0
 	Stale int32 `json:"stale"`
+	// contended counts nodes whose RunQueueContention condition is True:
+	// their measured pods wait behind others (measurement.contention).
+	// +optional
+	// +kubebuilder:default=0
+	Contended int32 `json:"contended"`
 
 	// worstRunQueueP99 is the highest p99 run-queue latency across nodes.
 	// +optional
@@ -215,6 +220,7 @@ type LatencyProfileStatus struct {
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,priority=1
 // +kubebuilder:printcolumn:name="Conflicted",type=integer,JSONPath=`.status.conflicted`,priority=1
 // +kubebuilder:printcolumn:name="Outside-Budget",type=integer,JSONPath=`.status.outsideBudget`,priority=1
+// +kubebuilder:printcolumn:name="Contended",type=integer,JSONPath=`.status.contended`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.summary.reason`,priority=1
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.summary.revision`,priority=1
 // +kubebuilder:printcolumn:name="Improved",type=string,JSONPath=`.status.summary.improved`,priority=1

@@ -488,6 +488,12 @@ type MeasurementSpec struct {
 	// cpus.namespaceSelector), not by this.
 	// +optional
 	NamespaceSelector *NamespaceSelector `json:"namespaceSelector,omitempty"`
+
+	// contention says when the node's RunQueueContention condition turns
+	// True (the measured pods wait behind others) and False again; see
+	// ContentionSpec. Left out, its defaults apply.
+	// +optional
+	Contention *ContentionSpec `json:"contention,omitempty"`
 }
 
 // LatencyBudget is what a node of the profile must deliver.

@@ -32,6 +32,15 @@ const (
 	RatioFloor    = 0.005
 )
 
+// WaitFloor is the least run-queue wait per second of a measured pod
+// (summed over its tasks) that a reader acts on. Below it a pod's wait, a
+// sum over a few wakeups, hops about from window to window: it is written
+// as the floor, who caused it is not compared, and nothing is judged on it
+// (no NoisyNeighbor finding, no RunQueueContention; the CRD's least
+// measurement.contention.waitPerSecond). It is a floor, not a threshold:
+// the figures a finding or the condition acts on sit well above it.
+const WaitFloor = float64(time.Millisecond)
+
 // Moved says x moved to y by Factor or more, each first raised to floor.
 // Unknown figures (NaN) move only to or from a known one.
 func Moved(x, y, floor float64) bool {

@@ -25,15 +25,19 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"latencytier.io/latencytier/agent/findings"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/cgtest"
 	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/privtest"
 )
 
@@ -69,6 +73,11 @@ type Ran struct {
 	Service string
 	// Version is the cgroup version the pods were built in.
 	Version int
+	// MinWaits is how many waits a window of the victim must record to
+	// be judged.
+	MinWaits uint64
+	// HogPID is the hog's process for HogPod and HogSamePod.
+	HogPID int
 }
 
 // Env is a measurer (its BPF tracer loaded with attribution) for
@@ -100,6 +109,32 @@ func Open(t *testing.T) *Env {
 // it); it fails the test with every window's complaint otherwise.
 func (e *Env) Run(t *testing.T, s Setup, check func(Ran, measure.PodAttribution) string) {
 	t.Helper()
+	var complaints []string
+	e.Windows(t, s, func(w int, r Ran, res *measure.Result) bool {
+		if len(res.Attribution) != 1 || res.Attribution[0].Name != "victim" {
+			t.Fatalf("attribution %+v, want the victim pod's only", res.Attribution)
+		}
+		pa := res.Attribution[0]
+		c := check(r, pa)
+		if pa.Waits < r.MinWaits {
+			c = fmt.Sprintf("the victim recorded %d waits, want at least %d", pa.Waits, r.MinWaits)
+		}
+		if c == "" {
+			return true
+		}
+		complaints = append(complaints, fmt.Sprintf("window %d: %s", w, c))
+		return false
+	})
+	if len(complaints) == Windows {
+		t.Errorf("no window of %d passed:\n%s", Windows, strings.Join(complaints, "\n"))
+	}
+}
+
+// Windows sets s up and measures one-second windows of it, at most
+// Windows of them, handing each to each until it returns true. A window
+// without the victim's attribution is logged as it is.
+func (e *Env) Windows(t *testing.T, s Setup, each func(w int, r Ran, res *measure.Result) bool) {
+	t.Helper()
 	began := time.Now()
 	victim := cgtest.CPUPodNamed(t, e.kubepods)
 	hog := victim.Sibling(t)
@@ -113,13 +148,12 @@ func (e *Env) Run(t *testing.T, s Setup, check func(Ran, measure.PodAttribution)
 	// the running victim, can use up a period's quota at once: 7-15 waits
 	// a second there (7 in three runs of two rows), so 3: the floor only
 	// tells a victim that hardly ran from one that waited.
-	minWaits := uint64(100)
+	cpu := runtime.NumCPU() - 1
+	ran := Ran{Version: victim.Version, MinWaits: 100}
 	if s.QuotaUs != 0 {
 		victim.SetQuota(t, victim.Dir, s.QuotaUs)
-		minWaits = 3
+		ran.MinWaits = 3
 	}
-	cpu := runtime.NumCPU() - 1
-	ran := Ran{Version: victim.Version}
 	in := measure.Input{Pods: []podcgroup.Pod{
 		{UID: victim.UID, Namespace: "shop", Name: "victim", OptedIn: true},
 		{UID: hog.UID, Namespace: "batch", Name: "hog"},
@@ -127,9 +161,9 @@ func (e *Env) Run(t *testing.T, s Setup, check func(Ran, measure.PodAttribution)
 	victim.StartVictim(t, victim.CtrDir, cpu, s.Burn)
 	switch s.Hog {
 	case HogPod:
-		cgtest.SpinOn(t, hog.CtrDir, cpu)
+		ran.HogPID = cgtest.SpinOn(t, hog.CtrDir, cpu)
 	case HogSamePod:
-		cgtest.SpinOn(t, victim.CtrDir, cpu)
+		ran.HogPID = cgtest.SpinOn(t, victim.CtrDir, cpu)
 	case HogService:
 		ran.Service = serviceHog(t, cpu)
 	}
@@ -138,29 +172,20 @@ func (e *Env) Run(t *testing.T, s Setup, check func(Ran, measure.PodAttribution)
 		t.Fatal(err)
 	}
 	t.Logf("set up (pods, victim and hog started) in %v", time.Since(began).Round(time.Millisecond))
-	var complaints []string
 	for w := 1; w <= Windows; w++ {
 		time.Sleep(Window)
 		res, err := e.m.Collect(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res.Attribution) != 1 || res.Attribution[0].Name != "victim" {
-			t.Fatalf("attribution %+v, want the victim pod's only", res.Attribution)
+		for _, pa := range res.Attribution {
+			t.Logf("window %d: victim on CPU %d (cgroup v%d) waited %v in %d waits (%v per wait); %s", w, cpu, ran.Version,
+				pa.Wait, pa.Waits, pa.Wait/time.Duration(max(pa.Waits, 1)), Describe(pa))
 		}
-		pa := res.Attribution[0]
-		t.Logf("window %d: victim on CPU %d (cgroup v%d) waited %v in %d waits (%v per wait); %s", w, cpu, ran.Version,
-			pa.Wait, pa.Waits, pa.Wait/time.Duration(max(pa.Waits, 1)), Describe(pa))
-		c := check(ran, pa)
-		if pa.Waits < minWaits {
-			c = fmt.Sprintf("the victim recorded %d waits, want at least %d", pa.Waits, minWaits)
-		}
-		if c == "" {
+		if each(w, ran, res) {
 			return
 		}
-		complaints = append(complaints, fmt.Sprintf("window %d: %s", w, c))
 	}
-	t.Errorf("no window of %d passed:\n%s", Windows, strings.Join(complaints, "\n"))
 }
 
 // serviceHog starts a busy loop pinned to cpu as a transient service of
@@ -300,4 +325,81 @@ var Scenarios = []struct {
 	{"HogInSystemService", HogInSystemService},
 	{"NoHog", NoHogInvented},
 	{"SelfThrottling", SelfThrottling},
+}
+
+// contentionSpec is the rule the contention scenarios judge by: the
+// profile's defaults (30 ms a second, 3 windows to raise, 5 to clear).
+var contentionSpec = v1alpha1.ContentionSpec{}
+
+// judge is a measured window as the agent's Collector hands it to the rule.
+func judge(c *findings.Contention, res *measure.Result) metav1.Condition {
+	cond, _ := c.Judge(findings.ContentionWindow{Spec: &contentionSpec, Attributed: res.Attributed,
+		Window: res.Window, Pods: res.Attribution})
+	return cond
+}
+
+// ContentionRaisedAndCleared: a victim running 300 µs every millisecond
+// waits 130-180 ms a second behind a busy loop in another pod pinned to
+// its CPU, and 2-20 ms behind the development machine's background while
+// parallel builds run: RunQueueContention turns True once
+// raiseAfterWindows windows in a row were above the default threshold,
+// and after the hog stops it stays True for clearAfterWindows-1 quiet
+// windows and turns False on the next. A window the machine spoils (the
+// hog pushed off the CPU, a build beside the victim) only delays either,
+// within Windows.
+func ContentionRaisedAndCleared(t *testing.T, e *Env) {
+	resolved, _ := contentionSpec.Resolved(time.Millisecond)
+	raise, clear := int(resolved.RaiseAfterWindows), int(resolved.ClearAfterWindows)
+	var c findings.Contention
+	raisedAt, stoppedAt, clearedAt := 0, 0, 0
+	e.Windows(t, Setup{Burn: 300 * time.Microsecond, Hog: HogPod}, func(w int, r Ran, res *measure.Result) bool {
+		cond := judge(&c, res)
+		t.Logf("window %d: RunQueueContention %s %s: %s", w, cond.Status, cond.Reason, cond.Message)
+		switch {
+		case raisedAt == 0 && cond.Status == metav1.ConditionTrue:
+			raisedAt, stoppedAt = w, w
+			if err := syscall.Kill(r.HogPID, syscall.SIGKILL); err != nil {
+				t.Fatalf("stopping the hog (pid %d): %v", r.HogPID, err)
+			}
+		case raisedAt != 0 && cond.Status == metav1.ConditionFalse:
+			clearedAt = w
+			return true
+		}
+		return false
+	})
+	switch {
+	case raisedAt == 0:
+		t.Fatalf("RunQueueContention never turned True in %d windows beside a pinned hog", Windows)
+	case raisedAt < raise:
+		t.Errorf("RunQueueContention True after %d windows, before raiseAfterWindows %d", raisedAt, raise)
+	case clearedAt == 0:
+		t.Fatalf("RunQueueContention still True %d windows after the hog stopped (window %d)", Windows-stoppedAt, stoppedAt)
+	case clearedAt-stoppedAt < clear:
+		t.Errorf("RunQueueContention False %d windows after the hog stopped, before clearAfterWindows %d", clearedAt-stoppedAt, clear)
+	}
+	t.Logf("raised in window %d (raiseAfterWindows %d), cleared %d windows after the hog stopped (clearAfterWindows %d)",
+		raisedAt, raise, clearedAt-stoppedAt, clear)
+}
+
+// ContentionNotFromOwnQuota: a victim throttled by its own 10 % quota
+// waits mostly for that quota, which is not contention: over twice
+// raiseAfterWindows windows the condition never turns True.
+func ContentionNotFromOwnQuota(t *testing.T, e *Env) {
+	resolved, _ := contentionSpec.Resolved(time.Millisecond)
+	var c findings.Contention
+	seen := 0
+	e.Windows(t, Setup{Burn: 500 * time.Microsecond, QuotaUs: 10000}, func(w int, _ Ran, res *measure.Result) bool {
+		cond := judge(&c, res)
+		t.Logf("window %d: RunQueueContention %s %s: %s", w, cond.Status, cond.Reason, cond.Message)
+		if cond.Status == metav1.ConditionTrue {
+			t.Fatalf("window %d: a victim throttled by its own quota raised RunQueueContention: %s", w, cond.Message)
+		}
+		if len(res.Attribution) == 1 && res.Attribution[0].ByClass[measure.OffenderSelfThrottling] > 0 {
+			seen++
+		}
+		return w >= 2*int(resolved.RaiseAfterWindows)
+	})
+	if seen == 0 {
+		t.Errorf("no window saw the victim wait for its own quota: the scenario did not throttle it")
+	}
 }

@@ -1,0 +1,44 @@
+package v1alpha1_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+)
+
+// A contention spec left out, or its fields, takes the defaults; a value
+// outside the CRD's bounds (a LatencyNode is not trusted to have been
+// validated) takes its default too, and the problem names the field.
+func TestContentionResolved(t *testing.T) {
+	def := v1alpha1.ContentionSpec{WaitPerSecond: &metav1.Duration{Duration: v1alpha1.ContentionDefaultWaitPerSecond},
+		RaiseAfterWindows: v1alpha1.ContentionDefaultRaiseAfter, ClearAfterWindows: v1alpha1.ContentionDefaultClearAfter}
+	d := func(v time.Duration) *metav1.Duration { return &metav1.Duration{Duration: v} }
+	for _, c := range []struct {
+		name    string
+		in      *v1alpha1.ContentionSpec
+		want    v1alpha1.ContentionSpec
+		problem string
+	}{
+		{"absent", nil, def, ""},
+		{"empty", &v1alpha1.ContentionSpec{}, def, ""},
+		{"set", &v1alpha1.ContentionSpec{WaitPerSecond: d(20 * time.Millisecond), RaiseAfterWindows: 4, ClearAfterWindows: 1},
+			v1alpha1.ContentionSpec{WaitPerSecond: d(20 * time.Millisecond), RaiseAfterWindows: 4, ClearAfterWindows: 1}, ""},
+		{"wait under the floor", &v1alpha1.ContentionSpec{WaitPerSecond: d(0)}, def, "measurement.contention.waitPerSecond 0s"},
+		{"one window", &v1alpha1.ContentionSpec{RaiseAfterWindows: 1}, def, "measurement.contention.raiseAfterWindows 1"},
+		{"negative", &v1alpha1.ContentionSpec{ClearAfterWindows: -3}, def, "measurement.contention.clearAfterWindows -3"},
+	} {
+		got, problems := c.in.Resolved(time.Millisecond)
+		if got.WaitPerSecond.Duration != c.want.WaitPerSecond.Duration || got.RaiseAfterWindows != c.want.RaiseAfterWindows ||
+			got.ClearAfterWindows != c.want.ClearAfterWindows {
+			t.Errorf("%s: resolved %v/%d/%d, want %v/%d/%d", c.name, got.WaitPerSecond.Duration, got.RaiseAfterWindows, got.ClearAfterWindows,
+				c.want.WaitPerSecond.Duration, c.want.RaiseAfterWindows, c.want.ClearAfterWindows)
+		}
+		if all := strings.Join(problems, "; "); (c.problem == "") != (all == "") || !strings.Contains(all, c.problem) {
+			t.Errorf("%s: problems %q, want one naming %q", c.name, all, c.problem)
+		}
+	}
+}
