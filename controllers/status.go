@@ -157,6 +157,12 @@ func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) node
 		line.State, line.Message = v1alpha1.NodeStateStale, staleWhy(&ln.Status)
 		return line
 	}
+	if ln != nil && ln.Spec.Profile == in.Profile.Name && ln.Status.Profile == in.Profile.Name {
+		// What the node's measured pods wait behind others holds whatever
+		// revision it runs: counted while the node is this profile's, also
+		// when it is pending for a rollout (after a rollback).
+		line.contended = meta.IsStatusConditionTrue(ln.Status.Conditions, v1alpha1.NodeRunQueueContention)
+	}
 	if ln == nil || !holdsTarget(ln, in.Profile, in.Revision) {
 		line.State, line.Message = v1alpha1.NodeStatePending, pendingWhy(ln, in.Profile)
 		return line
@@ -168,7 +174,6 @@ func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) node
 	conds := ln.Status.Conditions
 	line.outsideBudget = meta.IsStatusConditionFalse(conds, v1alpha1.NodeWithinBudget)
 	line.reboot = meta.IsStatusConditionTrue(conds, v1alpha1.NodeRebootRequired)
-	line.contended = meta.IsStatusConditionTrue(conds, v1alpha1.NodeRunQueueContention)
 	applied := meta.FindStatusCondition(conds, v1alpha1.NodeApplied)
 	switch {
 	case applied != nil && applied.Status == metav1.ConditionFalse:

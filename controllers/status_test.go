@@ -175,6 +175,28 @@ func TestComputeStatus(t *testing.T) {
 		},
 		wantCond: map[string]string{"Ready": "False/NoNodesMatched"},
 	}, {
+		// After a rollback the node holds the older revision and is
+		// Pending for the rollout; its pods still wait behind others, and
+		// the profile counts that (the e2e saw contended 0 beside a True
+		// condition).
+		name:    "contention counted on a node pending on another revision of the profile",
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("a", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			ln := lnFor("a", p, 80*time.Microsecond, "0.002", applied, contended)
+			ln.Spec.ProfileGeneration = p.Generation - 1
+			ln.Status.ProfileGeneration = p.Generation - 1
+			return []*v1alpha1.LatencyNode{ln}
+		},
+		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			if len(st.Nodes) != 1 || st.Nodes[0].State != v1alpha1.NodeStatePending {
+				t.Fatalf("nodes %+v, want a Pending", st.Nodes)
+			}
+			if st.Contended != 1 {
+				t.Errorf("contended = %d, want 1 (the pending node's RunQueueContention True)", st.Contended)
+			}
+		},
+	}, {
 		name:    "measurements: worst p99, max throttling, budget, reboot, contention",
 		profile: profile("p", 0, rt),
 		nodes:   []corev1.Node{tnode("a", rt, "", 0), tnode("b", rt, "", 0), tnode("c", rt, "", 0)},

@@ -307,6 +307,7 @@ func (h handler) Configure(_ context.Context, _, runtime, version string) (api.E
 func (h handler) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	d := h.p.decideBounded(ctx, pod, ctr)
 	if d.Empty() {
+		h.p.leftAsMade(pod, ctr)
 		return nil, nil, nil
 	}
 	adj := &api.ContainerAdjustment{}
@@ -338,4 +339,23 @@ func (h handler) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		u.SetLinuxCPUSetCPUs(d.CPUs)
 	}
 	return []*api.ContainerUpdate{u}, nil
+}
+
+// leftAsMade logs a container created without adjustment: at the default
+// level when its pod asked by annotation (someone will look for why), and
+// with what the decision had to go on: whether grants were published, the
+// pod's namespace known, the annotation seen by the runtime.
+func (p *Plugin) leftAsMade(pod *api.PodSandbox, ctr *api.Container) {
+	g := p.grants.Load()
+	nsKnown := false
+	if g != nil {
+		_, nsKnown = g.Namespaces[pod.GetNamespace()]
+	}
+	asked := pod.GetAnnotations()[v1alpha1.CPUQuotaAnnotation]
+	log := p.log.V(1)
+	if asked != "" {
+		log = p.log
+	}
+	log.Info("Left a container as the runtime made it", "pod", pod.GetNamespace()+"/"+pod.GetName(), "container", ctr.GetName(),
+		"grantsPublished", g != nil, "namespaceKnown", nsKnown, "annotation", asked, "annotations", len(pod.GetAnnotations()), "labels", len(pod.GetLabels()))
 }
