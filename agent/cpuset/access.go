@@ -21,14 +21,22 @@ import (
 // (knob.Substituted), so a revert completes instead of leaving the
 // confinement in place: init.scope (PID 1) stayed on the reserved CPUs
 // after a revert on Debian 6.12 with systemd (make test-node-stack).
-// The journal records its entries as kind "cpuset".
+// A write of no bytes is a no-op that reports success, so "" is written as
+// a newline. The journal records its entries as kind "cpuset".
 var Access = &knob.Access{Name: "cpuset", InRoot: true,
 	Read:  func(env knob.Env, path string) (string, error) { return env.Root.ReadString(path) },
 	Write: writeCPUs,
 }
 
 func writeCPUs(env knob.Env, path, value string) error {
-	err := env.Root.WriteString(path, value)
+	// A write of no bytes never reaches the cgroup's handler: "" would
+	// leave the file as it is and report success (init.scope kept the
+	// reserved CPUs that way). An empty list is written as a newline.
+	write := value
+	if strings.TrimSpace(write) == "" {
+		write = "\n"
+	}
+	err := env.Root.WriteString(path, write)
 	if err == nil || strings.TrimSpace(value) != "" || !errors.Is(err, syscall.ENOSPC) ||
 		filepath.Base(path) != CPUsFile || !env.Root.Exists(filepath.Join(filepath.Dir(path), "cgroup.controllers")) {
 		return err

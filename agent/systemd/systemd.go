@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -153,7 +154,7 @@ func (s *session) lifted(root *host.Root, unit string) error {
 	dropIn := root.Path("run", "systemd", "system.control", unit+".d", "50-"+AllowedCPUs+".conf")
 	if root.Exists(dropIn) {
 		notes = append(notes, fmt.Sprintf("systemd keeps the empty %s in its runtime drop-in %s until the next boot (removing it needs a daemon-reload, which the agent never does)",
-			AllowedCPUs, strings.TrimPrefix(dropIn, root.Path())))
+			AllowedCPUs, filepath.Join("/", strings.TrimPrefix(dropIn, root.Path()))))
 	}
 	if cg, err := s.controlGroup(unit); err == nil && cg != "" {
 		if cpus, err := root.ReadString(root.Path("sys", "fs", "cgroup", strings.TrimPrefix(cg, "/"), "cpuset.cpus")); err == nil && cpus != "" {
