@@ -324,20 +324,20 @@ func (h handler) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	return adj, nil, nil
 }
 
-// UpdateContainer re-asserts the same on a resize, so kubelet does not
-// re-impose the quota.
+// UpdateContainer re-asserts a granted container's cpuset on a resize. It
+// leaves kubelet's quota as kubelet asked: the runtime reports the
+// resources it applied, and kubelet holds an in-place resize in progress
+// until they are the ones it asked for. With the quota taken out here,
+// kubelet never saw its resize done (make test-node-stack: the pod's
+// status kept its old limits). The agent's next pass removes the quota
+// from the cgroup, as it does without NRI.
 func (h handler) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, _ *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	d := h.p.decideBounded(ctx, pod, ctr)
-	if d.Empty() {
+	if d.CPUs == "" {
 		return nil, nil
 	}
 	u := &api.ContainerUpdate{ContainerId: ctr.GetId()}
-	if d.RemoveQuota {
-		u.SetLinuxCPUQuota(-1)
-	}
-	if d.CPUs != "" {
-		u.SetLinuxCPUSetCPUs(d.CPUs)
-	}
+	u.SetLinuxCPUSetCPUs(d.CPUs)
 	return []*api.ContainerUpdate{u}, nil
 }
 

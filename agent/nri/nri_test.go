@@ -208,8 +208,9 @@ func TestCreateContainerFollowsGrants(t *testing.T) {
 }
 
 // TestUpdateContainerReasserts: kubelet's resize puts a quota back in the
-// request; the plugin's update takes it out again for a granted container,
-// and leaves a non-granted one's resize alone.
+// request; the plugin leaves kubelet's quota (kubelet waits for the runtime
+// to report what it asked before it calls a resize done) and re-asserts a
+// granted container's cpuset only; a non-granted one's resize is left alone.
 func TestUpdateContainerReasserts(t *testing.T) {
 	rt := startRuntime(t)
 	p := nri.New(rt.socket, logr.Discard())
@@ -235,8 +236,8 @@ func TestUpdateContainerReasserts(t *testing.T) {
 		return nil
 	}
 	u := resize(pod("trading", optIn), "granted")
-	if q := u.GetLinux().GetResources().GetCpu().GetQuota(); q == nil || q.Value != -1 {
-		t.Errorf("granted container's resize keeps quota %v, want -1", q)
+	if q := u.GetLinux().GetResources().GetCpu().GetQuota(); q != nil && q.Value != 200000 {
+		t.Errorf("granted container's resize quota changed to %v, want kubelet's 200000 left as asked", q)
 	}
 	if c := u.GetLinux().GetResources().GetCpu().GetCpus(); c != "2-3" {
 		t.Errorf("granted container's resize cpuset %q, want 2-3", c)
