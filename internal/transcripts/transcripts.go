@@ -9,7 +9,8 @@
 // revision hashes, pod UIDs and container IDs, the names the file's header
 // records (the node, its kernel), and what the machine's load decides rather
 // than the code: which passing verdict a node got (Improved, Unchanged,
-// Inconclusive, Improved|Unchanged, and Passed from older runs), which findings fired, how a pod's wait split between
+// Inconclusive, Improved|Unchanged, and Passed from older runs), which
+// findings fired, which pods waited and how their wait split between
 // offenders, and which figure a regression was judged on. Commands, column
 // headers, states, condition reasons and message wording must match, so a
 // column change or a reworded message makes the copy stale.
@@ -69,9 +70,11 @@ var (
 	passRE    = regexp.MustCompile(`\b(Improved\|Unchanged|Improved|Unchanged|Inconclusive|Passed)\b`)
 	findingRE = regexp.MustCompile(`^\s+(Critical|Warning|Info)\s+[A-Z][A-Za-z]+:`)
 	sharesRE  = regexp.MustCompile(`(waited \S+ per second):.*$`)
-	reasonRE  = regexp.MustCompile(`([Rr]egressed: ).*?(;|\(revision|$)`)
-	numberRE  = regexp.MustCompile(`(^|[^A-Za-z0-9_])([0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?(ns|µs|us|ms|s|m|h|d)?)+(%|×|x)?`)
-	headerRE  = regexp.MustCompile(`^[A-Z][A-Z0-9.-]*$`)
+	// kubectl latency explain's heading over the waited lines.
+	waitsHeader = "who made the measured pods wait:"
+	reasonRE    = regexp.MustCompile(`([Rr]egressed: ).*?(;|\(revision|$)`)
+	numberRE    = regexp.MustCompile(`(^|[^A-Za-z0-9_])([0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?(ns|µs|us|ms|s|m|h|d)?)+(%|×|x)?`)
+	headerRE    = regexp.MustCompile(`^[A-Z][A-Z0-9.-]*$`)
 )
 
 // Normalize prints text with every run-dependent part replaced: a name in
@@ -104,7 +107,14 @@ func Normalize(text string, names map[string]string) string {
 			}
 			continue
 		}
-		line = sharesRE.ReplaceAllString(line, "${1}: <shares>")
+		// Who made the measured pods wait: which pods waited in the
+		// window (and so how many lines) is the load's, like findings.
+		if sharesRE.MatchString(line) || strings.TrimSpace(line) == waitsHeader {
+			if len(out) == 0 || out[len(out)-1] != "<who waited>" {
+				out = append(out, "<who waited>")
+			}
+			continue
+		}
 		line = reasonRE.ReplaceAllString(line, "${1}<reason>${2}")
 		line = passRE.ReplaceAllString(line, "<passed>")
 		if strings.TrimSpace(line) == "" {

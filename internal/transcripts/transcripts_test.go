@@ -264,3 +264,31 @@ func TestNormalizeNamesDoNotShiftCells(t *testing.T) {
 		t.Errorf("row not split into cells: %s", a)
 	}
 }
+
+// Which pods waited in the window is the load's: the CI run of stop 51 had
+// default/latency-workload wait too, a run before only default/rollout-server.
+func TestNormalizeIgnoresWhichPodsWaited(t *testing.T) {
+	one := `$ kubectl latency explain vm
+  Node   8.448µs  6.051555ms  82.193066ms  227.634022ms  76203
+  who made the measured pods wait:
+    default/rollout-server waited 4.6s per second: 45 % default/e2e-hog (pod), 35 % unattributed
+
+Settings (what the profile changed, what the kernel reports):
+`
+	two := `$ kubectl latency explain vm
+  Node   9µs  5ms  80ms  200ms  70000
+  who made the measured pods wait:
+    default/latency-workload waited 12ms per second: 100 % unattributed
+    default/rollout-server waited 3.1s per second: 60 % default/e2e-hog (pod)
+
+Settings (what the profile changed, what the kernel reports):
+`
+	if a, b := Normalize(one, nil), Normalize(two, nil); a != b {
+		t.Errorf("runs differing only in which pods waited compare different:\n%s", lineDiff(a, b))
+	}
+	// What follows the waits still counts.
+	other := strings.Replace(two, "Settings (what", "Knobs (what", 1)
+	if Normalize(one, nil) == Normalize(other, nil) {
+		t.Error("a changed heading after the waits compares the same")
+	}
+}
