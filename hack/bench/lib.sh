@@ -117,20 +117,35 @@ agent_unfix() { if [ "$AGENT_PATH" = agent ]; then agent_revert; else fix_undo; 
 # The scenario defines: bench_run PHASE LABEL (PHASE floor|before|after; one
 # measured run that appends its line to results.txt), bench_load, bench_fix
 # (sets AGENT_PATH) and bench_unfix.
+#
+# A scenario that can check its own precondition (the incident really
+# happened in a "before" run) also defines bench_valid LABEL: it appends
+#   precondition run=LABEL valid=1|0 reason=... (figures)
+# to results.txt and returns non-zero for an invalid run. Such a pair is
+# never counted (stats.sh leaves it out), and run_pairs goes on until
+# BENCH_PAIRS valid pairs ran or BENCH_MAX_PAIRS pairs in all (default
+# twice BENCH_PAIRS).
 run_pairs() {
-	local s=$1 i pairs=${BENCH_PAIRS:-3}
+	local s=$1 i pairs=${BENCH_PAIRS:-3} valid=0
 	[ "$pairs" -ge 3 ] || { log "BENCH_PAIRS=$pairs: running 3, a median needs at least 3 pairs"; pairs=3; }
+	local max=${BENCH_MAX_PAIRS:-$((2 * pairs))}
+	declare -F bench_valid >/dev/null || max=$pairs
 	log "$s: floor run"
 	pair_run floor "$s-floor"
 	bench_load
-	for ((i = 1; i <= pairs; i++)); do
-		log "$s: pair $i of $pairs"
+	for ((i = 1; i <= max && valid < pairs; i++)); do
+		log "$s: pair $i ($valid of $pairs valid so far, at most $max)"
 		pair_run before "$s-before-$i"
+		if ! declare -F bench_valid >/dev/null || bench_valid "$s-before-$i"; then
+			valid=$((valid + 1))
+		else
+			log "$s: before-$i is invalid: $(grep "^precondition run=$s-before-$i " "$OUT/results.txt" | tail -1)"
+		fi
 		bench_fix
 		pair_run after "$s-after-$i"
 		bench_unfix
 	done
-	echo "scenario=$s pairs=$pairs" >>"$OUT/results.txt"
+	echo "scenario=$s pairs=$((i - 1)) valid_pairs=$valid" >>"$OUT/results.txt"
 }
 
 # pair_run PHASE LABEL: bench_run, with the load average it started under.

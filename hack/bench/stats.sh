@@ -2,13 +2,20 @@
 # Every scenario's runs are labelled S-floor, S-before-I, S-after-I (see
 # run_pairs in lib.sh); values are µs unless the key says otherwise.
 
-# vals S PHASE KEY: KEY of every PHASE run of scenario S, in pair order.
+# vals S PHASE KEY: KEY of every PHASE run of scenario S, in pair order,
+# leaving out both halves of a pair whose "before" run failed its
+# precondition ("precondition run=S-before-I valid=0", see run_pairs).
 vals() {
-	local l
+	local l i
 	grep -E "^label=$1-$2(-[0-9]+)? " "$R" | while read -r l; do
+		i=$(field "$l" label | sed -nE 's/.*-([0-9]+)$/\1/p')
+		[ -n "$i" ] && grep -qE "^precondition run=$1-before-$i valid=0( |$)" "$R" && continue
 		field "$l" "$3"
 	done
 }
+
+# invalid_pairs S: how many pairs of S were left out for their precondition.
+invalid_pairs() { grep -cE "^precondition run=$1-before-[0-9]+ valid=0( |$)" "$R" || true; }
 
 # pairstat S KEY: "before after ratio min max pairs floor after/floor":
 # the medians of the before and after values, the median, min and max of
@@ -49,13 +56,20 @@ metric_row() {
 }
 
 # pair_table S KEY UNIT: every run of S with KEY and the 1-min load average
-# when it started, in the order they ran.
+# when it started, in the order they ran; a "before" run whose scenario
+# checked its precondition says whether it held (see run_pairs).
 pair_table() {
-	local l label
-	echo "| run | $2 ($3) | load avg (1 min) at start |"
-	echo "|---|---|---|"
+	local l label pre cell
+	echo "| run | $2 ($3) | load avg (1 min) at start | precondition |"
+	echo "|---|---|---|---|"
 	grep -E "^label=$1-(floor|before-[0-9]+|after-[0-9]+) " "$R" | while read -r l; do
 		label=$(field "$l" label)
-		echo "| $label | $(fmt "$3" "$(field "$l" "$2")") | $(grep -E "^loadavg=[^ ]* run=$label\$" "$R" | tail -1 | sed 's/ .*//; s/loadavg=//') |"
+		pre=$(grep -E "^precondition run=$label " "$R" | tail -1 || true)
+		cell=""
+		if [ -n "$pre" ]; then
+			if [ "$(field "$pre" valid)" = 1 ]; then cell="held"; else cell="**not held: pair left out**"; fi
+			cell+=": $(sed -E 's/^precondition run=[^ ]* valid=[01] ?//; s/reason=//; s/_/ /g' <<<"$pre")"
+		fi
+		echo "| $label | $(fmt "$3" "$(field "$l" "$2")") | $(grep -E "^loadavg=[^ ]* run=$label\$" "$R" | tail -1 | sed 's/ .*//; s/loadavg=//') | $cell |"
 	done
 }
