@@ -300,7 +300,7 @@ func TestTablesShowDashesForEmptyValues(t *testing.T) {
 	}
 	for _, wide := range []bool{false, true} {
 		var out bytes.Buffer
-		if err := printProfile(&out, p, []v1alpha1.LatencyNode{n}, wide); err != nil {
+		if err := printProfile(&out, p, []v1alpha1.LatencyNode{n}, wide, false); err != nil {
 			t.Fatal(err)
 		}
 		what := fmt.Sprintf("status (wide %v)", wide)
