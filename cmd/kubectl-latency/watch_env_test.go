@@ -55,7 +55,7 @@ func TestTopWatchPrintsChangedRows(t *testing.T) {
 			t.Fatalf("waiting for %s: %v\n%s", what, err, out.String())
 		}
 	}
-	rows := func(s string, re string) int { return len(regexp.MustCompile(`(?m)` + re).FindAllString(s, -1)) }
+	rows := func(s string, re string) int { return len(regexp.MustCompile(`(?m)`+re).FindAllString(s, -1)) }
 	const w9 = `^w-9\s+gateway\s+Node\s+`
 	waitFor("the header", func(s string) bool { return strings.HasPrefix(s, "NODE") })
 

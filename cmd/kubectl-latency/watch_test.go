@@ -78,7 +78,9 @@ func node(name, rv, p99 string) v1alpha1.LatencyNode {
 	return n
 }
 
-func event(t watch.EventType, n v1alpha1.LatencyNode) watch.Event { return watch.Event{Type: t, Object: &n} }
+func event(t watch.EventType, n v1alpha1.LatencyNode) watch.Event {
+	return watch.Event{Type: t, Object: &n}
+}
 
 // rowView is a tableView printing "NAME VALUE" per node.
 func rowView(out *bytes.Buffer) *tableView {
