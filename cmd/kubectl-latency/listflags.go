@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
@@ -24,8 +25,12 @@ func (f *listFlags) addNoHeaders(cmd *cobra.Command) {
 }
 
 func (f *listFlags) addSelector(cmd *cobra.Command, what string) {
+	note := ""
+	if what == "LatencyNodes" {
+		note = " (the manager sets none on them: not the Node's labels)"
+	}
 	cmd.Flags().StringVarP(&f.selector, "selector", "l", "",
-		"Label selector on the "+what+"' own labels (e.g. -l key1=value1,key2!=value2, -l 'env in (prod)'), as kubectl get -l")
+		"Label selector on the "+what+"' own labels"+note+", as kubectl get -l: -l key1=value1,key2!=value2, -l 'env in (prod)'")
 	_ = cmd.RegisterFlagCompletionFunc("selector", cobra.NoFileCompletions)
 }
 
@@ -36,7 +41,7 @@ func (f *listFlags) addWatch(cmd *cobra.Command) {
 
 func (f *listFlags) addSortBy(cmd *cobra.Command, keys []string) {
 	cmd.Flags().StringVar(&f.sortBy, "sort-by", "",
-		fmt.Sprintf("Sort rows by a column: one of %v; numbers and durations highest first, text A to Z, \"-\" last", keys))
+		"Sort rows by a column: one of "+strings.Join(keys, ", ")+"; durations, counts and ratios highest first, text A to Z, \"-\" last; ties keep the command's order")
 	_ = cmd.RegisterFlagCompletionFunc("sort-by", completeWords(keys...))
 }
 
