@@ -4,8 +4,9 @@
 // before/after run-queue latency), explain NODE, top (nodes by p99) and
 // boot (the boot-parameter plan per node),
 // each also as -o json|yaml (and kubectl's other object formats) through
-// cli-runtime's printers; version; completion of its commands, flags,
-// profile and node names (cobra's).
+// cli-runtime's printers, with kubectl get's --no-headers, -l, -w and
+// --sort-by where they mean something (listflags.go); version; completion
+// of its commands, flags, profile and node names (cobra's).
 //
 // It is its own binary, not a subcommand of the latencytier binary, because
 // kubectl finds plugins by executable name (kubectl-latency on PATH) and

@@ -108,3 +108,53 @@ func TestTopWatchPrintsChangedRows(t *testing.T) {
 		t.Fatal("top -w did not return after its context was cancelled")
 	}
 }
+
+// TestBootWatchPrintsObjects: boot -w -o jsonpath=... against a real
+// kube-apiserver prints a LatencyNode when boot starts to show it (its
+// agent reported boot parameters), not when it was created without any,
+// then again on each change: the created object's step label (1) is
+// printed once, then step 2.
+func TestBootWatchPrintsObjects(t *testing.T) {
+	c, err := client.New(testConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	root := newRootCommand(genericiooptions.IOStreams{Out: &out, ErrOut: &out})
+	root.SetArgs([]string{"--kubeconfig", kubeconfig, "boot", "-w", "-l", "watched=boot",
+		"-o", `jsonpath={.metadata.name}={.metadata.labels.step}{"\n"}`})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+
+	n := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "w-8", Labels: map[string]string{"watched": "boot", "step": "1"}},
+		Spec: v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionBaseline, Profile: "gateway"}}
+	if err := c.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), n) })
+	n.Status.Boot = &v1alpha1.BootStatus{State: v1alpha1.BootStaged, Backend: "GRUB"}
+	if err := c.Status().Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	n.Labels["step"] = "2"
+	if err := c.Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, eventTimeout, true, func(context.Context) (bool, error) {
+		return strings.Contains(out.String(), "w-8=2\n"), nil
+	})
+	if want := "w-8=1\nw-8=2\n"; err != nil || out.String() != want {
+		t.Errorf("boot -w printed %q (%v), want %q", out.String(), err, want)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("boot -w after cancel: %v, want nil", err)
+		}
+	case <-time.After(eventTimeout):
+		t.Fatal("boot -w did not return after its context was cancelled")
+	}
+}
