@@ -145,6 +145,14 @@ func TestBadFlagsFailBeforeAnyRequest(t *testing.T) {
 		{[]string{"status", "-n", "default"}, "unknown shorthand flag: 'n'"},
 		{[]string{"top", "--namespace", "default"}, "unknown flag: --namespace"},
 		{[]string{"explain"}, "accepts 1 arg(s), received 0"},
+		{[]string{"top", "-l", "zone in (a"}, `--selector "zone in (a": `},
+		{[]string{"boot", "--selector", "=a"}, `--selector "=a": `},
+		{[]string{"status", "-l", "team==="}, `--selector "team===": `},
+		{[]string{"status", "gateway", "-l", "team=payments"}, `--selector "team=payments": give a PROFILE or a selector, not both`},
+		{[]string{"top", "--sort-by", "latency"}, `--sort-by "latency": not a column; use one of node, profile, class, p50, p99,`},
+		{[]string{"boot", "--sort-by", "p99"}, `--sort-by "p99": not a column; use one of node, profile, policy,`},
+		{[]string{"explain", "w-1", "-w"}, "unknown shorthand flag: 'w'"},
+		{[]string{"status", "--sort-by", "p99"}, "unknown flag: --sort-by"},
 	} {
 		_, stderr, err := runArgs(t, append([]string{"--server", url}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error()+stderr, c.says) {
@@ -300,7 +308,7 @@ func TestTablesShowDashesForEmptyValues(t *testing.T) {
 	}
 	for _, wide := range []bool{false, true} {
 		var out bytes.Buffer
-		if err := printProfile(&out, p, []v1alpha1.LatencyNode{n}, wide); err != nil {
+		if err := printProfile(&out, p, []v1alpha1.LatencyNode{n}, wide, false); err != nil {
 			t.Fatal(err)
 		}
 		what := fmt.Sprintf("status (wide %v)", wide)

@@ -87,3 +87,24 @@ func splitWords(line string) ([]string, error) {
 	}
 	return words, nil
 }
+
+// TestHelpSaysWhyAListFlagIsMissing: a command that lists or shows
+// LatencyProfiles or LatencyNodes and lacks one of kubectl get's list
+// flags says, in its help, that it lacks it (and why).
+func TestHelpSaysWhyAListFlagIsMissing(t *testing.T) {
+	root := newRootCommand(genericiooptions.NewTestIOStreamsDiscard())
+	for _, name := range []string{"status", "explain", "top", "boot"} {
+		c, _, err := root.Find([]string{name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, flag := range []struct{ long, short string }{{"no-headers", ""}, {"selector", "-l"}, {"watch", "-w"}, {"sort-by", ""}} {
+			if c.Flags().Lookup(flag.long) != nil {
+				continue
+			}
+			if !strings.Contains(c.Long, "--"+flag.long) && (flag.short == "" || !strings.Contains(c.Long, flag.short)) {
+				t.Errorf("%s has no --%s and its help does not say why:\n%s", name, flag.long, c.Long)
+			}
+		}
+	}
+}

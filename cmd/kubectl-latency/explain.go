@@ -6,11 +6,30 @@ import (
 	"io"
 	"strings"
 
+	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
+
+// newExplainCommand is "kubectl latency explain NODE".
+func newExplainCommand(out io.Writer, connect connectFunc) *cobra.Command {
+	o := newOutput(false)
+	cmd := command("explain NODE", "One node: findings, budget, what the profile changed and what the kernel reports",
+		cobra.ExactArgs(1), out, connect, o, completeNodes(connect),
+		func(ctx context.Context, c client.WithWatch, out io.Writer, args []string) error {
+			if !o.table() {
+				return printNode(ctx, c, out, o, args[0])
+			}
+			return explainNode(ctx, c, out, args)
+		})
+	cmd.Long = cmd.Short + ".\n\n" +
+		"explain shows one named node as sections, not as a table of rows, so kubectl get's list flags mean " +
+		"nothing here: no --no-headers, -l, -w or --sort-by. For several nodes, kubectl latency top and boot " +
+		"take them (top -w re-prints a node's row as it changes)."
+	return cmd
+}
 
 // explainNode prints the LatencyNode named by args[0].
 func explainNode(ctx context.Context, c client.Client, out io.Writer, args []string) error {

@@ -33,6 +33,13 @@ func (t *table) row(cells ...string) {
 }
 func (t *table) flush() error { return t.w.Flush() }
 
+// header writes the header row unless --no-headers (skip).
+func (t *table) header(skip bool, cells ...string) {
+	if !skip {
+		t.row(cells...)
+	}
+}
+
 // dur prints a duration the way the API stores it, "-" when unmeasured.
 func dur(d *metav1.Duration) string {
 	if d == nil {

@@ -4,8 +4,9 @@
 // before/after run-queue latency), explain NODE, top (nodes by p99) and
 // boot (the boot-parameter plan per node),
 // each also as -o json|yaml (and kubectl's other object formats) through
-// cli-runtime's printers; version; completion of its commands, flags,
-// profile and node names (cobra's).
+// cli-runtime's printers, with kubectl get's --no-headers, -l, -w and
+// --sort-by where they mean something (listflags.go); version; completion
+// of its commands, flags, profile and node names (cobra's).
 //
 // It is its own binary, not a subcommand of the latencytier binary, because
 // kubectl finds plugins by executable name (kubectl-latency on PATH) and
@@ -49,22 +50,10 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	flags.AddFlags(root.PersistentFlags())
-	connect := func() (client.Client, error) { return newClient(flags) }
-	statusOut, explainOut := newOutput(true), newOutput(false)
+	connect := func() (client.WithWatch, error) { return newClient(flags) }
 	root.AddCommand(
-		command("status [PROFILE]", "Profiles, their nodes (worst first, before/after p99) and the settings that do not hold",
-			cobra.MaximumNArgs(1), streams.Out, connect, statusOut, completeProfiles(connect),
-			func(ctx context.Context, c client.Client, out io.Writer, args []string) error {
-				return status(ctx, c, out, statusOut, args)
-			}),
-		command("explain NODE", "One node: findings, budget, what the profile changed and what the kernel reports",
-			cobra.ExactArgs(1), streams.Out, connect, explainOut, completeNodes(connect),
-			func(ctx context.Context, c client.Client, out io.Writer, args []string) error {
-				if !explainOut.table() {
-					return printNode(ctx, c, out, explainOut, args[0])
-				}
-				return explainNode(ctx, c, out, args)
-			}),
+		newStatusCommand(streams.Out, connect),
+		newExplainCommand(streams.Out, connect),
 		newTopCommand(streams.Out, connect),
 		newBootCommand(streams.Out, connect),
 		newVersionCommand(streams.Out),
@@ -82,6 +71,9 @@ var examples = map[string]string{
 	"status": `  # Every profile, its nodes worst first, before/after p99 and the verdicts
   kubectl latency status
 
+  # The profiles labelled team=payments, without the header lines
+  kubectl latency status -l team=payments --no-headers
+
   # One profile, with the revision and the pods' p99 (-o wide)
   kubectl latency status gateway -o wide
 
@@ -97,34 +89,56 @@ var examples = map[string]string{
   kubectl latency top
 
   # By the p99 of the isolated CPUs, with the budget and throttling columns
-  kubectl latency top --class Isolated -o wide`,
+  kubectl latency top --class Isolated -o wide
+
+  # The LatencyNodes labelled zone=a, by throttled ratio, without headers (for a script)
+  kubectl latency top -l zone=a --sort-by=throttled --no-headers
+
+  # Keep watching: each node's row again whenever it changes, until Ctrl-C
+  kubectl latency top -w --sort-by=p99`,
 	"boot": `  # The boot-parameter plan of every node that has one
   kubectl latency boot
 
   # One profile's nodes: which kernel arguments each lacks and why, and reboots in progress
-  kubectl latency boot gateway`,
+  kubectl latency boot gateway
+
+  # Follow a rollout's reboots: a node's rows again whenever its plan or reboot changes
+  kubectl latency boot gateway -w
+
+  # The nodes that lack the most arguments first
+  kubectl latency boot --sort-by=missing`,
 	"version": `  # The plugin's version
   kubectl latency version`,
 }
 
 // newClient makes a client for the latencytier API from kubectl's flags.
-func newClient(flags *genericclioptions.ConfigFlags) (client.Client, error) {
+func newClient(flags *genericclioptions.ConfigFlags) (client.WithWatch, error) {
 	cfg, err := flags.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	return client.New(cfg, client.Options{Scheme: scheme})
+	return client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 }
 
 // connectFunc returns a client when a command runs (not when it is built,
 // so --help needs no cluster).
-type connectFunc func() (client.Client, error)
+type connectFunc func() (client.WithWatch, error)
+
+// andThen runs first, then, if it passed, next (cobra takes one PreRunE).
+func andThen(first, next func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := first(cmd, args); err != nil {
+			return err
+		}
+		return next(cmd, args)
+	}
+}
 
 // command is what every subcommand shares: -o, then, before any request,
 // the validation of -o and of whatever else validate checks; connect; run,
 // printing to out. complete, if set, completes the positional argument.
 func command(use, short string, args cobra.PositionalArgs, out io.Writer, connect connectFunc, o *output,
-	complete cobra.CompletionFunc, run func(ctx context.Context, c client.Client, out io.Writer, args []string) error,
+	complete cobra.CompletionFunc, run func(ctx context.Context, c client.WithWatch, out io.Writer, args []string) error,
 	validate ...func() error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: use, Short: short, Args: args, ValidArgsFunction: complete,

@@ -25,7 +25,7 @@ import (
 // controller and the agents would; it connects with --kubeconfig.
 
 const profileYAML = `
-metadata: {name: gateway}
+metadata: {name: gateway, labels: {team: payments}}
 spec:
   nodeSelector: {matchLabels: {tier: latency}}
   scheduler: {autogroup: Disabled}
@@ -52,7 +52,7 @@ status:
 // Three nodes: w-1 improved, w-2 regressed with a failed setting, w-3 still
 // measuring its baseline.
 var nodeYAML = []string{`
-metadata: {name: w-1}
+metadata: {name: w-1, labels: {zone: a}}
 spec:
   action: Apply
   profile: gateway
@@ -139,7 +139,10 @@ status:
   runQueueP99: 500us
 `}
 
-var kubeconfig string
+var (
+	kubeconfig string
+	testConfig *rest.Config // the platform user's, for tests that write objects
+)
 
 func TestMain(m *testing.M) { os.Exit(runEnv(m)) }
 
@@ -173,7 +176,8 @@ func runEnv(m *testing.M) int {
 		err = os.WriteFile(kubeconfig, kc, 0o600)
 	}
 	if err == nil {
-		err = createFixtures(context.Background(), user.Config())
+		testConfig = user.Config()
+		err = createFixtures(context.Background(), testConfig)
 	}
 	if err != nil {
 		os.Stderr.WriteString("fixtures: " + err.Error() + "\n")
@@ -381,5 +385,36 @@ func TestBootShowsThePlanPerNode(t *testing.T) {
 	out, err = run(t, "explain", "w-1")
 	if err != nil || !strings.Contains(out, "boot parameters: Staged (GRUB), 2 of 3 arguments missing: nohz_full=2-3 rcu_nocbs=2-3") {
 		t.Errorf("explain w-1 lacks the boot summary (%v)", err)
+	}
+}
+
+// TestSelectorSelectsByTheObjectsLabels: -l selects LatencyNodes (top,
+// boot) and LatencyProfiles (status) by their own labels, server-side.
+func TestSelectorSelectsByTheObjectsLabels(t *testing.T) {
+	out, err := run(t, "top", "-l", "zone=a", "-o", "jsonpath={.items[*].metadata.name}")
+	if err != nil || out != "w-1" {
+		t.Errorf("top -l zone=a: %q, %v; want w-1", out, err)
+	}
+	out, err = run(t, "top", "--selector", "zone!=a", "--no-headers")
+	if err != nil || lineIndex(out, `^w-1\s`) >= 0 || lineIndex(out, `^w-2\s`) != 0 || lineIndex(out, `^w-3\s`) != 1 {
+		t.Errorf("top --selector zone!=a --no-headers: %v; want w-2 then w-3, no header, no w-1", err)
+	}
+	out, err = run(t, "boot", "-l", "zone=a", "--no-headers")
+	if err != nil || lineIndex(out, `^w-1\s+gateway`) != 0 || strings.Contains(out, "w-2") {
+		t.Errorf("boot -l zone=a --no-headers: %v; want w-1's rows only", err)
+	}
+	if out, err = run(t, "status", "-l", "team=payments"); err != nil || lineIndex(out, `^gateway\s`) < 0 {
+		t.Errorf("status -l team=payments: %v; want gateway", err)
+	}
+	if out, err = run(t, "status", "-l", "team=search"); err != nil || out != "No LatencyProfiles found.\n" {
+		t.Errorf("status -l team=search: %q, %v; want no profiles", out, err)
+	}
+	// --sort-by against the cluster: by p99 the same as top's own order,
+	// by name the reverse of it for these three.
+	if out, err = run(t, "top", "--sort-by", "node", "-o", "jsonpath={.items[*].metadata.name}"); err != nil || out != "w-1 w-2 w-3" {
+		t.Errorf("top --sort-by node: %q, %v", out, err)
+	}
+	if out, err = run(t, "top", "--sort-by", "p99", "--no-headers"); err != nil || !(lineIndex(out, `^w-2\s`) == 0 && lineIndex(out, `^w-3\s`) == 1 && lineIndex(out, `^w-1\s`) == 2) {
+		t.Errorf("top --sort-by p99: %v; want w-2 (1.2ms), w-3 (500µs), w-1 (80µs)", err)
 	}
 }

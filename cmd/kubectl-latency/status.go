@@ -6,16 +6,42 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
+// newStatusCommand is "kubectl latency status [PROFILE]".
+func newStatusCommand(out io.Writer, connect connectFunc) *cobra.Command {
+	var f listFlags
+	o := newOutput(true)
+	cmd := command("status [PROFILE]", "Profiles, their nodes (worst first, before/after p99) and the settings that do not hold",
+		cobra.MaximumNArgs(1), out, connect, o, completeProfiles(connect),
+		func(ctx context.Context, c client.WithWatch, out io.Writer, args []string) error {
+			return status(ctx, c, out, o, &f, args)
+		}, f.validateSelector)
+	cmd.Long = cmd.Short + ".\n\n" +
+		"-l selects LatencyProfiles by their labels (a PROFILE argument names one instead). " +
+		"There is no -w and no --sort-by: status groups each profile's nodes under it, worst first, " +
+		"an order that one row printed alone on a change, or a sort by one column, would lose; " +
+		"kubectl latency top and boot take -w and --sort-by for nodes."
+	f.addNoHeaders(cmd)
+	f.addSelector(cmd, "LatencyProfiles")
+	cmd.PreRunE = andThen(cmd.PreRunE, func(_ *cobra.Command, args []string) error {
+		if len(args) == 1 && f.selector != "" {
+			return fmt.Errorf("--selector %q: give a PROFILE or a selector, not both", f.selector)
+		}
+		return nil
+	})
+	return cmd
+}
+
 // status prints each profile (or the one named), then its nodes worst
 // first, then under each node the settings that are not Applied; with -o
 // json|yaml|..., a List of those profiles and their LatencyNodes.
-func status(ctx context.Context, c client.Client, out io.Writer, o *output, args []string) error {
+func status(ctx context.Context, c client.Client, out io.Writer, o *output, f *listFlags, args []string) error {
 	var profiles []v1alpha1.LatencyProfile
 	if len(args) == 1 {
 		var p v1alpha1.LatencyProfile
@@ -25,7 +51,7 @@ func status(ctx context.Context, c client.Client, out io.Writer, o *output, args
 		profiles = append(profiles, p)
 	} else {
 		var list v1alpha1.LatencyProfileList
-		if err := c.List(ctx, &list); err != nil {
+		if err := c.List(ctx, &list, f.listOptions()...); err != nil {
 			return err
 		}
 		profiles = list.Items
@@ -49,7 +75,7 @@ func status(ctx context.Context, c client.Client, out io.Writer, o *output, args
 		if i > 0 {
 			fmt.Fprintln(out)
 		}
-		if err := printProfile(out, &profiles[i], byProfile[profiles[i].Name], o.isWide()); err != nil {
+		if err := printProfile(out, &profiles[i], byProfile[profiles[i].Name], o.isWide(), f.noHeaders); err != nil {
 			return err
 		}
 	}
@@ -77,15 +103,16 @@ func printProfiles(out io.Writer, o *output, profiles []v1alpha1.LatencyProfile,
 
 // printProfile prints a profile's table and its nodes'; wide adds the
 // profile's conflicted and stale counts and each node's revision and its
-// measured pods' p99 after the change.
-func printProfile(out io.Writer, p *v1alpha1.LatencyProfile, nodes []v1alpha1.LatencyNode, wide bool) error {
+// measured pods' p99 after the change; noHeaders leaves out both header
+// lines.
+func printProfile(out io.Writer, p *v1alpha1.LatencyProfile, nodes []v1alpha1.LatencyNode, wide, noHeaders bool) error {
 	st := p.Status
 	rollout := "-"
 	if st.Rollout != nil && st.Rollout.Phase != "" {
 		rollout = string(st.Rollout.Phase)
 	}
 	t := newTable(out)
-	t.row(wideCells(wide, []string{"PROFILE", "READY", "MATCHED", "APPLIED", "DEGRADED", "OUTSIDE-BUDGET", "WORST-P99", "THROTTLED", "ROLLOUT"},
+	t.header(noHeaders, wideCells(wide, []string{"PROFILE", "READY", "MATCHED", "APPLIED", "DEGRADED", "OUTSIDE-BUDGET", "WORST-P99", "THROTTLED", "ROLLOUT"},
 		"CONFLICTED", "STALE")...)
 	t.row(wideCells(wide, []string{p.Name, condition(st.Conditions, v1alpha1.ProfileReady), itoa(st.Matched), itoa(st.Applied),
 		itoa(st.Degraded), itoa(st.OutsideBudget), dur(st.WorstRunQueueP99), orDash(st.MaxThrottledRatio), rollout},
@@ -103,7 +130,7 @@ func printProfile(out io.Writer, p *v1alpha1.LatencyProfile, nodes []v1alpha1.La
 	vs := verdictsOf(p)
 	worstFirst(nodes, vs)
 	t = newTable(out)
-	t.row(wideCells(wide, []string{"  NODE", "STATE", "BEFORE-P99", "AFTER-P99", "CHANGE", "VERDICT", "THROTTLED", "SETTINGS"},
+	t.header(noHeaders, wideCells(wide, []string{"  NODE", "STATE", "BEFORE-P99", "AFTER-P99", "CHANGE", "VERDICT", "THROTTLED", "SETTINGS"},
 		"REVISION", "POD-P99")...)
 	for i := range nodes {
 		n := &nodes[i]
