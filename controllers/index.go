@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // Which nodes concern a profile, and which profiles a node, answered from
@@ -27,6 +28,10 @@ const (
 	// status.profile: the profile that asks for the node and the one its
 	// agent last reported.
 	indexLatencyNodeProfile = "latencytier.profile"
+	// indexNodeContentionTaint indexes the Nodes carrying the contention
+	// taint under indexTrue.
+	indexNodeContentionTaint = "latencytier.contentionTaint"
+	indexTrue                = "true"
 )
 
 // addIndexes registers the field indexes with the manager's cache.
@@ -39,6 +44,15 @@ func addIndexes(ctx context.Context, idx client.FieldIndexer) error {
 	})
 	if err != nil {
 		return fmt.Errorf("indexing nodes by profile label: %w", err)
+	}
+	err = idx.IndexField(ctx, &corev1.Node{}, indexNodeContentionTaint, func(o client.Object) []string {
+		if n, ok := o.(*corev1.Node); ok && hasTaint(n.Spec.Taints, planner.ContentionTaint) {
+			return []string{indexTrue}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("indexing nodes by the contention taint: %w", err)
 	}
 	err = idx.IndexField(ctx, &v1alpha1.LatencyNode{}, indexLatencyNodeProfile, func(o client.Object) []string {
 		ln, ok := o.(*v1alpha1.LatencyNode)

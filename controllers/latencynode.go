@@ -28,7 +28,7 @@ func applySpec(p *v1alpha1.LatencyProfile) v1alpha1.LatencyNodeSpec {
 // being no canary (reboot_gate.go). A profile with spec.rollout has its
 // nodes' tuning written by the rollout's moves.
 func directTuning(p *v1alpha1.LatencyProfile) v1alpha1.TuningSpec {
-	t := *p.Spec.TuningSpec.DeepCopy()
+	t := planner.NodeTuning(&p.Spec.TuningSpec)
 	if p.Spec.Rollout != nil {
 		return t
 	}
@@ -44,7 +44,7 @@ func joinSpec(p *v1alpha1.LatencyProfile) v1alpha1.LatencyNodeSpec {
 		return applySpec(p)
 	}
 	return v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionBaseline, Profile: p.Name, ProfileGeneration: p.Generation,
-		Tuning: v1alpha1.TuningSpec{Measurement: p.Spec.Measurement.DeepCopy()}}
+		Tuning: v1alpha1.TuningSpec{Measurement: planner.NodeTuning(&p.Spec.TuningSpec).Measurement}}
 }
 
 // holdsTarget reports whether ln asks for p's current tuning: p's current

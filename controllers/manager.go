@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -187,11 +188,15 @@ func setup(mgr ctrl.Manager, o options) error {
 	err = ctrl.NewControllerManagedBy(mgr).Named("latencyprofile").
 		For(&v1alpha1.LatencyProfile{}, builder.WithPredicates(notOwnStatus(gate))).
 		Watches(&v1alpha1.LatencyNode{}, latencyNodeToProfiles(gate), builder.WithPredicates(notResync())).
+		// The contention taint's writes move status.contentionTainted.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(profilesOfNode(mgr.GetCache())),
-			builder.WithPredicates(nodeChanged(), notResync())).
+			builder.WithPredicates(predicate.Or(nodeChanged(), contentionNodeChanged()), notResync())).
 		Complete(retryStale(profiles))
 	if err != nil {
 		return fmt.Errorf("setting up profile controller: %w", err)
+	}
+	if err := setupContentionTaints(mgr); err != nil {
+		return err
 	}
 	return setupTaints(mgr, rec)
 }

@@ -27,6 +27,9 @@ const (
 	eventDegraded     = "Degraded"
 	eventApplied      = "Applied"
 	eventWaiting      = "WaitingForRevert"
+	// eventContentionCapped: contended nodes left without the contention
+	// taint by measurement.contention.maxTaintedPercent.
+	eventContentionCapped = "ContentionTaintCapped"
 	// eventAgentHostPID: a node's agent gains or loses hostPID.
 	eventAgentHostPID = "AgentHostPID"
 )

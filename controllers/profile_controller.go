@@ -281,6 +281,12 @@ func statusEvents(old, cur v1alpha1.LatencyProfileStatus) []statusEvent {
 	if becameTrue(old, cur, v1alpha1.ProfileReady) {
 		out = append(out, statusEvent{corev1.EventTypeNormal, eventApplied, fmt.Sprintf("All %d node(s) applied", cur.Applied)})
 	}
+	if cur.ContentionHeldBack > old.ContentionHeldBack {
+		allowed := cur.Contended - cur.ContentionHeldBack
+		out = append(out, statusEvent{corev1.EventTypeWarning, eventContentionCapped, fmt.Sprintf(
+			"%d contended node(s) held back from the %s taint: measurement.contention.maxTaintedPercent allows %d of the profile's %d node(s) tainted at once",
+			cur.ContentionHeldBack, v1alpha1.ContentionTaint, allowed, cur.Matched-cur.Conflicted)})
+	}
 	if len(cur.WaitingFor) > 0 && !equality.Semantic.DeepEqual(old.WaitingFor, cur.WaitingFor) {
 		out = append(out, statusEvent{corev1.EventTypeNormal, eventWaiting, "Waiting for nodes to revert: " + strings.Join(cur.WaitingFor, ", ")})
 	}

@@ -84,7 +84,7 @@ func (r revisions) list(ctx context.Context, p *v1alpha1.LatencyProfile) (map[st
 }
 
 func (r revisions) create(ctx context.Context, p *v1alpha1.LatencyProfile, name string, number int64) (*appsv1.ControllerRevision, error) {
-	raw, err := json.Marshal(p.Spec.TuningSpec)
+	raw, err := json.Marshal(planner.NodeTuning(&p.Spec.TuningSpec))
 	if err != nil {
 		return nil, fmt.Errorf("encoding tuning: %w", err)
 	}

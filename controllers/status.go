@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 	"latencytier.io/latencytier/internal/figures"
 	"latencytier.io/latencytier/internal/ratio"
 )
@@ -63,7 +64,9 @@ type nodeLine struct {
 	applied       bool // the agent reports the current generation Applied
 	outsideBudget bool
 	reboot        bool
-	contended     bool // RunQueueContention True
+	contended     bool      // RunQueueContention True
+	since         time.Time // when RunQueueContention turned True
+	tainted       bool      // the node carries the contention taint
 	throttled     float64
 }
 
@@ -141,7 +144,8 @@ func revertLine(node string, ln *v1alpha1.LatencyNode, why string) nodeLine {
 
 // ownedLine is the state of a node the profile owns, from its LatencyNode.
 func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) nodeLine {
-	line := nodeLine{won: true, ProfileNodeStatus: v1alpha1.ProfileNodeStatus{Name: node.Name}}
+	line := nodeLine{won: true, ProfileNodeStatus: v1alpha1.ProfileNodeStatus{Name: node.Name},
+		tainted: planner.HasTaint(node.Spec.Taints, planner.ContentionTaint)}
 	if ln != nil {
 		line.RunQueueP99 = ln.Status.RunQueueP99.DeepCopy()
 		line.ThrottledRatio = ln.Status.ThrottledRatio
@@ -161,7 +165,7 @@ func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) node
 		// What the node's measured pods wait behind others holds whatever
 		// revision it runs: counted while the node is this profile's, also
 		// when it is pending for a rollout (after a rollback).
-		line.contended = meta.IsStatusConditionTrue(ln.Status.Conditions, v1alpha1.NodeRunQueueContention)
+		line.contended, line.since = planner.ContendedFor(ln, in.Profile.Name)
 	}
 	if ln == nil || !holdsTarget(ln, in.Profile, in.Revision) {
 		line.State, line.Message = v1alpha1.NodeStatePending, pendingWhy(ln, in.Profile)
@@ -278,6 +282,7 @@ func computeStatus(old v1alpha1.LatencyProfileStatus, in statusInput) (v1alpha1.
 	sortLines(lines)
 	st := v1alpha1.LatencyProfileStatus{ObservedGeneration: in.Profile.Generation, Rollout: in.Rollout}
 	tally := countLines(&st, lines)
+	st.ContentionHeldBack = int32(contentionPlan(in.Profile, lines).HeldBack)
 	for i, l := range lines {
 		if i == maxStatusNodes {
 			st.NodesOmitted = int32(len(lines) - maxStatusNodes)
@@ -365,6 +370,9 @@ func countLines(st *v1alpha1.LatencyProfileStatus, lines []nodeLine) lineTally {
 		if l.contended {
 			st.Contended++
 		}
+		if l.tainted {
+			st.ContentionTainted++
+		}
 		if l.RunQueueP99 != nil && (st.WorstRunQueueP99 == nil || l.RunQueueP99.Duration > st.WorstRunQueueP99.Duration) {
 			st.WorstRunQueueP99 = l.RunQueueP99.DeepCopy()
 		}
@@ -374,6 +382,29 @@ func countLines(st *v1alpha1.LatencyProfileStatus, lines []nodeLine) lineTally {
 	}
 	st.Matched = int32(t.won) + st.Conflicted
 	return t
+}
+
+// contentionPlan is the contention taint's plan over the nodes the
+// profile owns (planner.PlanContentionTaints), as the taint's writer
+// (contention_taint.go) decides it from the same facts; the status pass
+// reports how many it holds back.
+func contentionPlan(p *v1alpha1.LatencyProfile, lines []nodeLine) planner.ContentionPlan {
+	var nodes []planner.ContentionNode
+	for _, l := range lines {
+		if l.won {
+			nodes = append(nodes, planner.ContentionNode{Name: l.Name, Tainted: l.tainted, Contended: l.contended, Since: l.since})
+		}
+	}
+	return planner.PlanContentionTaints(contentionOf(p), nodes)
+}
+
+// contentionOf is p's contention settings as the taint reads them: none
+// for a profile being deleted (its taints come off first).
+func contentionOf(p *v1alpha1.LatencyProfile) *v1alpha1.ContentionSpec {
+	if p == nil || !p.DeletionTimestamp.IsZero() || p.Spec.Measurement == nil {
+		return nil
+	}
+	return p.Spec.Measurement.Contention
 }
 
 // waitingFor names the nodes a deleted profile still waits to revert.

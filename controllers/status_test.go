@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
@@ -224,6 +225,30 @@ func TestComputeStatus(t *testing.T) {
 		},
 		wantCond: map[string]string{"Ready": "True/AllNodesApplied", "Degraded": "True/OutsideBudget"},
 	}, {
+		// The contention taint's counts: the tainted nodes as they are,
+		// the contended ones the cap (25% of 4: one) holds back.
+		name: "contention taint: tainted and held back",
+		profile: func() v1alpha1.LatencyProfile {
+			p := profile("p", 0, rt)
+			p.Spec.Measurement = &v1alpha1.MeasurementSpec{Contention: &v1alpha1.ContentionSpec{Taint: v1alpha1.ContentionTaintPreferNoSchedule}}
+			return p
+		}(),
+		nodes: func() []corev1.Node {
+			a := tnode("a", rt, "", 0)
+			a.Spec.Taints = []corev1.Taint{planner.ContentionTaint}
+			return []corev1.Node{a, tnode("b", rt, "", 0), tnode("c", rt, "", 0), tnode("d", rt, "", 0)}
+		}(),
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			return []*v1alpha1.LatencyNode{lnFor("a", p, 0, "", applied, contended), lnFor("b", p, 0, "", applied, contended),
+				lnFor("c", p, 0, "", applied, contended), lnFor("d", p, 0, "", applied, uncontended)}
+		},
+		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			if st.Contended != 3 || st.ContentionTainted != 1 || st.ContentionHeldBack != 2 {
+				t.Errorf("contended %d, tainted %d, held back %d; want 3, 1, 2", st.Contended, st.ContentionTainted, st.ContentionHeldBack)
+			}
+		},
+		wantCond: map[string]string{"Ready": "True/AllNodesApplied"},
+	}, {
 		name:    "unreachable past the timeout",
 		profile: profile("p", 0, rt),
 		nodes:   []corev1.Node{tnode("down", rt, corev1.ConditionUnknown, time.Hour), tnode("flaky", rt, corev1.ConditionFalse, time.Minute)},
@@ -401,6 +426,17 @@ func TestStatusEvents(t *testing.T) {
 	}
 	if got := statusEvents(after, after); len(got) != 0 {
 		t.Fatalf("unchanged status produced events %v", got)
+	}
+	// More contended nodes held back from the contention taint: a
+	// warning naming how many and the cap; fewer: none.
+	capped := v1alpha1.LatencyProfileStatus{Matched: 8, Contended: 5, ContentionTainted: 2, ContentionHeldBack: 3}
+	got := statusEvents(v1alpha1.LatencyProfileStatus{Matched: 8, Contended: 3, ContentionTainted: 2, ContentionHeldBack: 1}, capped)
+	if len(got) != 1 || got[0].reason != eventContentionCapped || got[0].typ != corev1.EventTypeWarning ||
+		!strings.Contains(got[0].note, "3 contended node(s) held back") || !strings.Contains(got[0].note, "allows 2 of the profile's 8 node(s)") {
+		t.Fatalf("held back events = %+v", got)
+	}
+	if got := statusEvents(capped, v1alpha1.LatencyProfileStatus{Matched: 8, Contended: 2, ContentionTainted: 2}); len(got) != 0 {
+		t.Fatalf("fewer held back produced events %v", got)
 	}
 }
 

@@ -14,13 +14,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
-// TestAdmissionLetsManagerCordonAndTaintOnlyItsOwn: for managed reboots
-// and the tuning-ready gate the manager may change exactly
-// spec.unschedulable and its own NoSchedule taint of a Node; another
-// taint (added, removed or changed), its own taint with a value or another
-// effect, and any other spec field stay refused.
+// TestAdmissionLetsManagerCordonAndTaintOnlyItsOwn: for managed reboots,
+// the tuning-ready gate and the contention taint the manager may change
+// exactly spec.unschedulable, its own NoSchedule taint and its own
+// PreferNoSchedule contention taint of a Node; another taint (added,
+// removed or changed), its own taints with a value or another effect, and
+// any other spec field stay refused.
 func TestAdmissionLetsManagerCordonAndTaintOnlyItsOwn(t *testing.T) {
 	needSuite(t)
 	ctx := context.Background()
@@ -62,6 +64,19 @@ func TestAdmissionLetsManagerCordonAndTaintOnlyItsOwn(t *testing.T) {
 	if _, err := setNodeTaint(ctx, mgr, k8s, getNode(t, node.Name), pendingTaint, false); err != nil {
 		t.Fatalf("removing the manager's own taint was refused: %v", err)
 	}
+	// The contention taint (measurement.contention.taint), its writer's
+	// patch as sent, on and off. The suite's manager takes it off this
+	// node, which no profile owns, as soon as it sees it: the add must be
+	// written, the removal accepted if there is anything left to remove.
+	if wrote, err := setNodeTaint(ctx, mgr, k8s, getNode(t, node.Name), planner.ContentionTaint, true); err != nil || !wrote {
+		t.Fatalf("the manager's contention taint was refused (wrote %v): %v", wrote, err)
+	}
+	if _, err := setNodeTaint(ctx, mgr, k8s, getNode(t, node.Name), planner.ContentionTaint, false); err != nil {
+		t.Fatalf("removing the manager's contention taint was refused: %v", err)
+	}
+	if got := getNode(t, node.Name); hasTaint(got.Spec.Taints, planner.ContentionTaint) || !slices.Contains(got.Spec.Taints, foreign) {
+		t.Fatalf("after the contention taint came off: taints %v", got.Spec.Taints)
+	}
 	r := &rebooter{Client: mgr}
 	if err := r.cordon(ctx, node, "admtaint-1a2b"); err != nil {
 		t.Fatalf("cordon refused: %v", err)
@@ -83,9 +98,13 @@ func TestAdmissionLetsManagerCordonAndTaintOnlyItsOwn(t *testing.T) {
 			map[string]any{"key": foreign.Key, "value": "no", "effect": "NoSchedule"})}},
 		"own taint NoExecute":    {"spec": map[string]any{"taints": with(map[string]any{"key": v1alpha1.TuningPendingTaint, "effect": "NoExecute"})}},
 		"own taint with a value": {"spec": map[string]any{"taints": with(map[string]any{"key": v1alpha1.TuningPendingTaint, "value": "x", "effect": "NoSchedule"})}},
-		"providerID":             {"spec": map[string]any{"providerID": "test://b"}},
-		"podCIDR":                {"spec": map[string]any{"podCIDR": "10.0.0.0/24"}},
-		"cordon and a label":     {"spec": map[string]any{"unschedulable": true}, "metadata": map[string]any{"labels": map[string]any{"tier": "x"}}},
+		// The contention taint steers, never refuses nor evicts.
+		"contention taint NoSchedule":   {"spec": map[string]any{"taints": with(map[string]any{"key": v1alpha1.ContentionTaint, "effect": "NoSchedule"})}},
+		"contention taint NoExecute":    {"spec": map[string]any{"taints": with(map[string]any{"key": v1alpha1.ContentionTaint, "effect": "NoExecute"})}},
+		"contention taint with a value": {"spec": map[string]any{"taints": with(map[string]any{"key": v1alpha1.ContentionTaint, "value": "x", "effect": "PreferNoSchedule"})}},
+		"providerID":                    {"spec": map[string]any{"providerID": "test://b"}},
+		"podCIDR":                       {"spec": map[string]any{"podCIDR": "10.0.0.0/24"}},
+		"cordon and a label":            {"spec": map[string]any{"unschedulable": true}, "metadata": map[string]any{"labels": map[string]any{"tier": "x"}}},
 	}
 	for name, p := range refused {
 		if err := refusedByManagerPolicy(mergePatchNode(mgr, node.Name, p)); err != nil {

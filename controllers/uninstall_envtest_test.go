@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 	"latencytier.io/latencytier/internal/uninstall"
 )
 
@@ -34,6 +36,10 @@ func TestUninstallRevertsEveryNode(t *testing.T) {
 		}
 		return nil
 	})
+	// And contended, with the opt-in: the contention taint too.
+	patchContention(t, "uninst", map[string]any{"taint": "PreferNoSchedule"})
+	playAgent(t, "uninst-1", contention(metav1.ConditionTrue))
+	expectTainted(t, []string{"uninst-1"}, 1, "uninst-1")
 
 	// The command's own client (its scheme: a Node list failed with "no
 	// kind is registered" when it held only our kinds, and the chart's
@@ -73,8 +79,8 @@ func TestUninstallRevertsEveryNode(t *testing.T) {
 	if err := agentIs(t, "uninst-1", ""); err != nil {
 		t.Fatalf("after uninstall: %v", err)
 	}
-	if hasTaint(getNode(t, "uninst-1").Spec.Taints, pendingTaint) {
-		t.Fatal("the tuning-pending taint is still on uninst-1 after uninstall")
+	if taints := getNode(t, "uninst-1").Spec.Taints; hasTaint(taints, pendingTaint) || hasTaint(taints, planner.ContentionTaint) {
+		t.Fatalf("a taint of ours is still on uninst-1 after uninstall: %v", taints)
 	}
 	if !strings.Contains(out.String(), "every node reverted") {
 		t.Errorf("no final progress line:\n%s", out.String())

@@ -91,6 +91,12 @@ func TestBoundedProfilesAreRefusedNamingTheField(t *testing.T) {
 		bad{"contention-raise-after-61", "measurement:\n  contention:\n    raiseAfterWindows: 61", "spec.measurement.contention.raiseAfterWindows", "less than or equal to 60"},
 		bad{"contention-clear-after-zero", "measurement:\n  contention:\n    clearAfterWindows: 0", "spec.measurement.contention.clearAfterWindows", "greater than or equal to 1"},
 		bad{"contention-clear-after-121", "measurement:\n  contention:\n    clearAfterWindows: 121", "spec.measurement.contention.clearAfterWindows", "less than or equal to 120"},
+		bad{"contention-taint-noschedule", "measurement:\n  contention:\n    taint: NoSchedule", "spec.measurement.contention.taint", "supported values"},
+		bad{"contention-taint-noexecute", "measurement:\n  contention:\n    taint: NoExecute", "spec.measurement.contention.taint", "supported values"},
+		bad{"contention-max-tainted-zero", "measurement:\n  contention:\n    taint: PreferNoSchedule\n    maxTaintedPercent: 0", "spec.measurement.contention.maxTaintedPercent", "greater than or equal to 1"},
+		bad{"contention-max-tainted-101", "measurement:\n  contention:\n    taint: PreferNoSchedule\n    maxTaintedPercent: 101", "spec.measurement.contention.maxTaintedPercent", "less than or equal to 100"},
+		bad{"contention-max-tainted-without-taint", "measurement:\n  contention:\n    maxTaintedPercent: 50", "spec.measurement.contention", "maxTaintedPercent needs taint PreferNoSchedule"},
+		bad{"contention-max-tainted-with-none", "measurement:\n  contention:\n    taint: None\n    maxTaintedPercent: 50", "spec.measurement.contention", "maxTaintedPercent needs taint PreferNoSchedule"},
 	)
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,6 +160,10 @@ func TestBoundedProfilesAtTheEdgesAreAccepted(t *testing.T) {
 		"burst-ceiling":      "cpuQuota:\n  policy: Burst\n  burstPercent: 100\n  namespaceSelector: {}",
 		"contention-at-min":  "measurement:\n  contention:\n    waitPerSecond: 1ms\n    raiseAfterWindows: 2\n    clearAfterWindows: 1",
 		"contention-at-max":  "measurement:\n  contention:\n    waitPerSecond: 10s\n    raiseAfterWindows: 60\n    clearAfterWindows: 120",
+		"contention-taint":   "measurement:\n  contention:\n    taint: PreferNoSchedule",
+		"contention-taint-1": "measurement:\n  contention:\n    taint: PreferNoSchedule\n    maxTaintedPercent: 1",
+		"contention-all":     "measurement:\n  contention:\n    taint: PreferNoSchedule\n    maxTaintedPercent: 100",
+		"contention-none":    "measurement:\n  contention:\n    taint: None",
 		"rollout-expression": "measurement:\n  namespaceSelector:\n    matchExpressions:\n    - {key: kubernetes.io/metadata.name, operator: In, values: [gateway]}\nrollout:\n  minSamples: 20\n  rebootBack: Automatic",
 	}
 	for name, spec := range specs {
@@ -265,6 +275,15 @@ func TestCRDRulesMatchTheConstants(t *testing.T) {
 		if want := fmt.Sprint(c.lo, " ", c.hi, " ", c.defaultTo); got != want {
 			t.Errorf("contention.%s minimum, maximum, default %s; the constants say %s", c.field, got, want)
 		}
+	}
+	// maxTaintedPercent has no schema default (the manager applies it):
+	// one would be written into every stored profile's contention.
+	got := fmt.Sprint(dig(t, cont, "maxTaintedPercent", "minimum"), " ", dig(t, cont, "maxTaintedPercent", "maximum"))
+	if want := fmt.Sprint(v1alpha1.ContentionMinMaxTaintedPercent, " ", v1alpha1.ContentionMaxMaxTaintedPercent); got != want {
+		t.Errorf("contention.maxTaintedPercent minimum, maximum %s; the constants say %s", got, want)
+	}
+	if d, ok := dig(t, cont, "maxTaintedPercent").(map[string]any)["default"]; ok {
+		t.Errorf("contention.maxTaintedPercent has a schema default %v", d)
 	}
 }
 

@@ -42,3 +42,34 @@ func TestContentionResolved(t *testing.T) {
 		}
 	}
 }
+
+// MaxTainted: maxTaintedPercent of the selected nodes rounded down, at
+// least one of any; the default 25 for a value left out or out of bounds;
+// none without the opt-in.
+func TestContentionMaxTainted(t *testing.T) {
+	on := func(pct int32) *v1alpha1.ContentionSpec {
+		return &v1alpha1.ContentionSpec{Taint: v1alpha1.ContentionTaintPreferNoSchedule, MaxTaintedPercent: pct}
+	}
+	for _, c := range []struct {
+		name     string
+		spec     *v1alpha1.ContentionSpec
+		selected int
+		want     int
+	}{
+		{"no settings", nil, 10, 0},
+		{"left out", &v1alpha1.ContentionSpec{}, 10, 0},
+		{"None", &v1alpha1.ContentionSpec{Taint: v1alpha1.ContentionTaintNone, MaxTaintedPercent: 100}, 10, 0},
+		{"default 25% of 8", on(0), 8, 2},
+		{"default 25% of 10 rounds down", on(0), 10, 2},
+		{"25% of 3 is at least one", on(25), 3, 1},
+		{"1% of 1", on(1), 1, 1},
+		{"no nodes", on(100), 0, 0},
+		{"100%", on(100), 7, 7},
+		{"out of bounds takes the default", on(250), 8, 2},
+		{"negative takes the default", on(-5), 8, 2},
+	} {
+		if got := c.spec.MaxTainted(c.selected); got != c.want {
+			t.Errorf("%s: MaxTainted(%d) = %d, want %d", c.name, c.selected, got, c.want)
+		}
+	}
+}

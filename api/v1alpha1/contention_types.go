@@ -7,6 +7,27 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// ContentionTaintEffect is what the manager does to a node whose
+// RunQueueContention condition is True: nothing (None) or taint it
+// PreferNoSchedule. An enum, not a bool: NoSchedule may come later; an
+// evicting NoExecute never will.
+// +kubebuilder:validation:Enum=None;PreferNoSchedule
+type ContentionTaintEffect string
+
+const (
+	// ContentionTaintNone taints nothing (the default).
+	ContentionTaintNone ContentionTaintEffect = "None"
+	// ContentionTaintPreferNoSchedule taints a contended node
+	// ContentionTaint with effect PreferNoSchedule: the scheduler steers
+	// new pods elsewhere while it can; nothing running is evicted.
+	ContentionTaintPreferNoSchedule ContentionTaintEffect = "PreferNoSchedule"
+)
+
+// ContentionTaint is the taint key of ContentionSpec.Taint. The manager
+// writes it (without a value, effect PreferNoSchedule) and removes it,
+// and no other writer does.
+const ContentionTaint = "latencytier.io/runqueue-contention"
+
 // ContentionSpec says when a node's RunQueueContention condition turns
 // True and False again (issue 45). The figure it judges is, per measured
 // pod and window, the run-queue wait that the agent's attribution charges
@@ -16,6 +37,11 @@ import (
 // quota (SelfThrottling), its own tasks (SamePod), the CPU's idle exit
 // (Idle) or what the tracer could not split. The node's figure is its
 // worst measured pod's. Fields left out take the defaults below.
+//
+// taint and maxTaintedPercent are the manager's, not the agent's: they are
+// left out of the tuning a node is given and of the profile's revision
+// (planner.NodeTuning), so turning the taint on or off rolls nothing out.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxTaintedPercent) || (has(self.taint) && self.taint == 'PreferNoSchedule')",message="measurement.contention.maxTaintedPercent needs taint PreferNoSchedule: it caps the nodes that taint goes on"
 type ContentionSpec struct {
 	// waitPerSecond is the threshold: a measured pod waiting at least this
 	// long a second behind others is contended. Between 1ms and 10s;
@@ -47,6 +73,28 @@ type ContentionSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=120
 	ClearAfterWindows int32 `json:"clearAfterWindows,omitempty"`
+
+	// taint is None (the default) or PreferNoSchedule: with
+	// PreferNoSchedule the manager taints a node of the profile whose
+	// RunQueueContention condition is True with
+	// latencytier.io/runqueue-contention:PreferNoSchedule, so the
+	// scheduler places new pods elsewhere while it can, and takes the
+	// taint off when the condition turns False, the node leaves the
+	// profile, the profile goes or taint is set back to None. It never
+	// evicts.
+	// +optional
+	Taint ContentionTaintEffect `json:"taint,omitempty"`
+
+	// maxTaintedPercent caps the share of the profile's nodes tainted for
+	// contention at once, rounded down but at least one node: between 1
+	// and 100; default 25. Past the cap the nodes already tainted keep the
+	// taint and no other is tainted (status.contentionHeldBack says how many
+	// were held back). Needs taint PreferNoSchedule. No schema default:
+	// the manager applies 25 (ContentionDefaultMaxTaintedPercent).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	MaxTaintedPercent int32 `json:"maxTaintedPercent,omitempty"`
 }
 
 // The bounds and defaults of ContentionSpec, as the CRD states them
@@ -80,7 +128,40 @@ const (
 	ContentionDefaultClearAfter = 5
 	ContentionMinClearAfter     = 1
 	ContentionMaxClearAfter     = 120
+	// ContentionDefaultMaxTaintedPercent: a quarter of the profile's
+	// nodes, the share a rolling update commonly takes out of service at
+	// once (maxUnavailable 25%). PreferNoSchedule moves new pods onto the
+	// other nodes; with most of the tier tainted the untainted rest would
+	// take all of them and turn contended in their turn, and a cause that
+	// reaches every node at once (a fleet-wide backup, a noisy agent)
+	// would mark the whole tier instead of the few nodes worth avoiding.
+	ContentionDefaultMaxTaintedPercent = 25
+	ContentionMinMaxTaintedPercent     = 1
+	ContentionMaxMaxTaintedPercent     = 100
 )
+
+// TaintsOnContention reports whether c opts in to the contention taint.
+func (c *ContentionSpec) TaintsOnContention() bool {
+	return c != nil && c.Taint == ContentionTaintPreferNoSchedule
+}
+
+// MaxTainted is how many of selected nodes may carry the contention taint
+// at once: maxTaintedPercent of them (default
+// ContentionDefaultMaxTaintedPercent; out of bounds, the default too)
+// rounded down, but at least one when any node is selected, so a profile
+// of fewer than four nodes can still steer pods off its one contended
+// node (PreferNoSchedule: the scheduler still uses it when nothing else
+// fits); 0 without the opt-in.
+func (c *ContentionSpec) MaxTainted(selected int) int {
+	if !c.TaintsOnContention() || selected <= 0 {
+		return 0
+	}
+	pct := int(c.MaxTaintedPercent)
+	if pct < ContentionMinMaxTaintedPercent || pct > ContentionMaxMaxTaintedPercent {
+		pct = ContentionDefaultMaxTaintedPercent
+	}
+	return max(1, selected*pct/100)
+}
 
 // Resolved is c with the defaults in place of fields left out; a field
 // outside its bounds (a LatencyNode spec is not trusted to have passed the

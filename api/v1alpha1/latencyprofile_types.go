@@ -150,6 +150,18 @@ type LatencyProfileStatus struct {
 	// +optional
 	// +kubebuilder:default=0
 	Contended int32 `json:"contended"`
+	// contentionTainted counts the profile's nodes that carry the
+	// latencytier.io/runqueue-contention taint
+	// (measurement.contention.taint).
+	// +optional
+	// +kubebuilder:default=0
+	ContentionTainted int32 `json:"contentionTainted"`
+	// contentionHeldBack counts contended nodes left without the
+	// contention taint because measurement.contention.maxTaintedPercent
+	// allows no more at once.
+	// +optional
+	// +kubebuilder:default=0
+	ContentionHeldBack int32 `json:"contentionHeldBack"`
 
 	// worstRunQueueP99 is the highest p99 run-queue latency across nodes.
 	// +optional
@@ -221,6 +233,7 @@ type LatencyProfileStatus struct {
 // +kubebuilder:printcolumn:name="Conflicted",type=integer,JSONPath=`.status.conflicted`,priority=1
 // +kubebuilder:printcolumn:name="Outside-Budget",type=integer,JSONPath=`.status.outsideBudget`,priority=1
 // +kubebuilder:printcolumn:name="Contended",type=integer,JSONPath=`.status.contended`,priority=1
+// +kubebuilder:printcolumn:name="Contention-Tainted",type=integer,JSONPath=`.status.contentionTainted`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.summary.reason`,priority=1
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.summary.revision`,priority=1
 // +kubebuilder:printcolumn:name="Improved",type=string,JSONPath=`.status.summary.improved`,priority=1

@@ -29,7 +29,13 @@ func RevisionName(profile string, t *v1alpha1.TuningSpec) string {
 	return fmt.Sprintf("%s-%0*x", profile, revisionHash, h.Sum32())
 }
 
-// CurrentRevision is the name of p's current tuning's revision.
+// CurrentRevision is the name of p's current tuning's revision: of the
+// tuning its nodes are given (NodeTuning).
 func CurrentRevision(p *v1alpha1.LatencyProfile) string {
-	return RevisionName(p.Name, &p.Spec.TuningSpec)
+	if !managerSettings(&p.Spec.TuningSpec) {
+		// Nothing to leave out: no copy (once per status pass).
+		return RevisionName(p.Name, &p.Spec.TuningSpec)
+	}
+	t := NodeTuning(&p.Spec.TuningSpec)
+	return RevisionName(p.Name, &t)
 }

@@ -3,7 +3,7 @@
 // LatencyProfile and waits while the manager, still running, turns their
 // nodes' LatencyNodes to Revert, the agents restore the originals, and the
 // manager releases the revert finalizers and removes the LatencyNodes, its
-// node labels (so the agents leave the nodes) and its tuning-pending taint. Only then may the
+// node labels (so the agents leave the nodes) and its taints. Only then may the
 // manager, the agents and the CRDs go: removed first, a profile would keep
 // its finalizer forever and its nodes their tuning.
 //
@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -121,19 +122,21 @@ func remaining(ctx context.Context, c client.Client) (string, error) {
 		return "", fmt.Errorf("listing LatencyNodes: %w", err)
 	}
 	// The manager takes its tuning-pending taint off a node once the
-	// node's LatencyNode is gone (controllers/taint.go): wait for that
-	// too, or the node would keep refusing the tier's pods after the
+	// node's LatencyNode is gone (controllers/taint.go), and its
+	// contention taint once the node's profile is being deleted
+	// (controllers/contention_taint.go): wait for those too, or the node
+	// would keep refusing (or steering away) the tier's pods after the
 	// manager is removed.
 	var all corev1.NodeList
 	if err := c.List(ctx, &all); err != nil {
 		return "", fmt.Errorf("listing nodes: %w", err)
 	}
-	var tainted []string
+	ours := []string{v1alpha1.TuningPendingTaint, v1alpha1.ContentionTaint}
+	tainted := map[string][]string{}
 	for _, n := range all.Items {
 		for _, t := range n.Spec.Taints {
-			if t.Key == v1alpha1.TuningPendingTaint {
-				tainted = append(tainted, n.Name)
-				break
+			if slices.Contains(ours, t.Key) {
+				tainted[t.Key] = append(tainted[t.Key], n.Name)
 			}
 		}
 	}
@@ -152,8 +155,10 @@ func remaining(ctx context.Context, c client.Client) (string, error) {
 		}
 		parts = append(parts, "LatencyNodes "+bounded(names))
 	}
-	if len(tainted) > 0 {
-		parts = append(parts, "the "+v1alpha1.TuningPendingTaint+" taint on nodes "+bounded(tainted))
+	for _, key := range ours {
+		if names := tainted[key]; len(names) > 0 {
+			parts = append(parts, "the "+key+" taint on nodes "+bounded(names))
+		}
 	}
 	return strings.Join(parts, "; "), nil
 }
