@@ -24,10 +24,20 @@ func PodScopes() []string {
 
 // PodsUnknown marks a state rendered without the node's pods because they
 // could not be learned (why): what pods hold stays as applied, undetermined
-// rather than reverted, and the pass reports one Failed result saying why,
-// so the node never looks tuned while no pod is.
-func (s *State) PodsUnknown(why error) {
+// rather than reverted, and when the tuning grants pods anything (PodsMatter)
+// the pass reports one Failed result saying why, so the node never looks
+// tuned while no pod is.
+func (s *State) PodsUnknown(t v1alpha1.TuningSpec, why error) {
 	s.Undetermined = append(s.Undetermined, PodScopes()...)
+	if !PodsMatter(t) {
+		return
+	}
 	s.Results = append(s.Results, v1alpha1.SettingResult{Setting: PodsSetting, State: v1alpha1.SettingFailed,
 		Message: "no pod tuned, pods' settings left as they are: " + why.Error()})
+}
+
+// PodsMatter reports whether the tuning grants pods anything: quota removal
+// or burst, the isolated CPUs, real-time scheduling.
+func PodsMatter(t v1alpha1.TuningSpec) bool {
+	return t.CPUQuota != nil || t.Realtime != nil || (t.CPUs != nil && t.CPUs.Isolated != nil && t.CPUs.NamespaceSelector != nil)
 }

@@ -271,7 +271,7 @@ func bootRebootCondition(b *v1alpha1.BootStatus) metav1.Condition {
 func (r *Reconciler) renderApply(ctx context.Context, ln *v1alpha1.LatencyNode, node snapshot.Node, layout sysctl.Layout, pods []podcgroup.Pod, podsUnknown error) (desired.State, desired.Boot, apply.Report, error) {
 	ds := desired.RenderOn(r.Root, node, layout, ln.Spec.Tuning, pods, r.adminList(ctx))
 	if podsUnknown != nil {
-		ds.PodsUnknown(podsUnknown)
+		ds.PodsUnknown(ln.Spec.Tuning, podsUnknown)
 	}
 	r.Health.progress()
 	boot := r.planBoot(ln, node)
