@@ -58,6 +58,11 @@ const nriSocketUsage = "the container runtime's NRI socket, on the host (under -
 	"plugin that creates granted containers without a CFS quota and on their CPUs (NRI mode; condition RuntimeHookConnected); " +
 	"empty disables NRI mode. The file path tunes containers either way, one pass after they start"
 
+// podSourceUsage documents --pod-source.
+const podSourceUsage = "where the agent learns which pods run on its node: Runtime (from the container runtime through its NRI " +
+	"plugin, --nri-socket; the runtime knows only this node's pods, so the agent's role grants nothing on pods) or APIServer " +
+	"(an informer on the node's pods; needs list and watch on every pod: RBAC cannot confine them to a node). Chart value agent.podSource"
+
 // crashHook is set by the crash-safety test in its child process only.
 var crashHook func(stage apply.Stage, id string)
 
@@ -97,6 +102,7 @@ type loopFlags struct {
 	metricsSecure bool
 	metricsCert   string
 	nriSocket     string
+	podSource     string
 	log           logging.Options
 }
 
@@ -119,6 +125,7 @@ func (f *loopFlags) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients the API server authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone")
 	fs.StringVar(&f.metricsCert, "metrics-cert-dir", "", metricsauth.CertDirUsage)
 	fs.StringVar(&f.nriSocket, "nri-socket", nri.DefaultSocket, nriSocketUsage)
+	fs.StringVar(&f.podSource, "pod-source", loop.PodSourceRuntime, podSourceUsage)
 	f.log.AddFlags(fs)
 }
 
@@ -126,6 +133,9 @@ func runLoop(ctx context.Context, f loopFlags, stderr io.Writer) error {
 	o := f.o
 	if o.NodeName == "" {
 		return &cli.UsageError{Err: errors.New("agent: --node-name (or NODE_NAME) is required")}
+	}
+	if err := checkPodSource(f.podSource, f.nriSocket); err != nil {
+		return &cli.UsageError{Err: fmt.Errorf("agent: %w", err)}
 	}
 	o.Root = host.New(f.hostRoot)
 	o.Log = f.log.Install(stderr)
@@ -169,18 +179,44 @@ func runLoop(ctx context.Context, f loopFlags, stderr io.Writer) error {
 		o.Observer, o.Metrics = c, mo
 	}
 	if f.nriSocket != "" {
-		o.Hook = startHook(ctx, o.Root.Path(f.nriSocket), o.Log)
+		var pods *nri.Pods
+		if f.podSource == loop.PodSourceRuntime {
+			plog := o.Log.WithName("nri")
+			pods = nri.NewPods(func(err error) { plog.Error(err, "Refused a pod or container the runtime reported") })
+			o.RuntimePods = pods
+		}
+		o.Hook = startHook(ctx, o.Root.Path(f.nriSocket), o.Log, pods)
 	}
 	return loop.Run(ctx, o)
 }
 
+// checkPodSource refuses an unknown --pod-source, and Runtime without the
+// NRI socket it reads the pods through.
+func checkPodSource(source, nriSocket string) error {
+	switch source {
+	case loop.PodSourceRuntime:
+		if nriSocket == "" {
+			return errors.New("--pod-source=Runtime reads the node's pods through the runtime's NRI socket, and --nri-socket is empty; " +
+				"set it, or --pod-source=APIServer (chart value agent.podSource)")
+		}
+		return nil
+	case loop.PodSourceAPIServer:
+		return nil
+	}
+	return fmt.Errorf("--pod-source %q: want %s or %s", source, loop.PodSourceRuntime, loop.PodSourceAPIServer)
+}
+
 // startHook runs the agent's NRI plugin until ctx ends: it registers
 // whenever the socket exists and reconnects with backoff when the runtime
-// restarts.
-func startHook(ctx context.Context, socket string, log logr.Logger) *nri.Plugin {
+// restarts. With pods (Runtime mode) it feeds them the runtime's pods.
+func startHook(ctx context.Context, socket string, log logr.Logger, pods *nri.Pods) *nri.Plugin {
 	log = log.WithName("nri")
 	nri.SetLog(log)
-	p := nri.New(socket, log)
+	var opts []nri.Option
+	if pods != nil {
+		opts = append(opts, nri.WithPods(pods))
+	}
+	p := nri.New(socket, log, opts...)
 	go func() { _ = p.Run(ctx) }()
 	return p
 }

@@ -277,6 +277,13 @@ nri_logged() {
 check "RuntimeHookConnected True: the agent registered with containerd's NRI" \
   wait_until 60 "RuntimeHookConnected" ln_condition_is RuntimeHookConnected True
 echo "  (RuntimeHookConnected: $(k get latencynode "$NODE" -o jsonpath='{.status.conditions[?(@.type=="RuntimeHookConnected")].reason}: {.status.conditions[?(@.type=="RuntimeHookConnected")].message}'))"
+# The agent learns its node's pods from containerd through NRI
+# (agent.podSource: Runtime, the chart's default): its role grants nothing
+# on pods, so its token cannot read any pod of the cluster (issue 40).
+agent_cannot_list_pods() {
+  [[ "$(k auth can-i list pods --all-namespaces --as=system:serviceaccount:latencytier-system:latencytier-agent 2>/dev/null)" == no ]]
+}
+check "the agent's service account cannot list pods (agent.podSource: Runtime)" agent_cannot_list_pods
 nri_workload() { sed 's/latency-workload/nri-workload/g' "$ROOT/hack/demo/workloads.yaml" | awk '/^---/ {exit} {print}' | k apply -f -; }
 must "pod nri-workload (opted in) created after the profile" nri_workload
 must "nri-workload Ready" k wait --for=condition=Ready pod/nri-workload --timeout=120s

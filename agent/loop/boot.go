@@ -268,8 +268,11 @@ func bootRebootCondition(b *v1alpha1.BootStatus) metav1.Condition {
 
 // renderApply renders the tuning with the boot plan and runs the engine on
 // it: one half of an apply pass (apply runs it again when waitsOnWrites).
-func (r *Reconciler) renderApply(ctx context.Context, ln *v1alpha1.LatencyNode, node snapshot.Node, layout sysctl.Layout, pods []podcgroup.Pod) (desired.State, desired.Boot, apply.Report, error) {
+func (r *Reconciler) renderApply(ctx context.Context, ln *v1alpha1.LatencyNode, node snapshot.Node, layout sysctl.Layout, pods []podcgroup.Pod, podsUnknown error) (desired.State, desired.Boot, apply.Report, error) {
 	ds := desired.RenderOn(r.Root, node, layout, ln.Spec.Tuning, pods, r.adminList(ctx))
+	if podsUnknown != nil {
+		ds.PodsUnknown(ln.Spec.Tuning, podsUnknown)
+	}
 	r.Health.progress()
 	boot := r.planBoot(ln, node)
 	ds = withBoot(ds, boot, bootPolicyOf(ln.Spec.Tuning))

@@ -1,6 +1,8 @@
 // Package loop is the long-running node agent. It watches only its own
-// LatencyNode (field selector metadata.name) and the pods on its node (field
-// selector spec.nodeName), applies the spec on every change and again every
+// LatencyNode (field selector metadata.name) and the pods on its node: from
+// the container runtime through its NRI plugin (Runtime mode, no right on
+// pods), or from the API server with field selector spec.nodeName
+// (APIServer mode; pods.go), applies the spec on every change and again every
 // resync interval to catch drift (reported, then re-asserted), reverts on a
 // Revert spec or when its LatencyNode is gone (so a journal left for a spec
 // it no longer has is restored on start), under action Baseline only
@@ -81,6 +83,11 @@ type Options struct {
 	// publishes what grants a container to it, and status reports its
 	// connection (RuntimeHookConnected).
 	Hook RuntimeHook
+	// RuntimePods, when set, is the agent's pod source (Runtime mode,
+	// --pod-source=Runtime): the pods the runtime reports to the NRI
+	// plugin. The agent then starts no pod informer and needs no right
+	// on pods. nil: APIServer mode, an informer on the node's pods.
+	RuntimePods RuntimePods
 }
 
 // Observer is told what the agent did and measured, for its metrics.
@@ -131,10 +138,7 @@ func Run(ctx context.Context, o Options) error {
 		Logger:                 o.Log,
 		Metrics:                o.Metrics,
 		HealthProbeBindAddress: "0",
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&v1alpha1.LatencyNode{}: {Field: fields.OneTermEqualSelector("metadata.name", o.NodeName)},
-			&corev1.Pod{}:           {Field: fields.OneTermEqualSelector("spec.nodeName", o.NodeName)},
-		}},
+		Cache:                  cache.Options{ByObject: byObject(o)},
 	})
 	if err != nil {
 		return fmt.Errorf("create agent manager: %w", err)
@@ -145,6 +149,9 @@ func Run(ctx context.Context, o Options) error {
 		Engine: &apply.Engine{Root: o.Root, Log: o.Log, HostTool: o.HostTool, Hook: func(apply.Stage, string) { o.Health.progress() }}, Meter: o.Meter,
 		Recorder: mgr.GetEventRecorder("latencytier-agent"), Observer: o.Observer, AllowedSysctlsFile: o.AllowedSysctlsFile,
 		Health: o.Health, Boot: o.Boot, Reader: mgr.GetAPIReader(), Hook: o.Hook}
+	if o.RuntimePods != nil {
+		r.Pods = o.RuntimePods
+	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -155,7 +162,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	o.Log.Info("Started agent", "node", o.NodeName, "hostRoot", o.Root.Dir(), "resync", o.Resync.String(),
-		"statusHeartbeat", o.Heartbeat.String())
+		"statusHeartbeat", o.Heartbeat.String(), "podSource", o.podSource())
 	runErr := mgr.Start(ctx)
 	// The pod may be stopped because the node left the tier (the controller
 	// removed its label and LatencyNode, so the DaemonSet no longer runs
@@ -169,6 +176,26 @@ func Run(ctx context.Context, o Options) error {
 	defer cancel()
 	revertIfGone(sctx, direct, r.Engine, o.NodeName, o.Log)
 	return runErr
+}
+
+// byObject confines the manager's informers: its own LatencyNode, and in
+// APIServer mode the pods on its node. In Runtime mode there is no pod
+// informer (the role grants nothing on pods).
+func byObject(o Options) map[client.Object]cache.ByObject {
+	m := map[client.Object]cache.ByObject{
+		&v1alpha1.LatencyNode{}: {Field: fields.OneTermEqualSelector("metadata.name", o.NodeName)},
+	}
+	if o.RuntimePods == nil {
+		m[&corev1.Pod{}] = cache.ByObject{Field: fields.OneTermEqualSelector("spec.nodeName", o.NodeName)}
+	}
+	return m
+}
+
+func (o Options) podSource() string {
+	if o.RuntimePods != nil {
+		return PodSourceRuntime
+	}
+	return PodSourceAPIServer
 }
 
 func restConfig(o Options) (*rest.Config, error) {

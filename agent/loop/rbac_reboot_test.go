@@ -83,11 +83,14 @@ func TestAgentRebootsWithItsRole(t *testing.T) {
 	var reboots atomic.Int32
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
+	// Runtime mode, as config/agent runs it: the role grants nothing on
+	// pods, and the node's pods (none) come from the runtime.
+	hook, pods := startRuntimePods(t, runCtx, nil, nil)
 	go func() {
 		done <- Run(runCtx, Options{NodeName: name, Root: root, Resync: 300 * time.Millisecond,
 			Log: testr.NewWithOptions(t, testr.Options{Verbosity: 1}), Config: cfg, HostTool: u.Run,
 			Boot: BootOptions{Reboot: func(context.Context) error { reboots.Add(1); return nil },
-				SlotsFile: slots, SlotsNamespace: slotsNamespace}})
+				SlotsFile: slots, SlotsNamespace: slotsNamespace}, Hook: hook, RuntimePods: pods})
 	}()
 	stopped := false
 	stop := func() error {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	nriadapt "github.com/containerd/nri/pkg/adaptation"
+	"github.com/containerd/nri/pkg/api"
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -26,6 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"latencytier.io/latencytier/agent/internal/testroot"
+	"latencytier.io/latencytier/agent/nri"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -168,12 +173,27 @@ func agentRole(t *testing.T) rbacv1.ClusterRole {
 	return rbacv1.ClusterRole{}
 }
 
+// podsRule is what the chart's agent.podSource: APIServer adds to the
+// agent's ClusterRole (charts/podsource_test.go checks the chart renders
+// exactly it).
+var podsRule = rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}}
+
 // TestAgentRunsWithItsRole runs the agent as its service account, bound to
-// exactly config/agent/role.yaml and confined by config/admission, with a
-// token bound to its node: it applies and reports, is refused nothing, asks
-// only for its own node's pods and LatencyNode, and every verb the role
-// grants on what the agent reads and writes is one it used.
+// exactly config/agent/role.yaml (Runtime mode, the default: nothing on
+// pods) or that role with podsRule (APIServer mode), confined by
+// config/admission, with a token bound to its node: it applies and
+// reports, is refused nothing, and every verb the role grants on what the
+// agent reads and writes is one it used. In Runtime mode it learns its
+// pod from a real NRI runtime (containerd/nri's adaptation) and removes
+// its quota without one request for pods; in APIServer mode it asks only
+// for its own node's pods.
 func TestAgentRunsWithItsRole(t *testing.T) {
+	for _, mode := range []string{PodSourceRuntime, PodSourceAPIServer} {
+		t.Run(mode, func(t *testing.T) { runWithRole(t, mode) })
+	}
+}
+
+func runWithRole(t *testing.T, mode string) {
 	c, env := startAPI(t)
 	ctx := context.Background()
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "latencytier-system"}}); err != nil {
@@ -182,8 +202,25 @@ func TestAgentRunsWithItsRole(t *testing.T) {
 	for _, f := range []string{"../../config/agent/service_account.yaml", "../../config/agent/role.yaml", "../../config/admission/policy.yaml"} {
 		applyManifest(t, c, f)
 	}
+	rules := agentRole(t).Rules
+	if mode == PodSourceAPIServer {
+		role := &rbacv1.ClusterRole{}
+		if err := c.Get(ctx, types.NamespacedName{Name: "latencytier-agent"}, role); err != nil {
+			t.Fatal(err)
+		}
+		role.Rules = append(role.Rules, podsRule)
+		rules = role.Rules
+		if err := c.Update(ctx, role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := fakeHost(t)
+	// Quota removal for every namespace: the pod on node-a opts in.
+	tuned := spec()
+	tuned.Tuning.CPUQuota = &v1alpha1.CPUQuotaSpec{Policy: v1alpha1.CPUQuotaRemove, NamespaceSelector: &v1alpha1.NamespaceSelector{}}
+	var mine *corev1.Pod
 	for _, name := range []string{"node-a", "node-b"} {
-		if err := c.Create(ctx, &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec()}); err != nil {
+		if err := c.Create(ctx, &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: tuned}); err != nil {
 			t.Fatal(err)
 		}
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gw-" + name, Namespace: "default",
@@ -192,7 +229,12 @@ func TestAgentRunsWithItsRole(t *testing.T) {
 		if err := c.Create(ctx, pod); err != nil {
 			t.Fatal(err)
 		}
+		if name == "node-a" {
+			mine = pod
+		}
 	}
+	cpuMax := root.Cgroup("kubepods", "burstable", "pod"+string(mine.UID), "cpu.max")
+	testroot.Write(t, cpuMax, "150000 100000\n")
 
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{
@@ -204,16 +246,26 @@ func TestAgentRunsWithItsRole(t *testing.T) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &recorder{log: rec, next: rt} })
 
 	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	o := Options{NodeName: "node-a", Root: root, Resync: 300 * time.Millisecond,
+		Log: testr.NewWithOptions(t, testr.Options{Verbosity: 1}), Config: cfg}
+	if mode == PodSourceRuntime {
+		// The runtime knows the pod as kubelet made it: its sandbox
+		// (labels, annotations, cgroup parent) and one container.
+		sb := &api.PodSandbox{Id: "sb-gw", Name: mine.Name, Namespace: mine.Namespace, Uid: string(mine.UID),
+			Annotations: mine.Annotations, Labels: map[string]string{"io.kubernetes.pod.name": mine.Name},
+			Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/burstable/pod" + string(mine.UID)}}
+		ctr := &api.Container{Id: strings.Repeat("c0", 32), PodSandboxId: "sb-gw", Name: "c", State: api.ContainerState_CONTAINER_RUNNING}
+		o.Hook, o.RuntimePods = startRuntimePods(t, runCtx, []*api.PodSandbox{sb}, []*api.Container{ctr})
+	}
 	done := make(chan error, 1)
-	go func() {
-		done <- Run(runCtx, Options{NodeName: "node-a", Root: fakeHost(t), Resync: 300 * time.Millisecond,
-			Log: testr.NewWithOptions(t, testr.Options{Verbosity: 1}), Config: cfg})
-	}()
+	go func() { done <- Run(runCtx, o) }()
 	ln := &v1alpha1.LatencyNode{}
 	eventually(t, "Applied=True reported as the agent's service account", func() bool {
 		return c.Get(ctx, types.NamespacedName{Name: "node-a"}, ln) == nil &&
 			conditionIs(ln, v1alpha1.NodeApplied, metav1.ConditionTrue) && ln.Status.ObservedGeneration == ln.Generation
 	})
+	eventually(t, "the opted-in pod's quota removed", func() bool { return testroot.Read(t, cpuMax) == "max 100000" })
 	// A few more passes (resync, pod events), then the shutdown check.
 	time.Sleep(time.Second)
 	cancel()
@@ -228,7 +280,9 @@ func TestAgentRunsWithItsRole(t *testing.T) {
 		}
 		switch call.resource {
 		case "pods":
-			if call.fieldSelector != "spec.nodeName=node-a" {
+			if mode == PodSourceRuntime {
+				t.Errorf("%s pods (field selector %q) in Runtime mode: the agent must not read pods from the API server", call.verb, call.fieldSelector)
+			} else if call.fieldSelector != "spec.nodeName=node-a" {
 				t.Errorf("%s pods with field selector %q: the agent must ask only for its own node's pods", call.verb, call.fieldSelector)
 			}
 		case "latencynodes":
@@ -240,13 +294,40 @@ func TestAgentRunsWithItsRole(t *testing.T) {
 	}
 	// Every verb granted on what this run exercises must have been used
 	// (nodes and leases: TestAgentRebootsWithItsRole, which reboots).
-	checkNoUnusedGrants(t, agentRole(t).Rules, used, "latencynodes", "latencynodes/status", "pods")
+	checkNoUnusedGrants(t, rules, used, "latencynodes", "latencynodes/status", "pods")
 	var calls []string
 	for k := range used {
 		calls = append(calls, k)
 	}
 	sort.Strings(calls)
 	t.Logf("agent calls: %s", strings.Join(calls, ", "))
+}
+
+// startRuntimePods starts containerd/nri's runtime side (the adaptation
+// containerd embeds) holding pods and ctrs, and the agent's NRI plugin
+// with a pod source, registered with it until ctx ends.
+func startRuntimePods(t *testing.T, ctx context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (RuntimeHook, RuntimePods) {
+	t.Helper()
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "nri.sock")
+	syncFn := func(ctx context.Context, cb nriadapt.SyncCB) error {
+		_, err := cb(ctx, pods, ctrs)
+		return err
+	}
+	update := func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil }
+	rt, err := nriadapt.New("containerd", "2.4.2", syncFn, update, nriadapt.WithPluginPath(filepath.Join(dir, "plugins")),
+		nriadapt.WithPluginConfigPath(filepath.Join(dir, "conf.d")), nriadapt.WithSocketPath(socket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Stop)
+	src := nri.NewPods(func(err error) { t.Errorf("runtime pod refused: %v", err) })
+	p := nri.New(socket, testr.New(t).WithName("nri"), nri.WithPods(src))
+	go func() { _ = p.Run(ctx) }()
+	return p, src
 }
 
 // checkNoUnusedGrants fails when rules grant a verb on one of resources

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -28,6 +29,7 @@ import (
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/measure"
+	"latencytier.io/latencytier/agent/nri"
 	"latencytier.io/latencytier/agent/partition"
 	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/agent/sysctl"
@@ -67,6 +69,10 @@ type Reconciler struct {
 	Reader client.Reader
 	// Hook is the agent's NRI plugin; nil without NRI mode.
 	Hook RuntimeHook
+	// Pods is where the agent learns its node's pods; nil: the API
+	// server's, through Client (APIServer mode: the pod informer, watched
+	// with podChanged). A RuntimePods is watched through its Changed.
+	Pods PodSource
 
 	// refused are the opt-in refusals already told (pod UID/field).
 	refused map[string]bool
@@ -98,12 +104,16 @@ type Reconciler struct {
 	// rebootRefused is the last reboot refusal reported (log and event),
 	// so a request the guard keeps refusing is reported once.
 	rebootRefused string
+	// podsUnknown is why the pod source last could not tell the node's
+	// pods, logged once ("" when it could).
+	podsUnknown string
 }
 
 // SetupWithManager watches the LatencyNode named NodeName, the node's pods
-// (only changes that matter for opt-in or cgroups), Namespace labels (they
-// grant opt-ins), the Meter's windows, and enqueues once at start so a
-// journal is restored even when no LatencyNode exists.
+// (only changes that matter for opt-in or cgroups: the pod informer's
+// events in APIServer mode, the runtime's in Runtime mode), Namespace
+// labels (they grant opt-ins), the Meter's windows, and enqueues once at
+// start so a journal is restored even when no LatencyNode exists.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: r.NodeName}}
 	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
@@ -116,9 +126,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("latencynode-agent").
 		For(&v1alpha1.LatencyNode{}, builder.WithPredicates(notStatusOnly())).
-		Watches(&corev1.Pod{}, toNode, builder.WithPredicates(podChanged())).
 		Watches(&corev1.Namespace{}, toNode, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(start)
+	switch src := r.Pods.(type) {
+	case nil:
+		b = b.Watches(&corev1.Pod{}, toNode, builder.WithPredicates(podChanged()))
+	case RuntimePods:
+		b = b.WatchesRawSource(signalSource(src.Changed(), req))
+	}
 	if r.Meter != nil {
 		window := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: windowRequest, Name: r.NodeName}}
 		toWindow := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
@@ -127,6 +142,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.WatchesRawSource(source.Channel(r.Meter.events, toWindow))
 	}
 	return b.Complete(r)
+}
+
+// signalSource enqueues req on every signal of changed, until the
+// controller stops.
+func signalSource(changed <-chan struct{}, req reconcile.Request) source.Source {
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-changed:
+					q.Add(req)
+				}
+			}
+		}()
+		return nil
+	})
 }
 
 // notStatusOnly drops updates of the LatencyNode that change only its
@@ -293,6 +326,13 @@ const eventStatusRefused = "StatusRefused"
 func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode, node snapshot.Node) (v1alpha1.LatencyNodeStatus, error) {
 	log := ctrl.LoggerFrom(ctx)
 	pods, err := r.pods(ctx)
+	var podsUnknown error
+	if errors.Is(err, nri.ErrPodsUnknown) {
+		// Node-wide tuning goes on; what pods hold is left as it is and
+		// the pass says why no pod is tuned (renderApply).
+		podsUnknown, err = err, nil
+	}
+	r.notePods(ctx, podsUnknown)
 	if err != nil {
 		return ln.Status, err
 	}
@@ -305,7 +345,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode, node s
 		log.Info("Mounted debugfs to reach the scheduler knobs", "path", r.Root.Sys("kernel", "debug"))
 	}
 	staged := stagedArgs(r.Root, ln.Status.Boot) // before the engine unstages what the plan no longer holds
-	ds, boot, rep, err := r.renderApply(ctx, ln, node, layout, pods)
+	ds, boot, rep, err := r.renderApply(ctx, ln, node, layout, pods, podsUnknown)
 	if err == nil && rep.Written > len(rep.Drifts) && waitsOnWrites(ds.Results) {
 		// A setting that had to wait for one of this pass's writes (a
 		// slice's cpuset on the controller enabled after a boot) is
@@ -313,7 +353,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode, node s
 		// profile Applied instead of a resync later.
 		log.V(1).Info("Rendering again: this pass's writes let waiting settings apply")
 		first := rep
-		ds, boot, rep, err = r.renderApply(ctx, ln, node, layout, pods)
+		ds, boot, rep, err = r.renderApply(ctx, ln, node, layout, pods, podsUnknown)
 		rep = mergeReports(first, rep)
 	}
 	rep.Results = partition.Explain(rep.Results)
@@ -351,6 +391,20 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode, node s
 	r.held(ln, node, ln.Spec.Tuning, ds.Pods, err == nil)
 	r.measure(ctx, ln, &st)
 	return st, err
+}
+
+// notePods logs when the node's pods become unknown (once per reason) and
+// known again.
+func (r *Reconciler) notePods(ctx context.Context, unknown error) {
+	log := ctrl.LoggerFrom(ctx)
+	switch {
+	case unknown != nil && unknown.Error() != r.podsUnknown:
+		r.podsUnknown = unknown.Error()
+		log.Error(unknown, "Tuned no pod: the node's pods are unknown; node-wide tuning goes on, pods' settings are left as they are")
+	case unknown == nil && r.podsUnknown != "":
+		r.podsUnknown = ""
+		log.Info("Learned the node's pods again")
+	}
 }
 
 // isolation accounts for the node's isolation mechanisms, probing

@@ -120,8 +120,11 @@ type Plugin struct {
 	log    logr.Logger
 
 	grants atomic.Pointer[Grants]
-	mu     sync.Mutex
-	state  State
+	// pods, when set, is the agent's pod source (Runtime mode): the
+	// plugin feeds it every sandbox and container the runtime reports.
+	pods  *Pods
+	mu    sync.Mutex
+	state State
 	// runtime is the runtime's name and version, once connected.
 	runtime string
 }
@@ -132,6 +135,11 @@ type Option func(*Plugin)
 // WithBound sets how long a decision may take before the plugin answers
 // with no adjustment.
 func WithBound(d time.Duration) Option { return func(p *Plugin) { p.bound = d } }
+
+// WithPods makes the plugin the agent's pod source: it subscribes to the
+// pod and container lifecycle events as well and feeds c with them
+// (Runtime mode, --pod-source=Runtime).
+func WithPods(c *Pods) Option { return func(p *Plugin) { p.pods = c } }
 
 // WithDecide replaces the decision (tests stall it).
 func WithDecide(f DecideFunc) Option { return func(p *Plugin) { p.decide = f } }
@@ -161,13 +169,37 @@ func (p *Plugin) State() State {
 }
 
 func (p *Plugin) setState(reason, msg string) {
+	if p.pods != nil && reason != v1alpha1.ReasonHookConnected {
+		// Without the runtime the agent does not know its node's pods:
+		// stop trusting the pods it held (the message says so).
+		p.pods.lost(msg)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.state.Reason != reason {
-		p.log.Info("NRI hook changed state", "reason", reason, "message", msg)
+		if p.pods != nil && reason != v1alpha1.ReasonHookConnected {
+			p.log.Error(nil, "NRI hook changed state: the agent does not know its node's pods and tunes none", "reason", reason, "message", msg)
+		} else {
+			p.log.Info("NRI hook changed state", "reason", reason, "message", msg)
+		}
 	}
 	p.state = State{Reason: reason, Message: msg}
 }
+
+// meanwhile is what happens while the hook is not connected: fileOnly
+// without a pod source, PodsUnknownHint with one (Runtime mode).
+func (p *Plugin) meanwhile(fileOnly string) string {
+	if p.pods != nil {
+		return PodsUnknownHint
+	}
+	return fileOnly
+}
+
+// PodsUnknownHint says, in Runtime mode, what an unconnected hook means
+// and what to do.
+const PodsUnknownHint = "the agent reads its node's pods only from the runtime (agent.podSource: Runtime, --pod-source=Runtime), " +
+	"so it tunes no pod until the runtime's NRI is reachable: enable NRI in the runtime (containerd 2: on by default), " +
+	"or set agent.podSource: APIServer"
 
 // Backoff bounds the wait between connection attempts.
 var (
@@ -200,7 +232,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 // connection; it reports whether registration succeeded.
 func (p *Plugin) runOnce(ctx context.Context) bool {
 	if _, err := os.Stat(p.socket); err != nil {
-		p.setState(v1alpha1.ReasonHookNoSocket, fmt.Sprintf("no NRI socket at %s: containers are tuned by the file path, one pass after they start", p.socket))
+		p.setState(v1alpha1.ReasonHookNoSocket, fmt.Sprintf("no NRI socket at %s: %s", p.socket, p.meanwhile("containers are tuned by the file path, one pass after they start")))
 		return false
 	}
 	closed, synced := make(chan struct{}), make(chan struct{})
@@ -213,7 +245,7 @@ func (p *Plugin) runOnce(ctx context.Context) bool {
 		return false
 	}
 	if err := s.Start(ctx); err != nil {
-		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("NRI registration at %s failed: %v; the file path tunes containers", p.socket, err))
+		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("NRI registration at %s failed: %v; %s", p.socket, err, p.meanwhile("the file path tunes containers")))
 		return false
 	}
 	// The runtime's NRI version says whether it could take an RT policy
@@ -227,7 +259,7 @@ func (p *Plugin) runOnce(ctx context.Context) bool {
 	select {
 	case <-synced:
 	case <-closed:
-		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("the runtime closed the NRI connection at %s before synchronizing; reconnecting", p.socket))
+		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("the runtime closed the NRI connection at %s before synchronizing; reconnecting, %s", p.socket, p.meanwhile("the file path tunes containers meanwhile")))
 		s.Stop()
 		return false
 	case <-ctx.Done():
@@ -237,7 +269,7 @@ func (p *Plugin) runOnce(ctx context.Context) bool {
 	p.setState(v1alpha1.ReasonHookConnected, fmt.Sprintf("registered with %s (NRI %s) at %s", p.runtimeName(), nriVersion, p.socket))
 	select {
 	case <-closed:
-		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("the runtime closed the NRI connection at %s; reconnecting, the file path tunes containers meanwhile", p.socket))
+		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("the runtime closed the NRI connection at %s; reconnecting, %s", p.socket, p.meanwhile("the file path tunes containers meanwhile")))
 	case <-ctx.Done():
 	}
 	s.Stop()
@@ -288,23 +320,84 @@ type handler struct {
 	synced func()
 }
 
-// Synchronize marks the plugin synchronized. Containers that already run
+// Synchronize marks the plugin synchronized, and hands the pod source
+// every sandbox and container (Runtime mode). Containers that already run
 // are left to the file path, which re-asserts them on every pass.
-func (h handler) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
+func (h handler) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	if h.p.pods != nil {
+		h.p.pods.synchronize(pods, ctrs)
+	}
 	h.synced()
 	return nil, nil
 }
 
-// Configure subscribes to CreateContainer and UpdateContainer.
+// Configure subscribes to CreateContainer and UpdateContainer, and in
+// Runtime mode to the events that keep the pod source current.
 func (h handler) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
 	h.p.mu.Lock()
 	h.p.runtime = runtime + " " + version
 	h.p.mu.Unlock()
-	return api.MustParseEventMask("CreateContainer", "UpdateContainer"), nil
+	events := []string{"CreateContainer", "UpdateContainer"}
+	if h.p.pods != nil {
+		events = append(events, podEvents...)
+	}
+	return api.MustParseEventMask(events...), nil
+}
+
+// podEvents are the events the pod source needs beside CreateContainer
+// and UpdateContainer.
+var podEvents = []string{"RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "StartContainer", "RemoveContainer", "PostUpdateContainer"}
+
+// RunPodSandbox, StopPodSandbox, RemovePodSandbox, StartContainer,
+// RemoveContainer and PostUpdateContainer only feed the pod source; the
+// runtime sends them in Runtime mode only.
+func (h handler) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	if h.p.pods != nil {
+		h.p.pods.runPod(pod)
+	}
+	return nil
+}
+
+func (h handler) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	if h.p.pods != nil {
+		h.p.pods.stopPod(pod)
+	}
+	return nil
+}
+
+func (h handler) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	if h.p.pods != nil {
+		h.p.pods.removePod(pod)
+	}
+	return nil
+}
+
+func (h handler) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	if h.p.pods != nil {
+		h.p.pods.container(pod, ctr)
+	}
+	return nil
+}
+
+func (h handler) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
+	if h.p.pods != nil {
+		h.p.pods.removeContainer(ctr)
+	}
+	return nil
+}
+
+func (h handler) PostUpdateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
+	if h.p.pods != nil {
+		h.p.pods.updated(ctr)
+	}
+	return nil
 }
 
 // CreateContainer removes a granted container's quota and places it.
 func (h handler) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	if h.p.pods != nil {
+		h.p.pods.container(pod, ctr)
+	}
 	d := h.p.decideBounded(ctx, pod, ctr)
 	if d.Empty() {
 		h.p.leftAsMade(pod, ctr)
@@ -332,6 +425,9 @@ func (h handler) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 // status kept its old limits). The agent's next pass removes the quota
 // from the cgroup, as it does without NRI.
 func (h handler) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, _ *api.LinuxResources) ([]*api.ContainerUpdate, error) {
+	if h.p.pods != nil {
+		h.p.pods.updating(ctr)
+	}
 	d := h.p.decideBounded(ctx, pod, ctr)
 	if d.CPUs == "" {
 		return nil, nil

@@ -43,10 +43,17 @@ type runtime struct {
 
 func startRuntime(t testing.TB) *runtime {
 	t.Helper()
+	return startRuntimeWith(t, nil, nil)
+}
+
+// startRuntimeWith is startRuntime holding pods and ctrs, which it hands
+// every plugin at registration (Synchronize).
+func startRuntimeWith(t testing.TB, pods []*api.PodSandbox, ctrs []*api.Container) *runtime {
+	t.Helper()
 	dir := t.TempDir()
 	socket := filepath.Join(dir, "nri.sock")
 	sync := func(ctx context.Context, cb nriapi.SyncCB) error {
-		_, err := cb(ctx, nil, nil)
+		_, err := cb(ctx, pods, ctrs)
 		return err
 	}
 	update := func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil }
