@@ -411,6 +411,16 @@ spec:
       matchLabels: {app: rollout-server}
     namespaceSelector:         # only these namespaces' pods are rollout evidence
       matchLabels: {kubernetes.io/metadata.name: default}
+    # This node is the whole cluster on 2 CPUs: its control plane and this
+    # script run in cgroup "/", beside the measured server. Behind them the
+    # server waits 30-50 ms a second with no hog (the two e2e runs that
+    # left issue 45 open), above the 30ms default meant for a node whose system services
+    # have CPUs of their own; behind e2e-hog it waits 2.4-2.6 s a second.
+    # 500ms sits 10x above the one and 5x below the other.
+    contention:
+      waitPerSecond: 500ms
+      taint: PreferNoSchedule
+      maxTaintedPercent: 100
   rollout:
     maxInFlight: 1
     verificationWindow: 15s
@@ -549,11 +559,21 @@ must "e2e-hog running beside rollout-server" start_hog
 check "status.latency.pods: rollout-server's top offender is Pod default/e2e-hog" wait_until 90 "attribution" hog_is_top
 check "a NoisyNeighbor finding names default/e2e-hog" wait_until 30 "NoisyNeighbor finding" noisy_finding
 # RunQueueContention (issue 45): the server waits seconds a second behind
-# the hog, far above the default 30ms; True after 3 windows of 5s in a
+# the hog, far above the profile's 500ms; True after 3 windows of 5s in a
 # row, counted by the profile; False again 5 quiet windows after the hog.
 profile_contended() { [[ "$(k get latencyprofile e2e-rollout -o jsonpath='{.status.contended}')" == 1 ]]; }
 check "RunQueueContention True beside e2e-hog" wait_until 60 "RunQueueContention True" ln_condition_is RunQueueContention True
 check "the profile counts the contended node (status.contended 1)" wait_until 30 "status.contended" profile_contended
+# The opt-in taint (measurement.contention.taint PreferNoSchedule): the
+# manager taints the contended node; PreferNoSchedule never evicts, so the
+# hog and the server stay. That the scheduler then prefers another node
+# needs a second node, which this cluster does not have.
+contention_taint_is() {
+  [[ "$(k get node "$NODE" -o jsonpath='{.spec.taints[?(@.key=="latencytier.io/runqueue-contention")].effect}')" == "$1" ]]
+}
+check "the contended node carries latencytier.io/runqueue-contention:PreferNoSchedule" wait_until 30 "contention taint" contention_taint_is PreferNoSchedule
+check "status.contentionTainted 1" test "$(k get latencyprofile e2e-rollout -o jsonpath='{.status.contentionTainted}')" = 1
+check "PreferNoSchedule evicted nothing: e2e-hog still Running" test "$(k get pod e2e-hog -o jsonpath='{.status.phase}')" = Running
 transcript latency-explain "kubectl latency explain $NODE" kubectl_latency explain "$NODE"
 transcript latency-top "kubectl latency top" kubectl_latency top
 echo "  (rollout-server: $(k get latencynode "$NODE" -o jsonpath='{range .status.latency.pods[?(@.name=="rollout-server")]}{.waitPerSecond}/s:{range .offenders[*]} {.sharePercent}% {.class} {.name};{end}{end}'))"
@@ -561,15 +581,10 @@ echo "  (rollout-server: $(k get latencynode "$NODE" -o jsonpath='{range .status
 # attributed waits, drift re-asserts): hack/e2e-prometheus.sh.
 dashboard_checks
 k delete pod e2e-hog --wait=true --timeout=60s >/dev/null 2>&1 || true
-# Not yet a check: in the first e2e with it (2 CPUs, the control plane and
-# the multi-threaded rollout-server on them), the condition stayed True 90 s
-# after the hog went; whether that is the server's real wait behind the
-# host or a fault of the rule is open (issue 45). Printed for the next look.
-if wait_until 90 "RunQueueContention False" ln_condition_is RunQueueContention False; then
-  echo "  (RunQueueContention False again once e2e-hog is gone)"
-else
-  echo "  (RunQueueContention still True 90 s after e2e-hog is gone)"
-fi
+# Off again after the hog: 5 quiet windows of 5s, then the manager lifts
+# the taint (its pass follows the LatencyNode's status).
+check "RunQueueContention False again once e2e-hog is gone" wait_until 90 "RunQueueContention False" ln_condition_is RunQueueContention False
+check "the contention taint is lifted with it" wait_until 30 "contention taint gone" contention_taint_is ""
 echo "  (RunQueueContention: $(k get latencynode "$NODE" -o jsonpath='{.status.conditions[?(@.type=="RunQueueContention")].message}'))"
 echo "  (rollout-server: $(k get latencynode "$NODE" -o jsonpath='{range .status.latency.pods[?(@.name=="rollout-server")]}{.waitPerSecond}/s:{range .offenders[*]} {.sharePercent}% {.class} {.name};{end}{end}'))"
 
