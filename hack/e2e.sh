@@ -668,6 +668,35 @@ gen=$(k get latencyprofile "$PROFILE" -o jsonpath='{.metadata.generation}')
 check "LatencyNode Applied at generation $gen" wait_until "$TIMEOUT" "generation $gen" ln_generation_is "$gen"
 
 say "Uninstall through the chart with a node tuned: every node reverted first, nothing left"
+# In a namespace whose policy requires requests (a LimitRange minimum and
+# a ResourceQuota on requests, as many platform teams set), every pod the
+# chart creates must carry them, the uninstall hook's included (issue 46).
+requests_policy() {
+  cat <<YAML
+apiVersion: v1
+kind: LimitRange
+metadata: {name: e2e-require-requests, namespace: latencytier-system}
+spec:
+  limits:
+  - type: Container
+    min: {cpu: 1m, memory: 1Mi}
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: e2e-require-requests, namespace: latencytier-system}
+spec:
+  hard: {requests.cpu: "16", requests.memory: 32Gi, pods: "50"}
+YAML
+}
+apply_requests_policy() { requests_policy | k apply -f - >/dev/null; }
+# bare_pod_refused: the policy bites, so the uninstall below proves something.
+bare_pod_refused() {
+  local out
+  out=$(k -n latencytier-system run e2e-no-requests --image=latencytier.local/workload:1 --restart=Never --dry-run=server 2>&1) && return 1
+  grep -Eq "No request is specified|must specify requests" <<<"$out"
+}
+must "LimitRange and ResourceQuota requiring requests in latencytier-system" apply_requests_policy
+check "a pod without requests is refused there" bare_pod_refused
 must "helm uninstall" "$LC" undeploy
 check "no LatencyProfile or LatencyNode left (no finalizer stuck)" no_latencytier_objects
 AFTER_UNINSTALL=$(kernel_snapshot)
