@@ -120,6 +120,10 @@ chart: ## Lint the Helm chart; check it renders what config/default does, its va
 	go tool helm lint --strict --kube-version 1.37.2 charts/latencytier
 	go test -count=1 ./charts/
 
+.PHONY: kube-score
+kube-score: ## kube-score (pinned, hack/tools/kube-score) over the rendered chart; every CRITICAL finding justified in docs/kube-score.md.
+	hack/kube-score.sh
+
 .PHONY: test-rules
 test-rules: ## Check and unit-test the Prometheus alert rules with promtool.
 	promtool check rules config/prometheus/latencytier.rules.yaml
