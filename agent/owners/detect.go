@@ -37,8 +37,9 @@ type Input struct {
 	Pods []podcgroup.Pod
 	// Placements come from the agent's NRI plugin (nil without NRI mode).
 	Placements []Placement
-	// Isolated is the profile's isolated CPUs: a container on exactly
-	// these was placed by the agent (its NRI plugin or a pass).
+	// Isolated is the profile's isolated CPUs: a container of a pod
+	// granted them (Pod.Isolated) on exactly these was placed by the agent
+	// (its NRI plugin or a pass).
 	Isolated cpuset.CPUSet
 	// Ours reports whether the agent journaled path (it wrote it); nil:
 	// none.
@@ -245,17 +246,27 @@ func (s *Set) kubelet(root *host.Root, in Input) bool {
 
 // someoneElses parses a container's cpuset and reports whether another
 // writer chose it: not empty, not every online CPU, not the profile's
-// isolated set (the agent's).
-func someoneElses(list string, online, isolated cpuset.CPUSet) (cpuset.CPUSet, bool) {
+// isolated set in a pod granted it (the agent's).
+func someoneElses(list string, online cpuset.CPUSet, in Input, uid string) (cpuset.CPUSet, bool) {
 	list = strings.TrimSpace(list)
 	if list == "" {
 		return cpuset.CPUSet{}, false
 	}
 	set, err := cpulist.Parse(list)
-	if err != nil || set.IsEmpty() || set.Equals(online) || (!isolated.IsEmpty() && set.Equals(isolated)) {
+	if err != nil || set.IsEmpty() || set.Equals(online) || (granted(in.Pods, uid) && set.Equals(in.Isolated)) {
 		return cpuset.CPUSet{}, false
 	}
 	return set, true
+}
+
+// granted reports whether pod uid is granted the isolated CPUs.
+func granted(pods []podcgroup.Pod, uid string) bool {
+	for _, p := range pods {
+		if p.UID == uid {
+			return p.Isolated
+		}
+	}
+	return false
 }
 
 // placements holds the CPUs of containers the runtime handed the agent's
@@ -263,7 +274,7 @@ func someoneElses(list string, online, isolated cpuset.CPUSet) (cpuset.CPUSet, b
 func (s *Set) placements(in Input, online cpuset.CPUSet, placers []Owner) {
 	o := placer(placers, "an NRI plugin ordered before 90-latencytier")
 	for _, p := range in.Placements {
-		set, ok := someoneElses(p.CPUs, online, in.Isolated)
+		set, ok := someoneElses(p.CPUs, online, in, p.PodUID)
 		if !ok {
 			continue
 		}
@@ -298,7 +309,7 @@ func (s *Set) cgroups(root *host.Root, in Input, online cpuset.CPUSet, placers [
 				s.Errs = append(s.Errs, err)
 				continue
 			}
-			set, ok := someoneElses(list, online, in.Isolated)
+			set, ok := someoneElses(list, online, in, p.UID)
 			if !ok {
 				continue
 			}

@@ -127,8 +127,8 @@ func (s Set) OwnerOf(k knob.Knob) (v1alpha1.SettingResult, bool) {
 	}
 	for _, h := range s.Holds {
 		if both := cpus.Intersection(h.CPUs); !both.IsEmpty() {
-			return owned(k, h.Owner, fmt.Sprintf("CPUs %s are %s's: it placed %s on %s, and this setting would put work there; the agent leaves it: %s",
-				both, h.Owner.Name, h.Where, h.CPUs, h.Owner.Instead)), true
+			return owned(k, h.Owner, fmt.Sprintf("%s placed %s on CPUs %s, and this setting would put work on CPUs %s; the agent leaves it: %s",
+				h.Owner.Name, h.Where, h.CPUs, both, h.Owner.Instead)), true
 		}
 	}
 	return v1alpha1.SettingResult{}, false

@@ -144,8 +144,8 @@ func TestPlacerNamedOnlyWhenRunByRoot(t *testing.T) {
 }
 
 // A container cpuset that is nobody else's claims nothing: every online
-// CPU, empty (cgroup v2's inherit), the profile's isolated set (the
-// agent placed it), or a path the agent journaled.
+// CPU, empty (cgroup v2's inherit), the profile's isolated set in a pod
+// granted it (the agent placed it), or a path the agent journaled.
 func TestCpusetsThatAreNobodyElses(t *testing.T) {
 	for name, c := range map[string]struct {
 		cpus string
@@ -153,7 +153,7 @@ func TestCpusetsThatAreNobodyElses(t *testing.T) {
 	}{"online": {cpus: "0-3"}, "empty": {cpus: ""}, "isolated": {cpus: "1-3"}, "journaled": {cpus: "1", ours: true}} {
 		t.Run(name, func(t *testing.T) {
 			root := node(t, c.cpus, nil)
-			in := Input{Pods: pods, Isolated: cpuset.New(1, 2, 3)}
+			in := Input{Pods: []podcgroup.Pod{pods[1], {UID: uidA, Namespace: "team", Name: "a", Isolated: true}}, Isolated: cpuset.New(1, 2, 3)}
 			if c.ours {
 				path := root.Cgroup("cpuset", "kubepods", "burstable", "pod"+uidA, ctrA, "cpuset.cpus")
 				in.Ours = func(p string) bool { return p == path }
@@ -179,6 +179,14 @@ func TestPlacedContainerIsNotMovedOffItsCPUs(t *testing.T) {
 	if r, ok := s.OwnerOf(k); !ok || r.Owner != "dra-driver-cpu (pid 9)" {
 		t.Fatalf("the placed container's own knob: %+v %v; want owned by the driver", r, ok)
 	}
+}
+
+// The isolated set is the agent's placement only in a pod granted it: in
+// any other pod another writer chose it.
+func TestIsolatedSetInAPodNotGranted(t *testing.T) {
+	root := node(t, "1-3", nil)
+	got, _ := ownersOf(t, root, Input{Pods: pods, Isolated: cpuset.New(1, 2, 3)})
+	want(t, got, "another writer of container cpusets (kubelet's CPU manager policy is none)", onCPU1...)
 }
 
 // Placements the NRI plugin saw (a plugin ordered before it set the
