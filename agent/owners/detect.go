@@ -14,6 +14,7 @@ import (
 
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/cpumanager"
+	lcpuset "latencytier.io/latencytier/agent/cpuset"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/internal/settingid"
@@ -225,7 +226,7 @@ func (s *Set) kubelet(root *host.Root, in Input) bool {
 	if !st.OwnsPlacement() {
 		return false
 	}
-	o := Owner{Kind: KubeletCPUManager, Name: fmt.Sprintf("kubelet CPU manager (%s)", st.PolicyName), Instead: kubeInstead}
+	o := Owner{Kind: KubeletCPUManager, Name: lcpuset.KubeletOwner(st), Instead: kubeInstead}
 	s.Running = append(s.Running, o)
 	s.Claims = append(s.Claims, Claim{Owner: o, Scopes: []string{strings.TrimSuffix(settingid.CPUSetPod.Prefix(), "/")},
 		Why: "it places every container, " + st.Origin()})
