@@ -72,12 +72,11 @@ func Detect(root *host.Root, in Input) Set {
 	}
 	placers := placersOf(procs)
 	s.Running = append(s.Running, placers...)
-	kubelet := s.kubelet(root, in)
-	online, oerr := cpulist.Online(root)
-	if oerr != nil {
-		s.Errs = append(s.Errs, fmt.Errorf("online CPUs: %w", oerr))
-	}
-	if !kubelet {
+	if !s.kubelet(root, in) && (len(in.Pods) > 0 || len(in.Placements) > 0) {
+		online, err := cpulist.Online(root)
+		if err != nil {
+			s.Errs = append(s.Errs, fmt.Errorf("online CPUs: %w", err))
+		}
 		s.placements(in, online, placers)
 		s.cgroups(root, in, online, placers)
 	}
