@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -121,17 +122,22 @@ func processes(root *host.Root) ([]process, error) {
 	return out, nil
 }
 
+// readProcess reads pid when its comm names a writer Detect knows (one
+// read for every other process) and it runs as root.
 func readProcess(root *host.Root, pid int) (process, bool) {
 	dir := root.Proc(strconv.Itoa(pid))
+	comm, err := readBounded(filepath.Join(dir, "comm"), 64)
+	if err != nil {
+		return process{}, false // gone
+	}
+	p := process{pid: pid, comm: strings.TrimSpace(comm)}
+	if !slices.ContainsFunc(writers, p.is) {
+		return process{}, false
+	}
 	status, err := readBounded(filepath.Join(dir, "status"), maxProcFile)
 	if err != nil || !rootUID(status) {
 		return process{}, false // gone, or not root's
 	}
-	comm, err := readBounded(filepath.Join(dir, "comm"), 64)
-	if err != nil {
-		return process{}, false
-	}
-	p := process{pid: pid, comm: strings.TrimSpace(comm)}
 	if cmd, err := readBounded(filepath.Join(dir, "cmdline"), maxProcFile); err == nil {
 		arg, _, _ := strings.Cut(cmd, "\x00")
 		p.argv0 = filepath.Base(arg)
@@ -149,6 +155,10 @@ func rootUID(status string) bool {
 	}
 	return false
 }
+
+// writers are the process names Detect looks for (nri-resource-policy-*
+// shows as "nri-resource-po": the kernel cuts comm to 15 characters).
+var writers = []string{"dra-driver-cpu", "nri-resource-po", "crio", "tuned"}
 
 // is reports whether p runs name: its comm (cut to 15 characters by the
 // kernel) or argv[0]'s basename.
@@ -181,7 +191,7 @@ func placersOf(procs []process) []Owner {
 		switch {
 		case p.is("dra-driver-cpu"):
 			out = append(out, Owner{Kind: DRACPUDriver, Name: fmt.Sprintf("dra-driver-cpu (pid %d)", p.pid), Instead: draInstead})
-		case strings.HasPrefix(p.argv0, "nri-resource-policy-") || p.comm == "nri-resource-po":
+		case p.comm == "nri-resource-po":
 			name := p.argv0
 			if !strings.HasPrefix(name, "nri-resource-policy-") {
 				name = "nri-resource-policy"
