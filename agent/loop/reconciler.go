@@ -104,8 +104,9 @@ type Reconciler struct {
 	// rebootRefused is the last reboot refusal reported (log and event),
 	// so a request the guard keeps refusing is reported once.
 	rebootRefused string
-	// ownersFailure is what Detect last could not read, logged once.
-	ownersFailure string
+	// ownersFailure is what Detect last could not read, logged once;
+	// ownersSeen the other writers it last found (their names).
+	ownersFailure, ownersSeen string
 	// podsUnknown is why the pod source last could not tell the node's
 	// pods, logged once ("" when it could).
 	podsUnknown string
