@@ -142,7 +142,13 @@ const maxPlaced = 4096
 // notePlaced remembers ctr's requested cpuset when someone set one before
 // the plugin (it is empty for a container nobody placed).
 func (p *Plugin) notePlaced(pod *api.PodSandbox, ctr *api.Container) {
-	cpus := ctr.GetLinux().GetResources().GetCpu().GetCpus()
+	p.remember(pod, ctr, ctr.GetLinux().GetResources().GetCpu().GetCpus(), false)
+}
+
+// remember records ctr's cpuset: someone else's, or the plugin's own
+// (byAgent), which the pass must not take for another placer's when the
+// profile's CPUs change.
+func (p *Plugin) remember(pod *api.PodSandbox, ctr *api.Container, cpus string, byAgent bool) {
 	if cpus == "" || pod == nil {
 		return
 	}
@@ -155,7 +161,7 @@ func (p *Plugin) notePlaced(pod *api.PodSandbox, ctr *api.Container) {
 		return
 	}
 	p.placed[ctr.GetId()] = owners.Placement{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(),
-		ContainerID: ctr.GetId(), Container: ctr.GetName(), CPUs: cpus}
+		ContainerID: ctr.GetId(), Container: ctr.GetName(), CPUs: cpus, ByAgent: byAgent}
 }
 
 // forget drops what notePlaced remembered of container id, or of every
@@ -179,7 +185,8 @@ func (p *Plugin) forgetAll() {
 }
 
 // Placements are the containers the runtime handed the plugin with a
-// cpuset someone else set, sorted by container ID.
+// cpuset someone else set, and those the plugin placed itself (ByAgent),
+// sorted by container ID.
 func (p *Plugin) Placements() []owners.Placement {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -484,6 +491,7 @@ func (h handler) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	}
 	if d.CPUs != "" {
 		adj.SetLinuxCPUSetCPUs(d.CPUs)
+		h.p.remember(pod, ctr, d.CPUs, true)
 	}
 	// A decision, logged at the default level like the agent's passes':
 	// which container started tuned, before any pass could see it.
@@ -509,6 +517,7 @@ func (h handler) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	}
 	u := &api.ContainerUpdate{ContainerId: ctr.GetId()}
 	u.SetLinuxCPUSetCPUs(d.CPUs)
+	h.p.remember(pod, ctr, d.CPUs, true)
 	return []*api.ContainerUpdate{u}, nil
 }
 

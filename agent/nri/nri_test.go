@@ -376,7 +376,7 @@ func BenchmarkCreateContainer(b *testing.B) {
 // owner check until the container is removed.
 func TestRemembersOtherPlacers(t *testing.T) {
 	rt := nritest.Start(t)
-	nritest.Placer(t, rt, "fakedra", "10", "trading", "1")
+	nritest.Placer(t, rt, "fakedra", "10", "uid-trading", "1")
 	p := nri.New(rt.Socket, logr.Discard())
 	p.Publish(grants())
 	startPlugin(t, p)
@@ -389,14 +389,22 @@ func TestRemembersOtherPlacers(t *testing.T) {
 		t.Fatalf("quota %v; want removed", q)
 	}
 	rt.Create(t, pod("web", nil), ctr("c-unplaced", ""))
-	want := []owners.Placement{{PodUID: "uid-trading", Namespace: "trading", Pod: "app", ContainerID: "c-placed", Container: "app", CPUs: "1"}}
+	// A granted container nobody placed: the plugin places it, and
+	// remembers it as its own.
+	mine := pod("trading", optIn)
+	mine.Namespace, mine.Uid = "trading", "uid-mine"
+	rt.Create(t, mine, ctr("c-mine", ""))
+	want := []owners.Placement{
+		{PodUID: "uid-mine", Namespace: "trading", Pod: "app", ContainerID: "c-mine", Container: "app", CPUs: "2-3", ByAgent: true},
+		{PodUID: "uid-trading", Namespace: "trading", Pod: "app", ContainerID: "c-placed", Container: "app", CPUs: "1"},
+	}
 	if got := p.Placements(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("placements %+v; want %+v", got, want)
 	}
 	if err := rt.R.RemoveContainer(context.Background(), &api.RemoveContainerRequest{Pod: pod("trading", optIn), Container: c}); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Placements(); len(got) != 0 {
-		t.Fatalf("placements %+v after the container was removed; want none", got)
+	if got := p.Placements(); len(got) != 1 || got[0].ContainerID != "c-mine" {
+		t.Fatalf("placements %+v after the container was removed; want only c-mine", got)
 	}
 }

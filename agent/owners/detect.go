@@ -28,8 +28,12 @@ type Placement struct {
 	PodUID, Namespace, Pod string
 	// ContainerID is the runtime's ID; Container its name.
 	ContainerID, Container string
-	// CPUs is the requested cpuset as the runtime gave it.
+	// CPUs is the requested cpuset as the runtime gave it, or as the
+	// plugin set it (ByAgent).
 	CPUs string
+	// ByAgent says the agent's plugin placed the container itself: its
+	// cpuset is the agent's, whatever the profile's CPUs are now.
+	ByAgent bool
 }
 
 // Input is what the pass knows besides the host.
@@ -284,6 +288,9 @@ func granted(pods []podcgroup.Pod, uid string) bool {
 func (s *Set) placements(in Input, online cpuset.CPUSet, placers []Owner) {
 	o := placer(placers, "an NRI plugin ordered before 90-latencytier")
 	for _, p := range in.Placements {
+		if p.ByAgent {
+			continue
+		}
 		set, ok := someoneElses(p.CPUs, online, in, p.PodUID)
 		if !ok {
 			continue
@@ -294,9 +301,16 @@ func (s *Set) placements(in Input, online cpuset.CPUSet, placers []Owner) {
 }
 
 // cgroups holds the CPUs of the node's containers whose cpuset another
-// writer set: found in the cgroup tree, not journaled by the agent.
+// writer set: found in the cgroup tree, neither journaled by the agent nor
+// placed by its NRI plugin.
 func (s *Set) cgroups(root *host.Root, in Input, online cpuset.CPUSet, placers []Owner) {
 	var o *Owner
+	byAgent := map[string]bool{}
+	for _, p := range in.Placements {
+		if p.ByAgent {
+			byAgent[p.ContainerID] = true
+		}
+	}
 	for _, p := range in.Pods {
 		dirs, err := podcgroup.FindIn(root, "cpuset", p.UID, in.Cgroups...)
 		if errors.Is(err, podcgroup.ErrNotFound) {
@@ -308,7 +322,7 @@ func (s *Set) cgroups(root *host.Root, in Input, online cpuset.CPUSet, placers [
 		}
 		for _, c := range dirs.Containers {
 			path := filepath.Join(c, "cpuset.cpus")
-			if in.Ours != nil && in.Ours(path) {
+			if (in.Ours != nil && in.Ours(path)) || byAgent[podcgroup.ContainerID(c)] {
 				continue
 			}
 			list, err := readBounded(path, maxProcFile)

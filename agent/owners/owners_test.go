@@ -298,3 +298,17 @@ func TestCRIOHooks(t *testing.T) {
 	got, _ = ownersOf(t, node(t, "0-3", files), Input{Pods: annotated})
 	want(t, got, "")
 }
+
+// A container the agent's own plugin placed is the agent's even when the
+// profile's isolated CPUs changed since: neither its placement nor its
+// cgroup holds anything.
+func TestAgentsOwnPlacementsHoldNothing(t *testing.T) {
+	root := node(t, "1", nil)
+	in := Input{Pods: pods, Isolated: cpuset.New(2, 3), Placements: []Placement{
+		{PodUID: uidA, Namespace: "team", Pod: "a", ContainerID: ctrA, Container: "app", CPUs: "1", ByAgent: true}}}
+	got, s := ownersOf(t, root, in)
+	want(t, got, "")
+	if len(s.Holds) != 0 {
+		t.Fatalf("holds %+v; want none", s.Holds)
+	}
+}

@@ -180,7 +180,7 @@ func TestRealDRADriverHoldingCPU1(t *testing.T) {
 func TestRealNRIPluginHoldingCPU1(t *testing.T) {
 	w := newWorld(t)
 	rt := nritest.Start(t)
-	nritest.Placer(t, rt, "fakedra", "10", "team", "1")
+	nritest.Placer(t, rt, "fakedra", "10", w.a.UID, "1")
 	online, err := cpulist.Online(w.root)
 	if err != nil {
 		t.Fatal(err)

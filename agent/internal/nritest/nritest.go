@@ -54,14 +54,14 @@ func (rt *Runtime) Create(t testing.TB, p *api.PodSandbox, c *api.Container) *ap
 	return resp.GetAdjust()
 }
 
-// placer is a plugin that puts every container of one namespace on CPUs,
-// as a DRA CPU driver or a resource policy does through NRI.
+// placer is a plugin that puts every container of one pod on CPUs, as a
+// DRA CPU driver or a resource policy does through NRI.
 type placer struct {
-	namespace, cpus string
+	uid, cpus string
 }
 
 func (p placer) CreateContainer(_ context.Context, pod *api.PodSandbox, _ *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
-	if pod.GetNamespace() != p.namespace {
+	if pod.GetUid() != p.uid {
 		return nil, nil, nil
 	}
 	a := &api.ContainerAdjustment{}
@@ -70,12 +70,12 @@ func (p placer) CreateContainer(_ context.Context, pod *api.PodSandbox, _ *api.C
 }
 
 // Placer registers a plugin named name at index idx ("10": before the
-// agent's 90) that places every container of namespace on cpus, until the
+// agent's 90) that places every container of pod uid on cpus, until the
 // test ends; it returns once the runtime has it. Register it before the
 // agent's plugin: its probe container is not one of the test's.
-func Placer(t testing.TB, rt *Runtime, name, idx, namespace, cpus string) {
+func Placer(t testing.TB, rt *Runtime, name, idx, uid, cpus string) {
 	t.Helper()
-	s, err := stub.New(placer{namespace: namespace, cpus: cpus}, stub.WithPluginName(name), stub.WithPluginIdx(idx),
+	s, err := stub.New(placer{uid: uid, cpus: cpus}, stub.WithPluginName(name), stub.WithPluginIdx(idx),
 		stub.WithSocketPath(rt.Socket))
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func Placer(t testing.TB, rt *Runtime, name, idx, namespace, cpus string) {
 	}
 	t.Cleanup(func() { cancel(); s.Stop(); s.Wait() })
 	deadline := time.Now().Add(10 * time.Second)
-	for !registered(t, rt, namespace, cpus) {
+	for !registered(t, rt, uid, cpus) {
 		if time.Now().After(deadline) {
 			t.Fatalf("plugin %s did not register", name)
 		}
@@ -96,9 +96,9 @@ func Placer(t testing.TB, rt *Runtime, name, idx, namespace, cpus string) {
 }
 
 // registered reports whether the runtime has plugin placer: it places a
-// probe container of its namespace (the adaptation lists its plugins only
+// probe container of its pod (the adaptation lists its plugins only
 // through requests).
-func registered(t testing.TB, rt *Runtime, namespace, cpus string) bool {
-	a := rt.Create(t, &api.PodSandbox{Id: "probe", Uid: "probe", Namespace: namespace, Name: "probe"}, &api.Container{Id: "probe", Name: "probe"})
+func registered(t testing.TB, rt *Runtime, uid, cpus string) bool {
+	a := rt.Create(t, &api.PodSandbox{Id: "probe", Uid: uid, Namespace: "probe", Name: "probe"}, &api.Container{Id: "probe", Name: "probe"})
 	return a.GetLinux().GetResources().GetCpu().GetCpus() == cpus
 }
