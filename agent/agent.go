@@ -28,6 +28,9 @@ import (
 	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/agent/metrics"
 	"latencytier.io/latencytier/agent/nri"
+	"latencytier.io/latencytier/agent/owners"
+	"latencytier.io/latencytier/agent/plan"
+	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/cli"
@@ -320,7 +323,8 @@ func ownForCLI(root *host.Root, cmd string) (func(), error) {
 func preview(root *host.Root, eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, admin knobs.AdminList, out io.Writer) error {
 	layout, _ := sysctl.Probe(root, false)
 	st := desired.Render(root, layout, spec.Tuning, nil, admin)
-	d, err := eng.Preview(st.Knobs)
+	mine, owned := plan.Own(st.Knobs, otherOwners(root, spec, out))
+	d, err := eng.Preview(mine)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
@@ -334,9 +338,20 @@ func preview(root *host.Root, eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, 
 		fmt.Fprintf(out, "CHANGE       %-40s %q -> %q  (%s)\n", c.Knob.ID, c.From, c.Knob.Desired, c.Knob.Path)
 	}
 	printResults(out, d.Plan.Settled)
+	printResults(out, owned)
 	printResults(out, st.Results)
 	fmt.Fprintf(out, "%d change(s), %d restore(s); nothing was written\n", len(d.Plan.Changes), len(d.Orphans))
 	return nil
+}
+
+// otherOwners detects the node's other writers for a one-shot command (no
+// pods: the node-wide owners), noting what it could not read.
+func otherOwners(root *host.Root, spec v1alpha1.LatencyNodeSpec, out io.Writer) plan.OwnerOf {
+	set := owners.Detect(root, owners.Input{Isolated: snapshot.ParseCPUs(spec.Tuning.CPUs).Isolated})
+	for _, err := range set.Errs {
+		fmt.Fprintf(out, "note: other writers: %v\n", err)
+	}
+	return set.OwnerOf
 }
 
 func previewRevert(root *host.Root, out io.Writer) error {
@@ -353,7 +368,8 @@ func applyOnce(eng *apply.Engine, spec v1alpha1.LatencyNodeSpec, admin knobs.Adm
 		fmt.Fprintf(out, "note: mounted debugfs at %s to reach the sched knobs\n", eng.Root.Sys("kernel", "debug"))
 	}
 	st := desired.Render(eng.Root, layout, spec.Tuning, nil, admin)
-	rep, err := eng.Apply(apply.Meta{Profile: spec.Profile, Generation: spec.ProfileGeneration}, st.Knobs)
+	rep, err := eng.Apply(apply.Meta{Profile: spec.Profile, Generation: spec.ProfileGeneration,
+		Owner: otherOwners(eng.Root, spec, out)}, st.Knobs)
 	printNotes(out, rep.Notes)
 	printResults(out, rep.Restored)
 	printResults(out, rep.Results)

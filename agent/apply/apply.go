@@ -58,6 +58,10 @@ type Meta struct {
 	// pass (see covers); journaled settings under them are neither
 	// restored nor re-applied, only reported in Report.Held. Not journaled.
 	Undetermined []string
+	// Owner says which knobs another writer on the node owns
+	// (agent/owners): they are reported OwnedBy and never written; a
+	// journaled one is neither restored nor re-applied. Not journaled.
+	Owner plan.OwnerOf
 }
 
 // Drift is a setting someone else changed after the agent verified it.
@@ -200,7 +204,10 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (rep Report, err error) {
 		return rep, err
 	}
 	defer func() { rep.HeldThreads = heldThreads(j) }()
+	all := knobs
+	knobs, owned := plan.Own(knobs, meta.Owner)
 	orphans, held := split(restoreOrder(j, knobs), meta.Undetermined)
+	orphans = notOwned(orphans, owned)
 	rep.Held = heldResults(j, held)
 	if len(orphans) > 0 {
 		rep.Restored = e.restore(j, orphans, &rep)
@@ -211,6 +218,7 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (rep Report, err error) {
 	p := plan.Make(knobs, e.observe(knobs), verified(j))
 	dirty := e.noteSettled(j, p.Settled, knobs)
 	p.Changes, rep.Results = skipRefused(j, p.Changes, p.Settled)
+	rep.Results = append(rep.Results, owned...)
 	for _, c := range p.Changes {
 		followWriter(j, c)
 		acc := access.Of(c.Knob)
@@ -223,7 +231,7 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (rep Report, err error) {
 		}
 	}
 	if len(p.Changes) == 0 {
-		rep.Results = order(unknownOriginals(j, rep.Results), knobs)
+		rep.Results = order(unknownOriginals(j, rep.Results), all)
 		if len(j.Entries) == 0 && len(rep.Notes) > 0 && j.RecoveredFrom == "" {
 			// An earlier boot's journal was discarded and this boot has
 			// nothing to journal: drop the stale file.
@@ -248,8 +256,16 @@ func (e *Engine) Apply(meta Meta, knobs []knob.Knob) (rep Report, err error) {
 		}
 		rep.Results = append(rep.Results, res)
 	}
-	rep.Results = order(unknownOriginals(j, rep.Results), knobs)
+	rep.Results = order(unknownOriginals(j, rep.Results), all)
 	return rep, e.save(j)
+}
+
+// notOwned drops from orphans the settings another writer owns now: the
+// agent restores nothing there, as it writes nothing there.
+func notOwned(orphans []string, owned []v1alpha1.SettingResult) []string {
+	return slices.DeleteFunc(orphans, func(id string) bool {
+		return slices.ContainsFunc(owned, func(r v1alpha1.SettingResult) bool { return r.Setting == id })
+	})
 }
 
 // followWriter makes the value another writer set the original of a knob

@@ -222,8 +222,8 @@ func TestPodKnobsStaticPolicy(t *testing.T) {
 		actual   string
 	}{
 		{"exclusive within isolated", uid, cpuset.New(1, 2), v1alpha1.SettingApplied, "1-2"},
-		{"exclusive outside isolated", uid, cpuset.New(6, 7), v1alpha1.SettingUnsupported, "1-2"},
-		{"shared pool", "no-entries", cpuset.New(1, 2), v1alpha1.SettingUnsupported, "0,3-7"},
+		{"exclusive outside isolated", uid, cpuset.New(6, 7), v1alpha1.SettingOwnedBy, "1-2"},
+		{"shared pool", "no-entries", cpuset.New(1, 2), v1alpha1.SettingOwnedBy, "0,3-7"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,7 +232,8 @@ func TestPodKnobsStaticPolicy(t *testing.T) {
 				t.Fatalf("got %v %v %v; want one result and no knobs", knobs, results, err)
 			}
 			r := results[0]
-			if r.State != tt.state || r.Actual != tt.actual || !strings.Contains(r.Message, "kubelet") {
+			owner := map[bool]string{true: KubeletOwner(static)}[tt.state == v1alpha1.SettingOwnedBy]
+			if r.State != tt.state || r.Actual != tt.actual || r.Owner != owner || !strings.Contains(r.Message, "kubelet") {
 				t.Fatalf("result = %+v", r)
 			}
 		})

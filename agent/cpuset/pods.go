@@ -29,7 +29,8 @@ func PodID(p podcgroup.Pod) string {
 // skipped) on them: cpuset.cpus of the pod cgroup and its containers (v1:
 // containers first, as for the slices). When kubelet's CPU manager owns
 // placement (static policy) it returns a result per pod saying where kubelet
-// put it and writes nothing: the agent does not fight kubelet. An empty
+// put it (Applied within the isolated CPUs, OwnedBy kubelet outside them)
+// and writes nothing: the agent does not fight kubelet. An empty
 // isolated set yields nothing.
 func PodKnobs(root *host.Root, pods []podcgroup.Pod, isolated cpuset.CPUSet, state *cpumanager.State, opts ...podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, error) {
 	if isolated.IsEmpty() {
@@ -69,9 +70,15 @@ func kubeletPlacement(p podcgroup.Pod, isolated cpuset.CPUSet, s *cpumanager.Sta
 		r.Message = fmt.Sprintf("kubelet's %s CPU manager placed the pod on %s %s, within the isolated CPUs; left to kubelet (read %s)", s.PolicyName, what, cpus, s.Origin())
 		return r
 	}
-	r.State = v1alpha1.SettingUnsupported
+	r.State, r.Owner = v1alpha1.SettingOwnedBy, KubeletOwner(s)
 	r.Message = fmt.Sprintf("kubelet's %s CPU manager owns placement and keeps the pod on %s %s, outside the isolated CPUs %s; the agent does not override kubelet (give the pod Guaranteed QoS with integer CPUs and set kubelet reservedSystemCPUs to the reserved CPUs; read %s)", s.PolicyName, what, cpus, isolated, s.Origin())
 	return r
+}
+
+// KubeletOwner names kubelet's CPU manager as the owner of placement
+// (state OwnedBy), as agent/owners does.
+func KubeletOwner(s *cpumanager.State) string {
+	return fmt.Sprintf("kubelet CPU manager (%s)", s.PolicyName)
 }
 
 func podKnobs(root *host.Root, p podcgroup.Pod, isolated cpuset.CPUSet, opts []podcgroup.Option) ([]knob.Knob, []v1alpha1.SettingResult, error) {

@@ -278,7 +278,7 @@ func (r *Reconciler) renderApply(ctx context.Context, ln *v1alpha1.LatencyNode, 
 	ds = withBoot(ds, boot, bootPolicyOf(ln.Spec.Tuning))
 	r.reportRefusals(ctx, ds.Refusals)
 	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration,
-		Undetermined: ds.Undetermined}, ds.Knobs)
+		Undetermined: ds.Undetermined, Owner: node.Owners.OwnerOf}, ds.Knobs)
 	return ds, boot, rep, err
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 // SummariseIRQs folds the per-IRQ affinity settings of rs into one line per
-// (desired, actual, state, message): setting names the IRQs in range form
+// (desired, actual, state, message, owner): setting names the IRQs in range form
 // (irq.SummaryID, within the setting's length limit) and count how many the
 // line stands for. A group of one keeps its IRQ's own ID and no count, and
 // every other setting (default_smp_affinity included) is left as it is. A
@@ -21,7 +21,7 @@ func SummariseIRQs(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
 		first int // index in out
 		irqs  []int
 	}
-	type key struct{ desired, actual, state, message string }
+	type key struct{ desired, actual, state, message, owner string }
 	groups := map[key]*group{}
 	out := make([]v1alpha1.SettingResult, 0, len(rs))
 	for _, r := range rs {
@@ -30,7 +30,7 @@ func SummariseIRQs(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
 			out = append(out, r)
 			continue
 		}
-		k := key{r.Desired, r.Actual, string(r.State), r.Message}
+		k := key{r.Desired, r.Actual, string(r.State), r.Message, r.Owner}
 		if g := groups[k]; g != nil {
 			g.irqs = append(g.irqs, n)
 			continue

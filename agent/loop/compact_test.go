@@ -82,3 +82,14 @@ func TestSummarisedIRQsCountPerIRQ(t *testing.T) {
 }
 
 const bound256 = 256
+
+// IRQs left to different owners are not folded into one line naming one.
+func TestSummariseIRQsKeepsOwnersApart(t *testing.T) {
+	owned := func(id, owner string) v1alpha1.SettingResult {
+		return v1alpha1.SettingResult{Setting: id, Desired: "0", State: v1alpha1.SettingOwnedBy, Owner: owner, Message: "left to its owner"}
+	}
+	got := SummariseIRQs([]v1alpha1.SettingResult{owned("irq/1", "tuned"), owned("irq/2", "tuned"), owned("irq/3", "crio")})
+	if len(got) != 2 || got[0].Setting != "irq/1-2" || got[0].Owner != "tuned" || got[1].Setting != "irq/3" || got[1].Owner != "crio" {
+		t.Fatalf("summary %+v; want irq/1-2 tuned's and irq/3 crio's", got)
+	}
+}

@@ -49,6 +49,9 @@ func appliedCondition(err error, settings []v1alpha1.SettingResult, omitted int3
 	}
 	summary := fmt.Sprintf("%d applied, %d unsupported, %d immovable", counts[v1alpha1.SettingApplied],
 		counts[v1alpha1.SettingUnsupported], counts[v1alpha1.SettingImmovable])
+	if n := counts[v1alpha1.SettingOwnedBy]; n > 0 {
+		summary += fmt.Sprintf(", %d owned by another writer (left to it)", n)
+	}
 	if omitted > 0 {
 		summary += fmt.Sprintf(" (%d not listed in settings: see settingsOmitted)", omitted)
 	}

@@ -104,6 +104,9 @@ type Reconciler struct {
 	// rebootRefused is the last reboot refusal reported (log and event),
 	// so a request the guard keeps refusing is reported once.
 	rebootRefused string
+	// ownersFailure is what Detect last could not read, logged once;
+	// ownersSeen the other writers it last found (their names).
+	ownersFailure, ownersSeen string
 	// podsUnknown is why the pod source last could not tell the node's
 	// pods, logged once ("" when it could).
 	podsUnknown string
@@ -336,6 +339,7 @@ func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode, node s
 	if err != nil {
 		return ln.Status, err
 	}
+	node.Owners = r.owners(ctx, node, pods)
 	layout, perr := sysctl.Probe(r.Root, true)
 	if perr != nil && !r.debugfsNoted {
 		r.debugfsNoted = true

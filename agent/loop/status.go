@@ -177,6 +177,7 @@ func sortedSettings(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
 		r.Setting = bound.String(r.Setting, bound.SettingValue)
 		r.Desired, r.Actual = bound.String(r.Desired, bound.SettingValue), bound.String(r.Actual, bound.SettingValue)
 		r.Message = bound.String(r.Message, bound.SettingMessage)
+		r.Owner = bound.String(r.Owner, bound.SettingOwner)
 		out[i] = r
 	}
 	slices.SortFunc(out, func(a, b v1alpha1.SettingResult) int {
@@ -203,7 +204,7 @@ func stateRank(s v1alpha1.SettingState) int {
 	switch s {
 	case v1alpha1.SettingFailed, v1alpha1.SettingInvalid, v1alpha1.SettingConflict:
 		return 0
-	case v1alpha1.SettingImmovable, v1alpha1.SettingUnsupported:
+	case v1alpha1.SettingImmovable, v1alpha1.SettingUnsupported, v1alpha1.SettingOwnedBy:
 		return 1
 	}
 	return 2

@@ -13,6 +13,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +25,7 @@ import (
 
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/desired"
+	"latencytier.io/latencytier/agent/owners"
 	"latencytier.io/latencytier/agent/podcgroup"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -127,6 +130,72 @@ type Plugin struct {
 	state State
 	// runtime is the runtime's name and version, once connected.
 	runtime string
+	// placed are the containers whose requested cpuset was set before the
+	// plugin saw them (by container ID, at most maxPlaced): the node's
+	// other placers, for agent/owners.
+	placed map[string]owners.Placement
+}
+
+// maxPlaced bounds the placements the plugin remembers.
+const maxPlaced = 4096
+
+// notePlaced remembers ctr's requested cpuset when someone set one before
+// the plugin (it is empty for a container nobody placed).
+func (p *Plugin) notePlaced(pod *api.PodSandbox, ctr *api.Container) {
+	p.remember(pod, ctr, ctr.GetLinux().GetResources().GetCpu().GetCpus(), false)
+}
+
+// remember records ctr's cpuset: someone else's, or the plugin's own
+// (byAgent), which the pass must not take for another placer's when the
+// profile's CPUs change.
+func (p *Plugin) remember(pod *api.PodSandbox, ctr *api.Container, cpus string, byAgent bool) {
+	if cpus == "" || pod == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.placed == nil {
+		p.placed = map[string]owners.Placement{}
+	}
+	if _, ok := p.placed[ctr.GetId()]; !ok && len(p.placed) >= maxPlaced {
+		return
+	}
+	p.placed[ctr.GetId()] = owners.Placement{PodUID: pod.GetUid(), Namespace: pod.GetNamespace(), Pod: pod.GetName(),
+		ContainerID: ctr.GetId(), Container: ctr.GetName(), CPUs: cpus, ByAgent: byAgent}
+}
+
+// forget drops what notePlaced remembered of container id, or of every
+// container of pod uid.
+func (p *Plugin) forget(id, uid string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, v := range p.placed {
+		if k == id || (uid != "" && v.PodUID == uid) {
+			delete(p.placed, k)
+		}
+	}
+}
+
+// forgetAll drops every placement: the runtime is about to hand the
+// plugin every container again (Synchronize, on each registration).
+func (p *Plugin) forgetAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.placed = nil
+}
+
+// Placements are the containers the runtime handed the plugin with a
+// cpuset someone else set, and those the plugin placed itself (ByAgent),
+// sorted by container ID.
+func (p *Plugin) Placements() []owners.Placement {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]owners.Placement, 0, len(p.placed))
+	for _, v := range p.placed {
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b owners.Placement) int { return strings.Compare(a.ContainerID, b.ContainerID) })
+	return out
 }
 
 // Option configures a Plugin.
@@ -327,17 +396,27 @@ func (h handler) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	if h.p.pods != nil {
 		h.p.pods.synchronize(pods, ctrs)
 	}
+	h.p.forgetAll()
+	byID := make(map[string]*api.PodSandbox, len(pods))
+	for _, p := range pods {
+		byID[p.GetId()] = p
+	}
+	for _, c := range ctrs {
+		h.p.notePlaced(byID[c.GetPodSandboxId()], c)
+	}
 	h.synced()
 	return nil, nil
 }
 
-// Configure subscribes to CreateContainer and UpdateContainer, and in
+// Configure subscribes to CreateContainer, UpdateContainer, StopPodSandbox
+// and RemoveContainer, and in
 // Runtime mode to the events that keep the pod source current.
 func (h handler) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
 	h.p.mu.Lock()
 	h.p.runtime = runtime + " " + version
 	h.p.mu.Unlock()
-	events := []string{"CreateContainer", "UpdateContainer"}
+	// StopPodSandbox and RemoveContainer forget placements (Placements).
+	events := []string{"CreateContainer", "UpdateContainer", "StopPodSandbox", "RemoveContainer"}
 	if h.p.pods != nil {
 		events = append(events, podEvents...)
 	}
@@ -359,6 +438,7 @@ func (h handler) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 }
 
 func (h handler) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	h.p.forget("", pod.GetUid())
 	if h.p.pods != nil {
 		h.p.pods.stopPod(pod)
 	}
@@ -380,6 +460,7 @@ func (h handler) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *api
 }
 
 func (h handler) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
+	h.p.forget(ctr.GetId(), "")
 	if h.p.pods != nil {
 		h.p.pods.removeContainer(ctr)
 	}
@@ -398,6 +479,7 @@ func (h handler) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	if h.p.pods != nil {
 		h.p.pods.container(pod, ctr)
 	}
+	h.p.notePlaced(pod, ctr)
 	d := h.p.decideBounded(ctx, pod, ctr)
 	if d.Empty() {
 		h.p.leftAsMade(pod, ctr)
@@ -409,6 +491,7 @@ func (h handler) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	}
 	if d.CPUs != "" {
 		adj.SetLinuxCPUSetCPUs(d.CPUs)
+		h.p.remember(pod, ctr, d.CPUs, true)
 	}
 	// A decision, logged at the default level like the agent's passes':
 	// which container started tuned, before any pass could see it.
@@ -434,6 +517,7 @@ func (h handler) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	}
 	u := &api.ContainerUpdate{ContainerId: ctr.GetId()}
 	u.SetLinuxCPUSetCPUs(d.CPUs)
+	h.p.remember(pod, ctr, d.CPUs, true)
 	return []*api.ContainerUpdate{u}, nil
 }
 

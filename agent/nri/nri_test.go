@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,7 +17,9 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/ptr"
 
+	"latencytier.io/latencytier/agent/internal/nritest"
 	"latencytier.io/latencytier/agent/nri"
+	"latencytier.io/latencytier/agent/owners"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -364,5 +367,44 @@ func BenchmarkCreateContainer(b *testing.B) {
 		if a := create(b, rt, pd, c); quota(a) == nil {
 			b.Fatal("no adjustment")
 		}
+	}
+}
+
+// A plugin registered before the agent's (a DRA CPU driver's, index 10)
+// places a granted container on CPU 1: the agent's plugin leaves the
+// cpuset, removes the quota, and remembers the placement for the pass's
+// owner check until the container is removed.
+func TestRemembersOtherPlacers(t *testing.T) {
+	rt := nritest.Start(t)
+	nritest.Placer(t, rt, "fakedra", "10", "uid-trading", "1")
+	p := nri.New(rt.Socket, logr.Discard())
+	p.Publish(grants())
+	startPlugin(t, p)
+	c := ctr("c-placed", "")
+	a := rt.Create(t, pod("trading", optIn), c)
+	if got := cpus(a); got != "1" {
+		t.Fatalf("cpuset adjustment %q; want the other plugin's 1, left by ours", got)
+	}
+	if q := quota(a); q == nil || *q != -1 {
+		t.Fatalf("quota %v; want removed", q)
+	}
+	rt.Create(t, pod("web", nil), ctr("c-unplaced", ""))
+	// A granted container nobody placed: the plugin places it, and
+	// remembers it as its own.
+	mine := pod("trading", optIn)
+	mine.Namespace, mine.Uid = "trading", "uid-mine"
+	rt.Create(t, mine, ctr("c-mine", ""))
+	want := []owners.Placement{
+		{PodUID: "uid-mine", Namespace: "trading", Pod: "app", ContainerID: "c-mine", Container: "app", CPUs: "2-3", ByAgent: true},
+		{PodUID: "uid-trading", Namespace: "trading", Pod: "app", ContainerID: "c-placed", Container: "app", CPUs: "1"},
+	}
+	if got := p.Placements(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("placements %+v; want %+v", got, want)
+	}
+	if err := rt.R.RemoveContainer(context.Background(), &api.RemoveContainerRequest{Pod: pod("trading", optIn), Container: c}); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Placements(); len(got) != 1 || got[0].ContainerID != "c-mine" {
+		t.Fatalf("placements %+v after the container was removed; want only c-mine", got)
 	}
 }

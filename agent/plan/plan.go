@@ -57,6 +57,29 @@ func Make(knobs []knob.Knob, observed map[string]Observed, verified map[string]s
 	return p
 }
 
+// OwnerOf reports whether another writer on the node owns k's target,
+// with the OwnedBy result naming it (agent/owners decides; nil: nobody
+// owns anything).
+type OwnerOf func(k knob.Knob) (v1alpha1.SettingResult, bool)
+
+// Own takes the knobs another writer owns out of knobs: the rest in order,
+// and the OwnedBy result of each taken. An owned knob is neither written
+// nor re-asserted, and drift on it is not the agent's.
+func Own(knobs []knob.Knob, of OwnerOf) (mine []knob.Knob, owned []v1alpha1.SettingResult) {
+	if of == nil {
+		return knobs, nil
+	}
+	for _, k := range knobs {
+		if r, ok := of(k); ok {
+			r.Setting, r.Desired, r.State = k.ID, k.Desired, v1alpha1.SettingOwnedBy
+			owned = append(owned, r)
+			continue
+		}
+		mine = append(mine, k)
+	}
+	return mine, owned
+}
+
 func readFailure(k knob.Knob, err error) v1alpha1.SettingResult {
 	state := v1alpha1.SettingFailed
 	if kerr.ClassOf(err) == kerr.Unsupported {

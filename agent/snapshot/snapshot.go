@@ -16,6 +16,7 @@ import (
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/owners"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -27,6 +28,9 @@ type Node struct {
 	CmdlineErr error
 	// CPUs are the profile's CPU classes, parsed from spec.cpus.
 	CPUs CPUs
+	// Owners are the node's other writers (agent/owners.Detect), read
+	// once the pass knows the node's pods; the plan leaves what they own.
+	Owners owners.Set
 }
 
 // CPUs are a profile's reserved and isolated CPU sets, each empty when the

@@ -70,7 +70,7 @@ type LatencyNodeSpec struct {
 }
 
 // SettingState is the outcome of one setting on the node.
-// +kubebuilder:validation:Enum=Applied;Unsupported;Invalid;Immovable;Failed;Reverted;Conflict;Refused
+// +kubebuilder:validation:Enum=Applied;Unsupported;Invalid;Immovable;Failed;Reverted;Conflict;Refused;OwnedBy
 type SettingState string
 
 const (
@@ -94,6 +94,12 @@ const (
 	// profile does not grant its namespace. It does not make the node
 	// PartiallyApplied, so a tenant cannot mark the tier degraded.
 	SettingRefused SettingState = "Refused"
+	// SettingOwnedBy means another writer on the node owns the setting's
+	// target (kubelet's CPU manager, a DRA CPU driver, an NRI plugin,
+	// CRI-O's hooks, TuneD): the agent does not write it and does not
+	// re-assert it; owner names that writer and message what to configure
+	// there instead.
+	SettingOwnedBy SettingState = "OwnedBy"
 )
 
 // SettingResult is one setting's outcome.
@@ -115,11 +121,16 @@ type SettingResult struct {
 	// state is the outcome.
 	// +required
 	State SettingState `json:"state"`
-	// message explains Unsupported, Invalid, Immovable, Failed, Conflict and
-	// Refused.
+	// message explains Unsupported, Invalid, Immovable, Failed, Conflict,
+	// Refused and OwnedBy.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Message string `json:"message,omitempty"`
+	// owner names the other writer that owns this setting's target
+	// (state OwnedBy), e.g. "dra-driver-cpu (pid 4242)".
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Owner string `json:"owner,omitempty"`
 	// count is how many settings this line stands for: IRQ lines are
 	// summarised, one entry per target mask and state, setting naming
 	// the IRQs in range form (irq/24-31,40/smp_affinity_list). Absent

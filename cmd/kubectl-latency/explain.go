@@ -109,6 +109,7 @@ func explain(out io.Writer, n *v1alpha1.LatencyNode, vs verdicts) error {
 	if st.SettingsOmitted > 0 {
 		fmt.Fprintf(out, "  (+%d settings omitted from status)\n", st.SettingsOmitted)
 	}
+	explainOwners(out, st.Settings)
 
 	if k := st.Kernel; k != nil {
 		section(out, "Kernel")
@@ -133,6 +134,51 @@ func explain(out io.Writer, n *v1alpha1.LatencyNode, vs verdicts) error {
 		return t.flush()
 	}
 	return nil
+}
+
+// explainOwners prints, for each other writer that owns settings of the
+// profile (state OwnedBy), which settings the agent left to it and what to
+// configure there instead (the first setting's message says it).
+func explainOwners(out io.Writer, settings []v1alpha1.SettingResult) {
+	var names []string
+	byOwner := map[string][]v1alpha1.SettingResult{}
+	for _, s := range settings {
+		if s.State != v1alpha1.SettingOwnedBy {
+			continue
+		}
+		o := orDash(s.Owner)
+		if _, ok := byOwner[o]; !ok {
+			names = append(names, o)
+		}
+		byOwner[o] = append(byOwner[o], s)
+	}
+	if len(names) == 0 {
+		return
+	}
+	section(out, "Owned by other writers (the agent does not write or re-assert these; configure them there)")
+	for _, o := range names {
+		ss := byOwner[o]
+		ids := make([]string, 0, 4)
+		for i, s := range ss {
+			if i == 4 {
+				ids = append(ids, fmt.Sprintf("and %d more", len(ss)-4))
+				break
+			}
+			ids = append(ids, s.Setting)
+		}
+		fmt.Fprintf(out, "  %s: %d setting(s): %s\n", safe(o), settingsCount(ss), safe(strings.Join(ids, ", ")))
+		fmt.Fprintf(out, "    %s\n", safe(orDash(ss[0].Message)))
+	}
+}
+
+// settingsCount is how many settings results stand for (Count for
+// summarised lines).
+func settingsCount(rs []v1alpha1.SettingResult) int {
+	n := 0
+	for _, r := range rs {
+		n += max(int(r.Count), 1)
+	}
+	return n
 }
 
 // explainLatency prints before/after, the verdict and the per-class numbers.

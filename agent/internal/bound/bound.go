@@ -18,6 +18,7 @@ const (
 	Settings         = 256   // status.settings
 	SettingValue     = 256   // settings[].setting, desired, actual
 	SettingMessage   = 512   // settings[].message
+	SettingOwner     = 128   // settings[].owner
 	Findings         = 32    // status.findings
 	FindingMessage   = 1024  // findings[].message
 	Throttling       = 32    // status.throttling

@@ -33,6 +33,7 @@ func TestLimitsMatchCRD(t *testing.T) {
 		{SettingValue, []string{"settings", "items", "properties", "desired", "maxLength"}},
 		{SettingValue, []string{"settings", "items", "properties", "actual", "maxLength"}},
 		{SettingMessage, []string{"settings", "items", "properties", "message", "maxLength"}},
+		{SettingOwner, []string{"settings", "items", "properties", "owner", "maxLength"}},
 		{Findings, []string{"findings", "maxItems"}},
 		{FindingMessage, []string{"findings", "items", "properties", "message", "maxLength"}},
 		{Throttling, []string{"throttling", "maxItems"}},
