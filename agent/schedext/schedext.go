@@ -53,9 +53,10 @@ const (
 
 var states = []string{StateEnabling, StateEnabled, StateDisabling, StateDisabled}
 
-// OpsLen is the longest ops name reported, in characters after escaping:
-// the kernel's own limit is 127 bytes (SCX_OPS_NAME_LEN 128 with the NUL).
-const OpsLen = 128
+// OpsLen is the longest ops name reported, in characters after escaping
+// (the status bound); the kernel's own limit is 127 bytes
+// (SCX_OPS_NAME_LEN 128 with the NUL).
+const OpsLen = bound.SchedExtOps
 
 // maxFile is the most read of any sched_ext file: sysfs shows at most a
 // page, and every file of ours is a word or a number.
@@ -138,7 +139,7 @@ func read(root *host.Root) State {
 			s.Ops = bound.String(strings.TrimSuffix(v, "\n"), OpsLen)
 		}
 	}
-	s.Problem = bound.String(strings.Join(problems, "; "), 256)
+	s.Problem = bound.String(strings.Join(problems, "; "), bound.SchedExtNote)
 	return s
 }
 
