@@ -135,7 +135,8 @@ type KernelFacts struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	Version string `json:"version,omitempty"`
-	// schedulerClass is CFS or EEVDF (6.6+).
+	// schedulerClass is the fair class's algorithm, CFS or EEVDF (6.6+);
+	// activeClass says whether normal tasks run in it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	SchedulerClass string `json:"schedulerClass,omitempty"`
