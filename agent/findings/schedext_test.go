@@ -10,6 +10,7 @@ import (
 
 	"latencytier.io/latencytier/agent/schedext"
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/knobs"
 )
 
 // A sched_ext scheduler someone else loaded is a finding naming it, and
@@ -81,5 +82,22 @@ func TestSchedExtLoaded(t *testing.T) {
 				t.Errorf("a raw escape reached the message: %q", got.Message)
 			}
 		})
+	}
+}
+
+// Every typed scheduler knob is either a fair-class knob the finding lists
+// or rtRuntime: a knob added to the catalogue without a line in
+// setSchedulerKnobs would silently drop out of the message.
+func TestSetSchedulerKnobsCoversTheCatalogue(t *testing.T) {
+	ms := &metav1.Duration{Duration: time.Millisecond}
+	all := v1alpha1.SchedulerSpec{Autogroup: ptr.To(v1alpha1.Disabled), NumaBalancing: ptr.To(v1alpha1.Disabled),
+		MigrationCost: ms, BaseSlice: ms, Latency: ms, WakeupGranularity: ms, RTRuntime: ptr.To("950ms")}
+	fair, rt := setSchedulerKnobs(all)
+	n := len(fair)
+	if rt {
+		n++
+	}
+	if n != len(knobs.SchedulerKnobs) {
+		t.Errorf("a spec setting every field lists %v (rtRuntime %v): %d of the catalogue's %d knobs", fair, rt, n, len(knobs.SchedulerKnobs))
 	}
 }
