@@ -102,7 +102,11 @@ func sameFinding(a, b verdict) bool {
 
 // judge compares current with baseline under g. The p99 ratio is the
 // measured pods' own run delay's when both windows have enough pod samples,
-// else the node-wide run queue's (see judgedP99).
+// else the node-wide run queue's (see judgedP99). Windows under different
+// scheduling classes (a sched_ext scheduler loaded, reloaded or gone within
+// a window or between the two) measure different schedulers, not the
+// profile's change: Inconclusive, with the change, until windows under
+// one class compare.
 func judge(g gate, baseline, current *v1alpha1.LatencyEvidence) verdict {
 	inconclusive := func(format string, a ...any) verdict {
 		return verdict{v1alpha1.VerdictInconclusive, fmt.Sprintf(format, a...)}
@@ -112,6 +116,12 @@ func judge(g gate, baseline, current *v1alpha1.LatencyEvidence) verdict {
 		return inconclusive("no baseline measured")
 	case current == nil:
 		return inconclusive("no full measurement window under the new tuning yet")
+	case current.SchedulerClassChange != "":
+		return inconclusive("scheduler class changed during the window: %s", current.SchedulerClassChange)
+	case baseline.SchedulerClassChange != "":
+		return inconclusive("scheduler class changed during the baseline window: %s", baseline.SchedulerClassChange)
+	case baseline.SchedulerClass != "" && current.SchedulerClass != "" && baseline.SchedulerClass != current.SchedulerClass:
+		return inconclusive("scheduler class differs from the baseline's: %s → %s", baseline.SchedulerClass, current.SchedulerClass)
 	}
 	what, before, after, ok := judgedP99(g.minSamples, baseline, current)
 	if !ok {

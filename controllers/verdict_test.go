@@ -20,6 +20,14 @@ func evidence(action v1alpha1.NodeAction, rev string, p99 time.Duration, samples
 	}
 }
 
+// withClass is e with the scheduling class at its end and its change
+// within it.
+func withClass(e *v1alpha1.LatencyEvidence, class, change string) *v1alpha1.LatencyEvidence {
+	e = e.DeepCopy()
+	e.SchedulerClass, e.SchedulerClassChange = class, change
+	return e
+}
+
 func TestJudge(t *testing.T) {
 	std := gate{maxRatio: 1.2, maxThrottled: 0.05, minSamples: 100, budgetThrottle: -1}
 	budget := std
@@ -39,6 +47,21 @@ func TestJudge(t *testing.T) {
 	}{
 		{"no baseline", std, nil, base, v1alpha1.VerdictInconclusive, "no baseline"},
 		{"no current", std, base, nil, v1alpha1.VerdictInconclusive, "no full measurement window"},
+		// A sched_ext scheduler loaded in the window, or between the two:
+		// a regression of 4.6x is the other scheduler's, not the profile's.
+		{"class changed in the window", std, base, withClass(evidence(v1alpha1.ActionApply, "r", 1900*time.Microsecond, 5000, "0.01"),
+			"ext:scx_lavd", "fair → ext:scx_lavd (enable_seq 3→4)"), v1alpha1.VerdictInconclusive,
+			"scheduler class changed during the window: fair → ext:scx_lavd (enable_seq 3→4)"},
+		{"class changed in the baseline window", std, withClass(base, "fair", "ext:scx_lavd → fair"),
+			withClass(evidence(v1alpha1.ActionApply, "r", 100*time.Microsecond, 5000, "0"), "fair", ""), v1alpha1.VerdictInconclusive,
+			"scheduler class changed during the baseline window: ext:scx_lavd → fair"},
+		{"class differs from the baseline", std, withClass(base, "fair", ""),
+			withClass(evidence(v1alpha1.ActionApply, "r", 100*time.Microsecond, 5000, "0"), "ext:scx_lavd", ""), v1alpha1.VerdictInconclusive,
+			"scheduler class differs from the baseline's: fair → ext:scx_lavd"},
+		{"same class at both", std, withClass(base, "fair", ""),
+			withClass(evidence(v1alpha1.ActionApply, "r", 100*time.Microsecond, 5000, "0"), "fair", ""), v1alpha1.VerdictImproved, "412µs → 100µs"},
+		{"an older agent reports no class", std, base,
+			withClass(evidence(v1alpha1.ActionApply, "r", 100*time.Microsecond, 5000, "0"), "ext:scx_lavd", ""), v1alpha1.VerdictImproved, "412µs → 100µs"},
 		{"too few current samples", std, base, evidence(v1alpha1.ActionApply, "r", time.Millisecond, 99, ""), v1alpha1.VerdictInconclusive, "current 99, need 100"},
 		{"regressed 4.6x", std, base, evidence(v1alpha1.ActionApply, "r", 1900*time.Microsecond, 5000, "0.01"), v1alpha1.VerdictRegressed, "run-queue p99 412µs → 1.9ms, 4.61× > 1.2×"},
 		{"at the limit passes", std, base, evidence(v1alpha1.ActionApply, "r", 494400*time.Nanosecond, 5000, "0.01"), v1alpha1.VerdictUnchanged, "1.2× ≤ 1.2×"},

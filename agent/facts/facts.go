@@ -1,5 +1,6 @@
 // Package facts reads what status needs to know about the node's kernel:
-// release, scheduler class, cgroup mode and kubelet cgroup driver, online
+// release, scheduler class (the fair class's algorithm, and whether a
+// sched_ext scheduler replaced it: agent/schedext), cgroup mode and kubelet cgroup driver, online
 // CPUs, SMT siblings, and the isolation flags of the kernel command line,
 // and decides whether the profile's isolated CPUs need a reboot.
 package facts
@@ -15,6 +16,7 @@ import (
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/schedext"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -41,7 +43,22 @@ func ReadOn(root *host.Root, cmdline string, eevdf, debugfsMounted bool) v1alpha
 	f.OnlineCPUs, _ = root.ReadString(root.Sys("devices", "system", "cpu", "online"))
 	f.SMTSiblings = SMTSiblings(root)
 	f.CmdlineIsolation = Isolation(cmdline)
+	f.ActiveClass, f.SchedExt = SchedExt(schedext.Read(root))
 	return f
+}
+
+// SchedExt is the active class and the sched_ext facts of a read: a kernel
+// without sched_ext is fair, with a note saying it cannot be anything else.
+func SchedExt(s schedext.State) (class string, f *v1alpha1.SchedExtFacts) {
+	f = &v1alpha1.SchedExtFacts{Supported: s.Supported, State: s.State, Ops: s.Ops, Partial: s.Partial(), Note: s.Problem}
+	if s.EnableSeq >= 0 {
+		seq := s.EnableSeq
+		f.EnableSeq = &seq
+	}
+	if !s.Supported {
+		f.Note = schedext.NotBuiltIn
+	}
+	return s.Class(), f
 }
 
 // CgroupMode is v2 (unified), hybrid (v1 controllers plus a unified

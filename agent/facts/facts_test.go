@@ -2,6 +2,7 @@ package facts
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/utils/cpuset"
@@ -51,5 +52,25 @@ func TestReadFixture(t *testing.T) {
 	if f.Version != "5.10.0-21-amd64" || f.SchedulerClass != "CFS" || f.CgroupMode != "v2" || f.CgroupDriver != "systemd" ||
 		f.OnlineCPUs != "0-3" || !slices.Equal(f.SMTSiblings, []string{"0,2", "1,3"}) || !slices.Equal(f.CmdlineIsolation, []string{"isolcpus=1"}) {
 		t.Fatalf("facts = %+v", f)
+	}
+	if f.ActiveClass != "fair" || f.SchedExt == nil || f.SchedExt.Supported || !strings.Contains(f.SchedExt.Note, "not built into this kernel") {
+		t.Errorf("a kernel without /sys/kernel/sched_ext: class %q, schedExt %+v; want fair, not built in", f.ActiveClass, f.SchedExt)
+	}
+}
+
+// A node running someone's sched_ext scheduler reports it: class ext, the
+// ops name, the sequence, partial mode.
+func TestReadSchedExt(t *testing.T) {
+	root := testroot.Files(t, map[string]string{
+		"sys/kernel/sched_ext/state":      "enabled\n",
+		"sys/kernel/sched_ext/switch_all": "0\n",
+		"sys/kernel/sched_ext/enable_seq": "2\n",
+		"sys/kernel/sched_ext/root/ops":   "scx_bpfland\n",
+	})
+	f := Read(root, true, false)
+	x := f.SchedExt
+	if f.ActiveClass != "ext" || x == nil || !x.Supported || x.State != "enabled" || x.Ops != "scx_bpfland" || !x.Partial ||
+		x.EnableSeq == nil || *x.EnableSeq != 2 || x.Note != "" {
+		t.Fatalf("class %q, schedExt %+v", f.ActiveClass, x)
 	}
 }

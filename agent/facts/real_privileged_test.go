@@ -28,6 +28,22 @@ func TestReadThisMachine(t *testing.T) {
 	t.Logf("facts: %+v", f)
 }
 
+// Real kernel: this machine's kernel is built without sched_ext, and the
+// facts say so: class fair, sched_ext not supported, the note naming why.
+// The absence is checked on the real /sys first, so on a kernel with
+// sched_ext this fails instead of passing on a report it did not check.
+func TestThisMachineReportsTheFairClass(t *testing.T) {
+	root := testroot.RealKernel(t)
+	if _, err := os.Stat("/sys/kernel/sched_ext"); !os.IsNotExist(err) {
+		t.Fatalf("/sys/kernel/sched_ext: %v; this test is for a kernel without sched_ext", err)
+	}
+	f := Read(root, true, false)
+	if f.ActiveClass != "fair" || f.SchedExt == nil || f.SchedExt.Supported || f.SchedExt.Ops != "" ||
+		!strings.Contains(f.SchedExt.Note, "not built into this kernel") {
+		t.Fatalf("class %q, schedExt %+v; want fair, sched_ext not built in", f.ActiveClass, f.SchedExt)
+	}
+}
+
 // Real processes: a copy of sleep installed at the root's
 // /usr/sbin/irqbalance is irqbalance; the same binary copied anywhere else
 // and run (its comm is "irqbalance" too, as a tenant's would be) is not.

@@ -15,6 +15,7 @@ import (
 
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/internal/bound"
+	"latencytier.io/latencytier/agent/schedext"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -35,6 +36,7 @@ const (
 	FindingOptedInThrottled   = "OptedInPodThrottled"
 	FindingPodCPUPressure     = "PodCPUPressure"
 	FindingReservedTooSmall   = "ReservedCPUsTooFew"
+	FindingSchedExtLoaded     = "SchedExtSchedulerLoaded"
 )
 
 // Severities.
@@ -81,6 +83,10 @@ type Observation struct {
 	// Throttles is each pod's CFS throttling over the window, most
 	// throttled first.
 	Throttles []PodThrottle
+	// SchedExt is the node's sched_ext state at the window's end.
+	SchedExt schedext.State
+	// CPUQuota says the profile sets cpuQuota.
+	CPUQuota bool
 	// Other are findings judged by the packages that own their settings
 	// (power, rtsched), in that order.
 	Other []v1alpha1.Finding
@@ -90,7 +96,7 @@ type Observation struct {
 // CRD's list length.
 func Judge(o Observation) []v1alpha1.Finding {
 	checks := []func(Observation) *v1alpha1.Finding{
-		autogroup, numaBalancing, irqsOnIsolated, softirqsOnIsolated,
+		schedExtLoaded, autogroup, numaBalancing, irqsOnIsolated, softirqsOnIsolated,
 		irqbalance, rtTasksOnIsolated, rtThrottlingOff, runQueueOverloaded,
 		cmdline, smtSplit, cpuManagerNone, reservedSize,
 	}

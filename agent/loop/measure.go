@@ -209,7 +209,8 @@ func evidenceOf(w *window) *v1alpha1.LatencyEvidence {
 		Window:         &metav1.Duration{Duration: w.end.Sub(w.start).Round(time.Millisecond)},
 		MeasuredAt:     metav1.NewTime(w.end.UTC().Truncate(time.Second)),
 		ThrottledRatio: w.res.PodsThrottledRatio, Pods: w.res.Pods.DeepCopy(),
-		Neighbours: w.res.Neighbours.DeepCopy()}
+		Neighbours: w.res.Neighbours.DeepCopy(), SchedulerClass: w.res.SchedulerClass,
+		SchedulerClassChange: w.res.SchedulerClassChange}
 	if l := w.res.Latency; l != nil && len(l.Classes) > 0 {
 		c := l.Classes[0] // the Node class: every CPU
 		ev.RunQueue = v1alpha1.LatencySummary{Samples: c.Samples, P50: c.P50, P99: c.P99, P999: c.P999, Max: c.Max}

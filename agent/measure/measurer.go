@@ -84,6 +84,11 @@ type Result struct {
 	// Neighbours is the measured pods' wait charged to neighbours in the
 	// window (the rollout's evidence); nil without Attribution.
 	Neighbours *v1alpha1.NeighbourWait `json:"neighbours,omitempty"`
+	// SchedulerClass is the scheduling class at the window's end ("fair",
+	// "ext:scx_lavd"), and SchedulerClassChange how it changed during the
+	// window ("" when it did not); set by agent/window.
+	SchedulerClass       string `json:"schedulerClass,omitempty"`
+	SchedulerClassChange string `json:"schedulerClassChange,omitempty"`
 	// Window is how long the window was.
 	Window time.Duration `json:"-"`
 	// Hists are the full-resolution histograms per class, for the CLI.

@@ -35,6 +35,7 @@ func observe(root *host.Root, in Input, cls snapshot.CPUs, res *measure.Result) 
 	if in.Tuning.Scheduler != nil {
 		o.Scheduler = *in.Tuning.Scheduler
 	}
+	o.CPUQuota = in.Tuning.CPUQuota != nil
 	o.Throttles = throttles(res)
 	o.Other = append(power.FindingsOn(root, *node, in.Tuning), rtsched.Findings(root, cls.Reserved)...)
 	for _, name := range findings.Sysctls() {

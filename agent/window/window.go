@@ -12,8 +12,10 @@ import (
 
 	"latencytier.io/latencytier/agent/findings"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/schedext"
 	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/api/v1alpha1"
 )
@@ -38,6 +40,10 @@ type Collector struct {
 	// contention counts the windows in a row the RunQueueContention
 	// condition and the NoisyNeighbor finding need.
 	contention findings.Contention
+	// sx is the node's sched_ext state at the end of the previous window:
+	// a class that changes within a window makes its evidence
+	// inconclusive.
+	sx schedext.State
 }
 
 type counters struct {
@@ -85,9 +91,12 @@ func (c *Collector) Collect(ctx context.Context, in Input) (*measure.Result, err
 	if err != nil {
 		return nil, err
 	}
-	prevIRQ, prevSoft := c.irqs, c.softirqs
+	prevIRQ, prevSoft, prevSx := c.irqs, c.softirqs, c.sx
 	c.readCounters()
+	res.SchedulerClass = bound.String(c.sx.String(), bound.SchedClass)
+	res.SchedulerClassChange = bound.String(schedext.Changed(prevSx, c.sx), bound.SchedClassChange)
 	o := observe(c.root, in, cls, res)
+	o.SchedExt = c.sx
 	o.IRQs = findings.CounterWindow{Prev: prevIRQ.table, Cur: c.irqs.table, OK: prevIRQ.ok && c.irqs.ok}
 	o.Softirqs = findings.CounterWindow{Prev: prevSoft.table, Cur: c.softirqs.table, OK: prevSoft.ok && c.softirqs.ok}
 	res.Findings = append(findings.Judge(o), res.Findings...)
@@ -116,9 +125,11 @@ func classes(in Input) snapshot.CPUs {
 	return snapshot.ParseCPUs(in.Tuning.CPUs)
 }
 
+// readCounters reads what a window compares between its two ends.
 func (c *Collector) readCounters() {
 	c.irqs = readCounters(c.root, c.root.Proc("interrupts"))
 	c.softirqs = readCounters(c.root, c.root.Proc("softirqs"))
+	c.sx = schedext.Read(c.root)
 }
 
 // readCounters reads /proc/interrupts or /proc/softirqs.

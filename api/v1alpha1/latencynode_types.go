@@ -146,7 +146,8 @@ type KernelFacts struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	Version string `json:"version,omitempty"`
-	// schedulerClass is CFS or EEVDF (6.6+).
+	// schedulerClass is the fair class's algorithm, CFS or EEVDF (6.6+);
+	// activeClass says whether normal tasks run in it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	SchedulerClass string `json:"schedulerClass,omitempty"`
@@ -179,6 +180,47 @@ type KernelFacts struct {
 	// debugfsMounted says the agent mounted debugfs to reach scheduler knobs.
 	// +optional
 	DebugfsMounted bool `json:"debugfsMounted,omitempty"`
+	// activeClass is the scheduling class the node's normal tasks run in:
+	// fair (CFS or EEVDF, which schedulerClass names and every scheduler
+	// setting tunes), ext (a sched_ext BPF scheduler is attached; schedExt
+	// names it), or unknown (the kernel's sched_ext state was unreadable).
+	// +optional
+	// +kubebuilder:validation:Enum=fair;ext;unknown
+	ActiveClass string `json:"activeClass,omitempty"`
+	// schedExt is what /sys/kernel/sched_ext said.
+	// +optional
+	SchedExt *SchedExtFacts `json:"schedExt,omitempty"`
+}
+
+// SchedExtFacts are the kernel's sched_ext state (/sys/kernel/sched_ext).
+type SchedExtFacts struct {
+	// supported says the kernel has sched_ext (CONFIG_SCHED_CLASS_EXT).
+	// +optional
+	Supported bool `json:"supported,omitempty"`
+	// state is the kernel's enable state: enabling, enabled, disabling or
+	// disabled.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	State string `json:"state,omitempty"`
+	// ops is the attached BPF scheduler's name as the kernel shows it
+	// (root/ops), escaped.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Ops string `json:"ops,omitempty"`
+	// partial says the attached scheduler takes only SCHED_EXT tasks: the
+	// other normal tasks stay in the fair class.
+	// +optional
+	Partial bool `json:"partial,omitempty"`
+	// enableSeq counts the BPF schedulers the kernel enabled since boot
+	// (enable_seq); absent where the kernel does not show it.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	EnableSeq *int64 `json:"enableSeq,omitempty"`
+	// note says what the agent could not read, or that the kernel has no
+	// sched_ext.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Note string `json:"note,omitempty"`
 }
 
 // LatencyNodeStatus is written by the node's agent only. The agent writes it
@@ -325,6 +367,7 @@ type LatencyNodeStatus struct {
 // +kubebuilder:printcolumn:name="Boot",type=string,JSONPath=`.status.summary.boot`,priority=1
 // +kubebuilder:printcolumn:name="Needs-Boot",type=string,JSONPath=`.status.summary.needsBoot`,priority=1
 // +kubebuilder:printcolumn:name="Kernel",type=string,JSONPath=`.status.summary.kernel`,priority=1
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.status.summary.class`,priority=1
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.spec.revision`,priority=1
 type LatencyNode struct {
 	metav1.TypeMeta   `json:",inline"`

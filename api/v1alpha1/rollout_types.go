@@ -383,6 +383,17 @@ type LatencyEvidence struct {
 	// the window (eBPF attribution); absent without it.
 	// +optional
 	Neighbours *NeighbourWait `json:"neighbours,omitempty"`
+	// schedulerClass is the scheduling class normal tasks ran in at the
+	// window's end: fair, or ext:<ops name> for a sched_ext scheduler.
+	// +optional
+	// +kubebuilder:validation:MaxLength=160
+	SchedulerClass string `json:"schedulerClass,omitempty"`
+	// schedulerClassChange says how the scheduling class changed during
+	// the window ("fair → ext:scx_lavd (enable_seq 3→4)"); such a window
+	// is Inconclusive.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	SchedulerClassChange string `json:"schedulerClassChange,omitempty"`
 }
 
 // RevisionSetAtAnnotation on a LatencyNode is when the controller last

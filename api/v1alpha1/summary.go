@@ -23,6 +23,7 @@ func SummarizeNode(st LatencyNodeStatus) NodeSummary {
 		Boot:       SummaryUnknown,
 		NeedsBoot:  SummaryUnknown,
 		Kernel:     SummaryUnknown,
+		Class:      SummaryUnknown,
 	}
 	s.BaselineP99, s.PodBaselineP99 = evidenceP99s(st.Baseline)
 	_, s.PodP99 = evidenceP99s(st.Current)
@@ -39,6 +40,21 @@ func SummarizeNode(st LatencyNodeStatus) NodeSummary {
 	}
 	if st.Kernel != nil {
 		s.Kernel = orUnknown(st.Kernel.Version)
+		s.Class = activeClass(st.Kernel)
+	}
+	return s
+}
+
+// activeClass is the kernel's scheduling class in one word: fair, unknown,
+// ext:<ops name>, "ext:<ops name> (partial)" where the scheduler takes only
+// SCHED_EXT tasks.
+func activeClass(k *KernelFacts) string {
+	if k.ActiveClass != "ext" || k.SchedExt == nil || k.SchedExt.Ops == "" {
+		return orUnknown(k.ActiveClass)
+	}
+	s := "ext:" + k.SchedExt.Ops
+	if k.SchedExt.Partial {
+		s += " (partial)"
 	}
 	return s
 }

@@ -78,6 +78,13 @@ type NodeSummary struct {
 	// +kubebuilder:default="-"
 	// +kubebuilder:validation:MaxLength=128
 	Kernel string `json:"kernel,omitempty"`
+	// class is the scheduling class normal tasks run in: fair, or
+	// ext:<ops name> for a sched_ext scheduler (kernel.activeClass and
+	// kernel.schedExt.ops).
+	// +optional
+	// +kubebuilder:default="-"
+	// +kubebuilder:validation:MaxLength=160
+	Class string `json:"class,omitempty"`
 }
 
 // ProfileSummary is what `kubectl get latencyprofiles` prints beside the

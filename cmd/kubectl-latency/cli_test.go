@@ -96,9 +96,10 @@ func TestOutputWide(t *testing.T) {
 	for _, re := range []string{
 		`^PROFILE\s.*\sROLLOUT\s+CONFLICTED\s+STALE$`,
 		`^gateway\s+False\s+3\s+1\s+1\s+1\s+1\.2ms\s+0\.2\s+RolledBack\s+0\s+0$`,
-		`^  NODE\s.*\sSETTINGS\s+REVISION\s+POD-P99$`,
-		`^  w-1\s+Applied\s+400µs\s+80µs\s+0\.20×\s+Improved\s+-\s+1 Applied\s+gateway-7f9c\s+-$`,
-		`^  w-3\s+Baseline\s.*\s-\s+-$`,
+		`^  NODE\s.*\sSETTINGS\s+REVISION\s+POD-P99\s+CLASS$`,
+		`^  w-1\s+Applied\s+400µs\s+80µs\s+0\.20×\s+Improved\s+-\s+1 Applied\s+gateway-7f9c\s+-\s+-$`,
+		`^  w-2\s.*\s+gateway-7f9c\s+\S+\s+ext:scx_lavd$`,
+		`^  w-3\s+Baseline\s.*\s-\s+-\s+-$`,
 	} {
 		if lineIndex(out, re) < 0 {
 			t.Errorf("status -o wide: no line matches %s", re)

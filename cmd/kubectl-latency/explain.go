@@ -115,6 +115,9 @@ func explain(out io.Writer, n *v1alpha1.LatencyNode, vs verdicts) error {
 		section(out, "Kernel")
 		fmt.Fprintf(out, "  %s, scheduler %s, cgroup %s (%s driver), online CPUs %s\n",
 			safe(orDash(k.Version)), safe(orDash(string(k.SchedulerClass))), safe(orDash(string(k.CgroupMode))), safe(orDash(string(k.CgroupDriver))), safe(orDash(k.OnlineCPUs)))
+		if c := schedulingClass(k); c != "" {
+			fmt.Fprintf(out, "  scheduling class %s\n", safe(c))
+		}
 		if len(k.CmdlineIsolation) > 0 {
 			fmt.Fprintf(out, "  command line: %s\n", safe(strings.Join(k.CmdlineIsolation, " ")))
 		}
@@ -222,3 +225,38 @@ func explainLatency(out io.Writer, n *v1alpha1.LatencyNode, vs verdicts) {
 }
 
 func section(out io.Writer, title string) { fmt.Fprintf(out, "\n%s:\n", title) }
+
+// schedulingClass is the class the node's normal tasks run in, with what
+// the agent read of sched_ext: "fair (sched_ext is not built into ...)",
+// "ext: scx_lavd (enabled, every normal task, enable_seq 4)". "" from an
+// agent that does not report it.
+func schedulingClass(k *v1alpha1.KernelFacts) string {
+	x := k.SchedExt
+	if k.ActiveClass == "" || x == nil {
+		return k.ActiveClass
+	}
+	if k.ActiveClass != "ext" {
+		if x.Note != "" {
+			return k.ActiveClass + " (" + x.Note + ")"
+		}
+		return k.ActiveClass
+	}
+	var notes []string
+	if x.State != "" {
+		notes = append(notes, x.State)
+	}
+	if x.State == "enabled" {
+		if x.Partial {
+			notes = append(notes, "partial: SCHED_EXT tasks only")
+		} else {
+			notes = append(notes, "every normal task")
+		}
+	}
+	if x.EnableSeq != nil {
+		notes = append(notes, fmt.Sprintf("enable_seq %d", *x.EnableSeq))
+	}
+	if x.Note != "" {
+		notes = append(notes, x.Note)
+	}
+	return fmt.Sprintf("ext: %s (%s)", orDash(x.Ops), strings.Join(notes, ", "))
+}

@@ -97,7 +97,8 @@ status:
   settings:
   - {setting: scheduler/migrationCost, desired: "5000000", actual: "500000", state: Failed, message: "write /proc/sys/kernel/sched_migration_cost_ns: permission denied"}
   - {setting: scheduler/autogroup, desired: "0", actual: "0", state: Applied}
-  kernel: {version: 6.1.0-31-amd64, schedulerClass: CFS, cgroupMode: v2, cgroupDriver: systemd, onlineCPUs: 0-7}
+  kernel: {version: 6.1.0-31-amd64, schedulerClass: CFS, cgroupMode: v2, cgroupDriver: systemd, onlineCPUs: 0-7,
+    activeClass: ext, schedExt: {supported: true, state: enabled, ops: scx_lavd, enableSeq: 4}}
   boot: {state: Unsupported, backend: Talos, message: "Talos takes kernel arguments from its machine config, not from a bootloader the agent can stage"}
   runQueueP99: 1.2ms
   throttledRatio: "0.2"
@@ -309,6 +310,7 @@ func TestExplainShowsFindingsBudgetSettingsAndKernel(t *testing.T) {
 		`^  scheduler/migrationCost\s+5000000\s+500000\s+Failed\s+write`,
 		`^  scheduler/autogroup\s+0\s+0\s+Applied`,
 		`^  6\.1\.0-31-amd64, scheduler CFS, cgroup v2 \(systemd driver\), online CPUs 0-7$`,
+		`^  scheduling class ext: scx_lavd \(enabled, every normal task, enable_seq 4\)$`,
 		`^  shop/gateway-0\s+true\s+600\s+120\s+0\.2\s+3s$`,
 		`^  who made the measured pods wait:$`,
 		`^    shop/gateway-0 waited 38ms per second: 70 % batch/nightly-tar \(pod\), 20 % ksoftirqd/1 \(kernel thread\), 10 % idle exit$`,

@@ -102,8 +102,8 @@ func printProfiles(out io.Writer, o *output, profiles []v1alpha1.LatencyProfile,
 }
 
 // printProfile prints a profile's table and its nodes'; wide adds the
-// profile's conflicted and stale counts and each node's revision and its
-// measured pods' p99 after the change; noHeaders leaves out both header
+// profile's conflicted and stale counts and each node's revision, its
+// measured pods' p99 after the change and its scheduling class; noHeaders leaves out both header
 // lines.
 func printProfile(out io.Writer, p *v1alpha1.LatencyProfile, nodes []v1alpha1.LatencyNode, wide, noHeaders bool) error {
 	st := p.Status
@@ -131,11 +131,12 @@ func printProfile(out io.Writer, p *v1alpha1.LatencyProfile, nodes []v1alpha1.La
 	worstFirst(nodes, vs)
 	t = newTable(out)
 	t.header(noHeaders, wideCells(wide, []string{"  NODE", "STATE", "BEFORE-P99", "AFTER-P99", "CHANGE", "VERDICT", "THROTTLED", "SETTINGS"},
-		"REVISION", "POD-P99")...)
+		"REVISION", "POD-P99", "CLASS")...)
 	for i := range nodes {
 		n := &nodes[i]
 		t.row(wideCells(wide, []string{"  " + n.Name, nodeState(n, vs), dur(before(n)), dur(after(n)), change(n), vs.verdict(n),
-			orDash(n.Status.ThrottledRatio), settingsSummary(n)}, orDash(n.Spec.Revision), podP99(n))...)
+			orDash(n.Status.ThrottledRatio), settingsSummary(n)}, orDash(n.Spec.Revision), podP99(n),
+			v1alpha1.SummarizeNode(n.Status).Class)...)
 		for _, s := range n.Status.Settings {
 			if s.State == v1alpha1.SettingApplied || s.State == v1alpha1.SettingReverted {
 				continue

@@ -50,6 +50,11 @@ type Scheduler struct {
 	Places []Place
 	// EEVDFRemoved says EEVDF (6.6+) has no such knob: reported Unsupported.
 	EEVDFRemoved bool
+	// FairOnly says the knob acts on fair-class (CFS/EEVDF) tasks only: a
+	// sched_ext scheduler's tasks do not see it (agent/findings says so
+	// while one runs). rtRuntime is the one that is not: real-time tasks
+	// run above sched_ext.
+	FairOnly bool
 }
 
 // ID is the setting ID the knob reports under in status and the journal.
@@ -76,21 +81,21 @@ func SysctlID(name string) string { return settingid.Sysctl.ID(name) }
 // (autogroup, NUMA balancing, migration cost, ...) with where it lives by
 // kernel version.
 var (
-	Autogroup = Scheduler{Field: "autogroup",
+	Autogroup = Scheduler{Field: "autogroup", FairOnly: true, // groups fair-class tasks (task_group's cfs_rq)
 		Places: []Place{{Proc: "sched_autogroup_enabled", Since: "2.6.38"}}}
-	NumaBalancing = Scheduler{Field: "numaBalancing",
+	NumaBalancing = Scheduler{Field: "numaBalancing", FairOnly: true, // scans from task_tick_fair only
 		Places: []Place{{Proc: "numa_balancing", Since: "3.8"}}}
-	MigrationCost = Scheduler{Field: "migrationCost", Places: []Place{
+	MigrationCost = Scheduler{Field: "migrationCost", FairOnly: true, Places: []Place{
 		{Proc: "sched_migration_cost_ns", Until: "5.12"},
 		{Debug: "migration_cost_ns", Since: "5.13"}}}
-	BaseSlice = Scheduler{Field: "baseSlice", Places: []Place{
+	BaseSlice = Scheduler{Field: "baseSlice", FairOnly: true, Places: []Place{
 		{Debug: "base_slice_ns", Since: "6.6"},
 		{Proc: "sched_min_granularity_ns", Until: "5.12"},
 		{Debug: "min_granularity_ns", Since: "5.13", Until: "6.5"}}}
-	Latency = Scheduler{Field: "latency", EEVDFRemoved: true, Places: []Place{
+	Latency = Scheduler{Field: "latency", EEVDFRemoved: true, FairOnly: true, Places: []Place{
 		{Proc: "sched_latency_ns", Until: "5.12"},
 		{Debug: "latency_ns", Since: "5.13", Until: "6.5"}}}
-	WakeupGranularity = Scheduler{Field: "wakeupGranularity", EEVDFRemoved: true, Places: []Place{
+	WakeupGranularity = Scheduler{Field: "wakeupGranularity", EEVDFRemoved: true, FairOnly: true, Places: []Place{
 		{Proc: "sched_wakeup_granularity_ns", Until: "5.12"},
 		{Debug: "wakeup_granularity_ns", Since: "5.13", Until: "6.5"}}}
 	RTRuntime = Scheduler{Field: "rtRuntime",

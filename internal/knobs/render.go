@@ -89,7 +89,9 @@ func markdown(c Census) string {
 	b.WriteString("\n")
 	b.WriteString("## Typed scheduler knobs\n\n")
 	b.WriteString("The agent probes the places in order and uses the first that exists; the kernel versions say where each is expected.\n\n")
-	b.WriteString("| field | setting ID | places (kernel versions) | EEVDF (6.6+) |\n|---|---|---|---|\n")
+	b.WriteString("The last column says what the knob does while a sched_ext BPF scheduler runs the node's tasks " +
+		"(`status.kernel.activeClass: ext`; the `SchedExtSchedulerLoaded` finding names it).\n\n")
+	b.WriteString("| field | setting ID | places (kernel versions) | EEVDF (6.6+) | under sched_ext |\n|---|---|---|---|---|\n")
 	for _, s := range SchedulerKnobs {
 		var places []string
 		for _, p := range s.Places {
@@ -99,7 +101,11 @@ func markdown(c Census) string {
 		if s.EEVDFRemoved {
 			eevdf = "removed: reported Unsupported"
 		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", s.Field, s.ID(), strings.Join(places, "; "), eevdf)
+		ext := "still applies: real-time tasks run above sched_ext"
+		if s.FairOnly {
+			ext = "written, but acts only on tasks left in the fair class (none unless the scheduler runs in partial mode)"
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", s.Field, s.ID(), strings.Join(places, "; "), eevdf, ext)
 	}
 	b.WriteString("\nA raw sysctl naming one of these `/proc/sys` files is refused (admission and agent): set the typed field.\n\n")
 	powerMarkdown(&b)

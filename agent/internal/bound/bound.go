@@ -29,6 +29,10 @@ const (
 	SMTGroup         = 64    // kernel.smtSiblings[]
 	CmdlineFlags     = 8     // kernel.cmdlineIsolation
 	CmdlineFlag      = 256   // kernel.cmdlineIsolation[]
+	SchedExtOps      = 128   // kernel.schedExt.ops
+	SchedExtNote     = 256   // kernel.schedExt.note
+	SchedClass       = 160   // summary.class, baseline/current.schedulerClass
+	SchedClassChange = 256   // baseline/current.schedulerClassChange
 )
 
 // Marker ends a truncated string.

@@ -44,6 +44,13 @@ func TestLimitsMatchCRD(t *testing.T) {
 		{SMTGroup, []string{"kernel", "properties", "smtSiblings", "items", "maxLength"}},
 		{CmdlineFlags, []string{"kernel", "properties", "cmdlineIsolation", "maxItems"}},
 		{CmdlineFlag, []string{"kernel", "properties", "cmdlineIsolation", "items", "maxLength"}},
+		{SchedExtOps, []string{"kernel", "properties", "schedExt", "properties", "ops", "maxLength"}},
+		{SchedExtNote, []string{"kernel", "properties", "schedExt", "properties", "note", "maxLength"}},
+		{SchedClass, []string{"summary", "properties", "class", "maxLength"}},
+		{SchedClass, []string{"current", "properties", "schedulerClass", "maxLength"}},
+		{SchedClass, []string{"baseline", "properties", "schedulerClass", "maxLength"}},
+		{SchedClassChange, []string{"current", "properties", "schedulerClassChange", "maxLength"}},
+		{SchedClassChange, []string{"baseline", "properties", "schedulerClassChange", "maxLength"}},
 	}
 	for _, c := range cases {
 		want, ok := dig(t, status, c.path...).(float64)
