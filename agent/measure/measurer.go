@@ -84,6 +84,11 @@ type Result struct {
 	// Neighbours is the measured pods' wait charged to neighbours in the
 	// window (the rollout's evidence); nil without Attribution.
 	Neighbours *v1alpha1.NeighbourWait `json:"neighbours,omitempty"`
+	// PodBudgets is every measured pod's verdict against
+	// measurement.budgets, Outside first (agent/findings' PodBudgets, set
+	// by agent/window); unbounded, status holds the first
+	// v1alpha1.MaxPodBudgetResults.
+	PodBudgets []v1alpha1.PodBudgetResult `json:"podBudgets,omitempty"`
 	// Window is how long the window was.
 	Window time.Duration `json:"-"`
 	// Hists are the full-resolution histograms per class, for the CLI.

@@ -25,6 +25,10 @@ import (
 // or container cgroup count (not those of cgroups nested below a
 // container's). The schedstat fallback reports no pod figure.
 
+// Measured says whether pod p is one of the measured pods under t: the
+// pods whose run-queue wait is traced and attributed.
+func Measured(t v1alpha1.TuningSpec, p podcgroup.Pod) bool { return measured(t, p) }
+
 // measured says whether pod p is one of the measured pods under t.
 func measured(t v1alpha1.TuningSpec, p podcgroup.Pod) bool {
 	if p.OptedIn || p.Isolated {
