@@ -10,6 +10,7 @@ import (
 
 	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/figures"
 	"latencytier.io/latencytier/internal/ratio"
 )
 
@@ -99,6 +100,9 @@ func (b *PodBudgets) Judge(w PodBudgetWindow) []v1alpha1.PodBudgetResult {
 			fillBreakdown(&res, waits[key], w.Window)
 		}
 		switch {
+		case !validBudget(*budget):
+			st.set(v1alpha1.PodBudgetUnknown, w.Now)
+			st.over, st.inside, st.reason = 0, 0, v1alpha1.ReasonInvalidBudget
 		case !seen:
 			st.reason = v1alpha1.ReasonFirstWindow
 		case budget.WaitPerSecond != nil && !attributed:
@@ -189,6 +193,25 @@ func fillBreakdown(res *v1alpha1.PodBudgetResult, a measure.PodAttribution, wind
 	res.WaitPerSecond = perSecond(a.Wait)
 	res.WakeUpPerSecond, res.QueuedBehindOthersPerSecond = perSecond(wakeUp), perSecond(others)
 	res.QueuedBehindOwnPerSecond, res.ThrottledPerSecond = perSecond(own), perSecond(throttled)
+}
+
+// validBudget says b's figures are within the CRD's bounds: a wait
+// between figures.WaitFloor and ContentionMaxWaitPerSecond, a ratio
+// between 0 and 1, at least one of them. The LatencyNode's spec is not
+// trusted to have passed the profile's validation; a budget outside them
+// judges nothing (its pods are Unknown, InvalidBudget).
+func validBudget(b v1alpha1.PodBudget) bool {
+	if b.WaitPerSecond == nil && b.ThrottledRatio == nil {
+		return false
+	}
+	if w := b.WaitPerSecond; w != nil && (w.Duration < time.Duration(figures.WaitFloor) || w.Duration > v1alpha1.ContentionMaxWaitPerSecond) {
+		return false
+	}
+	if r := b.ThrottledRatio; r != nil {
+		v, ok := ratio.Parse(*r)
+		return ok && v >= 0 && v <= 1
+	}
+	return true
 }
 
 // budgetSelectors are the budgets' selectors; nil for one that does not

@@ -170,3 +170,30 @@ func TestPodBudgetsStatusIsBounded(t *testing.T) {
 		t.Fatal("the Outside pods must be listed first")
 	}
 }
+
+// TestPodBudgetOutOfBoundsJudgesNothing: a LatencyNode spec is not trusted
+// to have passed the CRD's validation; a budget with a wait below the
+// floor (every pod would be Outside), a ratio that does not parse or no
+// figure makes its pods Unknown, naming why, instead of judging them.
+func TestPodBudgetOutOfBoundsJudgesNothing(t *testing.T) {
+	bad, over := "1%", "1.5"
+	for name, b := range map[string]v1alpha1.PodBudget{
+		"wait 0":        {Name: "web", WaitPerSecond: &metav1.Duration{}},
+		"wait negative": {Name: "web", WaitPerSecond: &metav1.Duration{Duration: -time.Second}},
+		"wait 1h":       {Name: "web", WaitPerSecond: &metav1.Duration{Duration: time.Hour}},
+		"ratio 1%":      {Name: "web", ThrottledRatio: &bad},
+		"ratio 1.5":     {Name: "web", ThrottledRatio: &over},
+		"no figure":     {Name: "web"},
+	} {
+		var rule PodBudgets
+		for i := range 4 {
+			w := budgetWindow(i, 50*time.Millisecond, "0.5")
+			w.Budgets = []v1alpha1.PodBudget{b}
+			for _, r := range rule.Judge(w) {
+				if r.Verdict != v1alpha1.PodBudgetUnknown || r.Reason != v1alpha1.ReasonInvalidBudget {
+					t.Fatalf("%s: window %d: %s %s/%s, want Unknown/InvalidBudget", name, i, r.Name, r.Verdict, r.Reason)
+				}
+			}
+		}
+	}
+}

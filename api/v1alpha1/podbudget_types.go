@@ -148,6 +148,9 @@ const (
 	// ReasonFirstWindow: the pod was first seen in the last window, which
 	// did not measure all of it.
 	ReasonFirstWindow = "FirstWindow"
+	// ReasonInvalidBudget: the budget's figures are out of bounds (the
+	// agent does not trust its spec to have passed the CRD's validation).
+	ReasonInvalidBudget = "InvalidBudget"
 	// ReasonNoAttribution (conditions.go) and ReasonNotMeasured are the
 	// reasons of Unknown otherwise.
 )
@@ -173,7 +176,7 @@ type PodBudgetResult struct {
 	// reason says why, in CamelCase: WithinBudget, WaitOverBudget,
 	// ThrottledOverBudget, WaitAndThrottledOverBudget (for Outside, and
 	// for Within while the pod is over it for fewer windows than turn it
-	// Outside), FirstWindow, NoAttribution.
+	// Outside), FirstWindow, NoAttribution, InvalidBudget.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Reason string `json:"reason,omitempty"`

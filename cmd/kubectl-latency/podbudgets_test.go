@@ -11,7 +11,9 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-func ms(n int) *metav1.Duration { return &metav1.Duration{Duration: time.Duration(n) * time.Millisecond} }
+func ms(n int) *metav1.Duration {
+	return &metav1.Duration{Duration: time.Duration(n) * time.Millisecond}
+}
 
 // TestExplainNamesPodsOutsideTheirBudget: explain names each pod outside
 // its budget with where its wait went (wake-up to run, queueing behind
