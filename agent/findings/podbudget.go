@@ -40,6 +40,10 @@ type PodBudgetWindow struct {
 	Attributed  measure.AttributionCover
 	Window      time.Duration
 	Attribution []measure.PodAttribution
+	// Traced are the pods (namespace/name) measured through the window
+	// (measure.Result.Traced): only their wait is known, a pod missing
+	// from Attribution then waited nothing.
+	Traced map[string]bool
 	// Throttling is every pod with a CFS quota or opted in
 	// (measure.Result.AllThrottling); a pod not in it has no quota and
 	// is never throttled.
@@ -95,7 +99,7 @@ func (b *PodBudgets) Judge(w PodBudgetWindow) []v1alpha1.PodBudgetResult {
 		if hasQuota {
 			res.ThrottledRatio = t.Ratio
 		}
-		attributed := w.Attributed == measure.AttributedPods && w.Window > 0
+		attributed := w.Attributed == measure.AttributedPods && w.Window > 0 && w.Traced[key]
 		if attributed {
 			fillBreakdown(&res, waits[key], w.Window)
 		}

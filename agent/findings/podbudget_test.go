@@ -33,7 +33,7 @@ func budgetWindow(i int, wait time.Duration, batchRatio string) PodBudgetWindow 
 		v1alpha1.OffenderIdle: wait / 10, v1alpha1.OffenderPod: wait / 2, v1alpha1.OffenderSamePod: wait / 5,
 		v1alpha1.OffenderSelfThrottling: wait / 10, v1alpha1.OffenderUnattributed: wait / 10}}
 	return PodBudgetWindow{Budgets: budgets(), Pods: []BudgetPod{webPod, batchPod}, Attributed: measure.AttributedPods,
-		Window: time.Second, Attribution: []measure.PodAttribution{a},
+		Window: time.Second, Attribution: []measure.PodAttribution{a}, Traced: map[string]bool{"shop/web-0": true, "shop/batch-0": true},
 		Throttling: []v1alpha1.PodThrottling{{Namespace: "shop", Name: "batch-0", Ratio: batchRatio}},
 		Now:        time.Unix(1_000_000+int64(i)*30, 0)}
 }
@@ -57,6 +57,10 @@ func TestPodBudgetVerdicts(t *testing.T) {
 		w.Attributed, w.Attribution = measure.AttributedNone, nil
 		return w
 	}
+	untraced := func(w PodBudgetWindow) PodBudgetWindow {
+		w.Traced, w.Attribution = map[string]bool{"shop/batch-0": true}, nil
+		return w
+	}
 	steps := []struct {
 		w    PodBudgetWindow
 		want string
@@ -77,7 +81,11 @@ func TestPodBudgetVerdicts(t *testing.T) {
 		// No attribution: the wait budget cannot tell, the throttle one can.
 		{noAttr(budgetWindow(10, 50*ms, "0.01")), "web-0=Unknown/NoAttribution batch-0=Within/WithinBudget"},
 		{budgetWindow(11, 50*ms, "0.01"), "batch-0=Within/WithinBudget web-0=Within/WaitOverBudget"},
-		{budgetWindow(12, 50*ms, "0.01"), "web-0=Outside/WaitOverBudget batch-0=Within/WithinBudget"},
+		// Not traced through the window (its cgroup not found, past the
+		// tracer's limit): no wait to judge, which is not a wait of 0.
+		{untraced(budgetWindow(12, 0, "0.01")), "web-0=Unknown/NoAttribution batch-0=Within/WithinBudget"},
+		{budgetWindow(13, 50*ms, "0.01"), "batch-0=Within/WithinBudget web-0=Within/WaitOverBudget"},
+		{budgetWindow(14, 50*ms, "0.01"), "web-0=Outside/WaitOverBudget batch-0=Within/WithinBudget"},
 	}
 	var b PodBudgets
 	for i, s := range steps {

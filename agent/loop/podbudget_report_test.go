@@ -24,7 +24,7 @@ func TestWanderingPodWaitIsQuiet(t *testing.T) {
 	t0 := time.Unix(2_000_000_000, 0)
 	window := func(i int, wait time.Duration) (writes int) {
 		rs := rule.Judge(findings.PodBudgetWindow{Budgets: budget, Pods: pods, Attributed: measure.AttributedPods,
-			Window: 30 * time.Second, Now: t0.Add(time.Duration(i) * 30 * time.Second),
+			Window: 30 * time.Second, Traced: map[string]bool{"shop/web-0": true}, Now: t0.Add(time.Duration(i) * 30 * time.Second),
 			Attribution: []measure.PodAttribution{{Namespace: "shop", Name: "web-0", Wait: 30 * wait,
 				ByClass: map[measure.OffenderClass]time.Duration{v1alpha1.OffenderPod: 30 * wait}}}})
 		next := written

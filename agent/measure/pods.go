@@ -106,6 +106,7 @@ func (m *Measurer) podLatency(t v1alpha1.TuningSpec, pods []podcgroup.Pod) (*v1a
 	if err != nil {
 		m.log.Info("Read no run-delay attribution", "reason", err.Error())
 	}
+	m.traced = tracedPods(m.victims)
 	ids, refs, err := m.podCgroupIDs(measuredPods(t, pods))
 	if err != nil {
 		m.log.Info("Measuring pods' run delay partly", "reason", err.Error())
@@ -118,4 +119,14 @@ func (m *Measurer) podLatency(t v1alpha1.TuningSpec, pods []podcgroup.Pod) (*v1a
 	m.podsTracked = len(ids) > 0
 	m.victims = refs
 	return out, attr, cover
+}
+
+// tracedPods are the pods (namespace/name) whose cgroups victims holds:
+// the ones the tracer measured through the window that ends.
+func tracedPods(victims map[uint64]podRef) map[string]bool {
+	out := make(map[string]bool, len(victims))
+	for _, r := range victims {
+		out[r.namespace+"/"+r.name] = true
+	}
+	return out
 }

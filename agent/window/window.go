@@ -128,7 +128,7 @@ func (c *Collector) judgeBudgets(in Input, res *measure.Result) []v1alpha1.PodBu
 		}
 	}
 	return c.budgets.Judge(findings.PodBudgetWindow{Budgets: in.Tuning.Measurement.Budgets, Pods: pods,
-		Attributed: res.Attributed, Window: res.Window, Attribution: res.Attribution,
+		Attributed: res.Attributed, Window: res.Window, Attribution: res.Attribution, Traced: res.Traced,
 		Throttling: res.AllThrottling, Now: time.Now()})
 }
 
