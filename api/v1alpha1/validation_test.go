@@ -576,3 +576,41 @@ func manyBudgets(n int) string {
 	}
 	return b.String()
 }
+
+// TestPodBudgetsStatusIsBounded: status.podBudgets holds at most
+// MaxPodBudgetResults pods, each verdict one of three, and what the agent
+// writes (findings.PodBudgetsStatus's shape, Go durations) is accepted.
+func TestPodBudgetsStatusIsBounded(t *testing.T) {
+	ctx := context.Background()
+	ln := &v1alpha1.LatencyNode{
+		ObjectMeta: metav1.ObjectMeta{Name: "status-pod-budgets"},
+		Spec:       v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionRevert},
+	}
+	if err := k8s.Create(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, ln) })
+	pods := func(n int, verdict string) string {
+		var items []string
+		for i := range n {
+			items = append(items, fmt.Sprintf(`{"namespace":"shop","name":"web-%d","budget":"web","verdict":%q,"reason":"WaitOverBudget",`+
+				`"since":"2026-12-06T12:00:30Z","waitPerSecond":"42ms","wakeUpPerSecond":"1.2ms","queuedBehindOthersPerSecond":"38ms",`+
+				`"queuedBehindOwnPerSecond":"800µs","throttledPerSecond":"0s","throttledRatio":"0.0100"}`, i, verdict))
+		}
+		return `{"status":{"podBudgets":{"outside":40,"omitted":8,"pods":[` + strings.Join(items, ",") + `]}}}`
+	}
+	patch := func(body string) error {
+		return k8s.Status().Patch(ctx, ln, client.RawPatch(types.MergePatchType, []byte(body)))
+	}
+	if err := patch(pods(v1alpha1.MaxPodBudgetResults, "Outside")); err != nil {
+		t.Fatalf("%d pods refused: %v", v1alpha1.MaxPodBudgetResults, err)
+	}
+	for field, body := range map[string]string{
+		"status.podBudgets.pods":            pods(v1alpha1.MaxPodBudgetResults+1, "Outside"),
+		"status.podBudgets.pods[0].verdict": pods(1, "Fine"),
+	} {
+		if err := patch(body); err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), field) {
+			t.Errorf("want Invalid naming %s, got %v", field, err)
+		}
+	}
+}
