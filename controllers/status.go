@@ -67,6 +67,7 @@ type nodeLine struct {
 	contended     bool      // RunQueueContention True
 	since         time.Time // when RunQueueContention turned True
 	tainted       bool      // the node carries the contention taint
+	podsOutside   int32     // measured pods Outside their budget (status.podBudgets)
 	throttled     float64
 }
 
@@ -166,6 +167,8 @@ func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) node
 		// revision it runs: counted while the node is this profile's, also
 		// when it is pending for a rollout (after a rollback).
 		line.contended, line.since = planner.ContendedFor(ln, in.Profile.Name)
+		// So do its measured pods' verdicts against measurement.budgets.
+		line.podsOutside = podsOutsideBudget(ln)
 	}
 	if ln == nil || !holdsTarget(ln, in.Profile, in.Revision) {
 		line.State, line.Message = v1alpha1.NodeStatePending, pendingWhy(ln, in.Profile)
@@ -192,6 +195,16 @@ func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) node
 		line.State, line.Message = v1alpha1.NodeStatePending, "waiting for the node's agent"
 	}
 	return line
+}
+
+// podsOutsideBudget is how many of ln's measured pods its agent reports
+// Outside their budget; 0 without status.podBudgets or with a count out
+// of bounds (the status is the agent's, not trusted to be sane).
+func podsOutsideBudget(ln *v1alpha1.LatencyNode) int32 {
+	if b := ln.Status.PodBudgets; b != nil && b.Outside > 0 {
+		return b.Outside
+	}
+	return 0
 }
 
 // staleWhy says since when a Stale node's agent has been silent.
@@ -373,6 +386,7 @@ func countLines(st *v1alpha1.LatencyProfileStatus, lines []nodeLine) lineTally {
 		if l.tainted {
 			st.ContentionTainted++
 		}
+		st.PodsOutsideBudget += l.podsOutside
 		if l.RunQueueP99 != nil && (st.WorstRunQueueP99 == nil || l.RunQueueP99.Duration > st.WorstRunQueueP99.Duration) {
 			st.WorstRunQueueP99 = l.RunQueueP99.DeepCopy()
 		}

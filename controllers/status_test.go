@@ -225,6 +225,35 @@ func TestComputeStatus(t *testing.T) {
 		},
 		wantCond: map[string]string{"Ready": "True/AllNodesApplied", "Degraded": "True/OutsideBudget"},
 	}, {
+		// Pods outside their budget are summed over the profile's nodes,
+		// also a node pending for a rollout; a stale node's are not (what
+		// its agent last said may no longer hold), nor a node lost to
+		// another profile's.
+		name:    "pods outside their budget",
+		profile: profile("p", 0, rt),
+		others:  []v1alpha1.LatencyProfile{profile("q", 9, map[string]string{"tier": "rt", "team": "q"})},
+		nodes: []corev1.Node{tnode("a", rt, "", 0), tnode("b", rt, "", 0), tnode("c", rt, "", 0), tnode("d", rt, "", 0),
+			tnode("e", map[string]string{"tier": "rt", "team": "q"}, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			outside := func(ln *v1alpha1.LatencyNode, n int32) *v1alpha1.LatencyNode {
+				ln.Status.PodBudgets = &v1alpha1.PodBudgetsStatus{Outside: n, Within: 5, Unknown: 1}
+				return ln
+			}
+			pending := outside(lnFor("b", p, 0, "", applied), 1)
+			pending.Spec.ProfileGeneration = p.Generation - 1
+			pending.Status.ProfileGeneration = p.Generation - 1
+			stale := outside(lnFor("c", p, 0, "", applied), 7)
+			stale.Status.ReportedAt, stale.Status.HeartbeatInterval = &metav1.Time{Time: t0.Add(-time.Hour)}, &metav1.Duration{Duration: 5 * time.Minute}
+			return []*v1alpha1.LatencyNode{outside(lnFor("a", p, 0, "", applied), 2), pending, stale,
+				lnFor("d", p, 0, "", applied), outside(lnFor("e", p, 0, "", applied), 4)}
+		},
+		check: func(t *testing.T, st v1alpha1.LatencyProfileStatus) {
+			if st.PodsOutsideBudget != 3 {
+				t.Errorf("podsOutsideBudget = %d, want 3 (a's 2 and pending b's 1; not stale c's 7, not e's, q's node)", st.PodsOutsideBudget)
+			}
+			expectStates(t, st, "c=Stale", "e=Reverting", "b=Pending", "a=Applied", "d=Applied")
+		},
+	}, {
 		// The contention taint's counts: the tainted nodes as they are,
 		// the contended ones the cap (25% of 4: one) holds back.
 		name: "contention taint: tainted and held back",

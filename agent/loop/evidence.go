@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"latencytier.io/latencytier/agent/facts"
+	"latencytier.io/latencytier/agent/findings"
 	"latencytier.io/latencytier/agent/internal/bound"
 	"latencytier.io/latencytier/agent/podcgroup"
 	"latencytier.io/latencytier/agent/snapshot"
@@ -63,6 +64,7 @@ func (r *Reconciler) measure(_ context.Context, ln *v1alpha1.LatencyNode, st *v1
 			setCondition(st, metav1.Condition{Type: t, Status: metav1.ConditionUnknown,
 				Reason: v1alpha1.ReasonNotMeasured, Message: "measurement is not running on this node"}, ln.Generation, metav1.Now())
 		}
+		st.PodBudgets = nil
 		return
 	}
 	res := r.published
@@ -84,6 +86,22 @@ func (r *Reconciler) measure(_ context.Context, ln *v1alpha1.LatencyNode, st *v1
 	if res.Contention.Type != "" {
 		setCondition(st, res.Contention, ln.Generation, metav1.Now())
 	}
+	st.PodBudgets = podBudgets(res.PodBudgets)
+}
+
+// podBudgets is status.podBudgets from a window's verdicts, bounded
+// (findings.PodBudgetsStatus), each since as the API server returns it.
+func podBudgets(rs []v1alpha1.PodBudgetResult) *v1alpha1.PodBudgetsStatus {
+	st := findings.PodBudgetsStatus(rs)
+	if st == nil {
+		return nil
+	}
+	for i := range st.Pods {
+		if s := st.Pods[i].Since; s != nil {
+			st.Pods[i].Since = &metav1.Time{Time: s.UTC().Truncate(time.Second)}
+		}
+	}
+	return st
 }
 
 // baseline is a Baseline pass: it writes nothing to the kernel (no probe

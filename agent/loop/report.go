@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"fmt"
 	"hash/fnv"
 	"math"
 	"slices"
@@ -85,7 +86,11 @@ func reportDue(written, next v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNo
 //     figures.Factor from what was last written): runQueueP99, throttledRatio,
 //     each latency class's p99 and each measured pod's wait, and by
 //     identity who made each measured pod wait most and which pods are
-//     throttled (as sets: a new order alone is not written).
+//     throttled (as sets: a new order alone is not written);
+//   - the measured pods' verdicts against measurement.budgets: the counts,
+//     and each listed pod's budget and verdict; not their reasons or
+//     figures, which move every window (the verdict itself turns only
+//     over windows in a row: agent/findings' PodBudgets).
 //
 // A real node's figures wander from window to window under ordinary load
 // (issue 43: a p99 crossing a 1-2-5 bucket boundary every window wrote
@@ -125,6 +130,8 @@ func material(w, n v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec) st
 		return "latency"
 	case throttlingMoved(w.Throttling, n.Throttling):
 		return "throttling"
+	case podBudgetsKey(w.PodBudgets) != podBudgetsKey(n.PodBudgets):
+		return "podBudgets"
 	}
 	return ""
 }
@@ -337,4 +344,19 @@ func reported(next v1alpha1.LatencyNodeStatus, now time.Time, heartbeat time.Dur
 	at := metav1.NewTime(now.UTC().Truncate(time.Second))
 	next.ReportedAt, next.HeartbeatInterval = &at, &metav1.Duration{Duration: heartbeat}
 	return next
+}
+
+// podBudgetsKey is what a reader acts on in status.podBudgets: the
+// counts, and which pod is under which budget with which verdict, in no
+// order.
+func podBudgetsKey(b *v1alpha1.PodBudgetsStatus) string {
+	if b == nil {
+		return ""
+	}
+	keys := make([]string, len(b.Pods))
+	for i, p := range b.Pods {
+		keys[i] = p.Namespace + "/" + p.Name + "|" + p.Budget + "|" + string(p.Verdict)
+	}
+	slices.Sort(keys)
+	return fmt.Sprintf("%d/%d/%d/%d;", b.Within, b.Outside, b.Unknown, b.Omitted) + strings.Join(keys, ";")
 }

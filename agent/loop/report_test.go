@@ -43,6 +43,12 @@ func written() v1alpha1.LatencyNodeStatus {
 		ThrottledRatio: "0.012",
 		Throttling: []v1alpha1.PodThrottling{{Namespace: "a", Name: "gw", Ratio: "0.012"},
 			{Namespace: "b", Name: "batch", Ratio: "0.003"}},
+		PodBudgets: &v1alpha1.PodBudgetsStatus{Within: 1, Outside: 1, Pods: []v1alpha1.PodBudgetResult{
+			{Namespace: "a", Name: "gw", Budget: "web", Verdict: v1alpha1.PodOutsideBudget, Reason: v1alpha1.ReasonWaitOverBudget,
+				Since: &t0, WaitPerSecond: dur(42 * time.Millisecond), WakeUpPerSecond: dur(2 * time.Millisecond),
+				QueuedBehindOthersPerSecond: dur(38 * time.Millisecond)},
+			{Namespace: "b", Name: "batch", Budget: "rest", Verdict: v1alpha1.PodWithinBudget, Reason: v1alpha1.ReasonPodWithinBudget,
+				Since: &t0, ThrottledRatio: "0.003"}}},
 		LastAppliedTime: &t0,
 		Baseline:        ev("r0", 80*time.Microsecond, t0.Add(-time.Hour)),
 		Current:         ev("r1", 41*time.Microsecond, t0.Time),
@@ -230,6 +236,28 @@ func TestMaterial(t *testing.T) {
 		{"throttling: a pod left", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
 			st.Throttling = st.Throttling[:1]
 		}, "throttling"},
+		{"podBudgets: a pod's figures wander", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.PodBudgets.Pods[0].WaitPerSecond, st.PodBudgets.Pods[0].QueuedBehindOthersPerSecond = dur(90*time.Millisecond), dur(80*time.Millisecond)
+			st.PodBudgets.Pods[1].ThrottledRatio = "0.009"
+		}, ""},
+		{"podBudgets: a reason only", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.PodBudgets.Pods[1].Reason = v1alpha1.ReasonThrottledOverBudget
+		}, ""},
+		{"podBudgets: a new order", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.PodBudgets.Pods[0], st.PodBudgets.Pods[1] = st.PodBudgets.Pods[1], st.PodBudgets.Pods[0]
+		}, ""},
+		{"podBudgets: a verdict turned", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.PodBudgets.Pods[1].Verdict, st.PodBudgets.Within, st.PodBudgets.Outside = v1alpha1.PodOutsideBudget, 0, 2
+		}, "podBudgets"},
+		{"podBudgets: another budget", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.PodBudgets.Pods[1].Budget = "web"
+		}, "podBudgets"},
+		{"podBudgets: a pod left the list", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.PodBudgets.Pods, st.PodBudgets.Omitted = st.PodBudgets.Pods[:1], 1
+		}, "podBudgets"},
+		{"podBudgets: budgets removed", func(st *v1alpha1.LatencyNodeStatus, _ *v1alpha1.LatencyNodeSpec) {
+			st.PodBudgets = nil
+		}, "podBudgets"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

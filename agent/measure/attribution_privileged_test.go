@@ -47,3 +47,10 @@ func TestContentionNotFromOwnQuota(t *testing.T) {
 	kernellock.Lock(t)
 	attrtest.ContentionNotFromOwnQuota(t, attrtest.Open(t))
 }
+
+// A measured pod's budget verdict on real attribution (issue 45 item 2):
+// Outside beside a pinned hog, its wait mostly queueing behind others.
+func TestPodBudgetOutsideBesideHog(t *testing.T) {
+	kernellock.Lock(t)
+	attrtest.PodBudgetOutsideBesideHog(t, attrtest.Open(t))
+}

@@ -89,6 +89,16 @@ type Result struct {
 	// window ("" when it did not); set by agent/window.
 	SchedulerClass       string `json:"schedulerClass,omitempty"`
 	SchedulerClassChange string `json:"schedulerClassChange,omitempty"`
+	// Traced are the pods (namespace/name) the tracer measured through
+	// the window: a measured pod outside it (no cgroup found, past
+	// bpf.MaxPodCgroups, first seen in the window) has no wait to judge,
+	// which is not a wait of 0.
+	Traced map[string]bool `json:"-"`
+	// PodBudgets is every measured pod's verdict against
+	// measurement.budgets, Outside first (agent/findings' PodBudgets, set
+	// by agent/window); unbounded, status holds the first
+	// v1alpha1.MaxPodBudgetResults.
+	PodBudgets []v1alpha1.PodBudgetResult `json:"podBudgets,omitempty"`
 	// Window is how long the window was.
 	Window time.Duration `json:"-"`
 	// Hists are the full-resolution histograms per class, for the CLI.
@@ -138,6 +148,9 @@ type Measurer struct {
 	podsTracked bool
 	// victims are the measured pods' cgroup IDs in the window now running.
 	victims map[uint64]podRef
+	// traced are the pods (namespace/name) measured through the window
+	// podLatency last ended.
+	traced map[string]bool
 	// cgPaths caches cgroup ID -> path in the cpu hierarchy; cgWalked says
 	// this window walked it already.
 	cgPaths  map[uint64]string
@@ -259,6 +272,7 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 
 	if t := in.Tuning; t.Measurement == nil || t.Measurement.Source != v1alpha1.MeasurementDisabled {
 		res.Pods, res.Attribution, res.Attributed = m.podLatency(t, in.Pods)
+		res.Traced = m.traced
 	}
 
 	isMeasured := func(p podcgroup.Pod) bool { return measured(in.Tuning, p) }

@@ -25,6 +25,10 @@ import (
 // or container cgroup count (not those of cgroups nested below a
 // container's). The schedstat fallback reports no pod figure.
 
+// Measured says whether pod p is one of the measured pods under t: the
+// pods whose run-queue wait is traced and attributed.
+func Measured(t v1alpha1.TuningSpec, p podcgroup.Pod) bool { return measured(t, p) }
+
 // measured says whether pod p is one of the measured pods under t.
 func measured(t v1alpha1.TuningSpec, p podcgroup.Pod) bool {
 	if p.OptedIn || p.Isolated {
@@ -102,6 +106,7 @@ func (m *Measurer) podLatency(t v1alpha1.TuningSpec, pods []podcgroup.Pod) (*v1a
 	if err != nil {
 		m.log.Info("Read no run-delay attribution", "reason", err.Error())
 	}
+	m.traced = tracedPods(m.victims)
 	ids, refs, err := m.podCgroupIDs(measuredPods(t, pods))
 	if err != nil {
 		m.log.Info("Measuring pods' run delay partly", "reason", err.Error())
@@ -114,4 +119,14 @@ func (m *Measurer) podLatency(t v1alpha1.TuningSpec, pods []podcgroup.Pod) (*v1a
 	m.podsTracked = len(ids) > 0
 	m.victims = refs
 	return out, attr, cover
+}
+
+// tracedPods are the pods (namespace/name) whose cgroups victims holds:
+// the ones the tracer measured through the window that ends.
+func tracedPods(victims map[uint64]podRef) map[string]bool {
+	out := make(map[string]bool, len(victims))
+	for _, r := range victims {
+		out[r.namespace+"/"+r.name] = true
+	}
+	return out
 }

@@ -54,6 +54,9 @@ var (
 	waitDesc = prometheus.NewDesc("latencytier_pod_runqueue_wait_seconds_total",
 		"Run-queue wait of a measured pod's tasks, by what ran on its CPU meanwhile (class: SamePod, MeasuredPod, Pod, SystemService, KernelThread, Interrupt, Idle, SelfThrottling, Unattributed, Other). Offender names are in the LatencyNode's status, never labels.",
 		[]string{"pod_namespace", "pod_name", "class"}, nil)
+	podBudgetDesc = prometheus.NewDesc("latencytier_pod_within_budget",
+		"1 while a measured pod's verdict against its measurement.budgets entry (budget) is Within, 0 while Outside; absent while Unknown.",
+		[]string{"pod_namespace", "pod_name", "budget"}, nil)
 	stateDesc = prometheus.NewDesc("latencytier_setting_state",
 		"1 for each state a setting is in (a pod's settings of one kind count as one), 0 for the states it was in before.",
 		[]string{"setting", "state"}, nil)
@@ -99,8 +102,11 @@ type Collector struct {
 	budget    *metav1.Duration
 	within    metav1.ConditionStatus
 	contended metav1.ConditionStatus
-	states    map[string]map[v1alpha1.SettingState]bool // seriesKey → state → current
-	reasserts map[string]uint64                         // seriesKey → count
+	// podBudgets are the latest window's verdicts: one series per
+	// measured pod a budget matches, no more.
+	podBudgets []v1alpha1.PodBudgetResult
+	states     map[string]map[v1alpha1.SettingState]bool // seriesKey → state → current
+	reasserts  map[string]uint64                         // seriesKey → count
 }
 
 // New returns a Collector that reads the journal under root on each scrape.
@@ -148,6 +154,7 @@ func (c *Collector) Measured(res *measure.Result) {
 		}
 	}
 	c.addWaits(res.Attribution)
+	c.podBudgets = res.PodBudgets
 }
 
 // addWaits adds a window's attributed waits; pods no longer attributed
@@ -255,7 +262,7 @@ func (c *Collector) Reasserted(settings []string) {
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{runQueueDesc, budgetDesc, withinDesc, contentionDesc, periodsDesc, throttledDesc,
-		throttledSecDesc, burstsDesc, burstSecDesc, waitDesc, stateDesc, reassertDesc, journalDesc} {
+		throttledSecDesc, burstsDesc, burstSecDesc, waitDesc, podBudgetDesc, stateDesc, reassertDesc, journalDesc} {
 		ch <- d
 	}
 }
@@ -283,6 +290,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, d := range c.waits {
 		ch <- prometheus.MustNewConstMetric(waitDesc, prometheus.CounterValue, d.Seconds(), k.namespace, k.name, string(k.class))
+	}
+	for _, b := range c.podBudgets {
+		switch b.Verdict {
+		case v1alpha1.PodWithinBudget:
+			ch <- prometheus.MustNewConstMetric(podBudgetDesc, prometheus.GaugeValue, 1, b.Namespace, b.Name, b.Budget)
+		case v1alpha1.PodOutsideBudget:
+			ch <- prometheus.MustNewConstMetric(podBudgetDesc, prometheus.GaugeValue, 0, b.Namespace, b.Name, b.Budget)
+		}
 	}
 	for id, states := range c.states {
 		for state, current := range states {

@@ -208,3 +208,35 @@ latencytier_setting_state{setting="irq/36",state="Immovable"} 1
 		t.Error(err)
 	}
 }
+
+// TestCollectorPodBudgetVerdicts: one series per judged pod, 1 Within, 0
+// Outside, none while Unknown; a pod the next window no longer judges
+// loses its series.
+func TestCollectorPodBudgetVerdicts(t *testing.T) {
+	c := New(host.New(t.TempDir()))
+	c.Measured(&measure.Result{PodBudgets: []v1alpha1.PodBudgetResult{
+		{Namespace: "shop", Name: "web-0", Budget: "web", Verdict: v1alpha1.PodOutsideBudget},
+		{Namespace: "shop", Name: "web-1", Budget: "web", Verdict: v1alpha1.PodBudgetUnknown},
+		{Namespace: "shop", Name: "batch-0", Budget: "rest", Verdict: v1alpha1.PodWithinBudget},
+	}})
+	want := `
+# HELP latencytier_pod_within_budget 1 while a measured pod's verdict against its measurement.budgets entry (budget) is Within, 0 while Outside; absent while Unknown.
+# TYPE latencytier_pod_within_budget gauge
+latencytier_pod_within_budget{budget="rest",pod_name="batch-0",pod_namespace="shop"} 1
+latencytier_pod_within_budget{budget="web",pod_name="web-0",pod_namespace="shop"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "latencytier_pod_within_budget"); err != nil {
+		t.Error(err)
+	}
+	c.Measured(&measure.Result{PodBudgets: []v1alpha1.PodBudgetResult{
+		{Namespace: "shop", Name: "batch-0", Budget: "rest", Verdict: v1alpha1.PodWithinBudget},
+	}})
+	want = `
+# HELP latencytier_pod_within_budget 1 while a measured pod's verdict against its measurement.budgets entry (budget) is Within, 0 while Outside; absent while Unknown.
+# TYPE latencytier_pod_within_budget gauge
+latencytier_pod_within_budget{budget="rest",pod_name="batch-0",pod_namespace="shop"} 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "latencytier_pod_within_budget"); err != nil {
+		t.Error(err)
+	}
+}

@@ -9,6 +9,7 @@ package window
 import (
 	"context"
 	"path/filepath"
+	"time"
 
 	"latencytier.io/latencytier/agent/findings"
 	"latencytier.io/latencytier/agent/host"
@@ -44,6 +45,9 @@ type Collector struct {
 	// a class that changes within a window makes its evidence
 	// inconclusive.
 	sx schedext.State
+	// budgets counts the windows in a row each measured pod's verdict
+	// against measurement.budgets needs.
+	budgets findings.PodBudgets
 }
 
 type counters struct {
@@ -78,6 +82,7 @@ func (c *Collector) Source() string { return c.m.Source() }
 func (c *Collector) Arm(ctx context.Context, in Input) {
 	_, _ = c.Collect(ctx, in)
 	c.contention = findings.Contention{}
+	c.budgets = findings.PodBudgets{}
 }
 
 // Collect ends the window since the previous Collect (or Start): the
@@ -110,10 +115,30 @@ func (c *Collector) Collect(ctx context.Context, in Input) (*measure.Result, err
 	if noisy != nil {
 		res.Findings = append(res.Findings, *noisy)
 	}
+	res.PodBudgets = c.judgeBudgets(in, res)
 	highest, pod := optedInThrottled(o.Throttles)
 	res.Budget = findings.Budget(findings.BudgetInput{Budget: in.Tuning.LatencyBudget, P99: res.RunQueueP99,
 		Throttled: highest, ThrottledPod: pod})
 	return res, nil
+}
+
+// judgeBudgets counts the window for each measured pod a
+// measurement.budgets entry matches and returns their verdicts; without
+// budgets it forgets every pod.
+func (c *Collector) judgeBudgets(in Input, res *measure.Result) []v1alpha1.PodBudgetResult {
+	if in.Tuning.Measurement == nil || len(in.Tuning.Measurement.Budgets) == 0 {
+		c.budgets = findings.PodBudgets{}
+		return nil
+	}
+	var pods []findings.BudgetPod
+	for _, p := range in.Pods {
+		if measure.Measured(in.Tuning, p) {
+			pods = append(pods, findings.BudgetPod{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels})
+		}
+	}
+	return c.budgets.Judge(findings.PodBudgetWindow{Budgets: in.Tuning.Measurement.Budgets, Pods: pods,
+		Attributed: res.Attributed, Window: res.Window, Attribution: res.Attribution, Traced: res.Traced,
+		Throttling: res.AllThrottling, Now: time.Now()})
 }
 
 // classes are the profile's CPU classes: the pass's snapshot's, or parsed

@@ -261,6 +261,16 @@ func TestCRDRulesMatchTheConstants(t *testing.T) {
 		strconv.FormatInt(int64(v1alpha1.ContentionMaxWaitPerSecond/time.Second), 10)+"s')") {
 		t.Errorf("contention.waitPerSecond rule %q is not figures.WaitFloor %v .. ContentionMaxWaitPerSecond %v", r, wait, v1alpha1.ContentionMaxWaitPerSecond)
 	}
+	// measurement.budgets: the same wait bounds (the agent judges a
+	// budget outside them as InvalidBudget), and MaxPodBudgets.
+	budgets := dig(t, spec, "properties", "measurement", "properties", "budgets")
+	if r := rules(dig(t, budgets, "items", "properties", "waitPerSecond")); !strings.Contains(r, "duration(self) >= "+ms(wait)+" && duration(self) <= duration('"+
+		strconv.FormatInt(int64(v1alpha1.ContentionMaxWaitPerSecond/time.Second), 10)+"s')") {
+		t.Errorf("budgets waitPerSecond rule %q is not figures.WaitFloor %v .. ContentionMaxWaitPerSecond %v", r, wait, v1alpha1.ContentionMaxWaitPerSecond)
+	}
+	if got := fmt.Sprint(budgets.(map[string]any)["maxItems"]); got != strconv.Itoa(v1alpha1.MaxPodBudgets) {
+		t.Errorf("measurement.budgets maxItems %s, MaxPodBudgets %d", got, v1alpha1.MaxPodBudgets)
+	}
 	if got := fmt.Sprint(dig(t, cont, "waitPerSecond", "default")); got != v1alpha1.ContentionDefaultWaitPerSecond.String() {
 		t.Errorf("contention.waitPerSecond default %s, ContentionDefaultWaitPerSecond %v", got, v1alpha1.ContentionDefaultWaitPerSecond)
 	}

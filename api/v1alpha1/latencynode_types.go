@@ -320,6 +320,13 @@ type LatencyNodeStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	Findings []Finding `json:"findings,omitempty"`
+	// podBudgets is each measured pod's verdict against
+	// measurement.budgets (absent without budgets or measurement).
+	// Written whole by the agent alone: managedFields name it, not each
+	// field in it.
+	// +optional
+	// +structType=atomic
+	PodBudgets *PodBudgetsStatus `json:"podBudgets,omitempty"`
 	// lastTransitionTime of the applied state.
 	// +optional
 	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`

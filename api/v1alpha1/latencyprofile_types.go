@@ -162,6 +162,12 @@ type LatencyProfileStatus struct {
 	// +optional
 	// +kubebuilder:default=0
 	ContentionHeldBack int32 `json:"contentionHeldBack"`
+	// podsOutsideBudget counts the measured pods on the profile's nodes
+	// whose verdict against measurement.budgets is Outside (each node's
+	// status.podBudgets.outside; kubectl latency explain names them).
+	// +optional
+	// +kubebuilder:default=0
+	PodsOutsideBudget int32 `json:"podsOutsideBudget"`
 
 	// worstRunQueueP99 is the highest p99 run-queue latency across nodes.
 	// +optional
@@ -234,6 +240,7 @@ type LatencyProfileStatus struct {
 // +kubebuilder:printcolumn:name="Outside-Budget",type=integer,JSONPath=`.status.outsideBudget`,priority=1
 // +kubebuilder:printcolumn:name="Contended",type=integer,JSONPath=`.status.contended`,priority=1
 // +kubebuilder:printcolumn:name="Contention-Tainted",type=integer,JSONPath=`.status.contentionTainted`,priority=1
+// +kubebuilder:printcolumn:name="Pods-Outside",type=integer,JSONPath=`.status.podsOutsideBudget`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.summary.reason`,priority=1
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.summary.revision`,priority=1
 // +kubebuilder:printcolumn:name="Improved",type=string,JSONPath=`.status.summary.improved`,priority=1

@@ -494,6 +494,16 @@ type MeasurementSpec struct {
 	// ContentionSpec. Left out, its defaults apply.
 	// +optional
 	Contention *ContentionSpec `json:"contention,omitempty"`
+
+	// budgets are latency budgets per workload (PodBudget): each measured
+	// pod is judged against the first entry whose podSelector matches it
+	// (status.podBudgets, kubectl latency explain); a measured pod no
+	// entry matches gets no verdict. At most 16, names unique.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Budgets []PodBudget `json:"budgets,omitempty"`
 }
 
 // LatencyBudget is what a node of the profile must deliver.

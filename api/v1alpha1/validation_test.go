@@ -144,6 +144,18 @@ func TestInvalidProfilesAreRejectedNamingTheField(t *testing.T) {
 		// Pod labels are the pod owner's: a tenant could label its pod like
 		// the tier's and sway a rollout verdict without a namespace grant.
 		{"measurement-pods-without-namespaces", "measurement:\n  podSelector:\n    matchLabels: {tier: latency}", []string{"spec.measurement", "measurement.namespaceSelector is required"}},
+		// Latency budgets per workload (measurement.budgets).
+		{"pod-budget-no-figure", "measurement:\n  budgets:\n  - name: web\n    podSelector: {}", []string{"spec.measurement.budgets[0]", "needs waitPerSecond or throttledRatio"}},
+		{"pod-budget-wait-too-small", "measurement:\n  budgets:\n  - name: web\n    podSelector: {}\n    waitPerSecond: 500us", []string{"spec.measurement.budgets[0].waitPerSecond", "between 1ms and 10s"}},
+		{"pod-budget-wait-garbage", "measurement:\n  budgets:\n  - name: web\n    podSelector: {}\n    waitPerSecond: soon", []string{"spec.measurement.budgets[0].waitPerSecond"}},
+		{"pod-budget-ratio-over-one", "measurement:\n  budgets:\n  - name: web\n    podSelector: {}\n    throttledRatio: \"1.5\"", []string{"spec.measurement.budgets[0].throttledRatio"}},
+		{"pod-budget-name", "measurement:\n  budgets:\n  - name: Web_1\n    podSelector: {}\n    throttledRatio: \"0.1\"", []string{"spec.measurement.budgets[0].name"}},
+		{"pod-budget-duplicate-name", "measurement:\n  budgets:\n  - name: web\n    podSelector: {}\n    throttledRatio: \"0.1\"\n  - name: web\n    podSelector: {}\n    throttledRatio: \"0.2\"", []string{"spec.measurement.budgets[1]", "Duplicate value"}},
+		{"pod-budget-no-selector", "measurement:\n  budgets:\n  - name: web\n    throttledRatio: \"0.1\"", []string{"spec.measurement.budgets[0].podSelector", "Required"}},
+		{"pod-budget-operator", "measurement:\n  budgets:\n  - name: web\n    podSelector:\n      matchExpressions:\n      - key: app\n        operator: Equals\n        values: [x]\n    throttledRatio: \"0.1\"", []string{"spec.measurement.budgets[0].podSelector.matchExpressions[0].operator"}},
+		{"pod-budget-in-without-values", "measurement:\n  budgets:\n  - name: web\n    podSelector:\n      matchExpressions:\n      - key: app\n        operator: In\n    throttledRatio: \"0.1\"", []string{"spec.measurement.budgets[0].podSelector.matchExpressions[0]", "In and NotIn need at least one"}},
+		{"pod-budget-labels", "measurement:\n  budgets:\n  - name: web\n    throttledRatio: \"0.1\"\n    podSelector:\n      matchLabels:\n" + indent(indent(manyLabels(17))), []string{"spec.measurement.budgets[0].podSelector.matchLabels", "16"}},
+		{"pod-budget-too-many", "measurement:\n  budgets:\n" + manyBudgets(17), []string{"spec.measurement.budgets", "16"}},
 		{"priority-too-high", "priority: 5000", []string{"spec.priority"}},
 		{"priority-too-low", "priority: -5000", []string{"spec.priority"}},
 		{"budget-p99-garbage", "latencyBudget:\n  runQueueP99: soon", []string{"spec.latencyBudget.runQueueP99"}},
@@ -217,6 +229,8 @@ func TestBoundaryValuesAreAccepted(t *testing.T) {
 		"budget":           "latencyBudget:\n  runQueueP99: 100us\n  throttledRatio: \"0.000001\"",
 		"budget-one":       "latencyBudget:\n  throttledRatio: \"1\"",
 		"priority-max":     "priority: 1000",
+		"pod-budgets":      "measurement:\n  budgets:\n" + manyBudgets(15) + "  - name: web\n    podSelector:\n      matchLabels:\n" + indent(indent(manyLabels(16))) + "      matchExpressions:\n      - key: app\n        operator: NotIn\n        values: [" + strings.Repeat("v,", 15) + "v]\n      - key: b\n        operator: Exists\n    waitPerSecond: 10s\n    throttledRatio: \"1\"\n",
+		"pod-budget-edge":  "measurement:\n  budgets:\n  - name: a\n    podSelector: {}\n    waitPerSecond: 1ms\n  - name: b\n    podSelector: {}\n    throttledRatio: \"0\"",
 		"irq-none":         "irq:\n  affinity: Unchanged",
 		"measurement-pods": "measurement:\n  podSelector:\n    matchLabels: {tier: latency}\n  namespaceSelector:\n    matchLabels: {latencytier.io/tier: \"true\"}",
 		"pod-selector":     "cpuQuota:\n  namespaceSelector:\n    matchExpressions:\n    - key: kubernetes.io/metadata.name\n      operator: In\n      values: [gateway]\n  podSelector:\n    matchLabels:\n" + indent(manyLabels(16)) + "    matchExpressions:\n    - key: app\n      operator: NotIn\n      values: [" + strings.Repeat("v,", 63) + "v]\n    - key: b\n      operator: DoesNotExist",
@@ -550,5 +564,53 @@ func TestLatencyNodeStatusDurationsMustParse(t *testing.T) {
 	var got v1alpha1.LatencyNode
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(ln), &got); err != nil {
 		t.Fatalf("typed read after a status patch: %v", err)
+	}
+}
+
+// manyBudgets is n measurement.budgets entries, b0 to b<n-1>, as YAML list
+// items under budgets.
+func manyBudgets(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "  - name: b%d\n    podSelector: {}\n    throttledRatio: \"0.01\"\n", i)
+	}
+	return b.String()
+}
+
+// TestPodBudgetsStatusIsBounded: status.podBudgets holds at most
+// MaxPodBudgetResults pods, each verdict one of three, and what the agent
+// writes (findings.PodBudgetsStatus's shape, Go durations) is accepted.
+func TestPodBudgetsStatusIsBounded(t *testing.T) {
+	ctx := context.Background()
+	ln := &v1alpha1.LatencyNode{
+		ObjectMeta: metav1.ObjectMeta{Name: "status-pod-budgets"},
+		Spec:       v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionRevert},
+	}
+	if err := k8s.Create(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, ln) })
+	pods := func(n int, verdict string) string {
+		var items []string
+		for i := range n {
+			items = append(items, fmt.Sprintf(`{"namespace":"shop","name":"web-%d","budget":"web","verdict":%q,"reason":"WaitOverBudget",`+
+				`"since":"2026-12-06T12:00:30Z","waitPerSecond":"42ms","wakeUpPerSecond":"1.2ms","queuedBehindOthersPerSecond":"38ms",`+
+				`"queuedBehindOwnPerSecond":"800µs","throttledPerSecond":"0s","throttledRatio":"0.0100"}`, i, verdict))
+		}
+		return `{"status":{"podBudgets":{"outside":40,"omitted":8,"pods":[` + strings.Join(items, ",") + `]}}}`
+	}
+	patch := func(body string) error {
+		return k8s.Status().Patch(ctx, ln, client.RawPatch(types.MergePatchType, []byte(body)))
+	}
+	if err := patch(pods(v1alpha1.MaxPodBudgetResults, "Outside")); err != nil {
+		t.Fatalf("%d pods refused: %v", v1alpha1.MaxPodBudgetResults, err)
+	}
+	for field, body := range map[string]string{
+		"status.podBudgets.pods":            pods(v1alpha1.MaxPodBudgetResults+1, "Outside"),
+		"status.podBudgets.pods[0].verdict": pods(1, "Fine"),
+	} {
+		if err := patch(body); err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), field) {
+			t.Errorf("want Invalid naming %s, got %v", field, err)
+		}
 	}
 }

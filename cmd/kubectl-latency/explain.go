@@ -85,6 +85,10 @@ func explain(out io.Writer, n *v1alpha1.LatencyNode, vs verdicts) error {
 			dur(b.RunQueueP99), dur(st.RunQueueP99), ratio, orDash(st.ThrottledRatio))
 	}
 
+	if err := explainPodBudgets(out, n); err != nil {
+		return err
+	}
+
 	section(out, "Conditions")
 	t := newTable(out)
 	for _, c := range st.Conditions {

@@ -403,3 +403,38 @@ func ContentionNotFromOwnQuota(t *testing.T, e *Env) {
 		t.Errorf("no window saw the victim wait for its own quota: the scenario did not throttle it")
 	}
 }
+
+// PodBudgetOutsideBesideHog: the victim of ContentionRaisedAndCleared
+// (300 µs every millisecond beside a busy loop in another pod pinned to
+// its CPU, 130-180 ms a second of wait) under a budget of 30 ms a second
+// is traced through each window and turns Outside after
+// PodBudgetOutsideAfter windows, most of its wait queueing behind others.
+func PodBudgetOutsideBesideHog(t *testing.T, e *Env) {
+	budget := []v1alpha1.PodBudget{{Name: "victim", WaitPerSecond: &metav1.Duration{Duration: 30 * time.Millisecond}}}
+	var rule findings.PodBudgets
+	var last v1alpha1.PodBudgetResult
+	outsideAt := 0
+	e.Windows(t, Setup{Burn: 300 * time.Microsecond, Hog: HogPod}, func(w int, _ Ran, res *measure.Result) bool {
+		if !res.Traced["shop/victim"] {
+			t.Fatalf("window %d: the victim is not among the traced pods %v", w, res.Traced)
+		}
+		rs := rule.Judge(findings.PodBudgetWindow{Budgets: budget, Pods: []findings.BudgetPod{{Namespace: "shop", Name: "victim"}},
+			Attributed: res.Attributed, Window: res.Window, Attribution: res.Attribution, Traced: res.Traced, Now: time.Now()})
+		last = rs[0]
+		t.Logf("window %d: %s %s, wait %v: wake-up %v, behind others %v, behind own %v, throttled %v", w, last.Verdict, last.Reason,
+			last.WaitPerSecond, last.WakeUpPerSecond, last.QueuedBehindOthersPerSecond, last.QueuedBehindOwnPerSecond, last.ThrottledPerSecond)
+		if last.Verdict == v1alpha1.PodOutsideBudget {
+			outsideAt = w
+			return true
+		}
+		return false
+	})
+	switch {
+	case outsideAt == 0:
+		t.Fatalf("the victim never turned Outside its 30ms budget in %d windows beside a pinned hog", Windows)
+	case outsideAt < v1alpha1.PodBudgetOutsideAfter:
+		t.Errorf("Outside after %d windows, before PodBudgetOutsideAfter %d", outsideAt, v1alpha1.PodBudgetOutsideAfter)
+	case last.QueuedBehindOthersPerSecond.Duration*2 < last.WaitPerSecond.Duration:
+		t.Errorf("queueing behind others %v is not most of the wait %v beside a hog", last.QueuedBehindOthersPerSecond, last.WaitPerSecond)
+	}
+}
