@@ -29,7 +29,7 @@ func TestReadThisMachine(t *testing.T) {
 }
 
 // Real kernel: this machine's kernel is built without sched_ext, and the
-// facts say so: class fair, sched_ext not supported, the note naming why.
+// facts say so: class fair, sched_ext not supported, and Note naming why.
 // The absence is checked on the real /sys first, so on a kernel with
 // sched_ext this fails instead of passing on a report it did not check.
 func TestThisMachineReportsTheFairClass(t *testing.T) {

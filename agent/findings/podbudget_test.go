@@ -134,8 +134,8 @@ func TestPodBudgetFirstMatchWins(t *testing.T) {
 	}
 }
 
-// TestPodBudgetBreakdown: the wait is split the way the field notes split
-// it: wake-up to run (Idle), queueing behind others (neighbours) and behind
+// TestPodBudgetBreakdown: the wait is split by where it was spent, as
+// wake-up to run (Idle), queueing behind others (neighbours) and behind
 // its own tasks, throttled; the rest is what the tracer could not split.
 func TestPodBudgetBreakdown(t *testing.T) {
 	w := budgetWindow(0, 40*time.Millisecond, "0")

@@ -62,7 +62,7 @@ const OpsLen = bound.SchedExtOps
 // page, and every file of ours is a word or a number.
 const maxFile = 4096
 
-// NotBuiltIn is the note of a kernel without sched_ext.
+// NotBuiltIn is SchedExtFacts.Note on a kernel without sched_ext.
 const NotBuiltIn = "sched_ext is not built into this kernel (no /sys/kernel/sched_ext): normal tasks always run in the fair class"
 
 // State is what /sys/kernel/sched_ext said at one moment.

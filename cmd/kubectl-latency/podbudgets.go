@@ -13,7 +13,7 @@ import (
 // explainPodBudgets prints the measured pods' verdicts against the
 // profile's measurement.budgets (nothing when the profile sets none): the
 // budgets, one line per pod outside its budget naming where its wait
-// went, the way the field notes split a wait (wake-up to run, queueing
+// went (wake-up to run, queueing
 // behind others, throttled), then every listed pod as a table.
 func explainPodBudgets(out io.Writer, n *v1alpha1.LatencyNode) error {
 	var budgets []v1alpha1.PodBudget
