@@ -424,6 +424,13 @@ spec:
     # left issue 45 open), above the 30ms default meant for a node whose system services
     # have CPUs of their own; behind e2e-hog it waits 2.4-2.6 s a second.
     # 500ms sits 10x above the one and 5x below the other.
+    # A latency budget for the server (issue 45): beside e2e-hog it waits
+    # seconds a second, so explain names it outside this budget.
+    budgets:
+    - name: e2e-server
+      podSelector:
+        matchLabels: {app: rollout-server}
+      waitPerSecond: 100ms
     contention:
       waitPerSecond: 500ms
       taint: PreferNoSchedule
@@ -581,6 +588,10 @@ contention_taint_is() {
 check "the contended node carries latencytier.io/runqueue-contention:PreferNoSchedule" wait_until 30 "contention taint" contention_taint_is PreferNoSchedule
 check "status.contentionTainted 1" test "$(k get latencyprofile e2e-rollout -o jsonpath='{.status.contentionTainted}')" = 1
 check "PreferNoSchedule evicted nothing: e2e-hog still Running" test "$(k get pod e2e-hog -o jsonpath='{.status.phase}')" = Running
+pod_outside() { kubectl_latency explain "$NODE" | grep -q '^  OUTSIDE default/rollout-server (budget e2e-server, Wait[A-Za-z]*OverBudget): wait '; }
+check "kubectl latency explain names rollout-server outside its budget e2e-server" wait_until 30 "pod budget" pod_outside
+pods_outside_counted() { [[ "$(k get latencyprofile e2e-rollout -o jsonpath='{.status.podsOutsideBudget}')" == 1 ]]; }
+check "the profile counts it (status.podsOutsideBudget 1)" wait_until 30 "podsOutsideBudget" pods_outside_counted
 transcript latency-explain "kubectl latency explain $NODE" kubectl_latency explain "$NODE"
 transcript latency-top "kubectl latency top" kubectl_latency top
 echo "  (rollout-server: $(k get latencynode "$NODE" -o jsonpath='{range .status.latency.pods[?(@.name=="rollout-server")]}{.waitPerSecond}/s:{range .offenders[*]} {.sharePercent}% {.class} {.name};{end}{end}'))"
