@@ -5,6 +5,12 @@
 // and name, never as a node failure. The kernel's effective_affinity_list is
 // read back to verify each move. IRQs that appear later are caught on the
 // next pass because every pass lists /proc/irq afresh.
+//
+// Where irqbalance runs, it is banned from every online CPU outside the
+// reserved ones through its control socket (agent/irqbalance; the ban comes
+// first in the knobs), and an IRQ it moves within the reserved CPUs is
+// its placement, not drift: only an IRQ found on another CPU is steered
+// back (irqbalance ignoring its ban, or another writer).
 package irq
 
 import (
@@ -18,6 +24,7 @@ import (
 
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/irqbalance"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/internal/settingid"
 )
@@ -28,13 +35,23 @@ var defaultID = settingid.IRQ.ID("default_smp_affinity")
 // ID is the setting name of one IRQ.
 func ID(n int) string { return settingid.IRQ.ID(strconv.Itoa(n)) }
 
-// Knobs returns default_smp_affinity then every numbered IRQ, ascending,
-// each steered to reserved.
+// Knobs returns irqbalance's ban when it runs, then default_smp_affinity,
+// then every numbered IRQ, ascending, each steered to reserved.
 func Knobs(root *host.Root, reserved cpuset.CPUSet) ([]knob.Knob, error) {
 	if reserved.IsEmpty() {
 		return nil, fmt.Errorf("irq: reserved CPU set is empty")
 	}
 	var knobs []knob.Knob
+	equal, note := cpulist.Equal, ""
+	if ib := balancer(root, reserved); ib.PID != 0 {
+		if ib.Ban != nil {
+			knobs = append(knobs, *ib.Ban)
+		}
+		// irqbalance places each IRQ on some of the CPUs it may use:
+		// within the reserved ones is where it belongs.
+		equal = effectiveWithin
+		note = fmt.Sprintf("placed by irqbalance (pid %d) within the reserved CPUs", ib.PID)
+	}
 	def := root.Proc("irq", "default_smp_affinity")
 	if root.Exists(def) {
 		knobs = append(knobs, knob.Knob{ID: defaultID, Path: def, Desired: cpulist.FormatMask(reserved),
@@ -51,9 +68,10 @@ func Knobs(root *host.Root, reserved cpuset.CPUSet) ([]knob.Knob, error) {
 			ID:                 ID(n),
 			Path:               dir + "/smp_affinity_list",
 			Desired:            reserved.String(),
-			Equal:              cpulist.Equal,
+			Equal:              equal,
 			Label:              label(n, names[n]),
 			RefusalIsImmovable: true,
+			Note:               note,
 		}
 		if root.Exists(dir + "/effective_affinity_list") {
 			k.VerifyPath = dir + "/effective_affinity_list"
@@ -127,4 +145,15 @@ func effectiveWithin(effective, want string) bool {
 	e, err1 := cpulist.Parse(strings.TrimSpace(effective))
 	w, err2 := cpulist.Parse(strings.TrimSpace(want))
 	return err1 == nil && err2 == nil && !e.IsEmpty() && e.IsSubsetOf(w)
+}
+
+// balancer finds a running irqbalance and renders its ban of every online
+// CPU outside reserved. Online CPUs unknown: no ban, and the IRQs are still
+// taken as irqbalance's within reserved.
+func balancer(root *host.Root, reserved cpuset.CPUSet) irqbalance.Running {
+	online, err := cpulist.Online(root)
+	if err != nil {
+		online = reserved
+	}
+	return irqbalance.Find(root, online.Difference(reserved))
 }
