@@ -173,29 +173,27 @@ func Find(root *host.Root, cpus cpuset.CPUSet) Running {
 		// irqbalance restarted, or an administrator changed its ban
 		// through the socket: that is what revert puts back.
 		OriginalFollowsWriter: true}
-	d, err := find(root)
-	if err == nil {
+	if d, err := find(root); err == nil {
 		r.PID = d.pid
-		banned := d.setup.Banned
-		if d.value() == "" {
-			banned = d.envBan
-		}
-		if cpus.IsSubsetOf(banned) {
-			k.Desired = d.value()
-		} else {
-			k.Desired = banned.Union(cpus).String()
-		}
-		k.Note = note(d.pid, k.Desired, banned.Union(cpus))
+		k.Desired, k.Note = d.ban(cpus)
 	}
 	r.Ban = &k
 	return r
 }
 
-func note(pid int, value string, banned cpuset.CPUSet) string {
-	if value == "" {
-		return fmt.Sprintf("irqbalance (pid %d) bans CPUs %s from its environment or the kernel's isolated and nohz_full CPUs", pid, banned)
+// ban is the value that bans cpus from d on top of what it bans now, and
+// the note saying how: "" (nothing to send) when it bans them already
+// without a ban set through its socket.
+func (d daemon) ban(cpus cpuset.CPUSet) (value, note string) {
+	value = d.value()
+	if !cpus.IsSubsetOf(d.setup.Banned) {
+		value = d.setup.Banned.Union(cpus).String()
 	}
-	return fmt.Sprintf("banned through irqbalance's socket (pid %d): CPUs %s", pid, banned)
+	all := d.setup.Banned.Union(cpus)
+	if value == "" {
+		return "", fmt.Sprintf("irqbalance (pid %d) bans CPUs %s from its environment or the kernel's isolated and nohz_full CPUs", d.pid, all)
+	}
+	return value, fmt.Sprintf("banned through irqbalance's socket (pid %d): CPUs %s", d.pid, all)
 }
 
 // WithSocketBans replaces the environment's ban of each irqbalance in ibs

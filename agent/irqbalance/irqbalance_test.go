@@ -270,3 +270,29 @@ func TestEnvBan(t *testing.T) {
 		}
 	}
 }
+
+// The ban keeps what irqbalance bans already (its environment's, an
+// administrator's through the socket) and adds the CPUs asked for; when it
+// bans them already, nothing is sent and the note says why.
+func TestBanValue(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		banned, envBan cpuset.CPUSet
+		envErr         error
+		cpus           cpuset.CPUSet
+		want, note     string
+	}{
+		{"nothing banned", cpuset.New(), cpuset.New(), nil, cpuset.New(2, 3), "2-3", "banned through irqbalance's socket (pid 7): CPUs 2-3"},
+		{"environment bans one", cpuset.New(5), cpuset.New(5), nil, cpuset.New(2, 3), "2-3,5", "banned through irqbalance's socket (pid 7): CPUs 2-3,5"},
+		{"an administrator's ban stays", cpuset.New(6), cpuset.New(), nil, cpuset.New(2), "2,6", "banned through irqbalance's socket (pid 7): CPUs 2,6"},
+		{"isolcpus covers them", cpuset.New(2, 3), cpuset.New(2, 3), nil, cpuset.New(2, 3), "", "irqbalance (pid 7) bans CPUs 2-3 from its environment"},
+		{"our own ban, next pass", cpuset.New(2, 3), cpuset.New(), nil, cpuset.New(2, 3), "2-3", "banned through irqbalance's socket (pid 7): CPUs 2-3"},
+		{"environment unreadable", cpuset.New(2, 3), cpuset.New(), os.ErrInvalid, cpuset.New(2), "2-3", "banned through"},
+	} {
+		d := daemon{pid: 7, setup: Setup{Sleep: 10, Banned: tc.banned}, envBan: tc.envBan, envErr: tc.envErr}
+		got, note := d.ban(tc.cpus)
+		if got != tc.want || !strings.HasPrefix(note, tc.note) {
+			t.Errorf("%s: ban = %q, %q; want %q, %q…", tc.name, got, note, tc.want, tc.note)
+		}
+	}
+}
