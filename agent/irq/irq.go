@@ -26,6 +26,7 @@ import (
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/irqbalance"
 	"latencytier.io/latencytier/agent/knob"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/settingid"
 )
 
@@ -50,7 +51,7 @@ func Knobs(root *host.Root, reserved cpuset.CPUSet) ([]knob.Knob, error) {
 		// irqbalance places each IRQ on some of the CPUs it may use:
 		// within the reserved ones is where it belongs.
 		equal = effectiveWithin
-		note = fmt.Sprintf("placed by irqbalance (pid %d) within the reserved CPUs", ib.PID)
+		note = fmt.Sprintf("%s (pid %d) within the reserved CPUs", placedNote, ib.PID)
 	}
 	def := root.Proc("irq", "default_smp_affinity")
 	if root.Exists(def) {
@@ -145,6 +146,17 @@ func effectiveWithin(effective, want string) bool {
 	e, err1 := cpulist.Parse(strings.TrimSpace(effective))
 	w, err2 := cpulist.Parse(strings.TrimSpace(want))
 	return err1 == nil && err2 == nil && !e.IsEmpty() && e.IsSubsetOf(w)
+}
+
+// placedNote starts the message of an IRQ irqbalance placed.
+const placedNote = "placed by irqbalance"
+
+// PlacedByIRQBalance reports whether a result is an IRQ's that irqbalance
+// placed within the reserved CPUs: which of them it picked this pass is
+// its business, so status need not show it (nor change when it does).
+func PlacedByIRQBalance(r v1alpha1.SettingResult) bool {
+	_, ok := Number(r.Setting)
+	return ok && r.State == v1alpha1.SettingApplied && strings.HasPrefix(r.Message, placedNote)
 }
 
 // balancer finds a running irqbalance and renders its ban of every online

@@ -79,7 +79,12 @@ func find(root *host.Root) (daemon, error) {
 	if len(ibs) == 0 {
 		return daemon{}, errAbsent{"irqbalance is not running"}
 	}
-	d := daemon{pid: ibs[0].PID}
+	return inspect(root, ibs[0].PID)
+}
+
+// inspect reads irqbalance pid's socket, setup and environment's ban.
+func inspect(root *host.Root, pid int) (daemon, error) {
+	d := daemon{pid: pid}
 	if d.sock = Socket(root, d.pid); d.sock == "" {
 		return d, errAbsent{fmt.Sprintf("irqbalance (pid %d) has no control socket irqbalance%d.sock in its /run/irqbalance (built without its UI, older than 1.8, or its run directory is missing): ban the CPUs with IRQBALANCE_BANNED_CPULIST in its environment (/etc/default/irqbalance) and restart it", d.pid, d.pid)}
 	}
@@ -173,8 +178,7 @@ func Find(root *host.Root, cpus cpuset.CPUSet) Running {
 		// irqbalance restarted, or an administrator changed its ban
 		// through the socket: that is what revert puts back.
 		OriginalFollowsWriter: true}
-	if d, err := find(root); err == nil {
-		r.PID = d.pid
+	if d, err := inspect(root, r.PID); err == nil {
 		k.Desired, k.Note = d.ban(cpus)
 	}
 	r.Ban = &k
