@@ -180,6 +180,7 @@ func Find(root *host.Root, cpus cpuset.CPUSet) Running {
 		OriginalFollowsWriter: true}
 	if d, err := inspect(root, r.PID); err == nil {
 		k.Desired, k.Note = d.ban(cpus)
+		k.Equal = d.bans(cpus)
 	}
 	r.Ban = &k
 	return r
@@ -188,6 +189,22 @@ func Find(root *host.Root, cpus cpuset.CPUSet) Running {
 // ban is the value that bans cpus from d on top of what it bans now, and
 // the note saying how: "" (nothing to send) when it bans them already
 // without a ban set through its socket.
+// bans is the ban knob's Equal: a value holds when it bans cpus, whatever
+// else it bans. The value wanted changes with what irqbalance bans besides
+// (a restart forgets the ban set through the socket, and with it an
+// administrator's), so a value the agent verified before is compared by
+// what it was for: a restarted irqbalance's value is then drift, whose
+// value becomes the one revert restores.
+func (d daemon) bans(cpus cpuset.CPUSet) func(actual, _ string) bool {
+	return func(actual, _ string) bool {
+		if actual == "" {
+			return d.envErr == nil && cpus.IsSubsetOf(d.envBan)
+		}
+		set, err := cpulist.Parse(actual)
+		return err == nil && cpus.IsSubsetOf(set)
+	}
+}
+
 func (d daemon) ban(cpus cpuset.CPUSet) (value, note string) {
 	value = d.value()
 	if !cpus.IsSubsetOf(d.setup.Banned) {
