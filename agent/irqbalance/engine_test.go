@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/apply"
+	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/irqbalance"
 	"latencytier.io/latencytier/agent/knob"
@@ -138,5 +139,19 @@ func TestBanJournaledAndRestoredExactly(t *testing.T) {
 	}
 	if got := strings.Join(fake2.Commands(), "|"); got != "settings cpus 2-3|settings cpus NULL" {
 		t.Errorf("the restarted irqbalance was sent %q, want the ban then NULL", got)
+	}
+}
+
+// The window's finding reads what irqbalance bans through its socket (the
+// agent's ban included); one without a socket keeps its environment's.
+func TestWithSocketBans(t *testing.T) {
+	root := host.New(t.TempDir())
+	if err := os.MkdirAll(root.Path("run", "irqbalance"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	irqbalance.ServeFake(t, root.Path("run", "irqbalance", "irqbalance42.sock"), cpuset.New(2, 3), cpuset.New())
+	got := irqbalance.WithSocketBans(root, []facts.IRQBalance{{PID: 42, Banned: cpuset.New()}, {PID: 43, Banned: cpuset.New(7)}})
+	if got[0].Banned.String() != "2-3" || got[1].Banned.String() != "7" {
+		t.Errorf("bans = %s, %s; want 2-3 from the socket, 7 from the environment", got[0].Banned, got[1].Banned)
 	}
 }
