@@ -1,7 +1,8 @@
 // Package access is the table of the ways the agent reaches a knob's value
 // (knob.Access): kernel files, systemd unit properties, threads' scheduling
-// policies, staged boot arguments. The apply engine resolves the Access of
-// a knob or of a journal entry here and never asks which kind it is.
+// policies, staged boot arguments, cpusets, irqbalance's banned CPUs. The
+// apply engine resolves the Access of a knob or of a journal entry here and
+// never asks which kind it is.
 package access
 
 import (
@@ -12,6 +13,7 @@ import (
 	"latencytier.io/latencytier/agent/bootargs"
 	"latencytier.io/latencytier/agent/cpuset"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/irqbalance"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/rtsched"
@@ -19,7 +21,7 @@ import (
 )
 
 // All lists every Access, one row per kind; a new kind is a new row.
-var All = []*knob.Access{knob.File, systemd.Access, rtsched.Access, bootargs.Access, cpuset.Access}
+var All = []*knob.Access{knob.File, systemd.Access, rtsched.Access, bootargs.Access, cpuset.Access, irqbalance.Access}
 
 // Of is a knob's Access: its own, or that of its path (ByAddress) for a
 // knob built without one.

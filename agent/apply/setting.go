@@ -46,7 +46,9 @@ func (e *Engine) write(c plan.Change) v1alpha1.SettingResult {
 		return res
 	}
 	res.State = v1alpha1.SettingApplied
-	res.Message = e.verify(k)
+	if res.Message = e.verify(k); res.Message == "" {
+		res.Message = k.Note
+	}
 	e.Log.V(1).Info("Wrote setting", "setting", k.ID, "from", c.From, "to", k.Desired)
 	return res
 }

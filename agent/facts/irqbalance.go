@@ -21,6 +21,8 @@ type IRQBalance struct {
 	// Banned is what IRQBALANCE_BANNED_CPULIST and IRQBALANCE_BANNED_CPUS
 	// in its environment ban; recent versions also keep off the kernel's
 	// isolcpus and nohz_full CPUs, which are not included here.
+	// agent/irqbalance.WithSocketBans replaces it by what irqbalance
+	// reports through its control socket (a ban set there included).
 	Banned cpuset.CPUSet
 }
 

@@ -5,6 +5,12 @@
 // and name, never as a node failure. The kernel's effective_affinity_list is
 // read back to verify each move. IRQs that appear later are caught on the
 // next pass because every pass lists /proc/irq afresh.
+//
+// Where irqbalance runs, it is banned from every online CPU outside the
+// reserved ones through its control socket (agent/irqbalance; the ban comes
+// first in the knobs), and an IRQ it moves within the reserved CPUs is
+// its placement, not drift: only an IRQ found on another CPU is steered
+// back (irqbalance ignoring its ban, or another writer).
 package irq
 
 import (
@@ -18,7 +24,9 @@ import (
 
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/irqbalance"
 	"latencytier.io/latencytier/agent/knob"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/settingid"
 )
 
@@ -28,13 +36,23 @@ var defaultID = settingid.IRQ.ID("default_smp_affinity")
 // ID is the setting name of one IRQ.
 func ID(n int) string { return settingid.IRQ.ID(strconv.Itoa(n)) }
 
-// Knobs returns default_smp_affinity then every numbered IRQ, ascending,
-// each steered to reserved.
+// Knobs returns irqbalance's ban when it runs, then default_smp_affinity,
+// then every numbered IRQ, ascending, each steered to reserved.
 func Knobs(root *host.Root, reserved cpuset.CPUSet) ([]knob.Knob, error) {
 	if reserved.IsEmpty() {
 		return nil, fmt.Errorf("irq: reserved CPU set is empty")
 	}
 	var knobs []knob.Knob
+	equal, note := cpulist.Equal, ""
+	if ib := balancer(root, reserved); ib.PID != 0 {
+		if ib.Ban != nil {
+			knobs = append(knobs, *ib.Ban)
+		}
+		// irqbalance places each IRQ on some of the CPUs it may use:
+		// within the reserved ones is where it belongs.
+		equal = effectiveWithin
+		note = fmt.Sprintf("%s (pid %d) within the reserved CPUs", placedNote, ib.PID)
+	}
 	def := root.Proc("irq", "default_smp_affinity")
 	if root.Exists(def) {
 		knobs = append(knobs, knob.Knob{ID: defaultID, Path: def, Desired: cpulist.FormatMask(reserved),
@@ -51,9 +69,10 @@ func Knobs(root *host.Root, reserved cpuset.CPUSet) ([]knob.Knob, error) {
 			ID:                 ID(n),
 			Path:               dir + "/smp_affinity_list",
 			Desired:            reserved.String(),
-			Equal:              cpulist.Equal,
+			Equal:              equal,
 			Label:              label(n, names[n]),
 			RefusalIsImmovable: true,
+			Note:               note,
 		}
 		if root.Exists(dir + "/effective_affinity_list") {
 			k.VerifyPath = dir + "/effective_affinity_list"
@@ -127,4 +146,26 @@ func effectiveWithin(effective, want string) bool {
 	e, err1 := cpulist.Parse(strings.TrimSpace(effective))
 	w, err2 := cpulist.Parse(strings.TrimSpace(want))
 	return err1 == nil && err2 == nil && !e.IsEmpty() && e.IsSubsetOf(w)
+}
+
+// placedNote starts the message of an IRQ irqbalance placed.
+const placedNote = "placed by irqbalance"
+
+// PlacedByIRQBalance reports whether a result is an IRQ's that irqbalance
+// placed within the reserved CPUs: which of them it picked this pass is
+// its business, so status need not show it (nor change when it does).
+func PlacedByIRQBalance(r v1alpha1.SettingResult) bool {
+	_, ok := Number(r.Setting)
+	return ok && r.State == v1alpha1.SettingApplied && strings.HasPrefix(r.Message, placedNote)
+}
+
+// balancer finds a running irqbalance and renders its ban of every online
+// CPU outside reserved. Online CPUs unknown: no ban, and the IRQs are still
+// taken as irqbalance's within reserved.
+func balancer(root *host.Root, reserved cpuset.CPUSet) irqbalance.Running {
+	online, err := cpulist.Online(root)
+	if err != nil {
+		online = reserved
+	}
+	return irqbalance.Find(root, online.Difference(reserved))
 }

@@ -34,6 +34,10 @@ type Knob struct {
 	// Label describes the knob for humans in status messages, e.g. the IRQ's
 	// name from /proc/interrupts. Optional.
 	Label string
+	// Note, when set, is the message of the setting's Applied result: how
+	// the value is held when that is not plain ("banned through
+	// irqbalance's socket (pid 812)"). Optional.
+	Note string
 	// RefusalIsImmovable marks knobs whose write refusal (EIO, EPERM, EACCES)
 	// means the kernel will not move this value (managed or per-CPU IRQs):
 	// reported Immovable, not Failed.

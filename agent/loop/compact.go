@@ -15,7 +15,8 @@ import (
 // every other setting (default_smp_affinity included) is left as it is. A
 // node with 256 movable IRQs all steered the same way lists one line, not
 // 256. The order of rs is kept (each summary where its first IRQ was); rs is
-// not modified.
+// not modified. IRQs irqbalance placed within the reserved CPUs are shown
+// without the CPU it picked.
 func SummariseIRQs(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
 	type group struct {
 		first int // index in out
@@ -25,6 +26,11 @@ func SummariseIRQs(rs []v1alpha1.SettingResult) []v1alpha1.SettingResult {
 	groups := map[key]*group{}
 	out := make([]v1alpha1.SettingResult, 0, len(rs))
 	for _, r := range rs {
+		if irq.PlacedByIRQBalance(r) {
+			// The CPU irqbalance picked this pass is not shown: one line
+			// for all it placed, and no status write when it moves one.
+			r.Actual = ""
+		}
 		n, ok := irq.Number(r.Setting)
 		if !ok || r.Count > 1 {
 			out = append(out, r)

@@ -44,6 +44,21 @@ func TestSummariseIRQs(t *testing.T) {
 	}
 }
 
+// IRQs irqbalance placed are one line whichever reserved CPU it picked, so
+// its moves change nothing in status.
+func TestSummariseIRQsPlacedByIRQBalance(t *testing.T) {
+	placed := "placed by irqbalance (pid 812) within the reserved CPUs"
+	rs := []v1alpha1.SettingResult{irqRes(24, v1alpha1.SettingApplied, "0", placed), irqRes(25, v1alpha1.SettingApplied, "1", placed),
+		irqRes(26, v1alpha1.SettingApplied, "0-1", placed), irqRes(36, v1alpha1.SettingImmovable, "0-3", "refuses")}
+	got := SummariseIRQs(rs)
+	if len(got) != 2 || got[0].Setting != "irq/24-26" || got[0].Count != 3 || got[0].Actual != "" || got[1].Actual != "0-3" {
+		t.Errorf("SummariseIRQs = %+v, want irq/24-26 (3, no actual) and irq/36", got)
+	}
+	if rs[0].Actual != "0" {
+		t.Error("the input was modified")
+	}
+}
+
 // A node with 300 IRQs, two of them failing: status lists a handful of
 // lines, and Applied, settingsOmitted and the failures count every IRQ.
 func TestSummarisedIRQsCountPerIRQ(t *testing.T) {

@@ -48,7 +48,7 @@ func Make(knobs []knob.Knob, observed map[string]Observed, verified map[string]s
 		case o.Err != nil:
 			p.Settled = append(p.Settled, readFailure(k, o.Err))
 		case k.Matches(o.Value, k.Desired):
-			p.Settled = append(p.Settled, result(k, o.Value, v1alpha1.SettingApplied, ""))
+			p.Settled = append(p.Settled, result(k, o.Value, v1alpha1.SettingApplied, k.Note))
 		default:
 			v, had := verified[k.ID]
 			p.Changes = append(p.Changes, Change{Knob: k, From: o.Value, Drift: had && k.Matches(v, k.Desired)})

@@ -12,6 +12,7 @@ import (
 	"latencytier.io/latencytier/agent/facts"
 	"latencytier.io/latencytier/agent/findings"
 	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/irqbalance"
 	"latencytier.io/latencytier/agent/measure"
 	"latencytier.io/latencytier/agent/power"
 	"latencytier.io/latencytier/agent/rtsched"
@@ -44,7 +45,7 @@ func observe(root *host.Root, in Input, cls snapshot.CPUs, res *measure.Result) 
 		}
 	}
 	if !cls.Isolated.IsEmpty() {
-		o.IRQBalances = facts.IRQBalances(root)
+		o.IRQBalances = irqbalance.WithSocketBans(root, facts.IRQBalances(root))
 		o.RTTasks = rtTasks(root)
 	}
 	if online, err := onlineCPUs(root); err == nil && !online.IsEmpty() {

@@ -61,8 +61,8 @@ var (
 	Sysctl = Kind{Name: "sysctl", Forms: []string{"sysctl/<name>"},
 		Doc:     "a raw sysctl from `spec.sysctls`, e.g. `sysctl/net.core.busy_poll`",
 		Culprit: sysctlWriter}
-	IRQ = Kind{Name: "irq", Forms: []string{"irq/<number>", "irq/default_smp_affinity"},
-		Doc:     "IRQ affinity; `irq/<first>-<last>,<n>` summarises IRQs with one result",
+	IRQ = Kind{Name: "irq", Forms: []string{"irq/<number>", "irq/default_smp_affinity", "irq/irqbalance"},
+		Doc:     "IRQ affinity; `irq/<first>-<last>,<n>` summarises IRQs with one result; `irq/irqbalance` is the CPUs a running irqbalance is banned from through its socket",
 		Culprit: "a tool writing /proc/irq (irqbalance, tuned)", CanBeImmovable: true}
 	CPUSetPod = Kind{Name: "cpuset", Sub: "pod", Forms: []string{"cpuset/pod/<namespace>/<pod>/<uid>/…"},
 		Doc:     "the cpuset of an opted-in pod and its containers",
