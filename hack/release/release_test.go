@@ -113,7 +113,9 @@ type buildError struct {
 	out      []byte
 }
 
-func (e *buildError) Error() string { return "building the fake for " + e.platform + ": " + e.err.Error() + "\n" + string(e.out) }
+func (e *buildError) Error() string {
+	return "building the fake for " + e.platform + ": " + e.err.Error() + "\n" + string(e.out)
+}
 
 func copyFile(src, dst string) error {
 	b, err := os.ReadFile(src)
