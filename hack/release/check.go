@@ -41,6 +41,7 @@ type checker struct {
 	arches       []string
 	bpfObject    []byte // the committed BPF object each image binary must embed; nil skips
 	exec         bool   // run the binaries: the host's, and arm64 under qemu-aarch64 when installed
+	imagesOnly   bool   // the directory holds only the image archives and their index (make image)
 	qemu         string // qemu-aarch64's path, "" if absent
 	problems     []string
 	ran          []string // what -exec ran, for the report
@@ -56,13 +57,14 @@ func runCheck(args []string) error {
 	arches := fs.String("arches", "amd64,arm64", "the image's architectures")
 	bpf := fs.String("bpf-object", "", "the BPF object every image binary must embed (agent/measure/bpf/runqlat_bpfel.o)")
 	run := fs.Bool("exec", false, "run each binary's version (the host's directly, arm64 under qemu-aarch64 if installed) and the image's agent --help")
+	imagesOnly := fs.Bool("images-only", false, "check only the image archives and their index (make image)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return errors.New("check: want the release directory")
 	}
-	c := &checker{dir: fs.Arg(0), version: *version, arches: strings.Split(*arches, ","), exec: *run}
+	c := &checker{dir: fs.Arg(0), version: *version, arches: strings.Split(*arches, ","), exec: *run, imagesOnly: *imagesOnly}
 	if *bpf != "" {
 		var err error
 		if c.bpfObject, err = os.ReadFile(*bpf); err != nil {
@@ -90,8 +92,6 @@ func (c *checker) check() {
 		c.errorf("version %q is not vMAJOR.MINOR.PATCH[-PRERELEASE]", c.version)
 		return
 	}
-	c.checkFiles()
-	c.checkChecksums()
 	digests := map[string]v1.Hash{}
 	for _, arch := range c.arches {
 		if d, ok := c.checkImage(arch); ok {
@@ -99,6 +99,12 @@ func (c *checker) check() {
 		}
 	}
 	c.checkIndex(digests)
+	if c.imagesOnly {
+		c.checkBinaries()
+		return
+	}
+	c.checkFiles()
+	c.checkChecksums()
 	c.checkChart(m[1])
 	c.checkKrew()
 	c.checkBinaries()
@@ -186,7 +192,10 @@ var elfMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_
 func (c *checker) checkImage(arch string) (v1.Hash, bool) {
 	file := filepath.Join(c.dir, "latencytier_"+c.version+"_linux_"+arch+".oci.tar")
 	if _, err := os.Stat(file); err != nil {
-		return v1.Hash{}, false // checkFiles said so
+		if c.imagesOnly {
+			c.errorf("%v", err)
+		}
+		return v1.Hash{}, false // else checkFiles says so
 	}
 	a, img, cf, err := imageOf(file)
 	if err != nil {

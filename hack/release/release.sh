@@ -22,6 +22,8 @@
 #                you like, e.g. skopeo copy oci-archive:FILE docker://REPO:TAG)
 #   ARCHES       the image's architectures (default "amd64 arm64")
 #   RELEASE_DIR  output directory (default dist/release/<version>)
+#   IMAGE_ONLY   1: only the image archives and their index, checked
+#                (make image, what CI can afford: docs/release.md)
 #   PREBUILT     a directory holding linux_<arch>/latencytier (and
 #                <os>_<arch>/kubectl-latency, krew/dist.sh's): package those
 #                instead of building (hack/release's test, with fakes)
@@ -33,8 +35,9 @@ if ! [[ "$VERSION" =~ ^v([0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?)$ ]]; then
   exit 1
 fi
 SEMVER="${BASH_REMATCH[1]}"
-: "${RELEASE_URL:?RELEASE_URL is required: where the plugin archives will be downloaded from (krew/dist.sh)}"
-: "${HOMEPAGE:?HOMEPAGE is required: the homepage the krew manifest names (krew/dist.sh)}"
+IMAGE_ONLY="${IMAGE_ONLY:-}"
+[[ -n "$IMAGE_ONLY" ]] || : "${RELEASE_URL:?RELEASE_URL is required: where the plugin archives will be downloaded from (krew/dist.sh)}"
+[[ -n "$IMAGE_ONLY" ]] || : "${HOMEPAGE:?HOMEPAGE is required: the homepage the krew manifest names (krew/dist.sh)}"
 IMAGE_REPO="${IMAGE_REPO:-latencytier}"
 ARCHES="${ARCHES:-amd64 arm64}"
 OUT="${RELEASE_DIR:-$ROOT/dist/release/$VERSION}"
@@ -71,6 +74,11 @@ for arch in $ARCHES; do
 done
 "$stage/release" index -o "$OUT/latencytier_$VERSION.oci.tar" -tag "$IMAGE_REPO:$VERSION" "${archives[@]}"
 echo "$OUT/latencytier_$VERSION.oci.tar"
+if [[ -n "$IMAGE_ONLY" ]]; then
+  "$stage/release" check -images-only -version "$VERSION" -arches "${ARCHES// /,}" \
+    -bpf-object agent/measure/bpf/runqlat_bpfel.o -exec "$OUT"
+  exit 0
+fi
 
 # Every timestamp a release holds is the commit's, so two runs give the
 # same bytes (hack/release's TestReleaseIsReproducible).
@@ -81,7 +89,7 @@ created=$(git log -1 --format=%ct 2>/dev/null || echo 0)
 # mtime the commit's (helm stamps the time it ran).
 go tool helm package charts/latencytier --version "$SEMVER" --app-version "$VERSION" -d "$stage" >/dev/null
 mkdir "$stage/chart"
-tar -xzf "$stage/latencytier-$SEMVER.tgz" -C "$stage/chart"
+tar -xzmf "$stage/latencytier-$SEMVER.tgz" -C "$stage/chart"
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@"$created" -C "$stage/chart" -cf - latencytier |
   gzip -n >"$OUT/latencytier-$SEMVER.tgz"
 echo "$OUT/latencytier-$SEMVER.tgz"
