@@ -26,9 +26,7 @@ import (
 // the SBOM find them by these).
 var (
 	imageArchiveRe  = regexp.MustCompile(`^latencytier_(v[^_]+)_linux_([a-z0-9]+)\.oci\.tar$`)
-	indexArchiveRe  = regexp.MustCompile(`^latencytier_(v[^_]+)\.oci\.tar$`)
 	pluginArchiveRe = regexp.MustCompile(`^kubectl-latency_(v[^_]+)_([a-z0-9]+)_([a-z0-9]+)\.tar\.gz$`)
-	chartRe         = regexp.MustCompile(`^latencytier-([0-9][^/]*)\.tgz$`)
 )
 
 const (

@@ -5,7 +5,7 @@
 // each other (check.go). It needs no network.
 //
 //	go run ./hack/release index -o DIR/latencytier_v0.1.0.oci.tar -tag latencytier:v0.1.0 A.oci.tar B.oci.tar
-//	go run ./hack/release sbom -o DIR/latencytier_v0.1.0.spdx.json -version v0.1.0 NAME=BINARY ...
+//	go run ./hack/release sbom -version v0.1.0 [-created UNIX] DIR   (writes DIR/latencytier_v0.1.0.spdx.json)
 //	go run ./hack/release check -version v0.1.0 [-exec] [-bpf-object F] DIR
 package main
 
@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -103,13 +102,4 @@ func onlyImage(idx v1.ImageIndex) (v1.Image, error) {
 		return nil, fmt.Errorf("index.json lists %d manifests, want one image", len(m.Manifests))
 	}
 	return idx.Image(m.Manifests[0].Digest)
-}
-
-// binArg is one NAME=PATH argument.
-func binArg(s string) (nameOf, path string, err error) {
-	n, p, ok := strings.Cut(s, "=")
-	if !ok || n == "" || p == "" {
-		return "", "", fmt.Errorf("want NAME=BINARY, got %q", s)
-	}
-	return n, p, nil
 }
