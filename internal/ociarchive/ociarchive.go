@@ -46,7 +46,7 @@ func WriteIndex(file string, idx v1.ImageIndex, ref name.Tag) error {
 }
 
 func annotations(ref name.Tag) map[string]string {
-	return map[string]string{RefNameAnnotation: ref.TagStr(), ContainerdAnnotation: ref.Name()}
+	return map[string]string{RefNameAnnotation: ref.TagStr(), ContainerdAnnotation: ref.String()}
 }
 
 // write lays the layout out in a temporary directory, lets add fill it and

@@ -47,6 +47,11 @@ func TestWriteImageRoundTrip(t *testing.T) {
 	if d.Digest != want || d.Annotations[RefNameAnnotation] != "v1.2.3" || d.Annotations[ContainerdAnnotation] != "registry.example/latencytier:v1.2.3" {
 		t.Errorf("index.json lists %s %v, want %s named v1.2.3 and the full reference", d.Digest, d.Annotations, want)
 	}
+	// A reference without a registry stays as given: containerd would read
+	// ggcr's index.docker.io as a registry of its own, not docker.io.
+	if got := annotations(name.MustParseReference("latencytier:v0.1.0").(name.Tag))[ContainerdAnnotation]; got != "latencytier:v0.1.0" {
+		t.Errorf("latencytier:v0.1.0 is named %q for containerd", got)
+	}
 	if _, err := a.Index.Image(want); err != nil {
 		t.Error(err)
 	}
