@@ -102,6 +102,15 @@ dist-plugin: ## Release archives of kubectl-latency (linux, darwin; amd64, arm64
 	VERSION=$(VERSION) krew/dist.sh
 krew: dist-plugin ## Alias of dist-plugin: dist/plugin/latency.yaml is the krew manifest.
 
+.PHONY: release
+release: ## One release in dist/release/$(VERSION) (VERSION=vX.Y.Z; RELEASE_URL, HOMEPAGE for the krew manifest): the image for linux/amd64 and arm64 as OCI archives and their index, the chart, the plugin archives and krew manifest, an SBOM and SHA256SUMS, checked against each other (docs/release.md).
+	VERSION=$(VERSION) hack/release/release.sh
+
+IMAGE_VERSION ?= v0.0.0-dev
+.PHONY: image
+image: ## The linux/amd64 image as make release builds it, in dist/image (OCI archive and index, IMAGE_VERSION), its binary run from the archive (version, agent --help).
+	VERSION=$(IMAGE_VERSION) IMAGE_ONLY=1 ARCHES=amd64 RELEASE_DIR=dist/image hack/release/release.sh
+
 .PHONY: run
 run: ## Run the manager against the current kubeconfig.
 	go run . manager
@@ -111,7 +120,7 @@ demo: build ## Bring up a local cluster, apply a profile, show it working; Ctrl-
 	hack/demo.sh
 
 .PHONY: docker-build
-docker-build: ## Build the image (needs a Docker engine; none runs on the CI VMs).
+docker-build: ## Build the image with a Docker engine (none runs on the CI VMs; make image builds the same image without one).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 .PHONY: chart

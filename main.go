@@ -11,9 +11,11 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"latencytier.io/latencytier/agent"
 	"latencytier.io/latencytier/controllers"
+	"latencytier.io/latencytier/internal/buildinfo"
 	"latencytier.io/latencytier/internal/cli"
 	"latencytier.io/latencytier/internal/uninstall"
 )
@@ -40,7 +42,13 @@ func newRoot() *cobra.Command {
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(controllers.NewManagerCommand(), agent.NewCommand(), uninstall.NewCommand(), &cobra.Command{
+	manager, agentCmd := controllers.NewManagerCommand(), agent.NewCommand()
+	// Both serve metrics from controller-runtime's registry; each says what
+	// runs there with latencytier_build_info (docs/metrics.md).
+	for role, cmd := range map[string]*cobra.Command{"manager": manager, "agent": agentCmd} {
+		cmd.PreRunE = func(*cobra.Command, []string) error { return buildinfo.Register(ctrlmetrics.Registry, role, version) }
+	}
+	root.AddCommand(manager, agentCmd, uninstall.NewCommand(), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version) },

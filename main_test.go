@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +19,9 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"latencytier.io/latencytier/internal/buildinfo"
 	"latencytier.io/latencytier/internal/cli"
 )
 
@@ -266,5 +269,44 @@ func TestOneLogFormat(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(hostRoot, "var", "lib", "latencytier")); err != nil {
 		t.Logf("agent state dir: %v", err)
+	}
+}
+
+// TestBuildInfoMetric: the manager and the agent, before they run, register
+// latencytier_build_info with their role and the stamped version in the
+// registry their metrics servers serve.
+func TestBuildInfoMetric(t *testing.T) {
+	root := newRoot()
+	for _, role := range []string{"manager", "agent"} {
+		cmd, _, err := root.Find([]string{role})
+		if err != nil || cmd.PreRunE == nil {
+			t.Fatalf("%s: %v, PreRunE set %v", role, err, cmd.PreRunE != nil)
+		}
+		if err := cmd.PreRunE(cmd, nil); err != nil {
+			t.Fatalf("%s: %v", role, err)
+		}
+	}
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]bool{}
+	for _, mf := range mfs {
+		if mf.GetName() != buildinfo.MetricName {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			if l["version"] != version || l["goversion"] != runtime.Version() || m.GetGauge().GetValue() != 1 {
+				t.Errorf("%s%v = %g, want version %q, goversion %q, 1", buildinfo.MetricName, l, m.GetGauge().GetValue(), version, runtime.Version())
+			}
+			roles[l["role"]] = true
+		}
+	}
+	if !roles["manager"] || !roles["agent"] || len(roles) != 2 {
+		t.Errorf("%s roles %v, want manager and agent", buildinfo.MetricName, roles)
 	}
 }

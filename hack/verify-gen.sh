@@ -20,6 +20,11 @@ untracked=$(git ls-files --others --exclude-standard -- api config agent)
 if [[ -n "$untracked" ]]; then
   echo "verify-gen: generated files not committed:" >&2; echo "$untracked" >&2; exit 1
 fi
+# The chart README's values table is generated from values.yaml by its test.
+if ! go test -count=1 -run '^TestChartReadmeValuesTable$' ./charts >/dev/null; then
+  echo "verify-gen: charts/latencytier/README.md's values table is stale; run 'go test ./charts -run TestChartReadmeValuesTable -update' and commit" >&2
+  exit 1
+fi
 # What the repository may track at all (no ELF executable, nothing over 1 MB
 # but test data and vmlinux.h) is a Go test, internal/repofiles, that
 # `make test` runs.
