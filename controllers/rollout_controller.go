@@ -38,7 +38,7 @@ type rolloutStep struct {
 	Status  *v1alpha1.RolloutStatus
 	Classes map[string]nodeClass
 	Wait    time.Duration // when a clock next changes the decision
-	decided bool // false for a profile being deleted: nothing moves
+	decided bool          // false for a profile being deleted: nothing moves
 	plan    rolloutPlan
 	lns     map[string]*v1alpha1.LatencyNode
 	owned   map[string]*appsv1.ControllerRevision
