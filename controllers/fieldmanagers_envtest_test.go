@@ -132,7 +132,7 @@ func fieldPaths(e metav1.ManagedFieldsEntry) ([]string, error) {
 		return nil, nil
 	}
 	var tree map[string]any
-	if err := json.Unmarshal(e.FieldsV1.Raw, &tree); err != nil {
+	if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &tree); err != nil {
 		return nil, err
 	}
 	prefix := ""
@@ -178,7 +178,7 @@ type managerRecorder struct {
 }
 
 func recordManagers(t *testing.T, c client.Client) *managerRecorder {
-	r := &managerRecorder{t: t, c: c, seen: map[string]map[string]string{}, step: "start",
+	r := &managerRecorder{t: t, c: c, seen: map[string]map[string]string{}, step: "(none yet)",
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
@@ -275,7 +275,7 @@ func (r *managerRecorder) check(wanted ...string) {
 	for _, key := range keys {
 		managers := r.seen[key]
 		if len(managers) > 1 {
-			r.t.Errorf("%s has %d field managers, want one: %v (manager: first step it was seen after)", key, len(managers), managers)
+			r.t.Errorf("%s has %d field managers, want one: %v (manager: the last step done when it was first seen)", key, len(managers), managers)
 		}
 		kind, path, _ := strings.Cut(key, "/")
 		row := rowOf(kind, path)
