@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -94,22 +95,34 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	recordProfileMetrics(p.Name, counts, st)
 	recordProfileReports(p, nodeReports(in))
 	// The pass's one status patch, before its acts: the records the acts
-	// rest on are written now, whatever the gate says.
+	// rest on are written now, whatever the gate says, and the acts wait
+	// until they are stored.
 	records := rolloutRecordChanged(orig.Status.Rollout, rollout) || !equality.Semantic.DeepEqual(orig.Status.Reboots, st.Reboots)
-	gated, err := r.patchStatus(ctx, orig, st, records)
-	if err != nil {
-		return ctrl.Result{}, err
+	gated, patchErr := r.patchStatus(ctx, orig, st, records)
+	if patchErr != nil && records {
+		return ctrl.Result{}, patchErr
 	}
-	if err := r.actRollout(ctx, p, rollout, gate, in.Now); err != nil {
-		return ctrl.Result{}, err
+	wait, err := r.act(ctx, p, rollout, reboots, gate, in.Now)
+	if err != nil || patchErr != nil {
+		return ctrl.Result{}, errors.Join(err, patchErr)
 	}
-	rebootWait, err := r.Reboots.act(ctx, p, reboots, in.Now)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	wait := soonest(rollout.Wait, rebootWait)
 	recheck := soonest(unreachableRecheck(in), staleRecheck(in))
 	return ctrl.Result{RequeueAfter: soonest(soonest(recheck, wait), gated)}, nil
+}
+
+// act carries out a pass's decided acts, once what they rest on is on
+// record: the rollout's moves, then the reboots' acts. It returns when
+// to look again.
+func (r *profileReconciler) act(ctx context.Context, p *v1alpha1.LatencyProfile, rollout rolloutStep, reboots rebootStep,
+	gate rebootGate, now time.Time) (time.Duration, error) {
+	if err := r.actRollout(ctx, p, rollout, gate, now); err != nil {
+		return 0, err
+	}
+	wait, err := r.Reboots.act(ctx, p, reboots, now)
+	if err != nil {
+		return 0, err
+	}
+	return soonest(rollout.Wait, wait), nil
 }
 
 // soonest is the shorter of two requeue delays, 0 meaning none.
