@@ -13,9 +13,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
@@ -307,6 +309,17 @@ type statusPatchCounter struct {
 	perPass map[types.UID]int
 	most    int
 	outside int // patches outside a reconcile
+	// refuse: the API server is made to refuse every profile status
+	// patch as a conflict; refused counts them.
+	refuse  bool
+	refused int
+}
+
+// setRefuse turns the refusal of profile status patches on or off.
+func (c *statusPatchCounter) setRefuse(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refuse = on
 }
 
 func newStatusPatchCounter() *statusPatchCounter {
@@ -319,16 +332,21 @@ func (c *statusPatchCounter) newClient(cfg *rest.Config, o client.Options) (clie
 	return statusPatchCounting{Client: inner, n: c}, err
 }
 
-func (c *statusPatchCounter) count(ctx context.Context) {
+// count counts a patch and says whether to refuse it.
+func (c *statusPatchCounter) count(ctx context.Context) (refuse bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.refuse {
+		c.refused++
+	}
 	id := controller.ReconcileIDFromContext(ctx)
 	if id == "" {
 		c.outside++
-		return
+		return c.refuse
 	}
 	c.perPass[id]++
 	c.most = max(c.most, c.perPass[id])
+	return c.refuse
 }
 
 // check fails unless every pass patched a profile's status at most once,
@@ -363,8 +381,9 @@ type statusPatchWriter struct {
 }
 
 func (w statusPatchWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if _, ok := obj.(*v1alpha1.LatencyProfile); ok {
-		w.n.count(ctx)
+	if _, ok := obj.(*v1alpha1.LatencyProfile); ok && w.n.count(ctx) {
+		return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("latencyprofiles").GroupResource(), obj.GetName(),
+			fmt.Errorf("refused by the test"))
 	}
 	return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 }
@@ -419,4 +438,54 @@ func TestEachFieldHasOneManager(t *testing.T) {
 		"Node/f:metadata.f:labels", "Node/f:spec.f:taints", "Node/f:spec.f:unschedulable",
 		"LatencyProfile/status:f:status.f:rollout", "LatencyProfile/status:f:status.f:reboots", "LatencyProfile/f:metadata.f:finalizers")
 	e.patches.check(t)
+}
+
+// TestRolloutMovesWaitForTheirRecord: the rollout's moves rest on
+// status.rollout, written in the pass's one status patch before them (a
+// restart between the two must not judge a node again). While the API
+// server refuses the profile's status patches, no node moves; once it
+// takes them, the canary moves.
+func TestRolloutMovesWaitForTheirRecord(t *testing.T) {
+	e := startRebootEnv(t, 1)
+	e.patches.setRefuse(true)
+	e.nodes("held", "held-a")
+	e.spare("held")
+	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "held"},
+		Spec: v1alpha1.LatencyProfileSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": "held"}},
+			TuningSpec: v1alpha1.TuningSpec{Scheduler: &v1alpha1.SchedulerSpec{Autogroup: ptr.To(v1alpha1.Disabled)},
+				Measurement: &v1alpha1.MeasurementSpec{Interval: &metav1.Duration{Duration: 5 * time.Second},
+					NamespaceSelector: &v1alpha1.NamespaceSelector{MatchLabels: map[string]string{"latencytier.io/tier": "true"}}}},
+			Rollout: testRebootRollout(),
+		}}
+	if err := e.c.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	e.until("held-a's baseline reported", func() error {
+		if ln := e.ln("held-a"); ln == nil || ln.Status.Current == nil || ln.Status.Current.Action != v1alpha1.ActionBaseline {
+			return fmt.Errorf("no baseline yet")
+		}
+		return nil
+	})
+	// The canary's move is due once the baseline's window is over (5s);
+	// its record cannot be written.
+	time.Sleep(8 * time.Second)
+	if ln := e.ln("held-a"); ln.Spec.Action != v1alpha1.ActionBaseline {
+		t.Fatalf("held-a moved to %s %s while its profile's status could not be written", ln.Spec.Action, ln.Spec.Revision)
+	}
+	e.patches.mu.Lock()
+	refused := e.patches.refused
+	e.patches.mu.Unlock()
+	if refused == 0 {
+		t.Fatal("no profile status patch was refused: the test proves nothing")
+	}
+	e.patches.setRefuse(false)
+	e.until("held-a moved, its record written", func() error {
+		ln := e.ln("held-a")
+		ro := e.profile("held").Status.Rollout
+		if ln.Spec.Action != v1alpha1.ActionApply || ro == nil || ro.Revision != ln.Spec.Revision {
+			return fmt.Errorf("held-a %s %s, status.rollout %+v", ln.Spec.Action, ln.Spec.Revision, ro)
+		}
+		return nil
+	})
 }
