@@ -1,9 +1,12 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"sort"
@@ -13,9 +16,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,7 +67,8 @@ func rowOf(kind, path string) string {
 }
 
 // writerTable is docs/architecture.md's writer table: each row's field
-// and the field managers it names.
+// and the field managers it names (none for a row of the agent's or of a
+// write that keeps no object).
 func writerTable(t testing.TB) map[string][]string {
 	t.Helper()
 	raw, err := os.ReadFile("../docs/architecture.md")
@@ -86,6 +92,10 @@ func writerTable(t testing.TB) map[string][]string {
 			continue
 		}
 		field := strings.TrimSpace(cells[1])
+		if field == "field" {
+			continue // the header
+		}
+		rows[field] = rows[field][:0:0]
 		for _, m := range names.FindAllStringSubmatch(cells[2], -1) {
 			rows[field] = append(rows[field], m[1])
 		}
@@ -488,4 +498,81 @@ func TestRolloutMovesWaitForTheirRecord(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// rbacWrites are the manager's write rights (config/rbac) each row of the
+// writer table stands for.
+var rbacWrites = map[string][]string{
+	"LatencyNode (create)":                    {"latencynodes/create"},
+	"LatencyNode spec":                        {"latencynodes/patch"},
+	"LatencyNode (delete)":                    {"latencynodes/delete"},
+	"Node labels":                             {"nodes/patch"},
+	"Node taints":                             {"nodes/patch"},
+	"Node spec.unschedulable + cordon marker": {"nodes/patch"},
+	"Pod eviction":                            {"pods/eviction/create"},
+	"LatencyProfile finalizer":                {"latencyprofiles/patch"},
+	"LatencyProfile status":                   {"latencyprofiles/status/patch"},
+	"ControllerRevisions":                     {"controllerrevisions/create", "controllerrevisions/patch", "controllerrevisions/delete"},
+}
+
+// rbacWritesNoField are the manager's write rights that write no field of
+// the objects it manages.
+var rbacWritesNoField = map[string]string{
+	"leases/create": "leader election", "leases/update": "leader election",
+	"events/create": "events", "events/patch": "events",
+	"tokenreviews/create": "the metrics endpoint's authentication", "subjectaccessreviews/create": "its authorization",
+}
+
+// TestWriterTableMatchesRBAC: each row of the writer table stands for write
+// rights the manager's generated role holds, and each write right the role
+// holds is some row's (or writes no field: leader election, events, the
+// metrics endpoint's reviews).
+func TestWriterTableMatchesRBAC(t *testing.T) {
+	table := writerTable(t)
+	granted := map[string]bool{}
+	raw, err := os.ReadFile("../config/rbac/role.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		var role rbacv1.ClusterRole // a Role's rules read the same
+		if err := dec.Decode(&role); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatal(err)
+		}
+		for _, r := range role.Rules {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					if v == "create" || v == "patch" || v == "update" || v == "delete" || v == "deletecollection" {
+						granted[res+"/"+v] = true
+					}
+				}
+			}
+		}
+	}
+	claimed := map[string]bool{}
+	for row, rights := range rbacWrites {
+		if _, ok := table[row]; !ok {
+			t.Errorf("the writer table has no row %q", row)
+		}
+		for _, right := range rights {
+			claimed[right] = true
+			if !granted[right] {
+				t.Errorf("row %q writes with %s, which config/rbac/role.yaml does not grant", row, right)
+			}
+		}
+	}
+	for row, managers := range table {
+		if _, ok := rbacWrites[row]; !ok && len(managers) > 0 {
+			t.Errorf("writer table row %q has a field manager and no write right in rbacWrites", row)
+		}
+	}
+	for right := range granted {
+		if !claimed[right] && rbacWritesNoField[right] == "" {
+			t.Errorf("config/rbac/role.yaml grants %s, which no row of the writer table writes with", right)
+		}
+	}
 }
