@@ -187,7 +187,7 @@ func Find(root *host.Root, cpus cpuset.CPUSet) Running {
 }
 
 // ban is the value that bans cpus from d on top of what it bans now, and
-// the note saying how: "" (nothing to send) when it bans them already
+// a message (knob.Note) saying how: "" (nothing to send) when it bans them already
 // without a ban set through its socket.
 // bans is the ban knob's Equal: a value holds when it bans cpus, whatever
 // else it bans. The value wanted changes with what irqbalance bans besides

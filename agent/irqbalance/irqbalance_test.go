@@ -273,7 +273,7 @@ func TestEnvBan(t *testing.T) {
 
 // The ban keeps what irqbalance bans already (its environment's, an
 // administrator's through the socket) and adds the CPUs asked for; when it
-// bans them already, nothing is sent and the note says why.
+// bans them already, nothing is sent and the setting's message says why.
 func TestBanValue(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
