@@ -152,7 +152,7 @@ func TestManifestArgsParse(t *testing.T) {
 		}
 	}
 	// What scripts pass: hack/bench/lib.sh (Go-flag style, still accepted),
-	// the Makefile's undeploy, internal/fleetsim's manager.
+	// the Makefile's undeploy, hack/scale/fleetsim's manager.
 	lines = append(lines, []string{"agent", "measure", "-duration", "60s"}, []string{"agent", "apply", "--node-spec", "spec.json"},
 		[]string{"agent", "revert"}, []string{"uninstall", "--timeout=15m"},
 		[]string{"manager", "--namespace=latencytier-system", "--metrics-bind-address=0", "--health-probe-bind-address=0",

@@ -146,12 +146,12 @@ func TestEveryTestIDParses(t *testing.T) {
 			check(file, lit)
 		}
 	})
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "internal/apicost/testdata/latencynode.json"))
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "hack/scale/apicost/testdata/latencynode.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range regexp.MustCompile(`"setting":\s*"([^"]+)"`).FindAllStringSubmatch(string(data), -1) {
-		check("internal/apicost/testdata/latencynode.json", m[1])
+		check("hack/scale/apicost/testdata/latencynode.json", m[1])
 	}
 	if seen < 20 {
 		t.Fatalf("only %d IDs found in the test suites: the collector is broken", seen)

@@ -12,7 +12,7 @@ import (
 func assets(tb testing.TB) string { return testassets.Dir(tb) }
 
 func smallFleet(tb testing.TB, n int) Options {
-	return Options{Nodes: n, Assets: assets(tb), CRDDir: filepath.Join("..", "..", "config", "crd", "bases"),
+	return Options{Nodes: n, Assets: assets(tb), CRDDir: filepath.Join("..", "..", "..", "config", "crd", "bases"),
 		Interval: 5 * time.Second, Resync: 5 * time.Second, Settle: time.Second, Heartbeat: 4 * time.Second,
 		Steady: 6 * time.Second, Quiet: 3 * time.Second, Timeout: time.Minute,
 		Drift: 1, Fail: 1, Regress: 1, Vanish: 1}
@@ -71,7 +71,7 @@ func TestSmallFleet(t *testing.T) {
 // BenchmarkFleet50 runs a 50-node fleet once per iteration and reports its
 // headline figures.
 //
-//	go test ./internal/fleetsim -run '^$' -bench Fleet50 -benchtime 1x
+//	go test ./hack/scale/fleetsim -run '^$' -bench Fleet50 -benchtime 1x
 func BenchmarkFleet50(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		o := smallFleet(b, 50)

@@ -23,7 +23,7 @@ func envInt(name string, def int) int {
 	return def
 }
 
-const lnCRD = "../../config/crd/bases/tuning.latencytier.io_latencynodes.yaml"
+const lnCRD = "../../../config/crd/bases/tuning.latencytier.io_latencynodes.yaml"
 
 // bench is one API server with the LatencyNode CRD as committed, the same
 // CRD without its CEL rules, and with a schema-free spec.
@@ -111,7 +111,7 @@ func (b *bench) addReference(tb testing.TB, n int) {
 // patches right before it (the median of APICOST_ROUNDS interleaved
 // rounds, with min and max). Run it alone, on an idle machine if you can:
 //
-//	go test ./internal/apicost -run '^$' -bench WriteCost -benchtime 1x -v
+//	go test ./hack/scale/apicost -run '^$' -bench WriteCost -benchtime 1x -v
 //
 // APICOST_PATCHES (default 1000) patches per case and round, over
 // APICOST_OBJECTS (default 100) objects per case, from 4 clients;
