@@ -61,7 +61,7 @@ func TestCurrentStatusClosesTheGate(t *testing.T) {
 	r := &profileReconciler{Gate: newStatusGate(2*time.Second, func() time.Time { return now })}
 	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "quiet"},
 		Status: v1alpha1.LatencyProfileStatus{ObservedGeneration: 1, Matched: 3}}
-	if wait, err := r.patchStatus(context.Background(), p, *p.Status.DeepCopy()); err != nil || wait != 0 {
+	if wait, err := r.patchStatus(context.Background(), p, *p.Status.DeepCopy(), false); err != nil || wait != 0 {
 		t.Fatalf("patchStatus of a current status = %s, %v", wait, err)
 	}
 	if d := r.Gate.wait("quiet"); d != 2*time.Second {

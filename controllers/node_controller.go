@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -130,7 +129,7 @@ func (r *nodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 	log := ctrl.LoggerFrom(ctx).WithValues("profile", p.Name)
 	if ln == nil {
 		created := renderLatencyNode(node, p, r.now())
-		if err := r.Create(ctx, created); err != nil {
+		if err := r.Create(ctx, created, client.FieldOwner(managerLatencyNode)); err != nil {
 			return ignoreStale(ctx, fmt.Errorf("creating LatencyNode: %w", err))
 		}
 		r.written.wrote(created.Name, created.Generation, r.now())
@@ -266,7 +265,7 @@ func (r *nodeReconciler) setLabels(ctx context.Context, node *corev1.Node, profi
 	if tainted != nil {
 		write = tainted
 	}
-	if err := r.patchNode(ctx, node, write); apierrors.IsConflict(err) {
+	if err := patchNode(ctx, r.Client, node, write); apierrors.IsConflict(err) {
 		// The taint's list carries the node's resourceVersion: the
 		// cache's node is older than the API server's (often our own
 		// write not seen yet). Run again on the newer node.
@@ -304,18 +303,6 @@ func withPendingTaint(patch map[string]any, node *corev1.Node, profile string) m
 	}
 	out["metadata"] = meta
 	return out
-}
-
-// patchNode merge-patches node with patch; a nil patch writes nothing.
-func (r *nodeReconciler) patchNode(ctx context.Context, node *corev1.Node, patch map[string]any) error {
-	if patch == nil {
-		return nil
-	}
-	data, err := json.Marshal(patch)
-	if err != nil {
-		return fmt.Errorf("encoding node patch: %w", err)
-	}
-	return r.Patch(ctx, node, client.RawPatch(types.MergePatchType, data))
 }
 
 // agentSwitched records, on the node, that its agent gains or loses the

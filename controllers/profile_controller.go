@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -75,17 +76,17 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if deleting && !holdsNodes(in) {
 		return ctrl.Result{}, r.patchFinalizer(ctx, p, controllerutil.RemoveFinalizer)
 	}
+	orig := p.DeepCopy() // the status on record; the pass's steps update p's
 	gate := rebootGateIn(p, in)
-	rollout, classes, wait, err := r.rollout(ctx, p, in, gate)
+	rollout, err := r.planRollout(ctx, p, in)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	in.Rollout = rollout
-	reboots, err := r.Reboots.step(ctx, p, in, classes)
+	in.Rollout = rollout.Status
+	reboots, err := r.Reboots.plan(ctx, p, in, rollout.Classes)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	wait = soonest(wait, reboots.Wait)
 	st, counts := computeStatus(p.Status, in)
 	st.Reboots = reboots.Status
 	if setRebootsCondition(&st.Conditions, gate, p.Generation, metav1.NewTime(in.Now)) {
@@ -93,12 +94,35 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	recordProfileMetrics(p.Name, counts, st)
 	recordProfileReports(p, nodeReports(in))
-	gated, err := r.patchStatus(ctx, p, st)
-	if err != nil {
-		return ctrl.Result{}, err
+	// The pass's one status patch, before its acts: the records the acts
+	// rest on are written now, whatever the gate says, and the acts wait
+	// until they are stored.
+	records := rolloutRecordChanged(orig.Status.Rollout, rollout) || !equality.Semantic.DeepEqual(orig.Status.Reboots, st.Reboots)
+	gated, patchErr := r.patchStatus(ctx, orig, st, records)
+	if patchErr != nil && records {
+		return ctrl.Result{}, patchErr
+	}
+	wait, err := r.act(ctx, p, rollout, reboots, gate, in.Now)
+	if err != nil || patchErr != nil {
+		return ctrl.Result{}, errors.Join(err, patchErr)
 	}
 	recheck := soonest(unreachableRecheck(in), staleRecheck(in))
 	return ctrl.Result{RequeueAfter: soonest(soonest(recheck, wait), gated)}, nil
+}
+
+// act carries out a pass's decided acts, once what they rest on is on
+// record: the rollout's moves, then the reboots' acts. It returns when
+// to look again.
+func (r *profileReconciler) act(ctx context.Context, p *v1alpha1.LatencyProfile, rollout rolloutStep, reboots rebootStep,
+	gate rebootGate, now time.Time) (time.Duration, error) {
+	if err := r.actRollout(ctx, p, rollout, gate, now); err != nil {
+		return 0, err
+	}
+	wait, err := r.Reboots.act(ctx, p, reboots, now)
+	if err != nil {
+		return 0, err
+	}
+	return soonest(rollout.Wait, wait), nil
 }
 
 // soonest is the shorter of two requeue delays, 0 meaning none.
@@ -224,7 +248,8 @@ func (r *profileReconciler) patchFinalizer(ctx context.Context, p *v1alpha1.Late
 		// still holds): patching anyway would write on every resync.
 		return nil
 	}
-	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{}),
+		client.FieldOwner(managerProfileFinalizer)); err != nil {
 		return ignoreStale(ctx, fmt.Errorf("patching finalizer: %w", err))
 	}
 	ctrl.LoggerFrom(ctx).Info("Patched finalizer", "present", controllerutil.ContainsFinalizer(patched, v1alpha1.RevertFinalizer))
@@ -233,9 +258,10 @@ func (r *profileReconciler) patchFinalizer(ctx context.Context, p *v1alpha1.Late
 
 // patchStatus writes st through the status subresource when it changed, and
 // records an event for each decision the change carries. A change that is
-// not urgent waits for the profile's status gate: patchStatus then writes
-// nothing and returns how long until the gate opens.
-func (r *profileReconciler) patchStatus(ctx context.Context, p *v1alpha1.LatencyProfile, st v1alpha1.LatencyProfileStatus) (time.Duration, error) {
+// not urgent (and carries no record the pass's acts rest on) waits for
+// the profile's status gate: patchStatus then writes nothing and returns
+// how long until the gate opens.
+func (r *profileReconciler) patchStatus(ctx context.Context, p *v1alpha1.LatencyProfile, st v1alpha1.LatencyProfileStatus, records bool) (time.Duration, error) {
 	if equality.Semantic.DeepEqual(p.Status, st) {
 		// Current as it is: the reports that come within the interval wait
 		// for the gate too. Marked only on writes, a fleet whose reports
@@ -244,13 +270,12 @@ func (r *profileReconciler) patchStatus(ctx context.Context, p *v1alpha1.Latency
 		r.Gate.wrote(p.Name)
 		return 0, nil
 	}
-	if wait := r.Gate.wait(p.Name); wait > 0 && !statusUrgent(p, st) {
+	if wait := r.Gate.wait(p.Name); wait > 0 && !records && !statusUrgent(p, st) {
 		return wait, nil
 	}
-	patched := p.DeepCopy()
-	patched.Status = st
-	if err := r.Status().Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
-		return 0, ignoreStale(ctx, fmt.Errorf("patching status: %w", err))
+	patched, err := writeProfileStatus(ctx, r.Client, p, st)
+	if err != nil {
+		return 0, err
 	}
 	r.Gate.wrote(p.Name)
 	r.Gate.wroteVersion(p.Name, patched.ResourceVersion)
@@ -258,6 +283,20 @@ func (r *profileReconciler) patchStatus(ctx context.Context, p *v1alpha1.Latency
 		r.Recorder.Eventf(patched, nil, e.typ, e.reason, eventActionAggregate, "%s", e.note)
 	}
 	return 0, nil
+}
+
+// writeProfileStatus is the one writer of a profile's status (field
+// manager managerProfileStatus): a merge patch from p to st carrying the
+// resourceVersion p was read at. The profile's pass calls it once at most.
+func writeProfileStatus(ctx context.Context, c client.Client, p *v1alpha1.LatencyProfile, st v1alpha1.LatencyProfileStatus) (*v1alpha1.LatencyProfile, error) {
+	patched := p.DeepCopy()
+	patched.Status = st
+	err := c.Status().Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{}),
+		client.FieldOwner(managerProfileStatus))
+	if err != nil {
+		return nil, ignoreStale(ctx, fmt.Errorf("patching status: %w", err))
+	}
+	return patched, nil
 }
 
 // statusEvent is an event a status change warrants.

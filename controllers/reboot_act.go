@@ -2,15 +2,12 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
@@ -138,40 +135,24 @@ type verifyStamp struct {
 	after *metav1.Time
 }
 
-// writeRecord sets (rec) or clears (nil) ln's spec.reboot with a JSON
-// patch that tests the generation it was read at: a spec written since
-// (a rollout move) makes it a staleError, and the pass runs again.
+// writeRecord sets (rec) or clears (nil) ln's spec.reboot, through the
+// LatencyNode spec's one writer (writeLatencyNodeSpec), which tests the
+// generation it was read at: a spec written since (a rollout move) makes
+// it a staleError, and the pass runs again.
 func (r *rebooter) writeRecord(ctx context.Context, ln *v1alpha1.LatencyNode, rec *v1alpha1.NodeRebootSpec, stamp *verifyStamp) error {
-	ops := []jsonOp{{Op: "test", Path: "/metadata/generation", Value: ln.Generation}}
-	switch {
-	case rec != nil:
-		ops = append(ops, jsonOp{Op: "add", Path: "/spec/reboot", Value: rec})
-	case ln.Spec.Reboot != nil:
-		ops = append(ops, jsonOp{Op: "remove", Path: "/spec/reboot"})
-	default:
+	if rec == nil && ln.Spec.Reboot == nil {
 		return nil
 	}
+	w := specWrite{Spec: *ln.Spec.DeepCopy(), Record: true}
+	w.Spec.Reboot = rec
 	if stamp != nil {
-		at := stamp.at.UTC().Format(time.RFC3339)
-		if ln.Annotations == nil {
-			ops = append(ops, jsonOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{v1alpha1.RevisionSetAtAnnotation: at}})
-		} else {
-			ops = append(ops, jsonOp{Op: "add", Path: "/metadata/annotations/" + pointerEscape(v1alpha1.RevisionSetAtAnnotation), Value: at})
-		}
+		w.Stamp = stamp.at
 		if stamp.after != nil {
-			ops = append(ops, jsonOp{Op: "add", Path: "/spec/verifyAfter", Value: stamp.after})
+			w.Spec.VerifyAfter = stamp.after
 		}
 	}
-	raw, err := json.Marshal(ops)
-	if err != nil {
-		return err
-	}
-	written := ln.DeepCopy()
-	if err := r.Patch(ctx, written, client.RawPatch(types.JSONPatchType, raw)); err != nil {
-		if specMoved(err) {
-			return staleError{fmt.Errorf("recording the reboot of %s: spec written since generation %d: %w", ln.Name, ln.Generation, err)}
-		}
-		return ignoreStale(ctx, fmt.Errorf("recording the reboot of %s: %w", ln.Name, err))
+	if _, err := writeLatencyNodeSpec(ctx, r.Client, ln, w); err != nil {
+		return fmt.Errorf("recording the reboot of %s: %w", ln.Name, err)
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -67,15 +66,23 @@ type rebooter struct {
 	started map[string]bool
 }
 
-// rebootStep is one pass's outcome for a profile.
+// rebootStep is one pass's managed reboots of a profile, decided: the
+// status.reboots that records them, then the acts.
 type rebootStep struct {
 	Status *v1alpha1.RebootRolloutStatus
-	Wait   time.Duration
+	pass   rebootPass
+	lns    []*v1alpha1.LatencyNode
+	nodes  map[string]*corev1.Node
 }
 
-// step runs one pass of p's managed reboots. classes are the rollout's
-// classes of p's nodes (nil when the rollout did not run).
-func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in statusInput, classes map[string]nodeClass) (rebootStep, error) {
+// plan decides one pass of p's managed reboots (draining the nodes being
+// drained, which is no record's). classes are the rollout's classes of p's
+// nodes (nil when the rollout did not run). Its status.reboots goes into
+// the pass's one status patch, which is written before act carries the
+// acts out: a pause is on record before the node it pauses for is let go,
+// and a restart between the two does not start the node again. p's status
+// holds it from here on, as the profile's pass reads it.
+func (r *rebooter) plan(ctx context.Context, p *v1alpha1.LatencyProfile, in statusInput, classes map[string]nodeClass) (rebootStep, error) {
 	if r == nil {
 		return rebootStep{Status: p.Status.Reboots}, nil
 	}
@@ -103,23 +110,27 @@ func (r *rebooter) step(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 		}
 	}
 	out := planner.RebootStatus(lns, pass.RebootPass)
-	// The pause is on record before the act that caused it: a restart
-	// between the two must not start the node again.
-	if err := r.record(ctx, p, out); err != nil {
-		return rebootStep{}, err
+	p.Status.Reboots = out.DeepCopy()
+	return rebootStep{Status: out, pass: pass, lns: lns, nodes: nodes}, nil
+}
+
+// act carries out the acts of a planned pass, once its status.reboots is
+// on record, and says when to look again.
+func (r *rebooter) act(ctx context.Context, p *v1alpha1.LatencyProfile, s rebootStep, now time.Time) (time.Duration, error) {
+	if r == nil {
+		return 0, nil
 	}
-	for _, ln := range lns {
-		if a, ok := pass.Acts[ln.Name]; ok {
-			if err := r.carryOut(ctx, p, ln, nodes[ln.Name], a, pass.why[ln.Name], in.Now); err != nil {
-				return rebootStep{}, err
+	for _, ln := range s.lns {
+		if a, ok := s.pass.Acts[ln.Name]; ok {
+			if err := r.carryOut(ctx, p, ln, s.nodes[ln.Name], a, s.pass.why[ln.Name], now); err != nil {
+				return 0, err
 			}
 		}
 	}
-	res := rebootStep{Status: out}
-	if pass.inFlight || len(pass.Acts) > 0 {
-		res.Wait = r.poll()
+	if s.pass.inFlight || len(s.pass.Acts) > 0 {
+		return r.poll(), nil
 	}
-	return res, nil
+	return 0, nil
 }
 
 // rebootPass is one pass's decisions before they are recorded and carried
@@ -294,21 +305,6 @@ func (r *rebooter) markStarted(node string, on bool) {
 	} else {
 		delete(r.started, node)
 	}
-}
-
-// record writes status.reboots into the profile at once when it changed:
-// a pause must be on record before the node it pauses for is let go.
-func (r *rebooter) record(ctx context.Context, p *v1alpha1.LatencyProfile, st *v1alpha1.RebootRolloutStatus) error {
-	if equality.Semantic.DeepEqual(p.Status.Reboots, st) {
-		return nil
-	}
-	patched := p.DeepCopy()
-	patched.Status.Reboots = st.DeepCopy()
-	if err := r.Status().Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ignoreStale(ctx, fmt.Errorf("recording reboots status: %w", err))
-	}
-	p.Status.Reboots, p.ResourceVersion = patched.Status.Reboots, patched.ResourceVersion
-	return nil
 }
 
 var truncateReboot = planner.TruncateReboot

@@ -2,14 +2,12 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
@@ -43,7 +41,7 @@ func (r *rebooter) cordon(ctx context.Context, n *corev1.Node, revision string) 
 	if n == nil {
 		return nil
 	}
-	return r.patchCordon(ctx, n.Name, cordonPatch(revision))
+	return patchCordon(ctx, r.Client, n.Name, cordonPatch(revision))
 }
 
 // uncordon lifts the manager's own cordon of n: only one that carries the
@@ -56,19 +54,7 @@ func (r *rebooter) uncordon(ctx context.Context, n *corev1.Node) error {
 	if p == nil {
 		return nil
 	}
-	return r.patchCordon(ctx, n.Name, p)
-}
-
-func (r *rebooter) patchCordon(ctx context.Context, name string, patch map[string]any) error {
-	raw, err := json.Marshal(patch)
-	if err != nil {
-		return err
-	}
-	patched := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := r.Patch(ctx, patched, client.RawPatch(types.MergePatchType, raw)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("cordoning node %s (%v): %w", name, patch["spec"], err)
-	}
-	return nil
+	return patchCordon(ctx, r.Client, n.Name, p)
 }
 
 // cordonPatch is the merge patch of the manager's cordon for revision.

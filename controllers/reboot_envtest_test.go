@@ -44,6 +44,8 @@ type rebootEnv struct {
 	clock *testClock
 	sim   *standIn
 	stop  func() // stops the running manager and waits for it
+	// patches counts the manager's profile status patches per pass.
+	patches *statusPatchCounter
 }
 
 type envtestConfig struct{ env *envtest.Environment }
@@ -91,7 +93,7 @@ func startRebootEnv(t *testing.T, maxRebooting int) *rebootEnv {
 			t.Fatal(err)
 		}
 	}
-	e := &rebootEnv{t: t, c: c, cfg: envtestConfig{env}, clock: &testClock{}}
+	e := &rebootEnv{t: t, c: c, cfg: envtestConfig{env}, clock: &testClock{}, patches: newStatusPatchCounter()}
 	e.sim = newStandIn(t, c)
 	e.startManager(maxRebooting)
 	t.Cleanup(func() {
@@ -114,6 +116,7 @@ func (e *rebootEnv) startManager(maxRebooting int) {
 		// A second manager in the same process (the restart) registers
 		// its controllers under the same names.
 		Controller: ctrlConfigSkipNameValidation(),
+		NewClient:  e.patches.newClient,
 	})
 	if err != nil {
 		e.t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/controllers/planner"
@@ -31,7 +30,10 @@ func (r *nodeReconciler) letGoOfReboot(ctx context.Context, node *corev1.Node, l
 		return nil
 	}
 	patch := uncordonPatch(node)
-	if err := r.patchNode(ctx, node, patch); client.IgnoreNotFound(err) != nil {
+	if patch == nil {
+		return nil
+	}
+	if err := patchCordon(ctx, r.Client, node.Name, patch); err != nil {
 		return fmt.Errorf("uncordoning node %s: %w", node.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Uncordoned the node its managed reboot had cordoned", "revision", ln.Spec.Reboot.Revision,

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
@@ -33,42 +32,73 @@ const (
 	eventActionRoll   = "Rollout"
 )
 
-// rollout runs one step of p's rollout: store the tuning as a revision,
-// decide, move nodes, record verdicts. It returns status.rollout and when
-// a clock next changes the decision.
-func (r *profileReconciler) rollout(ctx context.Context, p *v1alpha1.LatencyProfile, in statusInput, g rebootGate) (*v1alpha1.RolloutStatus, map[string]nodeClass, time.Duration, error) {
+// rolloutStep is one pass's rollout of a profile, decided: the
+// status.rollout that records it, then the moves.
+type rolloutStep struct {
+	Status  *v1alpha1.RolloutStatus
+	Classes map[string]nodeClass
+	Wait    time.Duration // when a clock next changes the decision
+	decided bool          // false for a profile being deleted: nothing moves
+	plan    rolloutPlan
+	lns     map[string]*v1alpha1.LatencyNode
+	owned   map[string]*appsv1.ControllerRevision
+}
+
+// planRollout stores p's tuning as a revision and decides the rollout's
+// step. When nodes move, its status.rollout goes into the pass's one status
+// patch, written before actRollout moves them: the evidence a move rests
+// on (a rollback's Regressed verdict, which keeps the node from being moved
+// again) is on record before the move, so a restart between the two does
+// not judge the node again and move it forward. p's status holds it from
+// here on, as the rest of the pass reads it.
+func (r *profileReconciler) planRollout(ctx context.Context, p *v1alpha1.LatencyProfile, in statusInput) (rolloutStep, error) {
 	if !p.DeletionTimestamp.IsZero() {
-		return p.Status.Rollout.DeepCopy(), nil, 0, nil
+		return rolloutStep{Status: p.Status.Rollout.DeepCopy()}, nil
 	}
-	revs := revisions{Client: r.Client, Namespace: r.Namespace}
-	owned, err := revs.ensure(ctx, p)
+	owned, err := r.revisions().ensure(ctx, p)
 	if err != nil {
-		return nil, nil, 0, err
+		return rolloutStep{}, err
 	}
 	nodes, lns := rolloutNodes(in)
 	plan := decideRollout(rolloutInput{
 		Policy: p.Spec.Rollout, Gate: gateOf(p), Generation: p.Generation, Unmeasured: unmeasured(p),
 		Target: currentRevision(p), Last: p.Status.Rollout, Nodes: nodes, Now: in.Now,
 	})
-	// Verdicts first: the evidence a move rests on (a rollback's Regressed
-	// verdict, which keeps the node from being moved again) is on record
-	// before the move.
-	if err := r.recordRollout(ctx, p, plan); err != nil {
-		return nil, nil, 0, err
+	if len(plan.Moves) > 0 {
+		p.Status.Rollout = plan.Status.DeepCopy()
 	}
-	if err := r.moveNodes(ctx, p, plan.Moves, lns, owned, in.Now, g); err != nil {
-		return nil, nil, 0, err
+	return rolloutStep{Status: &plan.Status, Classes: plan.Classes, Wait: plan.RequeueAfter, decided: true, plan: plan, lns: lns, owned: owned}, nil
+}
+
+// actRollout moves the nodes of a planned step, once its status.rollout
+// is on record, and prunes the revisions no one holds.
+func (r *profileReconciler) actRollout(ctx context.Context, p *v1alpha1.LatencyProfile, s rolloutStep, g rebootGate, now time.Time) error {
+	if !s.decided {
+		return nil
 	}
-	if err := r.unstageGated(ctx, p, plan.Moves, lns, g, in.Now); err != nil {
-		return nil, nil, 0, err
+	if err := r.moveNodes(ctx, p, s.plan.Moves, s.lns, s.owned, now, g); err != nil {
+		return err
 	}
-	if err := revs.prune(ctx, owned, keptRevisions(plan.Status, lns)); err != nil {
-		return nil, nil, 0, err
+	if err := r.unstageGated(ctx, p, s.plan.Moves, s.lns, g, now); err != nil {
+		return err
 	}
-	for _, e := range plan.Events {
+	if err := r.revisions().prune(ctx, s.owned, keptRevisions(s.plan.Status, s.lns)); err != nil {
+		return err
+	}
+	for _, e := range s.plan.Events {
 		r.Recorder.Eventf(p, nil, e.typ, e.reason, eventActionRoll, "%s", e.note)
 	}
-	return &plan.Status, plan.Classes, plan.RequeueAfter, nil
+	return nil
+}
+
+// rolloutRecordChanged: the step moves nodes and its status.rollout is not
+// the one on record (before), so it must be written before the moves.
+func rolloutRecordChanged(before *v1alpha1.RolloutStatus, s rolloutStep) bool {
+	return len(s.plan.Moves) > 0 && !equality.Semantic.DeepEqual(before, s.Status)
+}
+
+func (r *profileReconciler) revisions() revisions {
+	return revisions{Client: r.Client, Namespace: r.Namespace}
 }
 
 // unmeasured: p's tuning measures nothing.
@@ -224,25 +254,6 @@ func sortedNames(lns map[string]*v1alpha1.LatencyNode) []string {
 func (r *profileReconciler) patchSpec(ctx context.Context, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time) error {
 	_, err := writeSpec(ctx, r.Client, ln, spec, now, true)
 	return err
-}
-
-// recordRollout writes the plan's rollout status into the profile before
-// nodes move, when it differs from the one on record: after a crash between
-// the moves and the status write, the next pass would otherwise not know why
-// a node was moved back, judge it again and move it forward. p gets the
-// written status, so the pass's own status patch starts from it.
-func (r *profileReconciler) recordRollout(ctx context.Context, p *v1alpha1.LatencyProfile, plan rolloutPlan) error {
-	if len(plan.Moves) == 0 || equality.Semantic.DeepEqual(p.Status.Rollout, &plan.Status) {
-		return nil
-	}
-	patched := p.DeepCopy()
-	patched.Status.Rollout = plan.Status.DeepCopy()
-	if err := r.Status().Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ignoreStale(ctx, fmt.Errorf("recording rollout status: %w", err))
-	}
-	r.Gate.wroteVersion(p.Name, patched.ResourceVersion)
-	p.Status.Rollout, p.ResourceVersion = patched.Status.Rollout, patched.ResourceVersion
-	return nil
 }
 
 // keptRevisions are the revisions pruning must leave: the target, the

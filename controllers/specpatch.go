@@ -55,25 +55,47 @@ func pointerEscape(key string) string {
 }
 
 // writeSpec replaces ln's spec with spec (stamping the change when stamp
-// is set) unless someone wrote the spec since ln was read: then the error
-// is a staleError and the reconcile runs again on the newer object. It
-// returns the generation the write gave the LatencyNode.
+// is set), carrying ln's reboot record over: writeLatencyNodeSpec.
 func writeSpec(ctx context.Context, c client.Client, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time, stamp bool) (int64, error) {
-	if spec.Reboot == nil {
-		// The reboot record is the managed reboots' (reboot_controller.go):
-		// a tuning write carries it over, only they set or clear it.
+	w := specWrite{Spec: spec}
+	if stamp {
+		w.Stamp = now
+	}
+	return writeLatencyNodeSpec(ctx, c, ln, w)
+}
+
+// specWrite is one write of a LatencyNode's spec.
+type specWrite struct {
+	Spec v1alpha1.LatencyNodeSpec
+	// Stamp, when set, records in the RevisionSetAtAnnotation when the
+	// spec changed (the rollout's verification clock).
+	Stamp time.Time
+	// Record: Spec.Reboot is the reboot record to write (nil clears it).
+	// Otherwise ln's record is carried over: the record is the managed
+	// reboots' (reboot_act.go), only they set or clear it.
+	Record bool
+}
+
+// writeLatencyNodeSpec is the one writer of a LatencyNode's spec (and its
+// revision-set-at annotation), field manager managerLatencyNode: it
+// replaces ln's spec with w's unless someone wrote the spec since ln was
+// read: then the error is a staleError and the reconcile runs again on
+// the newer object. It returns the generation the write gave ln.
+func writeLatencyNodeSpec(ctx context.Context, c client.Client, ln *v1alpha1.LatencyNode, w specWrite) (int64, error) {
+	spec := w.Spec
+	if !w.Record {
 		spec.Reboot = ln.Spec.Reboot
 	}
 	var at string
-	if stamp {
-		at = now.UTC().Format(time.RFC3339)
+	if !w.Stamp.IsZero() {
+		at = w.Stamp.UTC().Format(time.RFC3339)
 	}
 	patch, err := specPatch(ln, spec, at)
 	if err != nil {
 		return 0, err
 	}
 	written := ln.DeepCopy()
-	if err := c.Patch(ctx, written, patch); err != nil {
+	if err := c.Patch(ctx, written, patch, client.FieldOwner(managerLatencyNode)); err != nil {
 		if specMoved(err) {
 			return 0, staleError{fmt.Errorf("patching LatencyNode %s spec: written since generation %d: %w", ln.Name, ln.Generation, err)}
 		}

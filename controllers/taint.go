@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -89,15 +88,11 @@ func setNodeTaint(ctx context.Context, c client.Client, live client.Reader, n *c
 		if taints == nil {
 			return nil
 		}
-		raw, err := json.Marshal(map[string]any{
+		patched := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
+		if err := patchNode(ctx, c, patched, map[string]any{
 			"metadata": map[string]any{"resourceVersion": cur.ResourceVersion},
 			"spec":     map[string]any{"taints": taints},
-		})
-		if err != nil {
-			return err
-		}
-		patched := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
-		if err := c.Patch(ctx, patched, client.RawPatch(types.MergePatchType, raw)); err != nil {
+		}); err != nil {
 			cur = nil
 			return err
 		}

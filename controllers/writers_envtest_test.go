@@ -44,25 +44,25 @@ func TestManagerCannotWriteLatencyNodeStatus(t *testing.T) {
 	}
 }
 
-// TestManagerWritesAsLatencytierManager: managedFields (and the audit log,
-// through the user agent) name the manager latencytier-manager, not the
-// binary's name the agent shares.
+// TestManagerWritesAsLatencytierManager: managedFields name the manager's
+// writers latencytier-manager/<role> (and the audit log, through the user
+// agent, latencytier-manager), not the binary's name the agent shares.
 func TestManagerWritesAsLatencytierManager(t *testing.T) {
 	needSuite(t)
 	createNode(t, "owner-a", map[string]string{"tier": "owner"})
 	createProfile(t, "owner", 0, map[string]string{"tier": "owner"})
 	cleanup(t, []string{"owner-a"}, []string{"owner"})
 	expectApplying(t, "owner-a", "owner")
-	eventually(t, "managedFields name latencytier-manager", func() error {
+	eventually(t, "managedFields name the writers", func() error {
 		ln, err := getLN("owner-a")
 		if err != nil {
 			return err
 		}
-		if err := managedBy(ln.ManagedFields, "", "f:spec"); err != nil {
+		if err := managedBy(ln.ManagedFields, managerLatencyNode, "", "f:spec"); err != nil {
 			return fmt.Errorf("LatencyNode: %w", err)
 		}
 		p := getProfile(t, "owner")
-		if err := managedBy(p.ManagedFields, "status", "f:status"); err != nil {
+		if err := managedBy(p.ManagedFields, managerProfileStatus, "status", "f:status"); err != nil {
 			return fmt.Errorf("LatencyProfile: %w", err)
 		}
 		return nil
@@ -70,12 +70,12 @@ func TestManagerWritesAsLatencytierManager(t *testing.T) {
 }
 
 // managedBy checks that an entry of subresource holding field is
-// latencytier-manager's (the test's own client, which created the profile,
-// writes as the test binary's name, the default the manager had too).
-func managedBy(entries []metav1.ManagedFieldsEntry, subresource, field string) error {
+// manager's (the test's own client, which created the profile, writes as
+// the test binary's name, the default the manager had too).
+func managedBy(entries []metav1.ManagedFieldsEntry, manager, subresource, field string) error {
 	found := false
 	for _, e := range entries {
-		if e.Manager == fieldOwner && e.Subresource == subresource && e.FieldsV1 != nil && strings.Contains(e.FieldsV1.GetRawString(), `"`+field+`"`) {
+		if e.Manager == manager && e.Subresource == subresource && e.FieldsV1 != nil && strings.Contains(e.FieldsV1.GetRawString(), `"`+field+`"`) {
 			found = true
 		}
 	}
@@ -88,7 +88,7 @@ func managedBy(entries []metav1.ManagedFieldsEntry, subresource, field string) e
 		if subresource != "" {
 			where = subresource
 		}
-		return fmt.Errorf("no entry by %s for the %s holding %s among %v", fieldOwner, where, field, names)
+		return fmt.Errorf("no entry by %s for the %s holding %s among %v", manager, where, field, names)
 	}
 	return nil
 }
