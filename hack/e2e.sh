@@ -829,7 +829,10 @@ kind: LimitRange
 metadata: {name: e2e-require-requests, namespace: latencytier-system}
 spec:
   limits:
-  - type: Container
+  # Pod, not Container: a Container minimum also becomes the default
+  # request (the API server defaults defaultRequest to min), so it would
+  # fill in a missing request instead of refusing the pod.
+  - type: Pod
     min: {cpu: 1m, memory: 1Mi}
 ---
 apiVersion: v1
@@ -843,8 +846,9 @@ apply_requests_policy() { requests_policy | k apply -f - >/dev/null; }
 # bare_pod_refused: the policy bites, so the uninstall below proves something.
 bare_pod_refused() {
   local out
-  out=$(k -n latencytier-system run e2e-no-requests --image=latencytier.local/workload:1 --restart=Never --dry-run=server 2>&1) && return 1
-  grep -Eq "No request is specified|must specify requests" <<<"$out"
+  out=$(k -n latencytier-system run e2e-no-requests --image=latencytier.local/workload:1 --restart=Never --dry-run=server 2>&1) &&
+    { echo "    admitted: $out" >&2; return 1; }
+  grep -Eq "No request is specified|must specify requests" <<<"$out" || { echo "    refused for another reason: $out" >&2; return 1; }
 }
 must "LimitRange and ResourceQuota requiring requests in latencytier-system" apply_requests_policy
 check "a pod without requests is refused there" bare_pod_refused
