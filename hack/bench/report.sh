@@ -32,6 +32,30 @@ headline() {
 	echo "| $1 | ${2%_us} ($3) | $(fmt "$3" "${st[6]}") | $(fmt "$3" "${st[0]}") | $(fmt "$3" "${st[1]}") | **$(x "${st[2]}")** ($(x "${st[3]}")–$(x "${st[4]}"), ${st[5]} pairs$out) | $(x "${st[7]}") | ${goal:+≥${goal}×} $met |"
 }
 
+# nri_section: container start to unthrottled from the last `make
+# test-e2e` ($OUT/e2e-nri.txt, its three runs), else the section already in
+# docs/benchmarks.md.
+nri_section() {
+	local f="$OUT/e2e-nri.txt" l c p cs="" ps="" date
+	if ! grep -q '^scenario=nri_start ' "$f" 2>/dev/null; then
+		sed -n '/^## 7\. Container start/,/^## /{/^## [^7]/!p}' "$REPO/docs/benchmarks.md" 2>/dev/null | sed 1d | grep . ||
+			echo "_\`make test-e2e\` has not run here._"
+		return
+	fi
+	echo "| run (\`make test-e2e\`) | date | container's own quota removed (NRI, CreateContainer) | its pod's quota removed (file path, the agent's pass) |"
+	echo "|---|---|---|---|"
+	while read -r l; do
+		c=$(field "$l" container_ms); p=$(field "$l" pod_ms); date=$(field "$l" date | cut -dT -f1)
+		cs+="$c "; ps+="$p "
+		echo "| $(field "$l" run) | $date | $(ms "$c") | $(ms "$p") |"
+	done < <(grep '^scenario=nri_start ' "$f" | tail -3)
+	echo "| **median** | | **$(ms "$(median_of $cs)")** | **$(ms "$(median_of $ps)")** |"
+}
+# ms N: "N ms", or "?" when N is not a number.
+ms() { if [[ "$1" =~ ^-?[0-9]+$ ]]; then echo "$1 ms"; else echo "?"; fi; }
+# median_of N...: the median of the numbers given ("?" when none is one).
+median_of() { printf '%s\n' "$@" | grep -E '^-?[0-9]+$' | sort -n | awk '{a[NR] = $1} END {print (NR ? a[int((NR + 1) / 2)] : "?")}'; }
+
 # rollout_section: the safe rollout's verdicts from the last `make test-e2e`
 # ($OUT/e2e-rollout.txt, which hack/e2e.sh appends to), else the section
 # already in docs/benchmarks.md: the e2e runs apart from `make bench`.
@@ -334,6 +358,18 @@ A throttled server pod (\`hack/demo/server.yaml\`: 0.7 CPU of work under a 500m 
 the quota back: Regressed and rolled back to revision 1. The verdict rests on the pod's own run delay.
 
 $(rollout_section)
+
+## 7. Container start to unthrottled (from \`make test-e2e\`)
+
+A granted pod (\`hack/demo/workloads.yaml\`'s latency-workload: a 500m limit, opted in to quota removal)
+created three times on the e2e's containerd 2 with NRI; a poller reads its cgroups every 10 ms. Both figures
+run from the moment the container's cgroup is made: until the container's own quota reads unlimited (the
+agent's NRI hook removes it in CreateContainer, so it is never set) and until its pod's quota does (kubelet
+writes the pod-level cgroup outside CRI; the agent's pass removes it through the file path, the same path
+every container took before NRI). The container is throttled by whichever quota is still set, so it is
+unthrottled at the later of the two.
+
+$(nri_section)
 
 ## Summary
 
