@@ -42,7 +42,7 @@ nri_section() {
 			echo "_\`make test-e2e\` has not run here._"
 		return
 	fi
-	echo "| run (\`make test-e2e\`) | date | container's own quota removed (NRI, CreateContainer) | its pod's quota removed (file path, the agent's pass) |"
+	echo "| run (\`make test-e2e\`) | date | container's own quota unlimited (NRI, CreateContainer; first look) | its pod's quota unlimited (file path, the agent's pass) |"
 	echo "|---|---|---|---|"
 	while read -r l; do
 		c=$(field "$l" container_ms); p=$(field "$l" pod_ms); date=$(field "$l" date | cut -dT -f1)
@@ -363,11 +363,14 @@ $(rollout_section)
 
 A granted pod (\`hack/demo/workloads.yaml\`'s latency-workload: a 500m limit, opted in to quota removal)
 created three times on the e2e's containerd 2 with NRI; a poller reads its cgroups every 10 ms. Both figures
-run from the moment the container's cgroup is made: until the container's own quota reads unlimited (the
-agent's NRI hook removes it in CreateContainer, so it is never set) and until its pod's quota does (kubelet
-writes the pod-level cgroup outside CRI; the agent's pass removes it through the file path, the same path
-every container took before NRI). The container is throttled by whichever quota is still set, so it is
-unthrottled at the later of the two.
+run from the moment the container's cgroup is made. The container's own quota: the agent's NRI hook removes
+it in CreateContainer, so it is never set and the figure is when the poller first saw the cgroup (an upper
+bound set by the poll). Its pod's quota: kubelet writes the pod-level cgroup outside CRI, and the agent's
+pass, woken by the sandbox's NRI event, removes it through the file path; a negative figure means it was
+gone before the container's cgroup existed. The container is throttled while either quota is set, so a
+container whose first look shows no quota and whose pod's figure is not later was never throttled; the e2e
+checks that for each run. Without NRI the container's own quota would wait for that pass after the container
+started; that case is not measured here.
 
 $(nri_section)
 
