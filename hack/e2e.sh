@@ -733,7 +733,8 @@ contention_taint_is() {
   [[ "$(k get node "$NODE" -o jsonpath='{.spec.taints[?(@.key=="latencytier.io/runqueue-contention")].effect}')" == "$1" ]]
 }
 check "the contended node carries latencytier.io/runqueue-contention:PreferNoSchedule" wait_until 30 "contention taint" contention_taint_is PreferNoSchedule
-check "status.contentionTainted 1" test "$(k get latencyprofile e2e-rollout -o jsonpath='{.status.contentionTainted}')" = 1
+contention_tainted_counted() { [[ "$(k get latencyprofile e2e-rollout -o jsonpath='{.status.contentionTainted}')" == 1 ]]; }
+check "status.contentionTainted 1" wait_until 30 "status.contentionTainted" contention_tainted_counted
 check "PreferNoSchedule evicted nothing: e2e-hog still Running" test "$(k get pod e2e-hog -o jsonpath='{.status.phase}')" = Running
 pod_outside() { kubectl_latency explain "$NODE" | grep -q '^  OUTSIDE default/rollout-server (budget e2e-server, Wait[A-Za-z]*OverBudget): wait '; }
 check "kubectl latency explain names rollout-server outside its budget e2e-server" wait_until 30 "pod budget" pod_outside
