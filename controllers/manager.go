@@ -166,7 +166,7 @@ func setup(mgr ctrl.Manager, o options) error {
 		return err
 	}
 	rec := mgr.GetEventRecorder("latencytier-controller")
-	nodes := &nodeReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Now: o.Now}
+	nodes := &nodeReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Now: o.Now}
 	err := ctrl.NewControllerManagedBy(mgr).Named("node").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
 		// Nodes are independent of each other: reconcile several at once.

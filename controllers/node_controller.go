@@ -52,6 +52,10 @@ type nodeReconciler struct {
 	Recorder events.EventRecorder
 	// UnreachableAfter is how long a NotReady node may hold up a revert.
 	UnreachableAfter time.Duration
+	// APIReader reads past the cache: a Node the cache does not show yet
+	// (its add event behind its LatencyNode's) is looked up live before
+	// its LatencyNode is deleted as a gone node's. Nil: the cache decides.
+	APIReader client.Reader
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 
@@ -77,6 +81,9 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	node := &corev1.Node{}
 	if err := r.Get(ctx, req.NamespacedName, node); err != nil {
 		if apierrors.IsNotFound(err) {
+			if behind, err := r.nodeBehindCache(ctx, req.Name, ln); err != nil || behind {
+				return ctrl.Result{RequeueAfter: ownWriteRecheck}, err
+			}
 			r.written.forgetLabels(req.Name)
 			return ctrl.Result{}, r.nodeGone(ctx, ln)
 		}
@@ -223,6 +230,26 @@ func (r *nodeReconciler) finish(ctx context.Context, node *corev1.Node, ln *v1al
 	ctrl.LoggerFrom(ctx).Info("Removed reverted LatencyNode", "profile", ln.Spec.Profile)
 	r.event(owner, ln, corev1.EventTypeNormal, eventReverted, eventActionCleanup, note, node.Name)
 	return nil
+}
+
+// nodeBehindCache: the cache has no Node called name, but the API server
+// does. A LatencyNode is deleted as a gone node's only when a live read
+// agrees, since the cache can hold a LatencyNode before the Node it was
+// made for.
+func (r *nodeReconciler) nodeBehindCache(ctx context.Context, name string, ln *v1alpha1.LatencyNode) (bool, error) {
+	if ln == nil || r.APIReader == nil {
+		return false, nil
+	}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, &corev1.Node{})
+	switch {
+	case err == nil:
+		ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the cache to show the node its LatencyNode was made for")
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("confirming node %s is gone: %w", name, err)
+	}
 }
 
 // nodeGone deletes the LatencyNode of a node that no longer exists.

@@ -354,3 +354,47 @@ func TestLabelWritesForget(t *testing.T) {
 		t.Fatal("forgotten: want not behind")
 	}
 }
+
+// TestNodeNotInCacheYetKeepsItsLatencyNode: a LatencyNode the cache shows
+// before the Node it was made for (the Node's add event behind) is not
+// deleted as a gone node's; a live read finds the Node, and the node is
+// looked at again. Once the Node is really gone, it is deleted. (Before:
+// deleted at once, which a full envtest run hit when the suite's manager
+// saw a test's LatencyNode before its Node.)
+func TestNodeNotInCacheYetKeepsItsLatencyNode(t *testing.T) {
+	const name = "cachelag-1"
+	ctx := context.Background()
+	node := createNode(t, name, map[string]string{"tier": "cachelag"})
+	t.Cleanup(func() { cleanup(t, []string{name}, nil) })
+	p := &v1alpha1.LatencyProfile{ObjectMeta: metav1.ObjectMeta{Name: "cachelag", Generation: 1}}
+	ln := renderLatencyNode(node, p, time.Now())
+	ln.Spec.Action = v1alpha1.ActionRevert
+	if err := k8s.Create(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+	held, err := getLN(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag := &laggingClient{Client: k8s}
+	// The cache holds the LatencyNode and some other Node, not this one.
+	lag.hold(held, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cachelag-other"}}, nil)
+	r := &nodeReconciler{Client: lag, APIReader: k8s, Recorder: events.NewFakeRecorder(100), UnreachableAfter: testUnreachable}
+	req := ctrl.Request{NamespacedName: client.ObjectKey{Name: name}}
+	res, err := r.Reconcile(ctx, req)
+	if err != nil || res.RequeueAfter <= 0 {
+		t.Fatalf("reconcile with the Node missing from the cache only: result %+v, err %v: want a recheck", res, err)
+	}
+	if _, err := getLN(name); err != nil {
+		t.Fatalf("the LatencyNode of a Node the API server still has was deleted: %v", err)
+	}
+	if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatalf("reconcile once the Node is gone: %v", err)
+	}
+	if _, err := getLN(name); !apierrors.IsNotFound(err) {
+		t.Fatalf("the LatencyNode of a deleted Node is still there (err %v)", err)
+	}
+}
