@@ -53,24 +53,8 @@ func startRuntime(t testing.TB) *runtime {
 // every plugin at registration (Synchronize).
 func startRuntimeWith(t testing.TB, pods []*api.PodSandbox, ctrs []*api.Container) *runtime {
 	t.Helper()
-	dir := t.TempDir()
-	socket := filepath.Join(dir, "nri.sock")
-	sync := func(ctx context.Context, cb nriapi.SyncCB) error {
-		_, err := cb(ctx, pods, ctrs)
-		return err
-	}
-	update := func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil }
-	r, err := nriapi.New("containerd", "2.4.2", sync, update,
-		nriapi.WithPluginPath(filepath.Join(dir, "plugins")), nriapi.WithPluginConfigPath(filepath.Join(dir, "conf.d")),
-		nriapi.WithSocketPath(socket))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Stop)
-	return &runtime{r: r, socket: socket}
+	rt := nritest.StartWith(t, pods, ctrs)
+	return &runtime{r: rt.R, socket: rt.Socket}
 }
 
 // startPlugin runs p until the test ends and waits for it to register.

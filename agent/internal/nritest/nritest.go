@@ -23,9 +23,19 @@ type Runtime struct {
 // Start starts a runtime on a socket in a temp dir, stopped in t.Cleanup.
 func Start(t testing.TB) *Runtime {
 	t.Helper()
+	return StartWith(t, nil, nil)
+}
+
+// StartWith is Start holding pods and ctrs, which it hands every plugin at
+// registration (Synchronize).
+func StartWith(t testing.TB, pods []*api.PodSandbox, ctrs []*api.Container) *Runtime {
+	t.Helper()
 	dir := t.TempDir()
 	socket := filepath.Join(dir, "nri.sock")
-	sync := func(ctx context.Context, cb nriapi.SyncCB) error { _, err := cb(ctx, nil, nil); return err }
+	sync := func(ctx context.Context, cb nriapi.SyncCB) error {
+		_, err := cb(ctx, pods, ctrs)
+		return err
+	}
 	update := func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil }
 	r, err := nriapi.New("containerd", "2.4.2", sync, update,
 		nriapi.WithPluginPath(filepath.Join(dir, "plugins")), nriapi.WithPluginConfigPath(filepath.Join(dir, "conf.d")),
