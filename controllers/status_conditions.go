@@ -44,6 +44,11 @@ func readyCondition(cond condFunc, deleting bool, st *v1alpha1.LatencyProfileSta
 		return cond(r, false, v1alpha1.ReasonNodesDegraded, fmt.Sprintf("%d of %d node(s) degraded", st.Degraded, st.Matched))
 	case st.Conflicted > 0:
 		return cond(r, false, v1alpha1.ReasonNodeConflict, fmt.Sprintf("%d node(s) selected with equal priority by another profile", st.Conflicted))
+	case rolledBack(st.Rollout):
+		// Whatever the nodes report: the pass that rolls back writes this
+		// status before it moves them, so they may all still hold the
+		// revision that regressed. None will keep it.
+		return cond(r, false, string(st.Rollout.Phase), "the rollout rolled back: "+st.Rollout.Message)
 	case int(st.Applied) < t.won && stopped(st.Rollout):
 		return cond(r, false, string(st.Rollout.Phase), fmt.Sprintf("%d of %d node(s) hold this revision; the rollout stopped: %s",
 			st.Applied, t.won, st.Rollout.Message))
@@ -52,6 +57,12 @@ func readyCondition(cond condFunc, deleting bool, st *v1alpha1.LatencyProfileSta
 	default:
 		return cond(r, true, v1alpha1.ReasonAllNodesApplied, fmt.Sprintf("%d node(s) applied", st.Applied))
 	}
+}
+
+// rolledBack says the rollout of the spec's revision ended by moving its
+// nodes back: no node keeps that revision until the spec changes.
+func rolledBack(r *v1alpha1.RolloutStatus) bool {
+	return r != nil && r.Phase == v1alpha1.RolloutRolledBack
 }
 
 // stopped says a rollout stands still until the spec (or paused) changes:

@@ -198,6 +198,29 @@ func TestComputeStatus(t *testing.T) {
 			}
 		},
 	}, {
+		// The pass that decides a rollback writes its status before it
+		// moves the nodes back, so that status still sees every node on
+		// the regressed revision. With a one-node fleet (the e2e's) all
+		// nodes "held" it and Ready said True/AllNodesApplied beside
+		// phase RolledBack until a later pass: CI's e2e read it there.
+		name:    "rolled back: Ready False even while every node still holds the regressed revision",
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("a", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			return []*v1alpha1.LatencyNode{lnFor("a", p, 0, "", applied)}
+		},
+		rollout:  &v1alpha1.RolloutStatus{Revision: "r2", PreviousRevision: "r1", Phase: v1alpha1.RolloutRolledBack, Message: "node a regressed; rolled back 1 node(s) to r1"},
+		wantCond: map[string]string{"Ready": "False/RolledBack", "Progressing": "False/RolledBack", "Degraded": "False/AsExpected"},
+	}, {
+		// Paused with every node on the revision is not a stop that
+		// leaves nodes behind: Ready.
+		name:     "paused with every node applied: Ready",
+		profile:  profile("p", 0, rt),
+		nodes:    []corev1.Node{tnode("a", rt, "", 0)},
+		lns:      func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode { return []*v1alpha1.LatencyNode{lnFor("a", p, 0, "", applied)} },
+		rollout:  &v1alpha1.RolloutStatus{Revision: "r2", Phase: v1alpha1.RolloutPaused, Message: "paused"},
+		wantCond: map[string]string{"Ready": "True/AllNodesApplied", "Progressing": "False/Paused"},
+	}, {
 		name:    "measurements: worst p99, max throttling, budget, reboot, contention",
 		profile: profile("p", 0, rt),
 		nodes:   []corev1.Node{tnode("a", rt, "", 0), tnode("b", rt, "", 0), tnode("c", rt, "", 0)},
