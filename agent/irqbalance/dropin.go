@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -245,7 +246,7 @@ func writeDropIn(root *host.Root, path, value string) error {
 	if value == "" || pid == 0 {
 		return nil // removed, or irqbalance does not run: it takes it when it starts
 	}
-	got, err := EnvBan(root, environ(root, pid))
+	got, err := awaitEnvBan(root, pid, want.banned)
 	if err != nil {
 		return fmt.Errorf("irqbalance (pid %d) restarted with %s: %w", pid, hostPath(root, file), err)
 	}
@@ -254,6 +255,24 @@ func writeDropIn(root *host.Root, path, value string) error {
 			pid, hostPath(root, file), got.String(), want.banned.String(), Unit, cpulistEnv)
 	}
 	return nil
+}
+
+// envSettle bounds how long a restarted irqbalance's environment may
+// read as not yet its own: systemd knows its main pid from the fork,
+// before the exec gives the process the unit's environment.
+var envSettle = 5 * time.Second
+
+// awaitEnvBan is the ban in process pid's environment once it is want, or
+// what it is when envSettle has passed.
+func awaitEnvBan(root *host.Root, pid int, want cpuset.CPUSet) (cpuset.CPUSet, error) {
+	deadline := time.Now().Add(envSettle)
+	for {
+		got, err := EnvBan(root, environ(root, pid))
+		if (err == nil && got.Equals(want)) || time.Now().After(deadline) {
+			return got, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // writeAtomic writes content as file (a temp file renamed over it, never
@@ -346,7 +365,12 @@ func (fb fallback) decide(root *host.Root, cpus cpuset.CPUSet) (*knob.Knob, stri
 		if err != nil {
 			return nil, err.Error()
 		}
-		if cpus.IsSubsetOf(before) {
+		// systemd still has a drop-in of the agent's loaded that is gone:
+		// irqbalance's environment holds the agent's ban, which is then all
+		// that is known of what it banned before (revert, which removes the
+		// drop-in, still restores exactly).
+		loaded := slices.Contains(fb.svc.DropInPaths, hostPath(root, dropInFile(root)))
+		if cpus.IsSubsetOf(before) && !loaded {
 			// Banned already: nothing to write, and no drop-in to hold.
 			k.Note = fmt.Sprintf("irqbalance (pid %d) bans CPUs %s from its environment or the kernel's isolated and nohz_full CPUs", fb.pid, before)
 			return k, ""

@@ -20,6 +20,9 @@ type Service struct {
 	// Environment is what its Environment= settings assign ("KEY=VALUE"),
 	// drop-ins included; its EnvironmentFile= files are not in it.
 	Environment []string
+	// DropInPaths are the drop-in files systemd loaded for it (at its last
+	// daemon-reload), as the host names them.
+	DropInPaths []string
 }
 
 // ReadService reads unit's load and active state and main pid. A unit
@@ -47,6 +50,14 @@ func (s *session) service(unit string) (Service, error) {
 		return Service{}, busError("reading "+unit+" ActiveState", err)
 	}
 	var v dbus.Variant
+	if err := s.conn.Object(dest, obj).CallWithContext(s.ctx, "org.freedesktop.DBus.Properties.Get", 0,
+		"org.freedesktop.systemd1.Unit", "DropInPaths").Store(&v); err != nil {
+		return Service{}, busError("reading "+unit+" DropInPaths", err)
+	}
+	var ok bool
+	if out.DropInPaths, ok = v.Value().([]string); !ok {
+		return Service{}, fmt.Errorf("%s DropInPaths has D-Bus type %s, want as", unit, v.Signature())
+	}
 	if err := s.conn.Object(dest, obj).CallWithContext(s.ctx, "org.freedesktop.DBus.Properties.Get", 0,
 		"org.freedesktop.systemd1.Service", "MainPID").Store(&v); err != nil {
 		return Service{}, busError("reading "+unit+" MainPID", err)
