@@ -1,6 +1,7 @@
 // Package access is the table of the ways the agent reaches a knob's value
 // (knob.Access): kernel files, systemd unit properties, threads' scheduling
-// policies, staged boot arguments, cpusets, irqbalance's banned CPUs. The
+// policies, staged boot arguments, cpusets, irqbalance's banned CPUs
+// (through its socket, or its environment in a runtime drop-in). The
 // apply engine resolves the Access of a knob or of a journal entry here and
 // never asks which kind it is.
 package access
@@ -21,7 +22,7 @@ import (
 )
 
 // All lists every Access, one row per kind; a new kind is a new row.
-var All = []*knob.Access{knob.File, systemd.Access, rtsched.Access, bootargs.Access, cpuset.Access, irqbalance.Access}
+var All = []*knob.Access{knob.File, systemd.Access, rtsched.Access, bootargs.Access, cpuset.Access, irqbalance.Access, irqbalance.DropInAccess}
 
 // Of is a knob's Access: its own, or that of its path (ByAddress) for a
 // knob built without one.

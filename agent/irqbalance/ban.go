@@ -86,7 +86,11 @@ func find(root *host.Root) (daemon, error) {
 func inspect(root *host.Root, pid int) (daemon, error) {
 	d := daemon{pid: pid}
 	if d.sock = Socket(root, d.pid); d.sock == "" {
-		return d, errAbsent{fmt.Sprintf("irqbalance (pid %d) has no control socket irqbalance%d.sock in its /run/irqbalance (built without its UI, older than 1.8, or its run directory is missing): ban the CPUs with IRQBALANCE_BANNED_CPULIST in its environment (/etc/default/irqbalance) and restart it", d.pid, d.pid)}
+		_, why := dropInKnob(root, d.pid, cpuset.New())
+		if why == "" {
+			why = "it is possible now, and the next pass uses it"
+		}
+		return d, errAbsent{fmt.Sprintf("irqbalance (pid %d) has no control socket irqbalance%d.sock in its /run/irqbalance (built without its UI, older than 1.8, or its run directory is missing), and the agent's fallback, a runtime drop-in of %s, is not possible: %s. Ban the CPUs with %s in irqbalance's environment and restart it, or give it back its socket", d.pid, d.pid, Unit, why, cpulistEnv)}
 	}
 	var err error
 	if d.setup, err = ReadSetup(d.sock); err != nil {
@@ -161,9 +165,11 @@ type Running struct {
 // Find looks for a running irqbalance and, when one runs and cpus is not
 // empty, renders the knob that bans cpus from it through its socket, on top
 // of what it bans already (its environment's ban, the kernel's isolated
-// CPUs, an administrator's ban through the socket stay banned). The knob's
-// note says how the ban is held; without a socket its read fails and the
-// setting is Unsupported with the reason.
+// CPUs, an administrator's ban through the socket stay banned). Without a
+// socket, where systemd runs irqbalance as irqbalance.service, the knob is
+// the runtime drop-in that bans them through its environment (dropin.go).
+// The knob's note says how the ban is held; without either its read fails
+// and the setting is Unsupported with the reason.
 func Find(root *host.Root, cpus cpuset.CPUSet) Running {
 	ibs := facts.IRQBalances(root)
 	if len(ibs) == 0 {
@@ -171,6 +177,10 @@ func Find(root *host.Root, cpus cpuset.CPUSet) Running {
 	}
 	r := Running{PID: ibs[0].PID}
 	if cpus.IsEmpty() {
+		return r
+	}
+	if k, _ := dropInKnob(root, r.PID, cpus); k != nil {
+		r.Ban = k
 		return r
 	}
 	k := knob.Knob{ID: BanID, Path: banPath, Access: Access, Desired: cpus.String(), Equal: cpulist.Equal,

@@ -1,6 +1,8 @@
 package irqbalance
 
 import (
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/systemd"
 	"testing"
 	"time"
 
@@ -37,3 +39,25 @@ func ShortAwait(t *testing.T) {
 	awaitMax = 3 * time.Second
 	t.Cleanup(func() { awaitMax = old })
 }
+
+// FakeUnits stands in for the host's systemd in a test.
+type FakeUnits struct {
+	Booted  bool
+	Service func() (systemd.Service, error)
+	// Restart is a daemon-reload and try-restart: the new main pid.
+	Restart func() (int, error)
+}
+
+func (u *FakeUnits) booted(*host.Root) bool                      { return u.Booted }
+func (u *FakeUnits) service(*host.Root) (systemd.Service, error) { return u.Service() }
+func (u *FakeUnits) reloadTryRestart(*host.Root) (int, error)    { return u.Restart() }
+
+// UseUnits makes the fallback ask u instead of the host's systemd.
+func UseUnits(t *testing.T, u *FakeUnits) {
+	old := units
+	units = u
+	t.Cleanup(func() { units = old })
+}
+
+// DropInFile is the drop-in's path under root.
+var DropInFile = dropInFile

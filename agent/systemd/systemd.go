@@ -6,6 +6,12 @@
 // (/run/systemd/private under the host root), the peer-to-peer endpoint
 // systemctl uses as root, so no D-Bus daemon is needed.
 //
+// The agent does not reload systemd for AllowedCPUs. It does reload it in
+// one case, irqbalance's fallback (agent/irqbalance): without its control
+// socket, irqbalance is banned through a runtime drop-in of
+// irqbalance.service, which takes a daemon-reload and a try-restart of that
+// unit (service.go), on apply and again on revert.
+//
 // A unit property is a knob like a file: its Path is "systemd:<unit>/
 // AllowedCPUs" and its value a cpulist ("" for no restriction); the engine
 // reads and writes such paths through Read and Write, so the journal keeps
@@ -145,15 +151,17 @@ func Write(root *host.Root, path, value string) error {
 
 // lifted reports what stays behind once unit's AllowedCPUs is empty again
 // (knob.Substituted with the value itself restored): systemd keeps the
-// setting in a runtime drop-in until the next boot (removing it would need
-// a daemon-reload, which the agent never triggers on a node), and the
-// kernel keeps a populated cgroup's cpuset.cpus at every online CPU
-// (before Linux 7.0 it refuses to empty it). Nothing stays: nil.
+// setting in a runtime drop-in until the next boot (the agent never removes
+// it: that would take a daemon-reload of its own, and the agent reloads
+// systemd only for irqbalance's drop-in, a reload that keeps this one,
+// which restricts nothing), and the kernel keeps a populated cgroup's
+// cpuset.cpus at every online CPU (before Linux 7.0 it refuses to empty
+// it). Nothing stays: nil.
 func (s *session) lifted(root *host.Root, unit string) error {
 	var notes []string
 	dropIn := root.Path("run", "systemd", "system.control", unit+".d", "50-"+AllowedCPUs+".conf")
 	if root.Exists(dropIn) {
-		notes = append(notes, fmt.Sprintf("systemd keeps the empty %s in its runtime drop-in %s until the next boot (removing it needs a daemon-reload, which the agent never does)",
+		notes = append(notes, fmt.Sprintf("systemd keeps the empty %s in its runtime drop-in %s until the next boot (it restricts nothing; removing it would take a daemon-reload, which the agent does only for irqbalance's drop-in)",
 			AllowedCPUs, filepath.Join("/", strings.TrimPrefix(dropIn, root.Path()))))
 	}
 	if cg, err := s.controlGroup(unit); err == nil && cg != "" {
