@@ -348,7 +348,7 @@ func judge(c *findings.Contention, res *measure.Result) metav1.Condition {
 // hog pushed off the CPU, a build beside the victim) only delays either,
 // within Windows.
 func ContentionRaisedAndCleared(t *testing.T, e *Env) {
-	resolved, _ := contentionSpec.Resolved(time.Millisecond)
+	resolved, _ := contentionSpec.Resolved()
 	raise, clear := int(resolved.RaiseAfterWindows), int(resolved.ClearAfterWindows)
 	var c findings.Contention
 	raisedAt, stoppedAt, clearedAt := 0, 0, 0
@@ -385,7 +385,7 @@ func ContentionRaisedAndCleared(t *testing.T, e *Env) {
 // waits mostly for that quota, which is not contention: over twice
 // raiseAfterWindows windows the condition never turns True.
 func ContentionNotFromOwnQuota(t *testing.T, e *Env) {
-	resolved, _ := contentionSpec.Resolved(time.Millisecond)
+	resolved, _ := contentionSpec.Resolved()
 	var c findings.Contention
 	seen := 0
 	e.Windows(t, Setup{Burn: 500 * time.Microsecond, QuotaUs: 10000}, func(w int, _ Ran, res *measure.Result) bool {
