@@ -321,3 +321,27 @@ func TestContentionSpecOutOfBounds(t *testing.T) {
 		t.Errorf("%s: %s", cond.Status, cond.Message)
 	}
 }
+
+// Each pod is judged against its own bar: a pod that waits longer but
+// within half its generous budget is not the one named; the pod without a
+// budget that waits past the threshold is.
+func TestEachPodItsOwnBar(t *testing.T) {
+	tolerant := pod(off(measure.OffenderPod, "batch/hog", 400*time.Millisecond))
+	tolerant.Name = "report-0"
+	strict := pod(off(measure.OffenderPod, "batch/hog", 40*time.Millisecond), off(measure.OffenderIdle, "", 2*time.Millisecond))
+	w := ContentionWindow{Attributed: measure.AttributedPods, Window: time.Second, Pods: []measure.PodAttribution{tolerant, strict},
+		Budgets: map[string]time.Duration{"shop/report-0": time.Second}}
+	var c Contention
+	var cond metav1.Condition
+	var f *v1alpha1.Finding
+	for range 3 {
+		cond, f = c.Judge(w)
+	}
+	if cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, "shop/gateway-0 waited 40ms a second behind others") ||
+		!strings.Contains(cond.Message, "(threshold 30ms)") {
+		t.Errorf("condition %s: %s", cond.Status, cond.Message)
+	}
+	if f == nil || !strings.HasPrefix(f.Message, "shop/gateway-0 ") {
+		t.Errorf("finding %v, want it to name shop/gateway-0", f)
+	}
+}
