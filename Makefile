@@ -75,6 +75,10 @@ test-node-stack: deps ## CI's cgroup v2 node row: one Debian 6.12 guest (systemd
 test-e2e: build ## End-to-end on a real single-node cluster on this machine.
 	hack/e2e.sh
 
+.PHONY: test-holdout
+test-holdout: build ## Contention holdout on the local cluster: an idle pinned pod raises nothing for 10 min, a hog beside it raises both (~20 min; not in make test or .ci/run).
+	hack/holdout.sh
+
 .PHONY: bench
 bench: build ## Reproduce the run-queue incidents (autogroup, CFS throttling, IRQs, idle exit) before and after the agent's fix; writes docs/benchmarks.md.
 	hack/bench/run.sh

@@ -8,6 +8,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/hack/demo/lib.sh"
+source "$ROOT/hack/demo/checks.sh"
 source "$ROOT/hack/demo/load.sh"
 source "$ROOT/hack/e2e-prometheus.sh"
 PROFILE=e2e
@@ -15,22 +16,6 @@ ROLLOUT_PROFILES=(e2e-rollout)
 TIMEOUT="${E2E_TIMEOUT:-120}"
 failures=()
 T0=$SECONDS
-
-pass() { printf '  \033[32mPASS\033[0m %s\n' "$*"; }
-fail() { printf '  \033[31mFAIL\033[0m %s\n' "$*"; failures+=("$*"); }
-# check DESCRIPTION COMMAND...: records a failure, carries on.
-check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
-# must DESCRIPTION COMMAND...: stops the test (the rest depends on it).
-must() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; exit 1; fi; }
-
-# host_state is what the cluster must leave behind exactly as it found it.
-host_state() {
-  findmnt -n -o PROPAGATION /
-  ls -d /sys/fs/cgroup/*/kubepods /run/containerd /opt/containerd /var/log/containers /var/log/pods \
-    /var/lib/cni /var/lib/kubelet /var/lib/latencytier-local /run/nri /etc/nri /opt/nri /etc/cdi /run/cdi \
-    2>/dev/null || true
-  kernel_snapshot
-}
 
 finish() {
   local rc=$?

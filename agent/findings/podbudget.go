@@ -275,3 +275,21 @@ func PodBudgetsStatus(rs []v1alpha1.PodBudgetResult) *v1alpha1.PodBudgetsStatus 
 	st.Omitted = int32(len(rs) - n)
 	return st
 }
+
+// WaitBudgets is each pod's own wait budget by namespace/name: the
+// waitPerSecond of the first budget whose selector matches it (Judge's
+// rule), where that budget is valid and bounds the wait. Pods without one
+// are left out. The contention rule raises a pod's bar with it.
+func WaitBudgets(budgets []v1alpha1.PodBudget, pods []BudgetPod) map[string]time.Duration {
+	if len(budgets) == 0 {
+		return nil
+	}
+	sels := budgetSelectors(budgets)
+	out := map[string]time.Duration{}
+	for _, p := range pods {
+		if b := matchBudget(budgets, sels, p.Labels); b != nil && b.WaitPerSecond != nil && validBudget(*b) {
+			out[p.Namespace+"/"+p.Name] = b.WaitPerSecond.Duration
+		}
+	}
+	return out
+}

@@ -205,3 +205,33 @@ func TestPodBudgetOutOfBoundsJudgesNothing(t *testing.T) {
 		}
 	}
 }
+
+// WaitBudgets gives a pod the waitPerSecond of the first budget that
+// selects it, as the verdicts do: a pod whose first budget bounds only the
+// throttled ratio, or is out of bounds, has no wait budget, even when a
+// later budget has one.
+func TestWaitBudgets(t *testing.T) {
+	ratio := "0.05"
+	wait := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+	bs := []v1alpha1.PodBudget{
+		{Name: "web", PodSelector: v1alpha1.BudgetPodSelector{MatchLabels: map[string]string{"app": "web"}}, WaitPerSecond: wait(400 * time.Millisecond)},
+		{Name: "odd", PodSelector: v1alpha1.BudgetPodSelector{MatchLabels: map[string]string{"app": "odd"}}, WaitPerSecond: wait(20 * time.Second)},
+		{Name: "batch", PodSelector: v1alpha1.BudgetPodSelector{MatchLabels: map[string]string{"app": "batch"}}, ThrottledRatio: &ratio},
+		{Name: "rest", WaitPerSecond: wait(time.Second)},
+	}
+	odd := BudgetPod{Namespace: "shop", Name: "odd-0", Labels: map[string]string{"app": "odd"}}
+	other := BudgetPod{Namespace: "shop", Name: "other-0"}
+	got := WaitBudgets(bs, []BudgetPod{webPod, batchPod, odd, other})
+	want := map[string]time.Duration{"shop/web-0": 400 * time.Millisecond, "shop/other-0": time.Second}
+	if len(got) != len(want) {
+		t.Fatalf("wait budgets %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %v, want %v (all: %v)", k, got[k], v, got)
+		}
+	}
+	if WaitBudgets(nil, []BudgetPod{webPod}) != nil {
+		t.Error("no budgets: want no wait budgets")
+	}
+}

@@ -106,16 +106,21 @@ func (c *Collector) Collect(ctx context.Context, in Input) (*measure.Result, err
 	o.Softirqs = findings.CounterWindow{Prev: prevSoft.table, Cur: c.softirqs.table, OK: prevSoft.ok && c.softirqs.ok}
 	res.Findings = append(findings.Judge(o), res.Findings...)
 	var spec *v1alpha1.ContentionSpec
+	var budgets []v1alpha1.PodBudget
 	if in.Tuning.Measurement != nil {
-		spec = in.Tuning.Measurement.Contention
+		spec, budgets = in.Tuning.Measurement.Contention, in.Tuning.Measurement.Budgets
+	}
+	var measured []findings.BudgetPod
+	if len(budgets) > 0 {
+		measured = measuredPods(in)
 	}
 	var noisy *v1alpha1.Finding
 	res.Contention, noisy = c.contention.Judge(findings.ContentionWindow{Spec: spec, Attributed: res.Attributed,
-		Window: res.Window, Pods: res.Attribution, HostSlices: hostSlices(c.root)})
+		Window: res.Window, Pods: res.Attribution, Budgets: findings.WaitBudgets(budgets, measured), HostSlices: hostSlices(c.root)})
 	if noisy != nil {
 		res.Findings = append(res.Findings, *noisy)
 	}
-	res.PodBudgets = c.judgeBudgets(in, res)
+	res.PodBudgets = c.judgeBudgets(budgets, measured, res)
 	highest, pod := optedInThrottled(o.Throttles)
 	res.Budget = findings.Budget(findings.BudgetInput{Budget: in.Tuning.LatencyBudget, P99: res.RunQueueP99,
 		Throttled: highest, ThrottledPod: pod})
@@ -125,20 +130,26 @@ func (c *Collector) Collect(ctx context.Context, in Input) (*measure.Result, err
 // judgeBudgets counts the window for each measured pod a
 // measurement.budgets entry matches and returns their verdicts; without
 // budgets it forgets every pod.
-func (c *Collector) judgeBudgets(in Input, res *measure.Result) []v1alpha1.PodBudgetResult {
-	if in.Tuning.Measurement == nil || len(in.Tuning.Measurement.Budgets) == 0 {
+func (c *Collector) judgeBudgets(budgets []v1alpha1.PodBudget, pods []findings.BudgetPod, res *measure.Result) []v1alpha1.PodBudgetResult {
+	if len(budgets) == 0 {
 		c.budgets = findings.PodBudgets{}
 		return nil
 	}
+	return c.budgets.Judge(findings.PodBudgetWindow{Budgets: budgets, Pods: pods,
+		Attributed: res.Attributed, Window: res.Window, Attribution: res.Attribution, Traced: res.Traced,
+		Throttling: res.AllThrottling, Now: time.Now()})
+}
+
+// measuredPods are the input's pods the tuning measures, as the budget
+// rules see them.
+func measuredPods(in Input) []findings.BudgetPod {
 	var pods []findings.BudgetPod
 	for _, p := range in.Pods {
 		if measure.Measured(in.Tuning, p) {
 			pods = append(pods, findings.BudgetPod{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels})
 		}
 	}
-	return c.budgets.Judge(findings.PodBudgetWindow{Budgets: in.Tuning.Measurement.Budgets, Pods: pods,
-		Attributed: res.Attributed, Window: res.Window, Attribution: res.Attribution, Traced: res.Traced,
-		Throttling: res.AllThrottling, Now: time.Now()})
+	return pods
 }
 
 // classes are the profile's CPU classes: the pass's snapshot's, or parsed

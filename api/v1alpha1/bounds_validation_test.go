@@ -85,8 +85,8 @@ func TestBoundedProfilesAreRefusedNamingTheField(t *testing.T) {
 		bad{"burst-percent-above-the-quota", "cpuQuota:\n  policy: Burst\n  burstPercent: 101\n  namespaceSelector: {}", "spec.cpuQuota.burstPercent", "should be less than or equal to 100"},
 		bad{"burst-percent-with-remove", "cpuQuota:\n  burstPercent: 50\n  namespaceSelector: {}", "spec.cpuQuota", "burstPercent applies only to cpuQuota.policy Burst"},
 		bad{"burst-without-grant", "cpuQuota:\n  policy: Burst", "spec.cpuQuota", "namespaceSelector is required"},
-		bad{"contention-wait-under-floor", "measurement:\n  contention:\n    waitPerSecond: 999us", "spec.measurement.contention.waitPerSecond", "between 1ms and 10s"},
-		bad{"contention-wait-over-10s", "measurement:\n  contention:\n    waitPerSecond: 10001ms", "spec.measurement.contention.waitPerSecond", "between 1ms and 10s"},
+		bad{"contention-wait-under-floor", "measurement:\n  contention:\n    waitPerSecond: 14999us", "spec.measurement.contention.waitPerSecond", "between 15ms and 10s"},
+		bad{"contention-wait-over-10s", "measurement:\n  contention:\n    waitPerSecond: 10001ms", "spec.measurement.contention.waitPerSecond", "between 15ms and 10s"},
 		bad{"contention-raise-after-one", "measurement:\n  contention:\n    raiseAfterWindows: 1", "spec.measurement.contention.raiseAfterWindows", "greater than or equal to 2"},
 		bad{"contention-raise-after-61", "measurement:\n  contention:\n    raiseAfterWindows: 61", "spec.measurement.contention.raiseAfterWindows", "less than or equal to 60"},
 		bad{"contention-clear-after-zero", "measurement:\n  contention:\n    clearAfterWindows: 0", "spec.measurement.contention.clearAfterWindows", "greater than or equal to 1"},
@@ -158,7 +158,7 @@ func TestBoundedProfilesAtTheEdgesAreAccepted(t *testing.T) {
 		"burst-default":      "cpuQuota:\n  policy: Burst\n  namespaceSelector: {}",
 		"burst-floor":        "cpuQuota:\n  policy: Burst\n  burstPercent: 1\n  namespaceSelector: {}",
 		"burst-ceiling":      "cpuQuota:\n  policy: Burst\n  burstPercent: 100\n  namespaceSelector: {}",
-		"contention-at-min":  "measurement:\n  contention:\n    waitPerSecond: 1ms\n    raiseAfterWindows: 2\n    clearAfterWindows: 1",
+		"contention-at-min":  "measurement:\n  contention:\n    waitPerSecond: 15ms\n    raiseAfterWindows: 2\n    clearAfterWindows: 1",
 		"contention-at-max":  "measurement:\n  contention:\n    waitPerSecond: 10s\n    raiseAfterWindows: 60\n    clearAfterWindows: 120",
 		"contention-taint":   "measurement:\n  contention:\n    taint: PreferNoSchedule",
 		"contention-taint-1": "measurement:\n  contention:\n    taint: PreferNoSchedule\n    maxTaintedPercent: 1",
@@ -252,15 +252,16 @@ func TestCRDRulesMatchTheConstants(t *testing.T) {
 	if lo, hi := fmt.Sprint(burst["minimum"]), fmt.Sprint(burst["maximum"]); lo != strconv.Itoa(v1alpha1.BurstPercentMin) || hi != strconv.Itoa(v1alpha1.BurstPercentMax) {
 		t.Errorf("cpuQuota.burstPercent bounds %s..%s, the constants %d..%d", lo, hi, v1alpha1.BurstPercentMin, v1alpha1.BurstPercentMax)
 	}
-	// measurement.contention: its floor is the one every wait-per-second
-	// judgement uses (figures.WaitFloor), its bounds and defaults the
-	// constants the agent resolves a spec with.
+	// measurement.contention: its floor is the one every contention
+	// judgement uses (ContentionMinWaitPerSecond), its bounds and defaults
+	// the constants the agent resolves a spec with.
 	cont := dig(t, spec, "properties", "measurement", "properties", "contention", "properties")
-	wait := time.Duration(figures.WaitFloor)
-	if r := rules(dig(t, cont, "waitPerSecond")); !strings.Contains(r, "duration(self) >= "+ms(wait)+" && duration(self) <= duration('"+
+	if r := rules(dig(t, cont, "waitPerSecond")); !strings.Contains(r, "duration(self) >= "+ms(v1alpha1.ContentionMinWaitPerSecond)+" && duration(self) <= duration('"+
 		strconv.FormatInt(int64(v1alpha1.ContentionMaxWaitPerSecond/time.Second), 10)+"s')") {
-		t.Errorf("contention.waitPerSecond rule %q is not figures.WaitFloor %v .. ContentionMaxWaitPerSecond %v", r, wait, v1alpha1.ContentionMaxWaitPerSecond)
+		t.Errorf("contention.waitPerSecond rule %q is not ContentionMinWaitPerSecond %v .. ContentionMaxWaitPerSecond %v", r,
+			v1alpha1.ContentionMinWaitPerSecond, v1alpha1.ContentionMaxWaitPerSecond)
 	}
+	wait := time.Duration(figures.WaitFloor)
 	// measurement.budgets: the same wait bounds (the agent judges a
 	// budget outside them as InvalidBudget), and MaxPodBudgets.
 	budgets := dig(t, spec, "properties", "measurement", "properties", "budgets")

@@ -93,9 +93,11 @@ const (
 	NodeReverted = "Reverted"
 	// NodeRunQueueContention is True when a measured pod's run-queue wait
 	// behind others (not its own quota, not its own tasks) stayed at or
-	// above measurement.contention.waitPerSecond for raiseAfterWindows
-	// windows in a row; False again after clearAfterWindows windows below
-	// it; Unknown while no window can tell (ContentionSpec).
+	// above measurement.contention.waitPerSecond (and half its own
+	// budget's waitPerSecond, where a budget selects it) for
+	// raiseAfterWindows windows in a row; False again after
+	// clearAfterWindows windows below it; Unknown while no window can
+	// tell (ContentionSpec).
 	NodeRunQueueContention = "RunQueueContention"
 )
 

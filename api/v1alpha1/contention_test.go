@@ -28,10 +28,12 @@ func TestContentionResolved(t *testing.T) {
 		{"set", &v1alpha1.ContentionSpec{WaitPerSecond: d(20 * time.Millisecond), RaiseAfterWindows: 4, ClearAfterWindows: 1},
 			v1alpha1.ContentionSpec{WaitPerSecond: d(20 * time.Millisecond), RaiseAfterWindows: 4, ClearAfterWindows: 1}, ""},
 		{"wait under the floor", &v1alpha1.ContentionSpec{WaitPerSecond: d(0)}, def, "measurement.contention.waitPerSecond 0s"},
+		{"wait the idle background", &v1alpha1.ContentionSpec{WaitPerSecond: d(7 * time.Millisecond)}, def,
+			"measurement.contention.waitPerSecond 7ms is outside 15ms..10s"},
 		{"one window", &v1alpha1.ContentionSpec{RaiseAfterWindows: 1}, def, "measurement.contention.raiseAfterWindows 1"},
 		{"negative", &v1alpha1.ContentionSpec{ClearAfterWindows: -3}, def, "measurement.contention.clearAfterWindows -3"},
 	} {
-		got, problems := c.in.Resolved(time.Millisecond)
+		got, problems := c.in.Resolved()
 		if got.WaitPerSecond.Duration != c.want.WaitPerSecond.Duration || got.RaiseAfterWindows != c.want.RaiseAfterWindows ||
 			got.ClearAfterWindows != c.want.ClearAfterWindows {
 			t.Errorf("%s: resolved %v/%d/%d, want %v/%d/%d", c.name, got.WaitPerSecond.Duration, got.RaiseAfterWindows, got.ClearAfterWindows,

@@ -44,20 +44,26 @@ const ContentionTaint = "latencytier.io/runqueue-contention"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxTaintedPercent) || (has(self.taint) && self.taint == 'PreferNoSchedule')",message="measurement.contention.maxTaintedPercent needs taint PreferNoSchedule: it caps the nodes that taint goes on"
 type ContentionSpec struct {
 	// waitPerSecond is the threshold: a measured pod waiting at least this
-	// long a second behind others is contended. Between 1ms and 10s;
+	// long a second behind others is contended. Between 15ms and 10s;
 	// default 30ms, 4-5x what an idle node's own processes cost a pod alone
-	// on its CPU (6-7ms a second).
+	// on its CPU (6-7ms a second). The least value, 15ms, is a floor under
+	// every contention judgement: twice that idle background. A measured
+	// pod that a measurement.budgets entry with waitPerSecond selects is
+	// contended only at or above half of that budget as well, so a pod
+	// whose budget tolerates a long wait is not called contended while
+	// others cost it less than half of what it may wait.
 	// +optional
 	// +kubebuilder:default="30ms"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s))+$`
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('10s')",message="measurement.contention.waitPerSecond must be between 1ms and 10s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('15ms') && duration(self) <= duration('10s')",message="measurement.contention.waitPerSecond must be between 15ms and 10s"
 	WaitPerSecond *metav1.Duration `json:"waitPerSecond,omitempty"`
 
 	// raiseAfterWindows is how many measurement windows in a row must be
-	// at or above waitPerSecond before the condition turns True: one
-	// window is never enough. Between 2 and 60; default 3.
+	// at or above waitPerSecond before the condition turns True, and
+	// before the NoisyNeighbor finding names the pod's largest neighbour:
+	// one window is never enough. Between 2 and 60; default 3.
 	// +optional
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=2
@@ -116,6 +122,17 @@ const (
 	// that costs the pod real time.
 	ContentionDefaultWaitPerSecond = 30 * time.Millisecond
 	ContentionMaxWaitPerSecond     = 10 * time.Second
+	// ContentionMinWaitPerSecond is the floor under every contention
+	// judgement (the condition and NoisyNeighbor), whatever the threshold
+	// or a pod's budget says: 2x the idle node's 6-7 ms/s of background,
+	// at the top of the harmless busy neighbour (10-17 ms/s) and of the
+	// loaded host's windows (2-20 ms/s).
+	ContentionMinWaitPerSecond = 15 * time.Millisecond
+	// ContentionBudgetSharePercent of a measured pod's own wait budget
+	// (measurement.budgets waitPerSecond) is the least wait behind others
+	// that contends it: others costing it half of what it may wait at
+	// all is material; less, the pod's budget verdict speaks for it.
+	ContentionBudgetSharePercent = 50
 	// ContentionDefaultRaiseAfter windows: 90 s at the default 30 s
 	// interval; a burst of one or two windows (a build, a backup's start)
 	// does not steer pods away.
@@ -166,20 +183,18 @@ func (c *ContentionSpec) MaxTainted(selected int) int {
 // Resolved is c with the defaults in place of fields left out; a field
 // outside its bounds (a LatencyNode spec is not trusted to have passed the
 // CRD's validation) is replaced by its default, and problems names each.
-// minWait is the least waitPerSecond (the CRD's floor, figures.WaitFloor,
-// which this package does not import).
-func (c *ContentionSpec) Resolved(minWait time.Duration) (out ContentionSpec, problems []string) {
+func (c *ContentionSpec) Resolved() (out ContentionSpec, problems []string) {
 	out = ContentionSpec{WaitPerSecond: &metav1.Duration{Duration: ContentionDefaultWaitPerSecond},
 		RaiseAfterWindows: ContentionDefaultRaiseAfter, ClearAfterWindows: ContentionDefaultClearAfter}
 	if c == nil {
 		return out, nil
 	}
 	if w := c.WaitPerSecond; w != nil {
-		if w.Duration >= minWait && w.Duration <= ContentionMaxWaitPerSecond {
+		if w.Duration >= ContentionMinWaitPerSecond && w.Duration <= ContentionMaxWaitPerSecond {
 			out.WaitPerSecond.Duration = w.Duration
 		} else {
 			problems = append(problems, fmt.Sprintf("measurement.contention.waitPerSecond %s is outside %s..%s; using %s",
-				w.Duration, minWait, ContentionMaxWaitPerSecond, ContentionDefaultWaitPerSecond))
+				w.Duration, ContentionMinWaitPerSecond, ContentionMaxWaitPerSecond, ContentionDefaultWaitPerSecond))
 		}
 	}
 	pick := func(field string, v, lo, hi int32, dst *int32) {

@@ -43,7 +43,9 @@ type PodBudget struct {
 	// explain splits it: wake-up to run, queueing behind others or its
 	// own tasks, throttled). Between 1ms and 10s. It needs the eBPF
 	// measurement with attribution; under schedstat the verdict is
-	// Unknown.
+	// Unknown. It also raises the pod's bar for contention: the pod counts
+	// as contended (RunQueueContention, NoisyNeighbor) only once others
+	// cost it half of this as well as measurement.contention.waitPerSecond.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s))+$`

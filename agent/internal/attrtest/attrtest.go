@@ -332,10 +332,9 @@ var Scenarios = []struct {
 var contentionSpec = v1alpha1.ContentionSpec{}
 
 // judge is a measured window as the agent's Collector hands it to the rule.
-func judge(c *findings.Contention, res *measure.Result) metav1.Condition {
-	cond, _ := c.Judge(findings.ContentionWindow{Spec: &contentionSpec, Attributed: res.Attributed,
+func judge(c *findings.Contention, res *measure.Result) (metav1.Condition, *v1alpha1.Finding) {
+	return c.Judge(findings.ContentionWindow{Spec: &contentionSpec, Attributed: res.Attributed,
 		Window: res.Window, Pods: res.Attribution})
-	return cond
 }
 
 // ContentionRaisedAndCleared: a victim running 300 µs every millisecond
@@ -348,13 +347,18 @@ func judge(c *findings.Contention, res *measure.Result) metav1.Condition {
 // hog pushed off the CPU, a build beside the victim) only delays either,
 // within Windows.
 func ContentionRaisedAndCleared(t *testing.T, e *Env) {
-	resolved, _ := contentionSpec.Resolved(time.Millisecond)
+	resolved, _ := contentionSpec.Resolved()
 	raise, clear := int(resolved.RaiseAfterWindows), int(resolved.ClearAfterWindows)
 	var c findings.Contention
 	raisedAt, stoppedAt, clearedAt := 0, 0, 0
 	e.Windows(t, Setup{Burn: 300 * time.Microsecond, Hog: HogPod}, func(w int, r Ran, res *measure.Result) bool {
-		cond := judge(&c, res)
+		cond, noisy := judge(&c, res)
 		t.Logf("window %d: RunQueueContention %s %s: %s", w, cond.Status, cond.Reason, cond.Message)
+		// NoisyNeighbor is the same judgement: found in the window the
+		// condition turns True, never before.
+		if raisedAt == 0 && (noisy != nil) != (cond.Status == metav1.ConditionTrue) {
+			t.Errorf("window %d: RunQueueContention %s but NoisyNeighbor %v", w, cond.Status, noisy)
+		}
 		switch {
 		case raisedAt == 0 && cond.Status == metav1.ConditionTrue:
 			raisedAt, stoppedAt = w, w
@@ -385,12 +389,15 @@ func ContentionRaisedAndCleared(t *testing.T, e *Env) {
 // waits mostly for that quota, which is not contention: over twice
 // raiseAfterWindows windows the condition never turns True.
 func ContentionNotFromOwnQuota(t *testing.T, e *Env) {
-	resolved, _ := contentionSpec.Resolved(time.Millisecond)
+	resolved, _ := contentionSpec.Resolved()
 	var c findings.Contention
 	seen := 0
 	e.Windows(t, Setup{Burn: 500 * time.Microsecond, QuotaUs: 10000}, func(w int, _ Ran, res *measure.Result) bool {
-		cond := judge(&c, res)
+		cond, noisy := judge(&c, res)
 		t.Logf("window %d: RunQueueContention %s %s: %s", w, cond.Status, cond.Reason, cond.Message)
+		if noisy != nil {
+			t.Errorf("window %d: a victim throttled by its own quota found a NoisyNeighbor: %s", w, noisy.Message)
+		}
 		if cond.Status == metav1.ConditionTrue {
 			t.Fatalf("window %d: a victim throttled by its own quota raised RunQueueContention: %s", w, cond.Message)
 		}

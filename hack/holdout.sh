@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# holdout.sh (`make test-holdout`; not part of `make test` or .ci/run: it
+# takes about 20 minutes): does the contention judgement cry wolf on a
+# healthy node, and does it still see a real neighbour? On the local
+# single-node cluster (hack/local-cluster, as hack/e2e.sh brings it up and
+# down) with a profile that only measures, at the contention defaults:
+#
+#   1. one measured pod (holdout-victim: a 1 ms waker, 1000 wake-ups a
+#      second of 100 µs, no CPU limit) pinned alone to one CPU on an
+#      otherwise idle node for HOLDOUT_IDLE seconds (default 600): no
+#      NoisyNeighbor finding and RunQueueContention never True. The host's
+#      background (kubelet, containerd, the control plane, in cgroup / on
+#      this node) costs such a pod 6-7 ms a second;
+#   2. a hog pod (two busy workers, a request of one CPU) pinned to the same
+#      CPU: RunQueueContention True and NoisyNeighbor naming it within
+#      raiseAfterWindows windows (plus one partial window and one for the
+#      status write);
+#   3. the hog gone: RunQueueContention False within clearAfterWindows
+#      windows (plus the same two).
+#
+# The LatencyNode's status is sampled every HOLDOUT_SAMPLE seconds (default
+# 10, under the window, and a finding is held ten windows once found), and
+# the counts are printed at the end.
+#
+#   HOLDOUT_INTERVAL=30s  the profile's measurement.interval (seconds, "s")
+#   HOLDOUT_IDLE=600      seconds of the idle phase
+#   HOLDOUT_CPU=N         the CPU both pods are pinned to (default the last)
+#   HOLDOUT_KEEP=1        leave the cluster up at the end
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/hack/demo/lib.sh"
+source "$ROOT/hack/demo/checks.sh"
+PROFILE=holdout
+INTERVAL="${HOLDOUT_INTERVAL:-30s}"
+WINDOW=${INTERVAL%s}
+IDLE="${HOLDOUT_IDLE:-600}"
+SAMPLE="${HOLDOUT_SAMPLE:-10}"
+CPU="${HOLDOUT_CPU:-$(($(nproc) - 1))}"
+# The contention defaults the profile leaves in place (v1alpha1's
+# ContentionDefaultRaiseAfter, ContentionDefaultClearAfter).
+RAISE=3 CLEAR=5
+failures=()
+T0=$SECONDS
+idle_samples=0 idle_noisy=0 idle_contended=0
+hog_noisy_after=- hog_contended_after=- cleared_after=-
+
+[[ "$WINDOW" =~ ^[0-9]+$ ]] || { echo "HOLDOUT_INTERVAL must be whole seconds (\"30s\"), not $INTERVAL" >&2; exit 2; }
+((CPU >= 1)) || { echo "holdout: needs at least 2 CPUs (CPU 0 keeps the rest of the node)" >&2; exit 2; }
+
+finish() {
+  local rc=$?
+  trap '' INT TERM
+  set +e
+  if [[ "${HOLDOUT_KEEP:-}" != 1 ]]; then
+    k delete pod holdout-hog holdout-victim --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1
+    if k get latencyprofile "$PROFILE" >/dev/null 2>&1; then
+      k delete latencyprofile "$PROFILE" --timeout=60s >/dev/null 2>&1
+    fi
+    "$LC" down >/dev/null 2>&1 || fail "hack/local-cluster down"
+    diff <(echo "$HOST_BEFORE") <(host_state) >/dev/null && pass "machine state after down equals before up" ||
+      fail "machine state after down differs: $(diff <(echo "$HOST_BEFORE") <(host_state) | tr '\n' ' ')"
+  fi
+  unlock_kernel
+  echo
+  echo "holdout counts (window ${WINDOW}s, sampled every ${SAMPLE}s, CPU $CPU):"
+  echo "  idle ${IDLE}s: $idle_samples samples, NoisyNeighbor in $idle_noisy, RunQueueContention True in $idle_contended"
+  echo "  hog: NoisyNeighbor after ${hog_noisy_after}s, RunQueueContention True after ${hog_contended_after}s (raiseAfterWindows $RAISE)"
+  echo "  hog gone: RunQueueContention False after ${cleared_after}s (clearAfterWindows $CLEAR)"
+  if ((${#failures[@]})); then
+    echo "holdout: ${#failures[@]} failure(s) in $((SECONDS - T0))s:"
+    printf '  - %s\n' "${failures[@]}"
+    exit 1
+  fi
+  ((rc == 0)) || { echo "holdout: aborted (exit $rc)"; exit "$rc"; }
+  echo "holdout: all checks passed in $((SECONDS - T0))s"
+}
+
+profile() {
+  cat <<YAML
+apiVersion: tuning.latencytier.io/v1alpha1
+kind: LatencyProfile
+metadata:
+  name: $PROFILE
+spec:
+  nodeSelector:
+    matchLabels: {$PROFILE_LABEL: ""}
+  measurement:
+    interval: $INTERVAL
+    podSelector:
+      matchLabels: {app: holdout-victim}
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: default}
+YAML
+}
+
+apply_profile() { profile | k apply -f - >/dev/null; }
+
+# pinned_pod NAME CPU_REQUEST MEMORY_LIMIT ARGS...: hack/bench's workload
+# (hack/bench/workload.c) with ARGS, pinned to $CPU with -c, hostNetwork as
+# the loopback-only cluster needs. No CPU limit: no quota, so no pod is
+# throttled by its own. The victim requests 100m and the hog one CPU, so
+# the hog's cpu.shares (1024) take the CPU from the victim's (102). The
+# workload keeps 32 bytes a request in memory: -n bounds it.
+pinned_pod() {
+  local name=$1 cpu=$2 mem=$3; shift 3
+  local args
+  args=$(printf '"%s", ' "$@" -c "$CPU" -l "$name")
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $name, namespace: default, labels: {app: $name}}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: work
+    image: latencytier.local/workload:1
+    imagePullPolicy: Never
+    args: [${args%, }]
+    resources:
+      requests: {cpu: "$cpu", memory: 16Mi}
+      limits: {memory: $mem}
+YAML
+}
+# start_pinned NAME CPU_REQUEST MEMORY_LIMIT ARGS...: pinned_pod, applied
+# and Ready.
+start_pinned() {
+  pinned_pod "$@" | k apply -f - >/dev/null || return 1
+  k wait --for=condition=Ready "pod/$1" --timeout=120s >/dev/null
+}
+
+noisy() { k get latencynode "$NODE" -o jsonpath='{.status.findings[?(@.type=="NoisyNeighbor")].message}' 2>/dev/null; }
+noisy_names_hog() { noisy | grep -q "default/holdout-hog"; }
+contended() { ln_condition_is RunQueueContention True; }
+victim_measured() {
+  [[ -n "$(k get latencynode "$NODE" -o jsonpath='{.status.latency.pods[?(@.name=="holdout-victim")].name}' 2>/dev/null)" ]]
+}
+# victim_figures: the victim's wait a second and its largest offenders.
+victim_figures() {
+  k get latencynode "$NODE" -o jsonpath='{range .status.latency.pods[?(@.name=="holdout-victim")]}{.waitPerSecond}/s:{range .offenders[*]} {.sharePercent}% {.class} {.name};{end}{end}' 2>/dev/null
+}
+contention_message() {
+  k get latencynode "$NODE" -o jsonpath='{.status.conditions[?(@.type=="RunQueueContention")].message}' 2>/dev/null
+}
+# raise_times SECONDS: polls every second for at most SECONDS and sets
+# hog_contended_after and hog_noisy_after to the seconds each took (never
+# if it did not come).
+raise_times() {
+  local t=$SECONDS end=$((SECONDS + $1))
+  hog_contended_after=never hog_noisy_after=never
+  while ((SECONDS <= end)); do
+    [[ "$hog_contended_after" != never ]] || ! contended || hog_contended_after=$((SECONDS - t))
+    [[ "$hog_noisy_after" != never ]] || ! noisy_names_hog || hog_noisy_after=$((SECONDS - t))
+    [[ "$hog_contended_after" == never || "$hog_noisy_after" == never ]] || return 0
+    sleep 1
+  done
+}
+
+"$ROOT/hack/install-deps.sh"
+"$ROOT/hack/k8s-binaries.sh" all >/dev/null
+lock_kernel
+HOST_BEFORE=$(host_state)
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+say "Cluster, and a profile that only measures holdout-victim (contention at its defaults)"
+must "hack/local-cluster up" "$LC" up
+must "label node" k label node "$NODE" "$PROFILE_LABEL=" --overwrite
+must "apply profile" apply_profile
+must "agent DaemonSet pod Running on $NODE" wait_until 180 "agent pod" agent_ready
+must "LatencyNode $NODE Applied" wait_until 180 "Applied" applied
+
+say "Idle: holdout-victim alone on CPU $CPU for ${IDLE}s"
+# 1000 wake-ups a second of 100 µs for 40 minutes at most (1.5M requests,
+# 48 MB of request log).
+must "holdout-victim Running on CPU $CPU" start_pinned holdout-victim 100m 96Mi -n 1500000 -r 1000 -s 100 -w 1 -T 2400
+must "holdout-victim measured" wait_until $((4 * WINDOW)) "the victim in status.latency.pods" victim_measured
+end=$((SECONDS + IDLE))
+while ((SECONDS < end)); do
+  idle_samples=$((idle_samples + 1))
+  if [[ -n "$(noisy)" ]]; then
+    idle_noisy=$((idle_noisy + 1))
+    echo "    NoisyNeighbor at $((IDLE - end + SECONDS))s: $(noisy)"
+  fi
+  if contended; then
+    idle_contended=$((idle_contended + 1))
+    echo "    RunQueueContention True at $((IDLE - end + SECONDS))s: $(contention_message)"
+  fi
+  ((idle_samples % (WINDOW / SAMPLE > 0 ? WINDOW / SAMPLE : 1))) || echo "    ($((IDLE - end + SECONDS))s) holdout-victim $(victim_figures)"
+  sleep "$SAMPLE"
+done
+echo "  (RunQueueContention: $(contention_message))"
+check "no NoisyNeighbor in $idle_samples samples over ${IDLE}s" test "$idle_noisy" -eq 0
+check "RunQueueContention never True in $idle_samples samples over ${IDLE}s" test "$idle_contended" -eq 0
+
+say "A hog pinned to CPU $CPU beside holdout-victim"
+within=$(((RAISE + 2) * WINDOW))
+# Two workers asking for two CPUs (2000 requests a second of 1 ms) on
+# one, for 15 minutes at most.
+must "holdout-hog Running on CPU $CPU" start_pinned holdout-hog 1 128Mi -n 2000000 -r 2000 -s 1000 -w 2 -T 900
+raise_times "$within"
+check "RunQueueContention True within $((RAISE + 2)) windows (${within}s): after ${hog_contended_after}s" test "$hog_contended_after" != never
+check "NoisyNeighbor names default/holdout-hog within $((RAISE + 2)) windows (${within}s): after ${hog_noisy_after}s" test "$hog_noisy_after" != never
+echo "  (RunQueueContention: $(contention_message))"
+echo "  (NoisyNeighbor: $(noisy))"
+echo "  (holdout-victim: $(victim_figures))"
+
+say "The hog gone"
+k delete pod holdout-hog --wait=true --timeout=60s >/dev/null
+clear_within=$(((CLEAR + 2) * WINDOW))
+t=$SECONDS
+if wait_until "$clear_within" "RunQueueContention False" ln_condition_is RunQueueContention False; then cleared_after=$((SECONDS - t)); else cleared_after=never; fi
+check "RunQueueContention False within $((CLEAR + 2)) windows: after ${cleared_after}s" test "$cleared_after" != never
+echo "  (RunQueueContention: $(contention_message))"
