@@ -30,3 +30,22 @@ func TestCreateRefused(t *testing.T) {
 		})
 	}
 }
+
+// A granted thread the agent first finds already at its grant was started
+// so by the NRI plugin: its original is SCHED_OTHER, so revert and a
+// withdrawn grant put it back there instead of keeping it real-time. Any
+// other value read is the thread's own original.
+func TestStartedGrantedOriginal(t *testing.T) {
+	files := map[string]string{}
+	task(files, 100, 100, "spin", 0, 0, 0, "1")
+	_, knobsOf := tenantRootKnobs(t, files)
+	ks, _, _ := knobsOf()
+	if len(ks) != 1 {
+		t.Fatalf("%d knobs, want 1", len(ks))
+	}
+	for read, want := range map[string]string{"fifo:40": StartedOriginal, "fifo:39": "fifo:39", "other:-5": "other:-5", "rr:40": "rr:40"} {
+		if got := ks[0].RestoreValue(read); got != want {
+			t.Errorf("original of a thread read at %s: %s, want %s", read, got, want)
+		}
+	}
+}
