@@ -2,6 +2,9 @@ package loop
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"os"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -71,7 +74,8 @@ func TestPublishGrants(t *testing.T) {
 }
 
 // TestPublishGrantsRealtime: realtime is granted at creation only where the
-// kernel would not refuse a real-time container (no RT group scheduling).
+// kernel would not refuse a real-time container (no RT group scheduling)
+// and the agent shares the host's pid namespace.
 func TestPublishGrantsRealtime(t *testing.T) {
 	sel := &v1alpha1.NamespaceSelector{MatchLabels: map[string]string{"tier": "latency"}}
 	c := fake.NewClientBuilder().WithObjects(
@@ -88,10 +92,15 @@ func TestPublishGrantsRealtime(t *testing.T) {
 	}{
 		{"cgroup v2", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n"}, true},
 		{"RT group scheduling", map[string]string{"sys/fs/cgroup/cpu,cpuacct/cpu.rt_runtime_us": "950000\n"}, false},
+		// It could not journal or restore the thread it started so.
+		{"agent outside the host's pid namespace", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n",
+			"proc/self/status": "Name:\tagent\nNSpid:\t4242\t1\n"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &recordingHook{}
-			r := &Reconciler{Client: c, NodeName: "n1", Hook: h, Root: testroot.New(t, tc.files)}
+			files := map[string]string{"proc/self/status": fmt.Sprintf("Name:\tagent\nNSpid:\t%d\n", os.Getpid())}
+			maps.Copy(files, tc.files)
+			r := &Reconciler{Client: c, NodeName: "n1", Hook: h, Root: testroot.New(t, files)}
 			r.publishGrants(context.Background(), ln, "0-3")
 			d := nri.Decide(h.grants, &api.PodSandbox{Namespace: "trading", Annotations: ask}, &api.Container{})
 			if got := d.Sched.Realtime(); got != tc.want {

@@ -190,6 +190,11 @@ type Plugin struct {
 	// rtAtCreate: the connected runtime takes a scheduling policy in a
 	// CreateContainer adjustment (schedulerSupport).
 	rtAtCreate bool
+	// journalRT journals the containers given a real-time policy at
+	// creation (WithRealtimeJournal); nil: the plugin sets none.
+	journalRT JournalFunc
+	// rtGiven are the containers given one and not yet started, by ID.
+	rtGiven map[string]startedRT
 	// nriVersion, when set, replaces the NRI version the runtime reports
 	// (tests: the in-process runtime always reports the module's).
 	nriVersion *string
@@ -534,8 +539,9 @@ func (h handler) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	return nil, nil
 }
 
-// Configure subscribes to CreateContainer, UpdateContainer, StopPodSandbox
-// and RemoveContainer, and in
+// Configure subscribes to CreateContainer, UpdateContainer, StartContainer
+// (to journal a container started real-time), StopPodSandbox and
+// RemoveContainer, and in
 // Runtime mode to the events that keep the pod source current.
 func (h handler) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
 	h.p.mu.Lock()
@@ -545,6 +551,8 @@ func (h handler) Configure(_ context.Context, _, runtime, version string) (api.E
 	events := []string{"CreateContainer", "UpdateContainer", "StopPodSandbox", "RemoveContainer"}
 	if h.p.pods != nil {
 		events = append(events, podEvents...)
+	} else if h.p.journalRT != nil {
+		events = append(events, "StartContainer")
 	}
 	return api.MustParseEventMask(events...), nil
 }
@@ -554,8 +562,9 @@ func (h handler) Configure(_ context.Context, _, runtime, version string) (api.E
 var podEvents = []string{"RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "StartContainer", "RemoveContainer", "PostUpdateContainer"}
 
 // RunPodSandbox, StopPodSandbox, RemovePodSandbox, StartContainer,
-// RemoveContainer and PostUpdateContainer only feed the pod source; the
-// runtime sends them in Runtime mode only.
+// RemoveContainer and PostUpdateContainer feed the pod source too; the
+// runtime sends them in Runtime mode only (StartContainer also when the
+// plugin journals real-time policies).
 func (h handler) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	if h.p.pods != nil {
 		h.p.pods.runPod(pod)
@@ -578,7 +587,11 @@ func (h handler) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	return nil
 }
 
+// StartContainer journals the container's first thread when the plugin
+// gave it a real-time policy at creation (journalStarted): the runtime
+// sends it once the container's process exists, before the process runs.
 func (h handler) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	h.p.journalStarted(pod, ctr)
 	if h.p.pods != nil {
 		h.p.pods.container(pod, ctr)
 	}
@@ -587,6 +600,7 @@ func (h handler) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *api
 
 func (h handler) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
 	h.p.forget(ctr.GetId(), "")
+	h.p.takeRT(ctr.GetId())
 	if h.p.pods != nil {
 		h.p.pods.removeContainer(ctr)
 	}
@@ -607,7 +621,7 @@ func (h handler) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	}
 	h.p.notePlaced(pod, ctr)
 	d := h.p.decideBounded(ctx, pod, ctr)
-	if !h.p.schedAtCreate() {
+	if d.Sched != (rtsched.Value{}) && (!h.p.schedAtCreate() || !h.p.giveRT(pod, ctr, d.Sched)) {
 		d.Sched = rtsched.Value{}
 	}
 	if d.Empty() {

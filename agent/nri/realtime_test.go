@@ -2,7 +2,9 @@ package nri_test
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,7 +12,10 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/go-logr/logr"
 
+	"latencytier.io/latencytier/agent/internal/nritest"
 	"latencytier.io/latencytier/agent/nri"
+	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/rtsched"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -47,7 +52,7 @@ func wantSched(t *testing.T, a *api.ContainerAdjustment, policy api.LinuxSchedul
 // none.
 func TestCreateContainerRealtime(t *testing.T) {
 	rt := startRuntime(t)
-	p := nri.New(rt.socket, logr.Discard())
+	p := nri.New(rt.socket, logr.Discard(), (&rtJournal{}).opt())
 	p.Publish(rtGrants())
 	startPlugin(t, p)
 	if m := p.State().Message; !strings.Contains(m, "real-time policy at creation: set through NRI") {
@@ -91,7 +96,7 @@ func TestCreateContainerRealtime(t *testing.T) {
 // profile allows, and a profile without realtime.
 func TestCreateContainerRealtimeFollowsProfile(t *testing.T) {
 	rt := startRuntime(t)
-	p := nri.New(rt.socket, logr.Discard())
+	p := nri.New(rt.socket, logr.Discard(), (&rtJournal{}).opt())
 	startPlugin(t, p)
 
 	g := rtGrants()
@@ -137,7 +142,7 @@ func TestCreateContainerRealtimeFollowsProfile(t *testing.T) {
 // no policy, the rest still adjusted.
 func TestCreateContainerRealtimeKernelRefuses(t *testing.T) {
 	rt := startRuntime(t)
-	p := nri.New(rt.socket, logr.Discard())
+	p := nri.New(rt.socket, logr.Discard(), (&rtJournal{}).opt())
 	g := rtGrants()
 	g.RTRefused = "the kernel schedules real-time tasks by group"
 	p.Publish(g)
@@ -158,7 +163,7 @@ func TestCreateContainerRealtimeFallback(t *testing.T) {
 	for _, v := range []string{"", "v0.10.1"} {
 		t.Run("nri "+v, func(t *testing.T) {
 			rt := startRuntime(t)
-			p := nri.New(rt.socket, logr.Discard(), nri.WithNRIVersion(v))
+			p := nri.New(rt.socket, logr.Discard(), (&rtJournal{}).opt(), nri.WithNRIVersion(v))
 			p.Publish(rtGrants())
 			startPlugin(t, p)
 			if m := p.State().Message; !strings.Contains(m, "real-time policy at creation: not set through NRI") ||
@@ -221,7 +226,7 @@ func TestCreateContainerLeavesOthersScheduler(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	p := nri.New(rt.socket, logr.Discard())
+	p := nri.New(rt.socket, logr.Discard(), (&rtJournal{}).opt())
 	p.Publish(rtGrants())
 	startPlugin(t, p)
 	a := create(t, rt, rtPod("trading", "fifo:30"), ctr("c-rt", ""))
@@ -230,5 +235,118 @@ func TestCreateContainerLeavesOthersScheduler(t *testing.T) {
 	}
 	if cpus(a) != "2-3" {
 		t.Errorf("cpuset %q, want 2-3 still", cpus(a))
+	}
+}
+
+// rtJournal is the plugin's real-time journal (nri.JournalFunc) as a
+// record of what it was asked to journal; err fails every call, and hold,
+// when set, holds every call until it is closed.
+type rtJournal struct {
+	mu   sync.Mutex
+	got  []journaled
+	err  error
+	hold chan struct{}
+}
+
+type journaled struct {
+	pod podcgroup.Pod
+	pid int
+	v   string
+}
+
+func (j *rtJournal) opt() nri.Option { return nri.WithRealtimeJournal(j.journal) }
+
+func (j *rtJournal) journal(pod podcgroup.Pod, pid int, v rtsched.Value) error {
+	if j.hold != nil {
+		<-j.hold
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.got = append(j.got, journaled{pod, pid, v.String()})
+	return j.err
+}
+
+func (j *rtJournal) calls() []journaled {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]journaled(nil), j.got...)
+}
+
+// TestCreateContainerRealtimeNeedsJournal: a plugin that cannot journal
+// the threads it starts real-time sets no policy (the node restores what it
+// set); the rest of the adjustment stands.
+func TestCreateContainerRealtimeNeedsJournal(t *testing.T) {
+	rt := startRuntime(t)
+	p := nri.New(rt.socket, logr.Discard())
+	p.Publish(rtGrants())
+	startPlugin(t, p)
+	a := create(t, rt, rtPod("trading", "fifo:30"), ctr("c-rt", ""))
+	if s := sched(a); s != nil {
+		t.Errorf("scheduler adjusted to %v without a journal for it, want none", s)
+	}
+	if cpus(a) != "2-3" {
+		t.Errorf("cpuset %q, want 2-3 still", cpus(a))
+	}
+}
+
+// TestStartContainerJournalsRealtime: the container the plugin started
+// real-time is journaled at StartContainer with its pid and policy, once;
+// a container given none, or removed before it started, is not.
+func TestStartContainerJournalsRealtime(t *testing.T) {
+	rt := startRuntime(t)
+	j := &rtJournal{}
+	p := nri.New(rt.socket, logr.Discard(), j.opt())
+	p.Publish(rtGrants())
+	startPlugin(t, p)
+	nrt := &nritest.Runtime{R: rt.r, Socket: rt.socket}
+
+	granted, web := rtPod("trading", "fifo:30"), rtPod("web", "fifo:30")
+	cRT, cWeb, cGone := ctr("c-rt", ""), ctr("c-web", ""), ctr("c-gone", "")
+	wantSched(t, create(t, rt, granted, cRT), api.LinuxSchedulerPolicy_SCHED_FIFO, 30)
+	if s := sched(create(t, rt, web, cWeb)); s != nil {
+		t.Fatalf("namespace not granted: scheduler %v", s)
+	}
+	wantSched(t, create(t, rt, granted, cGone), api.LinuxSchedulerPolicy_SCHED_FIFO, 30)
+	nrt.Remove(t, granted, cGone)
+
+	cRT.Pid, cWeb.Pid, cGone.Pid = 4242, 4343, 4444
+	nrt.Start(t, granted, cRT)
+	nrt.Start(t, web, cWeb)
+	nrt.Start(t, granted, cGone)
+	nrt.Start(t, granted, cRT) // once
+	want := []journaled{{podcgroup.Pod{UID: "uid-trading", Namespace: "trading", Name: "app"}, 4242, "fifo:30"}}
+	if got := j.calls(); len(got) != 1 || got[0].pod.UID != want[0].pod.UID || got[0].pod.Namespace != want[0].pod.Namespace ||
+		got[0].pod.Name != want[0].pod.Name || got[0].pid != want[0].pid || got[0].v != want[0].v {
+		t.Errorf("journaled %+v, want %+v", got, want)
+	}
+}
+
+// TestStartContainerJournalFailsOpen: a journal that fails or is held
+// longer than the plugin's bound never stops the container: StartContainer
+// answers, and a held journal still gets the container once it lets go.
+func TestStartContainerJournalFailsOpen(t *testing.T) {
+	rt := startRuntime(t)
+	j := &rtJournal{err: errors.New("journal unwritable"), hold: make(chan struct{})}
+	p := nri.New(rt.socket, logr.Discard(), j.opt(), nri.WithBound(20*time.Millisecond))
+	p.Publish(rtGrants())
+	startPlugin(t, p)
+	nrt := &nritest.Runtime{R: rt.r, Socket: rt.socket}
+	c := ctr("c-rt", "")
+	wantSched(t, create(t, rt, rtPod("trading", "fifo:30"), c), api.LinuxSchedulerPolicy_SCHED_FIFO, 30)
+	c.Pid = 4242
+	nrt.Start(t, rtPod("trading", "fifo:30"), c)
+	// Had the plugin waited for the journal, the runtime would have timed
+	// the request out and closed the plugin: it would adjust nothing now.
+	wantSched(t, create(t, rt, rtPod("trading", "fifo:30"), ctr("c-next", "")), api.LinuxSchedulerPolicy_SCHED_FIFO, 30)
+	if got := j.calls(); len(got) != 0 {
+		t.Fatalf("journal answered while held: %+v", got)
+	}
+	close(j.hold)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(j.calls()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the held journal never got the container")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -17,8 +17,13 @@ import (
 // cpu.rt_runtime_us in the cpu hierarchy's root): kubelet makes every pod
 // cgroup with a budget of 0 there (rtRefused), and the file path refuses
 // such pods instead of failing them. Unknown (no cpu hierarchy) is a refusal
-// too: the plugin fails open, never closed.
+// too: the plugin fails open, never closed. So is an agent outside the
+// host's pid namespace: it could neither journal the thread it started
+// real-time (Started) nor restore it, and the node restores what it set.
 func CreateRefused(root *host.Root) string {
+	if err := sameNamespace(root); err != nil {
+		return fmt.Sprintf("the agent could not journal or restore a policy it set at creation: %v", err)
+	}
 	dir, _, err := podcgroup.ControllerDir(root, "cpu")
 	if err != nil {
 		return fmt.Sprintf("the cpu cgroup hierarchy is unknown (%v)", err)

@@ -199,28 +199,9 @@ func podKnobs(root *host.Root, g Grant, opts []podcgroup.Option) ([]knob.Knob, [
 	for _, t := range tids {
 		p := threadPath(t.tid, t.start)
 		knobs = append(knobs, knob.Knob{ID: id + "/" + p[len(pathPrefix):], Path: p, Access: Access, Desired: g.Value,
-			Label: fmt.Sprintf("thread %d (%s) of pod %s/%s", t.tid, t.comm, g.Pod.Namespace, g.Pod.Name), Restore: startedGranted(g.Value)})
+			Label: fmt.Sprintf("thread %d (%s) of pod %s/%s", t.tid, t.comm, g.Pod.Namespace, g.Pod.Name)})
 	}
 	return knobs, results, no
-}
-
-// StartedOriginal is what a granted thread found already at its grant,
-// with no journal entry, is restored to: the agent's NRI plugin started
-// the container's process with it (process.scheduler at CreateContainer),
-// from what the OCI runtime had, SCHED_OTHER at nice 0. Journaled as read,
-// revert and a withdrawn grant would leave the thread real-time for good.
-const StartedOriginal = "other:0"
-
-// startedGranted is the Restore of a granted thread's knob (knob.Restore):
-// a thread read at the grant value before the agent's first write was
-// started so (StartedOriginal); any other value is its own original.
-func startedGranted(grant string) func(read string) string {
-	return func(read string) string {
-		if read == grant {
-			return StartedOriginal
-		}
-		return read
-	}
 }
 
 // outside is the first thread (lowest tid) allowed on a CPU outside cpus,
