@@ -188,8 +188,9 @@ type Plugin struct {
 	// runtime is the runtime's name and version, once connected.
 	runtime string
 	// rtAtCreate: the connected runtime takes a scheduling policy in a
-	// CreateContainer adjustment (schedulerSupport).
+	// CreateContainer adjustment (schedulerSupport), and rtMsg says so.
 	rtAtCreate bool
+	rtMsg      string
 	// journalRT journals the containers given a real-time policy at
 	// creation (WithRealtimeJournal); nil: the plugin sets none.
 	journalRT JournalFunc
@@ -299,10 +300,32 @@ func New(socket string, log logr.Logger, opts ...Option) *Plugin {
 func (p *Plugin) Publish(g *Grants) { p.grants.Store(g) }
 
 // State is the plugin's connection to the runtime, for the node condition.
+// A Connected message ends with whether this node's containers start with
+// their real-time policy (rtNote), as of the last grants published.
 func (p *Plugin) State() State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.state
+	s := p.state
+	if s.Reason == v1alpha1.ReasonHookConnected && p.rtMsg != "" {
+		s.Message += "; " + p.rtNote()
+	}
+	return s
+}
+
+// rtNote says whether the plugin sets the real-time policy at creation
+// here: the runtime's support (schedulerSupport), unless the plugin has no
+// journal for it or the node refuses it (Grants.RTRefused: RT group
+// scheduling, an agent outside the host's pid namespace). p.mu is held.
+func (p *Plugin) rtNote() string {
+	switch g := p.grants.Load(); {
+	case !p.rtAtCreate:
+		return p.rtMsg
+	case p.journalRT == nil:
+		return "real-time policy at creation: not set through NRI (the plugin has no journal to restore it from); " + rtFallback
+	case g != nil && g.RTRefused != "":
+		return "real-time policy at creation: not set on this node (" + g.RTRefused + "); " + rtFallback
+	}
+	return p.rtMsg
 }
 
 func (p *Plugin) setState(reason, msg string) {
@@ -395,7 +418,7 @@ func (p *Plugin) runOnce(ctx context.Context) bool {
 		nriVersion = "unknown"
 	}
 	p.mu.Lock()
-	p.rtAtCreate = rt
+	p.rtAtCreate, p.rtMsg = rt, rtMsg
 	p.mu.Unlock()
 	// Connected once the runtime synchronized the plugin: only then does
 	// it relay container requests to it.
@@ -409,7 +432,7 @@ func (p *Plugin) runOnce(ctx context.Context) bool {
 		s.Stop()
 		return false
 	}
-	p.setState(v1alpha1.ReasonHookConnected, fmt.Sprintf("registered with %s (NRI %s) at %s; %s", p.runtimeName(), nriVersion, p.socket, rtMsg))
+	p.setState(v1alpha1.ReasonHookConnected, fmt.Sprintf("registered with %s (NRI %s) at %s", p.runtimeName(), nriVersion, p.socket))
 	select {
 	case <-closed:
 		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("the runtime closed the NRI connection at %s; reconnecting, %s", p.socket, p.meanwhile("the file path tunes containers meanwhile")))
@@ -418,6 +441,10 @@ func (p *Plugin) runOnce(ctx context.Context) bool {
 	s.Stop()
 	return true
 }
+
+// rtFallback is what happens to the real-time policy where the plugin
+// does not set it at creation.
+const rtFallback = "the file path sets it on the container's threads after it starts"
 
 // minSchedulerMinor is the first NRI minor release whose runtime side
 // applies a plugin's scheduler adjustment to the container's OCI spec
@@ -437,14 +464,13 @@ const minSchedulerMinor = 11
 // policy, but nothing tells it from an older one, and the file path sets
 // it one pass later either way.
 func schedulerSupport(v string) (bool, string) {
-	const fallback = "the file path sets it on the container's threads after it starts"
 	if v == "" {
-		return false, "real-time policy at creation: not set through NRI (the runtime does not report its NRI version, so its NRI predates v0.12; process.scheduler needs v0.11); " + fallback
+		return false, "real-time policy at creation: not set through NRI (the runtime does not report its NRI version, so its NRI predates v0.12; process.scheduler needs v0.11); " + rtFallback
 	}
 	if major, minor, ok := nriMinor(v); ok && major == 0 && minor < minSchedulerMinor && v != nriversion.UnknownVersion {
-		return false, fmt.Sprintf("real-time policy at creation: not set through NRI (the runtime's NRI %s predates v0.11, which added process.scheduler); %s", v, fallback)
+		return false, fmt.Sprintf("real-time policy at creation: not set through NRI (the runtime's NRI %s predates v0.11, which added process.scheduler); %s", v, rtFallback)
 	}
-	return true, "real-time policy at creation: set through NRI (process.scheduler, applied by runc 1.2+ or crun; an older OCI runtime ignores it and " + fallback + ")"
+	return true, "real-time policy at creation: set through NRI (process.scheduler, applied by runc 1.2+ or crun; an older OCI runtime ignores it and " + rtFallback + ")"
 }
 
 // nriMinor parses "v0.12.5" (or "0.12", a pre-release or build suffix

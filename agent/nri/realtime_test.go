@@ -147,9 +147,17 @@ func TestCreateContainerRealtimeKernelRefuses(t *testing.T) {
 	g.RTRefused = "the kernel schedules real-time tasks by group"
 	p.Publish(g)
 	startPlugin(t, p)
+	if m := p.State().Message; !strings.Contains(m, "real-time policy at creation: not set on this node (the kernel schedules real-time tasks by group)") {
+		t.Errorf("Connected message %q does not say this node refuses the real-time policy at creation, and why", m)
+	}
 	a := create(t, rt, rtPod("trading", "fifo:30"), ctr("c-rt", ""))
 	if s := sched(a); s != nil {
 		t.Errorf("scheduler adjusted to %v where the kernel could refuse it, want none", s)
+	}
+	// The grants of a later pass say the node takes it after all.
+	p.Publish(rtGrants())
+	if m := p.State().Message; !strings.Contains(m, "real-time policy at creation: set through NRI") {
+		t.Errorf("Connected message %q after the refusal went, want it set through NRI", m)
 	}
 	if cpus(a) != "2-3" {
 		t.Errorf("cpuset %q, want 2-3 still", cpus(a))
@@ -280,6 +288,9 @@ func TestCreateContainerRealtimeNeedsJournal(t *testing.T) {
 	p := nri.New(rt.socket, logr.Discard())
 	p.Publish(rtGrants())
 	startPlugin(t, p)
+	if m := p.State().Message; !strings.Contains(m, "real-time policy at creation: not set through NRI (the plugin has no journal") {
+		t.Errorf("Connected message %q does not say the plugin sets no real-time policy", m)
+	}
 	a := create(t, rt, rtPod("trading", "fifo:30"), ctr("c-rt", ""))
 	if s := sched(a); s != nil {
 		t.Errorf("scheduler adjusted to %v without a journal for it, want none", s)
