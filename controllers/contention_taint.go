@@ -62,14 +62,14 @@ func (r *contentionTaintReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	// them: a node that still carries its label while it is reverted
 	// after leaving it is not, and loses the taint with the rest of the
 	// strays (planned with no opt-in).
-	cands, _ := compileProfiles(profiles.Items)
+	cands, _ := planner.CompileProfiles(profiles.Items)
 	var owned, strays []planner.ContentionNode
 	byName := make(map[string]*corev1.Node, len(nodes))
 	for i := range nodes {
 		n := &nodes[i]
 		byName[n.Name] = n
 		cn := planner.ContentionNode{Name: n.Name, Tainted: hasTaint(n.Spec.Taints, planner.ContentionTaint)}
-		if req.Name == "" || resolveNode(n.Labels, cands).Winner != req.Name {
+		if req.Name == "" || planner.ResolveNode(n.Labels, cands).Winner != req.Name {
 			strays = append(strays, cn)
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // TestNodeReportMetrics: the alerts LatencyTierAgentDown and
@@ -21,7 +22,7 @@ func TestNodeReportMetrics(t *testing.T) {
 	gw.Spec.Measurement = &v1alpha1.MeasurementSpec{Interval: &metav1.Duration{Duration: 2 * time.Minute}}
 	other := profile("node-metrics-other", 20, map[string]string{"other": "yes"})
 	tie := profile("node-metrics-tie", 10, map[string]string{"tie": "yes"})
-	cands, _ := compileProfiles([]v1alpha1.LatencyProfile{gw, other, tie})
+	cands, _ := planner.CompileProfiles([]v1alpha1.LatencyProfile{gw, other, tie})
 	node := func(name string, labels ...string) corev1.Node {
 		l := map[string]string{}
 		for _, k := range labels {

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // profileReconciler owns a LatencyProfile's finalizer and status: it
@@ -155,14 +156,14 @@ func (r *profileReconciler) statusInput(ctx context.Context, p *v1alpha1.Latency
 	if err := r.addLatencyNodes(ctx, nodes, byName); err != nil {
 		return statusInput{}, err
 	}
-	cands, bad := compileProfiles(profiles.Items)
+	cands, bad := planner.CompileProfiles(profiles.Items)
 	if err := bad[p.Name]; err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Ignored profile with an invalid nodeSelector")
 	}
 	return statusInput{
 		Profile: p, Nodes: nodes, Candidates: cands, LatencyNodes: byName,
 		Now: readClock(r.Now), UnreachableAfter: r.UnreachableAfter, Revision: currentRevision(p),
-		resolved: make(map[string]resolution, len(nodes)),
+		resolved: make(map[string]planner.Resolution, len(nodes)),
 	}, nil
 }
 

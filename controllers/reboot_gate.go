@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // Reboots only through a canary (issue 40): a profile's Reboot boot policy
@@ -94,7 +95,7 @@ func rebootGateIn(p *v1alpha1.LatencyProfile, in statusInput) rebootGate {
 			continue
 		}
 		selected++
-		if canary != nil && canary.Matches(selectable(n.Labels)) {
+		if canary != nil && canary.Matches(planner.Selectable(n.Labels)) {
 			canaries++
 		}
 	}

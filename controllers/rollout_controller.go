@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // The rollout writes ControllerRevisions in the manager's namespace and
@@ -126,7 +127,7 @@ func rolloutNodes(in statusInput) ([]rolloutNode, map[string]*v1alpha1.LatencyNo
 		if in.resolution(node).Winner != p.Name {
 			continue
 		}
-		isCanary := canary != nil && canary.Matches(selectable(node.Labels))
+		isCanary := canary != nil && canary.Matches(planner.Selectable(node.Labels))
 		ln := in.LatencyNodes[node.Name]
 		if ln == nil || ln.Spec.Profile != p.Name || !ln.DeletionTimestamp.IsZero() {
 			out = append(out, rolloutNode{Name: node.Name, Canary: isCanary, Joining: true})

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // latencyNodeOf is the LatencyNode, as the API holds it, that rolloutNodeOf
@@ -42,7 +43,7 @@ func TestRolloutCountsNodesWhoseLatencyNodeIsNotThereYet(t *testing.T) {
 		},
 	}
 	target := currentRevision(p)
-	cands, _ := compileProfiles([]v1alpha1.LatencyProfile{*p})
+	cands, _ := planner.CompileProfiles([]v1alpha1.LatencyProfile{*p})
 	completeOn := func(n int32) *v1alpha1.RolloutStatus {
 		l := last(v1alpha1.RolloutComplete, target, "", 2)
 		l.Updated = n

@@ -29,7 +29,7 @@ const maxMessage = 512
 type statusInput struct {
 	Profile      *v1alpha1.LatencyProfile
 	Nodes        []corev1.Node
-	Candidates   []candidate
+	Candidates   []planner.Candidate
 	LatencyNodes map[string]*v1alpha1.LatencyNode
 	Now          time.Time
 	// UnreachableAfter is how long a NotReady node counts as still coming back.
@@ -42,15 +42,15 @@ type statusInput struct {
 	Revision string
 	// resolved memoizes resolveNode per node for one pass: status, the
 	// rollout and the metrics each ask who owns every node (nil: no memo).
-	resolved map[string]resolution
+	resolved map[string]planner.Resolution
 }
 
 // resolution is who owns node, resolved once per pass.
-func (in statusInput) resolution(node *corev1.Node) resolution {
+func (in statusInput) resolution(node *corev1.Node) planner.Resolution {
 	if r, ok := in.resolved[node.Name]; ok {
 		return r
 	}
-	r := resolveNode(node.Labels, in.Candidates)
+	r := planner.ResolveNode(node.Labels, in.Candidates)
 	if in.resolved != nil {
 		in.resolved[node.Name] = r
 	}

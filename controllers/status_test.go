@@ -74,7 +74,7 @@ type statusCase struct {
 func runStatus(tc statusCase) v1alpha1.LatencyProfileStatus {
 	p := tc.profile
 	all := append([]v1alpha1.LatencyProfile{p}, tc.others...)
-	cands, _ := compileProfiles(all)
+	cands, _ := planner.CompileProfiles(all)
 	byName := map[string]*v1alpha1.LatencyNode{}
 	if tc.lns != nil {
 		for _, ln := range tc.lns(&p) {
@@ -214,10 +214,12 @@ func TestComputeStatus(t *testing.T) {
 	}, {
 		// Paused with every node on the revision is not a stop that
 		// leaves nodes behind: Ready.
-		name:     "paused with every node applied: Ready",
-		profile:  profile("p", 0, rt),
-		nodes:    []corev1.Node{tnode("a", rt, "", 0)},
-		lns:      func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode { return []*v1alpha1.LatencyNode{lnFor("a", p, 0, "", applied)} },
+		name:    "paused with every node applied: Ready",
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("a", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			return []*v1alpha1.LatencyNode{lnFor("a", p, 0, "", applied)}
+		},
 		rollout:  &v1alpha1.RolloutStatus{Revision: "r2", Phase: v1alpha1.RolloutPaused, Message: "paused"},
 		wantCond: map[string]string{"Ready": "True/AllNodesApplied", "Progressing": "False/Paused"},
 	}, {
@@ -400,7 +402,7 @@ func TestComputeStatusBoundsNodeList(t *testing.T) {
 		nodes = append(nodes, tnode(name, rt, "", 0))
 		lns[name] = lnFor(name, &p, time.Duration(i+1)*time.Microsecond, "", applied)
 	}
-	cands, _ := compileProfiles([]v1alpha1.LatencyProfile{p})
+	cands, _ := planner.CompileProfiles([]v1alpha1.LatencyProfile{p})
 	st, counts := computeStatus(p.Status, statusInput{Profile: &p, Nodes: nodes, Candidates: cands, LatencyNodes: lns, Now: t0, UnreachableAfter: time.Minute})
 	if len(st.Nodes) != maxStatusNodes || st.NodesOmitted != 8 {
 		t.Fatalf("nodes listed %d, omitted %d; want %d and 8", len(st.Nodes), st.NodesOmitted, maxStatusNodes)
@@ -522,7 +524,7 @@ func TestComputeStatusOrderIgnoresInputOrder(t *testing.T) {
 	for _, n := range names {
 		lns[n] = lnFor(n, &p, time.Millisecond, ratios[n], applied)
 	}
-	cands, _ := compileProfiles([]v1alpha1.LatencyProfile{p})
+	cands, _ := planner.CompileProfiles([]v1alpha1.LatencyProfile{p})
 	var first []v1alpha1.ProfileNodeStatus
 	for _, perm := range [][]int{{0, 1, 2, 3}, {3, 2, 1, 0}, {1, 3, 0, 2}, {2, 0, 3, 1}, {0, 2, 1, 3}, {3, 0, 2, 1}} {
 		var nodes []corev1.Node
