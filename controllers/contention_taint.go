@@ -20,6 +20,7 @@ import (
 
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/controllers/planner"
+	"latencytier.io/latencytier/controllers/profilestatus"
 )
 
 // The contention taint (issue 45): a profile that opts in with
@@ -52,7 +53,7 @@ func (r *contentionTaintReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	var contention *v1alpha1.ContentionSpec
 	if p := findProfile(profiles.Items, req.Name); p != nil {
-		contention = contentionOf(p)
+		contention = profilestatus.ContentionOf(p)
 	}
 	nodes, err := r.nodesOf(ctx, req.Name)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/controllers/planner"
+	"latencytier.io/latencytier/controllers/profilestatus"
 )
 
 // TestNodeReportMetrics: the alerts LatencyTierAgentDown and
@@ -31,7 +32,7 @@ func TestNodeReportMetrics(t *testing.T) {
 		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
 	}
 	reported := time.Unix(1_800_000_000, 0)
-	in := statusInput{Profile: &gw, Candidates: cands,
+	in := profilestatus.Input{Profile: &gw, Candidates: cands,
 		Nodes: []corev1.Node{node("nm-1", "tier"), node("nm-2", "tier"), node("nm-won-elsewhere", "tier", "other"), node("nm-tied", "tier", "tie")},
 		LatencyNodes: map[string]*v1alpha1.LatencyNode{
 			"nm-1": {Status: v1alpha1.LatencyNodeStatus{Latency: &v1alpha1.LatencyStatus{MeasuredAt: &metav1.Time{Time: reported}}}},

@@ -9,6 +9,7 @@ import (
 
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/controllers/planner"
+	"latencytier.io/latencytier/controllers/profilestatus"
 )
 
 // Reboots only through a canary (issue 40): a profile's Reboot boot policy
@@ -80,7 +81,7 @@ func canarySize(ro *v1alpha1.RolloutSpec, selected, canaries int) (int, string) 
 }
 
 // rebootGateIn is p's gate over the nodes p owns in this pass.
-func rebootGateIn(p *v1alpha1.LatencyProfile, in statusInput) rebootGate {
+func rebootGateIn(p *v1alpha1.LatencyProfile, in profilestatus.Input) rebootGate {
 	if bp := p.Spec.BootParameters; bp == nil || bp.Policy != v1alpha1.BootReboot {
 		return rebootGate{Open: true}
 	}
@@ -91,7 +92,7 @@ func rebootGateIn(p *v1alpha1.LatencyProfile, in statusInput) rebootGate {
 	selected, canaries := 0, 0
 	for i := range in.Nodes {
 		n := &in.Nodes[i]
-		if in.resolution(n).Winner != p.Name {
+		if in.Resolution(n).Winner != p.Name {
 			continue
 		}
 		selected++
@@ -128,7 +129,7 @@ func setRebootsCondition(conds *[]metav1.Condition, g rebootGate, gen int64, now
 		st = metav1.ConditionFalse
 	}
 	meta.SetStatusCondition(conds, metav1.Condition{Type: v1alpha1.ProfileRebootsAllowed, Status: st, Reason: g.Reason,
-		Message: truncate(g.Message), ObservedGeneration: gen, LastTransitionTime: now})
+		Message: profilestatus.Truncate(g.Message), ObservedGeneration: gen, LastTransitionTime: now})
 	return wasOpen && !g.Open
 }
 

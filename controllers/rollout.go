@@ -10,6 +10,7 @@ import (
 
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/controllers/planner"
+	"latencytier.io/latencytier/controllers/profilestatus"
 )
 
 // rolloutNode is one node the profile owns, as the rollout sees it.
@@ -261,7 +262,7 @@ func (d *decider) allAtOnce() {
 }
 
 func (d *decider) setPhase(phase v1alpha1.RolloutPhase, msg string) {
-	d.plan.Status.Phase, d.plan.Status.Message = phase, truncate(msg)
+	d.plan.Status.Phase, d.plan.Status.Message = phase, profilestatus.Truncate(msg)
 	l := d.in.Last
 	if l != nil && l.Phase == phase && l.Revision == d.in.Target {
 		return

@@ -17,6 +17,7 @@ import (
 
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/controllers/planner"
+	"latencytier.io/latencytier/controllers/profilestatus"
 )
 
 // The rollout writes ControllerRevisions in the manager's namespace and
@@ -52,7 +53,7 @@ type rolloutStep struct {
 // again) is on record before the move, so a restart between the two does
 // not judge the node again and move it forward. p's status holds it from
 // here on, as the rest of the pass reads it.
-func (r *profileReconciler) planRollout(ctx context.Context, p *v1alpha1.LatencyProfile, in statusInput) (rolloutStep, error) {
+func (r *profileReconciler) planRollout(ctx context.Context, p *v1alpha1.LatencyProfile, in profilestatus.Input) (rolloutStep, error) {
 	if !p.DeletionTimestamp.IsZero() {
 		return rolloutStep{Status: p.Status.Rollout.DeepCopy()}, nil
 	}
@@ -113,7 +114,7 @@ func unmeasured(p *v1alpha1.LatencyProfile) bool {
 // is not there yet (the node controller creates them one by one, and the
 // cache may lag) is in the rollout as Joining: it can be a canary, and the
 // rollout is not Complete, until it has one.
-func rolloutNodes(in statusInput) ([]rolloutNode, map[string]*v1alpha1.LatencyNode) {
+func rolloutNodes(in profilestatus.Input) ([]rolloutNode, map[string]*v1alpha1.LatencyNode) {
 	p := in.Profile
 	var canary labels.Selector
 	if ro := p.Spec.Rollout; ro != nil && ro.Canary != nil && ro.Canary.Selector != nil {
@@ -124,7 +125,7 @@ func rolloutNodes(in statusInput) ([]rolloutNode, map[string]*v1alpha1.LatencyNo
 	var out []rolloutNode
 	for i := range in.Nodes {
 		node := &in.Nodes[i]
-		if in.resolution(node).Winner != p.Name {
+		if in.Resolution(node).Winner != p.Name {
 			continue
 		}
 		isCanary := canary != nil && canary.Matches(planner.Selectable(node.Labels))

@@ -12,6 +12,7 @@ import (
 
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/controllers/planner"
+	"latencytier.io/latencytier/controllers/profilestatus"
 )
 
 // latencyNodeOf is the LatencyNode, as the API holds it, that rolloutNodeOf
@@ -78,7 +79,7 @@ func TestRolloutCountsNodesWhoseLatencyNodeIsNotThereYet(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in := statusInput{Profile: p, Candidates: cands, LatencyNodes: map[string]*v1alpha1.LatencyNode{}, Now: rt0.Add(time.Minute)}
+			in := profilestatus.Input{Profile: p, Candidates: cands, LatencyNodes: map[string]*v1alpha1.LatencyNode{}, Now: rt0.Add(time.Minute)}
 			for _, name := range []string{"c", "a", "b"} { // list order is not name order
 				in.Nodes = append(in.Nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "p"}}})
 			}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/profilestatus"
 )
 
 // The rollout's verdicts: each node's judgement under the revision it holds
@@ -78,7 +79,7 @@ func (d *decider) verdictList() ([]v1alpha1.NodeVerdictStatus, int32) {
 			continue
 		}
 		e := v1alpha1.NodeVerdictStatus{Node: n.Name, Verdict: v.reason, Revision: n.Revision,
-			Message: truncate(v.message), LastTransitionTime: ptr.To(metav1.NewTime(d.in.Now))}
+			Message: profilestatus.Truncate(v.message), LastTransitionTime: ptr.To(metav1.NewTime(d.in.Now))}
 		if old != nil && old.Verdict == v.reason && old.LastTransitionTime != nil {
 			e.LastTransitionTime = old.LastTransitionTime.DeepCopy()
 		}

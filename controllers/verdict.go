@@ -221,5 +221,12 @@ func p99Pair(minSamples int64, b, c *v1alpha1.LatencySummary) (before, after tim
 	return b.P99.Duration, c.P99.Duration, true
 }
 
+// parseRatio reads a ratio of the spec or of an agent's evidence; one
+// that does not parse, or is NaN, counts as 0 (ratio.Parse).
+func parseRatio(s string) float64 {
+	f, _ := ratio.Parse(s)
+	return f
+}
+
 // formatRatio prints a ratio with at most two decimals: 4.6, 0.22, 1.
 func formatRatio(f float64) string { return ratio.Short(f) }
