@@ -93,28 +93,3 @@ func TestRolloutFailedNodesMetric(t *testing.T) {
 		t.Error("series of a deleted profile still exported")
 	}
 }
-
-// TestRolloutFailedClearsOnceRolledBack: the pass that finds a regressed
-// canary counts it failed and moves it back; the next pass, the canary on
-// the previous revision, counts no node failed while its Regressed
-// verdict stays on record. latencytier_profile_rollout_nodes{verdict=
-// "Regressed"} therefore stays 1 after a good rollback (what the alert
-// used to read, firing until the next spec change), the failed count
-// does not.
-func TestRolloutFailedClearsOnceRolledBack(t *testing.T) {
-	std := gate{maxRatio: 1.2, maxThrottled: 0.05, minSamples: 100, budgetThrottle: -1}
-	in := rolloutInput{Policy: policy(canaryCount(1)), Gate: std, Generation: 2, Target: "R2",
-		Last:  last(v1alpha1.RolloutCanary, "R2", "R1", 2),
-		Nodes: []rolloutNode{judged("a", "R2", 1900*time.Microsecond), holding("b", "R1")}, Now: rt0.Add(time.Minute)}
-	first := decideRollout(in)
-	if st := first.Status; st.Phase != v1alpha1.RolloutRolledBack || st.Failed != 1 || st.Regressed != 1 {
-		t.Fatalf("regressed canary: phase %s, failed %d, regressed %d; want RolledBack, 1, 1", st.Phase, st.Failed, st.Regressed)
-	}
-	back := holding("a", "R1")
-	back.Verdict = first.Verdicts["a"]
-	in.Last, in.Nodes, in.Now = &first.Status, []rolloutNode{back, holding("b", "R1")}, in.Now.Add(time.Minute)
-	second := decideRollout(in)
-	if st := second.Status; st.Phase != v1alpha1.RolloutRolledBack || st.Failed != 0 || st.Regressed != 1 {
-		t.Errorf("rolled back: phase %s, failed %d, regressed %d; want RolledBack, 0, 1", st.Phase, st.Failed, st.Regressed)
-	}
-}

@@ -10,6 +10,7 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/controllers/planner"
 	"latencytier.io/latencytier/controllers/profilestatus"
+	"latencytier.io/latencytier/controllers/rollout"
 )
 
 // Reboots only through a canary (issue 40): a profile's Reboot boot policy
@@ -71,13 +72,13 @@ func canarySize(ro *v1alpha1.RolloutSpec, selected, canaries int) (int, string) 
 	case c != nil && c.Selector != nil:
 		return canaries, "rollout.canary.selector"
 	case c != nil && c.Nodes != nil:
-		return min(scaled(c.Nodes, selected, 1), selected), "rollout.canary.nodes " + c.Nodes.String()
+		return min(rollout.Scaled(c.Nodes, selected, 1), selected), "rollout.canary.nodes " + c.Nodes.String()
 	}
 	what := "no rollout.canary: the first batch of rollout.maxInFlight"
 	if ro.MaxInFlight != nil {
 		what += " " + ro.MaxInFlight.String()
 	}
-	return min(scaled(ro.MaxInFlight, selected, 1), selected), what
+	return min(rollout.Scaled(ro.MaxInFlight, selected, 1), selected), what
 }
 
 // rebootGateIn is p's gate over the nodes p owns in this pass.
