@@ -20,6 +20,7 @@ import (
 
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/controllers/planner"
+	"latencytier.io/latencytier/controllers/profilestatus"
 )
 
 // The contention taint (issue 45): a profile that opts in with
@@ -52,7 +53,7 @@ func (r *contentionTaintReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	var contention *v1alpha1.ContentionSpec
 	if p := findProfile(profiles.Items, req.Name); p != nil {
-		contention = contentionOf(p)
+		contention = profilestatus.ContentionOf(p)
 	}
 	nodes, err := r.nodesOf(ctx, req.Name)
 	if err != nil {
@@ -62,14 +63,14 @@ func (r *contentionTaintReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	// them: a node that still carries its label while it is reverted
 	// after leaving it is not, and loses the taint with the rest of the
 	// strays (planned with no opt-in).
-	cands, _ := compileProfiles(profiles.Items)
+	cands, _ := planner.CompileProfiles(profiles.Items)
 	var owned, strays []planner.ContentionNode
 	byName := make(map[string]*corev1.Node, len(nodes))
 	for i := range nodes {
 		n := &nodes[i]
 		byName[n.Name] = n
 		cn := planner.ContentionNode{Name: n.Name, Tainted: hasTaint(n.Spec.Taints, planner.ContentionTaint)}
-		if req.Name == "" || resolveNode(n.Labels, cands).Winner != req.Name {
+		if req.Name == "" || planner.ResolveNode(n.Labels, cands).Winner != req.Name {
 			strays = append(strays, cn)
 			continue
 		}

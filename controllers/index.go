@@ -94,7 +94,7 @@ func profilesOfNode(c client.Reader) func(context.Context, client.Object) []reco
 			ctrl.LoggerFrom(ctx).Error(err, "Listing profiles for a node event failed")
 			return nil
 		}
-		set := selectable(obj.GetLabels())
+		set := planner.Selectable(obj.GetLabels())
 		for i := range profiles.Items {
 			sel, err := metav1.LabelSelectorAsSelector(&profiles.Items[i].Spec.NodeSelector)
 			if err == nil && sel.Matches(set) {
@@ -175,7 +175,7 @@ func selectedNodes(ctx context.Context, c client.Reader, p *v1alpha1.LatencyProf
 func filterNodes(nodes []corev1.Node, sel labels.Selector) []corev1.Node {
 	var out []corev1.Node
 	for i := range nodes {
-		if sel.Matches(selectable(nodes[i].Labels)) {
+		if sel.Matches(planner.Selectable(nodes[i].Labels)) {
 			out = append(out, nodes[i])
 		}
 	}

@@ -47,22 +47,6 @@ func joinSpec(p *v1alpha1.LatencyProfile) v1alpha1.LatencyNodeSpec {
 		Tuning: v1alpha1.TuningSpec{Measurement: planner.NodeTuning(&p.Spec.TuningSpec).Measurement}}
 }
 
-// holdsTarget reports whether ln asks for p's current tuning: p's current
-// revision (currentRevision, passed in as revision, computed once per
-// status pass), and without spec.rollout p's generation too (a profile
-// with spec.rollout moves its nodes, so their profileGeneration may lag).
-// The revision, a hash of the tuning, stands for the tuning itself:
-// comparing each node's whole tuning was a tenth of the status pass's CPU
-// at 1000 nodes. A tuning edited by hand under the same revision is the
-// node controller's to restore (specUpToDate compares all of it).
-func holdsTarget(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile, revision string) bool {
-	s := &ln.Spec
-	if s.Profile != p.Name || s.Action != v1alpha1.ActionApply || s.Revision != revision {
-		return false
-	}
-	return p.Spec.Rollout != nil || s.ProfileGeneration == p.Generation
-}
-
 // renderLatencyNode is a new LatencyNode for node joining profile p, owned
 // by the Node so that it goes when the node goes.
 func renderLatencyNode(node *corev1.Node, p *v1alpha1.LatencyProfile, now time.Time) *v1alpha1.LatencyNode {

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/profilestatus"
 )
 
 // Metrics on the manager's metrics endpoint, registered with
@@ -100,13 +101,13 @@ type nodeReport struct {
 
 // nodeReports lists the nodes in.Profile owns (as status and the rollout
 // count them: it wins them, no tie) and their agents' latest reports.
-func nodeReports(in statusInput) []nodeReport {
+func nodeReports(in profilestatus.Input) []nodeReport {
 	name := in.Profile.Name
 	measured := !unmeasured(in.Profile)
 	var out []nodeReport
 	for i := range in.Nodes {
 		node := &in.Nodes[i]
-		if in.resolution(node).Winner != name {
+		if in.Resolution(node).Winner != name {
 			continue
 		}
 		r := nodeReport{node: node.Name}

@@ -97,8 +97,8 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err := r.List(ctx, &list); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing profiles: %w", err)
 	}
-	cands, _ := compileProfiles(list.Items)
-	res := resolveNode(node.Labels, cands)
+	cands, _ := planner.CompileProfiles(list.Items)
+	res := planner.ResolveNode(node.Labels, cands)
 	if res.Winner != "" {
 		return ctrl.Result{}, r.apply(ctx, node, ln, findProfile(list.Items, res.Winner))
 	}
@@ -164,7 +164,7 @@ func (r *nodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 
 // release handles a node no profile owns: revert its LatencyNode, wait for
 // the agent (or for the node to be unreachable too long), then clean up.
-func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, res resolution, profiles []v1alpha1.LatencyProfile) (ctrl.Result, error) {
+func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, res planner.Resolution, profiles []v1alpha1.LatencyProfile) (ctrl.Result, error) {
 	if ln == nil {
 		return ctrl.Result{}, r.setLabels(ctx, node, "", "")
 	}
@@ -196,7 +196,7 @@ func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1a
 }
 
 // startRevert turns the node's LatencyNode spec to Revert.
-func (r *nodeReconciler) startRevert(ctx context.Context, ln *v1alpha1.LatencyNode, res resolution, owner *v1alpha1.LatencyProfile) error {
+func (r *nodeReconciler) startRevert(ctx context.Context, ln *v1alpha1.LatencyNode, res planner.Resolution, owner *v1alpha1.LatencyProfile) error {
 	spec := *ln.Spec.DeepCopy()
 	spec.Action = v1alpha1.ActionRevert
 	gen, err := writeSpec(ctx, r.Client, ln, spec, r.now(), false)

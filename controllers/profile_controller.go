@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
+	"latencytier.io/latencytier/controllers/profilestatus"
 )
 
 // profileReconciler owns a LatencyProfile's finalizer and status: it
@@ -87,7 +89,7 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	st, counts := computeStatus(p.Status, in)
+	st, counts := profilestatus.Compute(p.Status, in)
 	st.Reboots = reboots.Status
 	if setRebootsCondition(&st.Conditions, gate, p.Generation, metav1.NewTime(in.Now)) {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventRebootsGated, eventActionReboot, "%s", gate.Message)
@@ -106,7 +108,7 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil || patchErr != nil {
 		return ctrl.Result{}, errors.Join(err, patchErr)
 	}
-	recheck := soonest(unreachableRecheck(in), staleRecheck(in))
+	recheck := soonest(unreachableRecheck(in), profilestatus.StaleRecheck(in))
 	return ctrl.Result{RequeueAfter: soonest(soonest(recheck, wait), gated)}, nil
 }
 
@@ -136,33 +138,33 @@ func soonest(a, b time.Duration) time.Duration {
 // statusInput gathers what the profile's status is computed from: every
 // profile (few, and any may tie with p on a node), the nodes p selects or
 // whose LatencyNode still names it, and their LatencyNodes — not the fleet.
-func (r *profileReconciler) statusInput(ctx context.Context, p *v1alpha1.LatencyProfile) (statusInput, error) {
+func (r *profileReconciler) statusInput(ctx context.Context, p *v1alpha1.LatencyProfile) (profilestatus.Input, error) {
 	var profiles v1alpha1.LatencyProfileList
 	if err := r.List(ctx, &profiles); err != nil {
-		return statusInput{}, fmt.Errorf("listing profiles: %w", err)
+		return profilestatus.Input{}, fmt.Errorf("listing profiles: %w", err)
 	}
 	nodes, err := selectedNodes(ctx, r.reader(), p)
 	if err != nil {
-		return statusInput{}, err
+		return profilestatus.Input{}, err
 	}
 	byName, err := latencyNodesOf(ctx, r.reader(), p.Name)
 	if err != nil {
-		return statusInput{}, err
+		return profilestatus.Input{}, err
 	}
 	if nodes, err = r.addHeldNodes(ctx, nodes, byName); err != nil {
-		return statusInput{}, err
+		return profilestatus.Input{}, err
 	}
 	if err := r.addLatencyNodes(ctx, nodes, byName); err != nil {
-		return statusInput{}, err
+		return profilestatus.Input{}, err
 	}
-	cands, bad := compileProfiles(profiles.Items)
+	cands, bad := planner.CompileProfiles(profiles.Items)
 	if err := bad[p.Name]; err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Ignored profile with an invalid nodeSelector")
 	}
-	return statusInput{
+	return profilestatus.Input{
 		Profile: p, Nodes: nodes, Candidates: cands, LatencyNodes: byName,
 		Now: readClock(r.Now), UnreachableAfter: r.UnreachableAfter, Revision: currentRevision(p),
-		resolved: make(map[string]resolution, len(nodes)),
+		Resolved: make(map[string]planner.Resolution, len(nodes)),
 	}, nil
 }
 
@@ -213,7 +215,7 @@ func (r *profileReconciler) addLatencyNodes(ctx context.Context, nodes []corev1.
 }
 
 // holdsNodes reports whether a LatencyNode still carries the profile.
-func holdsNodes(in statusInput) bool {
+func holdsNodes(in profilestatus.Input) bool {
 	for _, ln := range in.LatencyNodes {
 		if ln.Spec.Profile == in.Profile.Name {
 			return true
@@ -224,7 +226,7 @@ func holdsNodes(in statusInput) bool {
 
 // unreachableRecheck is when a NotReady node of the profile crosses the
 // unreachable timeout, so status turns Unreachable without another event.
-func unreachableRecheck(in statusInput) time.Duration {
+func unreachableRecheck(in profilestatus.Input) time.Duration {
 	var soonest time.Duration
 	for i := range in.Nodes {
 		ln := in.LatencyNodes[in.Nodes[i].Name]

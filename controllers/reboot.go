@@ -52,7 +52,6 @@ var (
 	unstagedForReboot  = planner.UnstagedForReboot
 	stagedForReboot    = planner.StagedForReboot
 	startable          = planner.Startable
-	awaitingReboot     = planner.AwaitingReboot
 	nextReboot         = planner.NextReboot
 	rebootCounts       = planner.RebootCounts
 	sortedLatencyNodes = planner.SortedLatencyNodes

@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/rollout"
 )
 
 // Managed reboots, one node's act (rebootAct, decided by planner/reboot.go)
@@ -102,7 +103,7 @@ func (r *rebooter) verify(ctx context.Context, p *v1alpha1.LatencyProfile, ln *v
 	if !isBack(rec) {
 		stamp = &verifyStamp{at: now}
 		if ro := p.Spec.Rollout; ro != nil {
-			stamp.after = &metav1.Time{Time: since.Add(window(ro))}
+			stamp.after = &metav1.Time{Time: since.Add(rollout.Window(ro))}
 		}
 	}
 	if err := r.writeRecord(ctx, ln, rec, stamp); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/controllers/planner"
+	"latencytier.io/latencytier/controllers/profilestatus"
 )
 
 // Managed reboots, the acting half: the profile reconciler runs one step
@@ -82,7 +83,7 @@ type rebootStep struct {
 // acts out: a pause is on record before the node it pauses for is let go,
 // and a restart between the two does not start the node again. p's status
 // holds it from here on, as the profile's pass reads it.
-func (r *rebooter) plan(ctx context.Context, p *v1alpha1.LatencyProfile, in statusInput, classes map[string]nodeClass) (rebootStep, error) {
+func (r *rebooter) plan(ctx context.Context, p *v1alpha1.LatencyProfile, in profilestatus.Input, classes map[string]nodeClass) (rebootStep, error) {
 	if r == nil {
 		return rebootStep{Status: p.Status.Reboots}, nil
 	}
@@ -94,7 +95,7 @@ func (r *rebooter) plan(ctx context.Context, p *v1alpha1.LatencyProfile, in stat
 	}
 	// A node that left p's selection (a label changed, a profile of
 	// higher priority or a tie, p deleted) is no longer p's to reboot.
-	deselected := func(n *corev1.Node) bool { return n != nil && in.resolution(n).Winner != p.Name }
+	deselected := func(n *corev1.Node) bool { return n != nil && in.Resolution(n).Winner != p.Name }
 	pass, err := r.decideRecords(ctx, p, in.Now, lns, nodes, target, classes, deselected)
 	if err != nil {
 		return rebootStep{}, err

@@ -8,6 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
+	"latencytier.io/latencytier/controllers/profilestatus"
+	"latencytier.io/latencytier/controllers/rollout"
 )
 
 // Reboots only through a canary (issue 40): a profile's Reboot boot policy
@@ -69,17 +72,17 @@ func canarySize(ro *v1alpha1.RolloutSpec, selected, canaries int) (int, string) 
 	case c != nil && c.Selector != nil:
 		return canaries, "rollout.canary.selector"
 	case c != nil && c.Nodes != nil:
-		return min(scaled(c.Nodes, selected, 1), selected), "rollout.canary.nodes " + c.Nodes.String()
+		return min(rollout.Scaled(c.Nodes, selected, 1), selected), "rollout.canary.nodes " + c.Nodes.String()
 	}
 	what := "no rollout.canary: the first batch of rollout.maxInFlight"
 	if ro.MaxInFlight != nil {
 		what += " " + ro.MaxInFlight.String()
 	}
-	return min(scaled(ro.MaxInFlight, selected, 1), selected), what
+	return min(rollout.Scaled(ro.MaxInFlight, selected, 1), selected), what
 }
 
 // rebootGateIn is p's gate over the nodes p owns in this pass.
-func rebootGateIn(p *v1alpha1.LatencyProfile, in statusInput) rebootGate {
+func rebootGateIn(p *v1alpha1.LatencyProfile, in profilestatus.Input) rebootGate {
 	if bp := p.Spec.BootParameters; bp == nil || bp.Policy != v1alpha1.BootReboot {
 		return rebootGate{Open: true}
 	}
@@ -90,11 +93,11 @@ func rebootGateIn(p *v1alpha1.LatencyProfile, in statusInput) rebootGate {
 	selected, canaries := 0, 0
 	for i := range in.Nodes {
 		n := &in.Nodes[i]
-		if in.resolution(n).Winner != p.Name {
+		if in.Resolution(n).Winner != p.Name {
 			continue
 		}
 		selected++
-		if canary != nil && canary.Matches(selectable(n.Labels)) {
+		if canary != nil && canary.Matches(planner.Selectable(n.Labels)) {
 			canaries++
 		}
 	}
@@ -127,7 +130,7 @@ func setRebootsCondition(conds *[]metav1.Condition, g rebootGate, gen int64, now
 		st = metav1.ConditionFalse
 	}
 	meta.SetStatusCondition(conds, metav1.Condition{Type: v1alpha1.ProfileRebootsAllowed, Status: st, Reason: g.Reason,
-		Message: truncate(g.Message), ObservedGeneration: gen, LastTransitionTime: now})
+		Message: profilestatus.Truncate(g.Message), ObservedGeneration: gen, LastTransitionTime: now})
 	return wasOpen && !g.Open
 }
 

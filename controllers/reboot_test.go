@@ -218,27 +218,6 @@ func TestDrainFollowsKubectlDrain(t *testing.T) {
 	}
 }
 
-// TestRolloutWaitsForTheReboot: a staged or rebooting node holding the
-// target is verifying however long it takes (the reboot has its own
-// timeouts), so it blocks its batch and is not judged on the evidence of
-// the boot before.
-func TestRolloutWaitsForTheReboot(t *testing.T) {
-	p := rolloutPolicy(0, 1)
-	in := rolloutInput{Policy: &p, Target: "r1", Generation: 1, Now: rebootT0.Add(time.Hour),
-		Last: &v1alpha1.RolloutStatus{Revision: "r1", ObservedGeneration: 1, Phase: v1alpha1.RolloutProgressing},
-		Nodes: []rolloutNode{
-			{Name: "a", Action: v1alpha1.ActionApply, Revision: "r1", Reported: true, SetAt: rebootT0, AwaitingReboot: true},
-			{Name: "b", Action: v1alpha1.ActionApply, Revision: "r0", Reported: true, SetAt: rebootT0},
-		}}
-	plan := decideRollout(in)
-	if plan.Classes["a"] != classVerifying {
-		t.Errorf("awaiting reboot: class %d, want verifying", plan.Classes["a"])
-	}
-	if len(plan.Moves) != 0 {
-		t.Errorf("moved %v while a node awaits its reboot (maxInFlight 1)", plan.Moves)
-	}
-}
-
 func TestMaxRebootingFlag(t *testing.T) {
 	f, err := parseManagerFlags(nil)
 	if err != nil || f.maxRebooting != 1 {

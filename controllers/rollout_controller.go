@@ -9,13 +9,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
+	"latencytier.io/latencytier/controllers/profilestatus"
+	"latencytier.io/latencytier/controllers/rollout"
 )
 
 // The rollout writes ControllerRevisions in the manager's namespace and
@@ -39,7 +40,7 @@ type rolloutStep struct {
 	Classes map[string]nodeClass
 	Wait    time.Duration // when a clock next changes the decision
 	decided bool          // false for a profile being deleted: nothing moves
-	plan    rolloutPlan
+	plan    rollout.Plan
 	lns     map[string]*v1alpha1.LatencyNode
 	owned   map[string]*appsv1.ControllerRevision
 }
@@ -51,7 +52,7 @@ type rolloutStep struct {
 // again) is on record before the move, so a restart between the two does
 // not judge the node again and move it forward. p's status holds it from
 // here on, as the rest of the pass reads it.
-func (r *profileReconciler) planRollout(ctx context.Context, p *v1alpha1.LatencyProfile, in statusInput) (rolloutStep, error) {
+func (r *profileReconciler) planRollout(ctx context.Context, p *v1alpha1.LatencyProfile, in profilestatus.Input) (rolloutStep, error) {
 	if !p.DeletionTimestamp.IsZero() {
 		return rolloutStep{Status: p.Status.Rollout.DeepCopy()}, nil
 	}
@@ -59,9 +60,9 @@ func (r *profileReconciler) planRollout(ctx context.Context, p *v1alpha1.Latency
 	if err != nil {
 		return rolloutStep{}, err
 	}
-	nodes, lns := rolloutNodes(in)
-	plan := decideRollout(rolloutInput{
-		Policy: p.Spec.Rollout, Gate: gateOf(p), Generation: p.Generation, Unmeasured: unmeasured(p),
+	nodes, lns := rollout.NodesOf(in)
+	plan := rollout.Decide(rollout.Input{
+		Policy: p.Spec.Rollout, Gate: rollout.GateOf(p), Generation: p.Generation, Unmeasured: unmeasured(p),
 		Target: currentRevision(p), Last: p.Status.Rollout, Nodes: nodes, Now: in.Now,
 	})
 	if len(plan.Moves) > 0 {
@@ -86,7 +87,7 @@ func (r *profileReconciler) actRollout(ctx context.Context, p *v1alpha1.LatencyP
 		return err
 	}
 	for _, e := range s.plan.Events {
-		r.Recorder.Eventf(p, nil, e.typ, e.reason, eventActionRoll, "%s", e.note)
+		r.Recorder.Eventf(p, nil, e.Type, e.Reason, eventActionRoll, "%s", e.Note)
 	}
 	return nil
 }
@@ -107,68 +108,9 @@ func unmeasured(p *v1alpha1.LatencyProfile) bool {
 	return m != nil && m.Source == v1alpha1.MeasurementDisabled
 }
 
-// rolloutNodes are the nodes p owns, sorted by name, and the LatencyNodes
-// of those whose LatencyNode carries p. A node p selects whose LatencyNode
-// is not there yet (the node controller creates them one by one, and the
-// cache may lag) is in the rollout as Joining: it can be a canary, and the
-// rollout is not Complete, until it has one.
-func rolloutNodes(in statusInput) ([]rolloutNode, map[string]*v1alpha1.LatencyNode) {
-	p := in.Profile
-	var canary labels.Selector
-	if ro := p.Spec.Rollout; ro != nil && ro.Canary != nil && ro.Canary.Selector != nil {
-		canary, _ = metav1.LabelSelectorAsSelector(ro.Canary.Selector)
-	}
-	lns := map[string]*v1alpha1.LatencyNode{}
-	onRecord := verdictsOnRecord(p.Status.Rollout)
-	var out []rolloutNode
-	for i := range in.Nodes {
-		node := &in.Nodes[i]
-		if in.resolution(node).Winner != p.Name {
-			continue
-		}
-		isCanary := canary != nil && canary.Matches(selectable(node.Labels))
-		ln := in.LatencyNodes[node.Name]
-		if ln == nil || ln.Spec.Profile != p.Name || !ln.DeletionTimestamp.IsZero() {
-			out = append(out, rolloutNode{Name: node.Name, Canary: isCanary, Joining: true})
-			continue
-		}
-		lns[node.Name] = ln
-		out = append(out, rolloutNodeOf(ln, isCanary, onRecord[node.Name]))
-	}
-	sortByName(out)
-	return out, lns
-}
-
-// rolloutNodeOf is ln as the rollout sees it, with the verdict on record
-// for it in the profile's status (nil: none).
-func rolloutNodeOf(ln *v1alpha1.LatencyNode, canary bool, rec *v1alpha1.NodeVerdictStatus) rolloutNode {
-	n := rolloutNode{
-		Name: ln.Name, Canary: canary, Action: ln.Spec.Action, Revision: ln.Spec.Revision,
-		Reported: ln.Status.ObservedGeneration >= ln.Generation,
-		SetAt:    ln.CreationTimestamp.Time,
-		Baseline: ln.Status.Baseline, Current: ln.Status.Current,
-		AwaitingReboot: awaitingReboot(ln),
-	}
-	if rec != nil {
-		n.Verdict = &verdict{reason: rec.Verdict, message: rec.Message}
-		n.VerdictCurrent = rec.Revision == ln.Spec.Revision
-	}
-	if t, err := time.Parse(time.RFC3339, ln.Annotations[v1alpha1.RevisionSetAtAnnotation]); err == nil {
-		n.SetAt = t
-	}
-	// Settings the kernel refused as Invalid, alone, do not fail the node
-	// (issue 40: a bad value degrades its setting, the profile says
-	// Degraded); the latency verdict judges what was applied.
-	if c := meta.FindStatusCondition(ln.Status.Conditions, v1alpha1.NodeApplied); n.Reported && c != nil && c.Status == metav1.ConditionFalse &&
-		len(refusedInvalid(ln)) == 0 {
-		n.ApplyFailed = c.Reason + ": " + c.Message
-	}
-	return n
-}
-
 // moveNodes writes each move into the node's LatencyNode spec, with the
 // revision's tuning and the time of the move.
-func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyProfile, moves []nodeMove,
+func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyProfile, moves []rollout.Move,
 	lns map[string]*v1alpha1.LatencyNode, owned map[string]*appsv1.ControllerRevision, now time.Time, g rebootGate) error {
 	var moved []string
 	for _, m := range moves {
@@ -177,7 +119,7 @@ func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyPr
 		if ro := p.Spec.Rollout; ro != nil {
 			// The agent reports the window that decides the node at once,
 			// not at its next heartbeat.
-			spec.VerifyAfter = ptr.To(metav1.NewTime(now.Truncate(time.Second).Add(window(ro))))
+			spec.VerifyAfter = ptr.To(metav1.NewTime(now.Truncate(time.Second).Add(rollout.Window(ro))))
 		}
 		if m.Action == v1alpha1.ActionApply {
 			cr := owned[m.Revision]
@@ -210,7 +152,7 @@ func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyPr
 // and no node keeps untested arguments in its bootloader. Nodes moved in
 // this pass were written gated already. Without spec.rollout the node
 // controller writes the nodes (directTuning).
-func (r *profileReconciler) unstageGated(ctx context.Context, p *v1alpha1.LatencyProfile, moves []nodeMove,
+func (r *profileReconciler) unstageGated(ctx context.Context, p *v1alpha1.LatencyProfile, moves []rollout.Move,
 	lns map[string]*v1alpha1.LatencyNode, g rebootGate, now time.Time) error {
 	if g.Open || p.Spec.Rollout == nil {
 		return nil
@@ -239,6 +181,9 @@ func (r *profileReconciler) unstageGated(ctx context.Context, p *v1alpha1.Latenc
 	}
 	return nil
 }
+
+// names lists up to five names, then how many more.
+var names = planner.Names
 
 // sortedNames are the keys of lns in order.
 func sortedNames(lns map[string]*v1alpha1.LatencyNode) []string {

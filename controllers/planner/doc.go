@@ -6,7 +6,8 @@
 // (imports_test.go fails when it does): the reconcilers in controllers/
 // read, call it, and carry the writes out.
 //
-// Issue 42's first slice: the reboot and release decisions live here; the
-// rollout's moves and the selection are rows of Machine still decided in
+// Issue 42's first slice: the reboot and release decisions live here, and
+// node selection (which profile owns a node: selection.go); the rollout's
+// moves and the selection's writes are rows of Machine still decided in
 // controllers/ (their Decider says where).
 package planner

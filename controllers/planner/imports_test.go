@@ -29,5 +29,15 @@ func TestPlannerImportsNoClient(t *testing.T) {
 				t.Errorf("the planner depends on %s: it must decide without a client", dep)
 			}
 		}
+		if upward(dep) {
+			t.Errorf("the planner depends on %s: the bottom of controllers/ imports nothing of it back up", dep)
+		}
 	}
+}
+
+// upward: dep is a package of controllers/ other than the planner (the
+// reconcilers, or the status aggregation that builds on the planner).
+func upward(dep string) bool {
+	const controllers = "latencytier.io/latencytier/controllers"
+	return (dep == controllers || strings.HasPrefix(dep, controllers+"/")) && dep != controllers+"/planner"
 }

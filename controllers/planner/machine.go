@@ -78,8 +78,9 @@ const (
 
 // Transition is one row of the machine: from a state, on an event, to a
 // state, with the writes that state needs and the function that decides
-// it (Decider: a planner function, or a controllers function the planner
-// has not taken over yet).
+// it (Decider: a planner function, or a function of controllers/ or of
+// another of its packages, such as rollout.Decide, that the planner has not
+// taken over yet).
 type Transition struct {
 	From, To State
 	On       Event
@@ -92,10 +93,10 @@ type Transition struct {
 var Machine = []Transition{
 	{Unselected, Baselining, EvSelected, Wait, []Write{WriteLabels, WriteTaint, WriteLatencyNode}, "controllers.nodeReconciler.apply"},
 	{Unselected, Applying, EvSelected, Wait, []Write{WriteLabels, WriteTaint, WriteLatencyNode}, "controllers.nodeReconciler.apply"},
-	{Baselining, Applying, EvTurn, Wait, []Write{WriteTuning, WriteVerifyAfter}, "controllers.decideRollout"},
-	{Applying, Verifying, EvApplied, Wait, []Write{WriteTaint}, "controllers.decideRollout"},
-	{Verifying, Tuned, EvPassed, Wait, []Write{WriteStatusVerdict}, "controllers.decideRollout"},
-	{Verifying, RolledBack, EvFailed, Wait, []Write{WriteStatusVerdict, WriteTuning}, "controllers.decideRollout"},
+	{Baselining, Applying, EvTurn, Wait, []Write{WriteTuning, WriteVerifyAfter}, "rollout.Decide"},
+	{Applying, Verifying, EvApplied, Wait, []Write{WriteTaint}, "rollout.Decide"},
+	{Verifying, Tuned, EvPassed, Wait, []Write{WriteStatusVerdict}, "rollout.Decide"},
+	{Verifying, RolledBack, EvFailed, Wait, []Write{WriteStatusVerdict, WriteTuning}, "rollout.Decide"},
 	{Verifying, Draining, EvStaged, Start, []Write{WriteRecord, WriteCordon}, "planner.Startable"},
 	{RolledBack, Draining, EvRebootBackGoAt, Start, []Write{WriteRecord, WriteCordon}, "planner.Startable"},
 	{Draining, Draining, EvUncordoned, Drain, []Write{WriteCordon}, "planner.NextReboot"},

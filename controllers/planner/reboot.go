@@ -60,7 +60,7 @@ func (a Act) String() string {
 }
 
 // Class is a node's place in the rollout of the target revision (the
-// rollout decides it: controllers/rollout.go; the reboots read it).
+// rollout decides it: controllers/rollout; the reboots read it).
 type Class int
 
 const (

@@ -10,7 +10,7 @@ say "Rollout across two kernels: the canary alone first, the other only after it
 # maxP99Regression 4: the guests' node-wide run-queue p99 is judged (no
 # measured pod), and in an emulated VM on a shared 2-core host it swings
 # between windows with no change at all; the gate's order is under test
-# here, not the judge (unit-tested in controllers/).
+# here, not the judge (unit-tested in controllers/rollout).
 for n in "${NODES[@]}"; do
   check "$n: vm.swappiness is 60 before (guest kernel)" [ "$(ask "$n" $SYSCTL)" = 60 ]
   k label node "$n" "$LABEL=" --overwrite >/dev/null

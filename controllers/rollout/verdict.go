@@ -1,4 +1,4 @@
-package controllers
+package rollout
 
 import (
 	"fmt"
@@ -45,8 +45,8 @@ func minVerdictSamples(ro *v1alpha1.RolloutSpec) int64 {
 	return max(n, verdictSampleFloor)
 }
 
-// gate is what a node must meet to pass.
-type gate struct {
+// Gate is what a node must meet to pass.
+type Gate struct {
 	maxRatio       float64       // current p99 / baseline p99
 	maxThrottled   float64       // current - baseline throttled ratio
 	minSamples     int64         // in the baseline and in the current window
@@ -54,10 +54,10 @@ type gate struct {
 	budgetThrottle float64       // <0: no budget
 }
 
-// gateOf is the gate of a profile: its rollout policy (or the defaults) and
+// GateOf is the gate of a profile: its rollout policy (or the defaults) and
 // its latencyBudget.
-func gateOf(p *v1alpha1.LatencyProfile) gate {
-	g := gate{maxRatio: defaultMaxP99Regression, maxThrottled: defaultMaxThrottledGrowth,
+func GateOf(p *v1alpha1.LatencyProfile) Gate {
+	g := Gate{maxRatio: defaultMaxP99Regression, maxThrottled: defaultMaxThrottledGrowth,
 		minSamples: minVerdictSamples(p.Spec.Rollout), budgetThrottle: -1}
 	if ro := p.Spec.Rollout; ro != nil {
 		if f, ok := ratio.Parse(ro.MaxP99Regression); ok && f >= 1 {
@@ -78,26 +78,26 @@ func gateOf(p *v1alpha1.LatencyProfile) gate {
 	return g
 }
 
-// verdict is the judgement of one node's current window against its baseline.
-type verdict struct {
-	reason  string // v1alpha1.VerdictImproved, ...
-	message string // with the figures
+// Verdict is the judgement of one node's current window against its baseline.
+type Verdict struct {
+	Reason  string // v1alpha1.VerdictImproved, ...
+	Message string // with the figures
 }
 
-// passed reports whether the verdict lets the node pass.
-func (v verdict) passed() bool {
-	return v.reason == v1alpha1.VerdictImproved || v.reason == v1alpha1.VerdictUnchanged
+// Passed reports whether the verdict lets the node pass.
+func (v Verdict) Passed() bool {
+	return v.Reason == v1alpha1.VerdictImproved || v.Reason == v1alpha1.VerdictUnchanged
 }
 
 // sameFinding: b says what a says, maybe with other figures: the same
 // reason and, when inconclusive, for the same cause (the message up to its
 // first colon: "too few samples", "no baseline measured", ...).
-func sameFinding(a, b verdict) bool {
-	if a.reason != b.reason {
+func sameFinding(a, b Verdict) bool {
+	if a.Reason != b.Reason {
 		return false
 	}
 	cause := func(msg string) string { c, _, _ := strings.Cut(msg, ":"); return c }
-	return a.reason != v1alpha1.VerdictInconclusive || cause(a.message) == cause(b.message)
+	return a.Reason != v1alpha1.VerdictInconclusive || cause(a.Message) == cause(b.Message)
 }
 
 // judge compares current with baseline under g. The p99 ratio is the
@@ -107,9 +107,9 @@ func sameFinding(a, b verdict) bool {
 // a window or between the two) measure different schedulers, not the
 // profile's change: Inconclusive, with the change, until windows under
 // one class compare.
-func judge(g gate, baseline, current *v1alpha1.LatencyEvidence) verdict {
-	inconclusive := func(format string, a ...any) verdict {
-		return verdict{v1alpha1.VerdictInconclusive, fmt.Sprintf(format, a...)}
+func judge(g Gate, baseline, current *v1alpha1.LatencyEvidence) Verdict {
+	inconclusive := func(format string, a ...any) Verdict {
+		return Verdict{v1alpha1.VerdictInconclusive, fmt.Sprintf(format, a...)}
 	}
 	switch {
 	case baseline == nil:
@@ -136,20 +136,20 @@ func judge(g gate, baseline, current *v1alpha1.LatencyEvidence) verdict {
 		if n := neighbourChanged(baseline.Neighbours, current.Neighbours); n != "" {
 			return inconclusive("neighbour load changed: %s; %s > %s×", n, figures, formatRatio(g.maxRatio))
 		}
-		return verdict{v1alpha1.VerdictRegressed, fmt.Sprintf("%s > %s×", figures, formatRatio(g.maxRatio))}
+		return Verdict{v1alpha1.VerdictRegressed, fmt.Sprintf("%s > %s×", figures, formatRatio(g.maxRatio))}
 	case tc-tb > g.maxThrottled:
-		return verdict{v1alpha1.VerdictRegressed, fmt.Sprintf("throttled ratio %s → %s, +%s > +%s",
+		return Verdict{v1alpha1.VerdictRegressed, fmt.Sprintf("throttled ratio %s → %s, +%s > +%s",
 			formatRatio(tb), formatRatio(tc), formatRatio(tc-tb), formatRatio(g.maxThrottled))}
 	case g.budgetP99 > 0 && current.RunQueue.P99 != nil && current.RunQueue.P99.Duration > g.budgetP99:
-		return verdict{v1alpha1.VerdictRegressed, fmt.Sprintf("%s; run-queue p99 %s over latencyBudget %s",
+		return Verdict{v1alpha1.VerdictRegressed, fmt.Sprintf("%s; run-queue p99 %s over latencyBudget %s",
 			figures, current.RunQueue.P99.Duration, g.budgetP99)}
 	case g.budgetThrottle >= 0 && current.ThrottledRatio != "" && tc > g.budgetThrottle:
-		return verdict{v1alpha1.VerdictRegressed, fmt.Sprintf("%s; throttled ratio %s over latencyBudget %s",
+		return Verdict{v1alpha1.VerdictRegressed, fmt.Sprintf("%s; throttled ratio %s over latencyBudget %s",
 			figures, formatRatio(tc), formatRatio(g.budgetThrottle))}
 	case ratio <= improvedRatio:
-		return verdict{v1alpha1.VerdictImproved, figures}
+		return Verdict{v1alpha1.VerdictImproved, figures}
 	default:
-		return verdict{v1alpha1.VerdictUnchanged, fmt.Sprintf("%s ≤ %s×", figures, formatRatio(g.maxRatio))}
+		return Verdict{v1alpha1.VerdictUnchanged, fmt.Sprintf("%s ≤ %s×", figures, formatRatio(g.maxRatio))}
 	}
 }
 
@@ -219,6 +219,13 @@ func p99Pair(minSamples int64, b, c *v1alpha1.LatencySummary) (before, after tim
 		return 0, 0, false
 	}
 	return b.P99.Duration, c.P99.Duration, true
+}
+
+// parseRatio reads a ratio of the spec or of an agent's evidence; one
+// that does not parse, or is NaN, counts as 0 (ratio.Parse).
+func parseRatio(s string) float64 {
+	f, _ := ratio.Parse(s)
+	return f
 }
 
 // formatRatio prints a ratio with at most two decimals: 4.6, 0.22, 1.

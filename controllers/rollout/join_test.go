@@ -1,4 +1,4 @@
-package controllers
+package rollout
 
 import (
 	"fmt"
@@ -11,11 +11,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
+	"latencytier.io/latencytier/controllers/profilestatus"
 )
 
-// latencyNodeOf is the LatencyNode, as the API holds it, that rolloutNodeOf
+// latencyNodeOf is the LatencyNode, as the API holds it, that nodeOf
 // reads back as n.
-func latencyNodeOf(n rolloutNode, profile string) *v1alpha1.LatencyNode {
+func latencyNodeOf(n Node, profile string) *v1alpha1.LatencyNode {
 	ln := &v1alpha1.LatencyNode{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Generation: 1,
 			Annotations: map[string]string{v1alpha1.RevisionSetAtAnnotation: n.SetAt.UTC().Format(time.RFC3339)}},
@@ -41,8 +43,8 @@ func TestRolloutCountsNodesWhoseLatencyNodeIsNotThereYet(t *testing.T) {
 			Rollout:      policy(canaryCount(1)),
 		},
 	}
-	target := currentRevision(p)
-	cands, _ := compileProfiles([]v1alpha1.LatencyProfile{*p})
+	target := planner.CurrentRevision(p)
+	cands, _ := planner.CompileProfiles([]v1alpha1.LatencyProfile{*p})
 	completeOn := func(n int32) *v1alpha1.RolloutStatus {
 		l := last(v1alpha1.RolloutComplete, target, "", 2)
 		l.Updated = n
@@ -51,42 +53,42 @@ func TestRolloutCountsNodesWhoseLatencyNodeIsNotThereYet(t *testing.T) {
 	cases := []struct {
 		name    string
 		last    *v1alpha1.RolloutStatus
-		known   []rolloutNode // nodes a, b, c; those not here have no LatencyNode yet
+		known   []Node // nodes a, b, c; those not here have no LatencyNode yet
 		moves   []string
 		phase   v1alpha1.RolloutPhase
 		waiting int32
 	}{
 		{name: "the canary's LatencyNode is not there yet: nothing moves",
-			known: []rolloutNode{baselined("b"), baselined("c")},
+			known: []Node{baselined("b"), baselined("c")},
 			phase: v1alpha1.RolloutBaselining, waiting: 3},
 		{name: "the one node seen passed while the others join: not Complete",
 			last:  last(v1alpha1.RolloutCanary, target, "", 2),
-			known: []rolloutNode{passed("c", target)},
+			known: []Node{passed("c", target)},
 			phase: v1alpha1.RolloutBaselining, waiting: 2},
 		{name: "all joined: the canary goes first, alone",
-			known: []rolloutNode{baselined("a"), baselined("b"), baselined("c")},
+			known: []Node{baselined("a"), baselined("b"), baselined("c")},
 			moves: []string{"a=Apply/" + target}, phase: v1alpha1.RolloutCanary, waiting: 2},
 		{name: "a node joining a completed profile waits for its LatencyNode",
 			last:  completeOn(2),
-			known: []rolloutNode{passed("a", target), passed("b", target)},
+			known: []Node{passed("a", target), passed("b", target)},
 			phase: v1alpha1.RolloutComplete, waiting: 1},
 		{name: "then takes the revision straight after its baseline",
 			last:  completeOn(2),
-			known: []rolloutNode{passed("a", target), passed("b", target), baselined("c")},
+			known: []Node{passed("a", target), passed("b", target), baselined("c")},
 			moves: []string{"c=Apply/" + target}, phase: v1alpha1.RolloutComplete},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in := statusInput{Profile: p, Candidates: cands, LatencyNodes: map[string]*v1alpha1.LatencyNode{}, Now: rt0.Add(time.Minute)}
+			in := profilestatus.Input{Profile: p, Candidates: cands, LatencyNodes: map[string]*v1alpha1.LatencyNode{}, Now: rt0.Add(time.Minute)}
 			for _, name := range []string{"c", "a", "b"} { // list order is not name order
 				in.Nodes = append(in.Nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "p"}}})
 			}
 			for _, n := range tc.known {
 				in.LatencyNodes[n.Name] = latencyNodeOf(n, p.Name)
 			}
-			nodes, _ := rolloutNodes(in)
-			std := gate{maxRatio: 1.2, maxThrottled: 0.05, minSamples: 100, budgetThrottle: -1}
-			plan := decideRollout(rolloutInput{Policy: p.Spec.Rollout, Gate: std, Generation: 2, Target: target,
+			nodes, _ := NodesOf(in)
+			std := Gate{maxRatio: 1.2, maxThrottled: 0.05, minSamples: 100, budgetThrottle: -1}
+			plan := Decide(Input{Policy: p.Spec.Rollout, Gate: std, Generation: 2, Target: target,
 				Last: tc.last, Nodes: nodes, Now: in.Now})
 			var got []string
 			for _, m := range plan.Moves {

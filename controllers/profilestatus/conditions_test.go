@@ -1,4 +1,4 @@
-package controllers
+package profilestatus
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // TestStoppedRolloutIsNotApplying: after a rollback the node holds the
@@ -27,7 +28,7 @@ func TestStoppedRolloutIsNotApplying(t *testing.T) {
 					ln.Spec.Action, ln.Spec.Revision = v1alpha1.ActionApply, "p-old"
 					return []*v1alpha1.LatencyNode{ln}
 				},
-				rollout: &v1alpha1.RolloutStatus{Phase: phase, Revision: currentRevision(&p), Message: "node a regressed"},
+				rollout: &v1alpha1.RolloutStatus{Phase: phase, Revision: planner.CurrentRevision(&p), Message: "node a regressed"},
 			})
 			ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ProfileReady)
 			progressing := meta.FindStatusCondition(st.Conditions, v1alpha1.ProfileProgressing)

@@ -1,4 +1,4 @@
-package controllers
+package rollout
 
 import (
 	"strings"
@@ -29,7 +29,7 @@ func withClass(e *v1alpha1.LatencyEvidence, class, change string) *v1alpha1.Late
 }
 
 func TestJudge(t *testing.T) {
-	std := gate{maxRatio: 1.2, maxThrottled: 0.05, minSamples: 100, budgetThrottle: -1}
+	std := Gate{maxRatio: 1.2, maxThrottled: 0.05, minSamples: 100, budgetThrottle: -1}
 	budget := std
 	budget.budgetP99 = time.Millisecond
 	base := evidence(v1alpha1.ActionBaseline, "", 412*time.Microsecond, 5000, "0.01")
@@ -40,7 +40,7 @@ func TestJudge(t *testing.T) {
 	}
 	cases := []struct {
 		name     string
-		g        gate
+		g        Gate
 		b, c     *v1alpha1.LatencyEvidence
 		reason   string
 		contains string
@@ -107,8 +107,8 @@ func TestJudge(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			v := judge(tc.g, tc.b, tc.c)
-			if v.reason != tc.reason || !strings.Contains(v.message, tc.contains) {
-				t.Fatalf("judge = %s %q, want %s containing %q", v.reason, v.message, tc.reason, tc.contains)
+			if v.Reason != tc.reason || !strings.Contains(v.Message, tc.contains) {
+				t.Fatalf("judge = %s %q, want %s containing %q", v.Reason, v.Message, tc.reason, tc.contains)
 			}
 		})
 	}
@@ -130,12 +130,12 @@ func TestGateOfReadsPolicyAndBudget(t *testing.T) {
 			RunQueueP99: &metav1.Duration{Duration: 2 * time.Millisecond}, ThrottledRatio: ptr.To("0.01")}},
 		Rollout: &v1alpha1.RolloutSpec{MaxP99Regression: "1.5", MaxThrottledRatioIncrease: "0.1", MinSamples: 700},
 	}}
-	g := gateOf(p)
-	want := gate{maxRatio: 1.5, maxThrottled: 0.1, minSamples: 700, budgetP99: 2 * time.Millisecond, budgetThrottle: 0.01}
+	g := GateOf(p)
+	want := Gate{maxRatio: 1.5, maxThrottled: 0.1, minSamples: 700, budgetP99: 2 * time.Millisecond, budgetThrottle: 0.01}
 	if g != want {
 		t.Fatalf("gateOf = %+v, want %+v", g, want)
 	}
-	if g := gateOf(&v1alpha1.LatencyProfile{}); g.maxRatio != 1.2 || g.minSamples != 100 || g.budgetThrottle >= 0 {
+	if g := GateOf(&v1alpha1.LatencyProfile{}); g.maxRatio != 1.2 || g.minSamples != 100 || g.budgetThrottle >= 0 {
 		t.Fatalf("defaults = %+v", g)
 	}
 }
@@ -146,7 +146,7 @@ func TestGateOfReadsPolicyAndBudget(t *testing.T) {
 // Regressed or Improved.
 func TestVerdictNeedsTheSampleFloor(t *testing.T) {
 	p := &v1alpha1.LatencyProfile{Spec: v1alpha1.LatencyProfileSpec{Rollout: &v1alpha1.RolloutSpec{MinSamples: 1}}}
-	g := gateOf(p)
+	g := GateOf(p)
 	if g.minSamples != verdictSampleFloor {
 		t.Fatalf("minSamples 1 gives %d, want the floor %d", g.minSamples, verdictSampleFloor)
 	}
@@ -171,11 +171,11 @@ func TestVerdictNeedsTheSampleFloor(t *testing.T) {
 		{"floor each judges", evidence(v1alpha1.ActionBaseline, "", 400*time.Microsecond, verdictSampleFloor, ""), evidence(v1alpha1.ActionApply, "r", 4*time.Millisecond, verdictSampleFloor, ""), v1alpha1.VerdictRegressed},
 	} {
 		v := judge(g, tc.b, tc.c)
-		if v.reason != tc.want {
-			t.Errorf("%s: %s (%s), want %s", tc.name, v.reason, v.message, tc.want)
+		if v.Reason != tc.want {
+			t.Errorf("%s: %s (%s), want %s", tc.name, v.Reason, v.Message, tc.want)
 		}
-		if v.reason == v1alpha1.VerdictInconclusive && !strings.Contains(v.message, "too few samples") {
-			t.Errorf("%s: message %q does not say why", tc.name, v.message)
+		if v.Reason == v1alpha1.VerdictInconclusive && !strings.Contains(v.Message, "too few samples") {
+			t.Errorf("%s: message %q does not say why", tc.name, v.Message)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package controllers
+package profilestatus
 
 import (
 	"fmt"

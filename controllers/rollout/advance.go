@@ -1,10 +1,11 @@
-package controllers
+package rollout
 
 import (
 	"fmt"
 	"sort"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/planner"
 )
 
 // The forward half of the rollout decision: which waiting nodes move next.
@@ -13,7 +14,7 @@ import (
 // maxInFlight unverified at once.
 func (d *decider) advance() {
 	total := len(d.in.Nodes)
-	if d.countClass(classPassed) == total || (d.completed() && d.countClass(classWaiting) == 0) {
+	if d.countClass(planner.ClassPassed) == total || (d.completed() && d.countClass(planner.ClassWaiting) == 0) {
 		d.setPhase(v1alpha1.RolloutComplete, fmt.Sprintf("%d node(s) hold %s and passed", total, d.in.Target))
 		return
 	}
@@ -22,13 +23,13 @@ func (d *decider) advance() {
 	if !d.completed() && d.pending(canaries) {
 		stage, pool = v1alpha1.RolloutCanary, canaries
 	}
-	slots := scaled(d.in.Policy.MaxInFlight, total, 1) - d.countClass(classVerifying)
+	slots := Scaled(d.in.Policy.MaxInFlight, total, 1) - d.countClass(planner.ClassVerifying)
 	if d.completed() {
 		slots = total // late joiners take the revision at once
 	}
 	var moved, unready []string
 	for _, n := range pool {
-		if d.class[n.Name] != classWaiting {
+		if d.class[n.Name] != planner.ClassWaiting {
 			continue
 		}
 		if !d.baselineReady(&n) {
@@ -37,23 +38,23 @@ func (d *decider) advance() {
 		}
 		if len(moved) < slots {
 			moved = append(moved, n.Name)
-			d.plan.Moves = append(d.plan.Moves, nodeMove{n.Name, v1alpha1.ActionApply, d.in.Target})
+			d.plan.Moves = append(d.plan.Moves, Move{n.Name, v1alpha1.ActionApply, d.in.Target})
 		}
 	}
 	d.describe(stage, moved, unready)
 }
 
 func (d *decider) describe(stage v1alpha1.RolloutPhase, moved, unready []string) {
-	verifying := d.countClass(classVerifying) + len(moved)
+	verifying := d.countClass(planner.ClassVerifying) + len(moved)
 	switch {
 	case d.completed():
 		d.setPhase(v1alpha1.RolloutComplete, fmt.Sprintf("%d node(s) joined and took %s", len(moved), d.in.Target))
 	case verifying == 0 && len(unready) > 0:
-		d.setPhase(v1alpha1.RolloutBaselining, "measuring the baseline of "+names(unready))
+		d.setPhase(v1alpha1.RolloutBaselining, "measuring the baseline of "+planner.Names(unready))
 	default:
 		msg := fmt.Sprintf("%d node(s) verifying %s", verifying, d.in.Target)
 		if len(moved) > 0 {
-			msg += "; changed " + names(moved)
+			msg += "; changed " + planner.Names(moved)
 		}
 		d.setPhase(stage, msg)
 	}
@@ -61,13 +62,13 @@ func (d *decider) describe(stage v1alpha1.RolloutPhase, moved, unready []string)
 
 // canaries are the nodes that go first: those matching the selector, or
 // the first N (nodes already on the target first, then by name).
-func (d *decider) canaries() []rolloutNode {
+func (d *decider) canaries() []Node {
 	c := d.in.Policy.Canary
 	if c == nil {
 		return nil
 	}
 	if c.Selector != nil {
-		var out []rolloutNode
+		var out []Node
 		for _, n := range d.in.Nodes {
 			if n.Canary {
 				out = append(out, n)
@@ -75,11 +76,11 @@ func (d *decider) canaries() []rolloutNode {
 		}
 		return out
 	}
-	nodes := append([]rolloutNode(nil), d.in.Nodes...)
+	nodes := append([]Node(nil), d.in.Nodes...)
 	sort.SliceStable(nodes, func(i, j int) bool {
-		return d.class[nodes[i].Name] != classWaiting && d.class[nodes[j].Name] == classWaiting
+		return d.class[nodes[i].Name] != planner.ClassWaiting && d.class[nodes[j].Name] == planner.ClassWaiting
 	})
-	n := scaled(c.Nodes, len(nodes), 1)
+	n := Scaled(c.Nodes, len(nodes), 1)
 	if n > len(nodes) {
 		n = len(nodes)
 	}
@@ -87,9 +88,9 @@ func (d *decider) canaries() []rolloutNode {
 }
 
 // pending reports whether a canary has not passed yet.
-func (d *decider) pending(canaries []rolloutNode) bool {
+func (d *decider) pending(canaries []Node) bool {
 	for _, n := range canaries {
-		if d.class[n.Name] != classPassed {
+		if d.class[n.Name] != planner.ClassPassed {
 			return true
 		}
 	}
@@ -99,7 +100,7 @@ func (d *decider) pending(canaries []rolloutNode) bool {
 // baselineReady: the node has a full window under what it holds now, or
 // waited inconclusiveTimeout for one (then it goes without). A joining
 // node is never ready: it has no LatencyNode to move yet.
-func (d *decider) baselineReady(n *rolloutNode) bool {
+func (d *decider) baselineReady(n *Node) bool {
 	if n.Joining {
 		return false
 	}

@@ -1,4 +1,4 @@
-package controllers
+package planner
 
 import (
 	"fmt"
@@ -10,15 +10,15 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// candidate is a LatencyProfile reduced to what node selection needs.
-type candidate struct {
+// Candidate is a LatencyProfile reduced to what node selection needs.
+type Candidate struct {
 	name     string
 	priority int32
 	selector labels.Selector
 }
 
-// resolution is the outcome of node selection for one node.
-type resolution struct {
+// Resolution is the outcome of node selection for one node.
+type Resolution struct {
 	// Winner is the profile that owns the node, "" when none does.
 	Winner string
 	// Conflict lists the profiles tied at the highest priority (two or
@@ -27,10 +27,10 @@ type resolution struct {
 }
 
 // Conflicted reports whether profiles of equal priority claim the node.
-func (r resolution) Conflicted() bool { return len(r.Conflict) > 1 }
+func (r Resolution) Conflicted() bool { return len(r.Conflict) > 1 }
 
 // Involves reports whether profile name is the winner or in the conflict.
-func (r resolution) Involves(name string) bool {
+func (r Resolution) Involves(name string) bool {
 	if r.Winner == name {
 		return true
 	}
@@ -42,12 +42,12 @@ func (r resolution) Involves(name string) bool {
 	return false
 }
 
-// compileProfiles turns profiles into candidates sorted by descending
+// CompileProfiles turns profiles into candidates sorted by descending
 // priority then name. Profiles being deleted take part in no selection, so
 // their nodes are reverted or handed to the next profile. A profile whose
 // selector does not parse is left out and reported in the error map.
-func compileProfiles(profiles []v1alpha1.LatencyProfile) ([]candidate, map[string]error) {
-	out := make([]candidate, 0, len(profiles))
+func CompileProfiles(profiles []v1alpha1.LatencyProfile) ([]Candidate, map[string]error) {
+	out := make([]Candidate, 0, len(profiles))
 	var bad map[string]error
 	for i := range profiles {
 		p := &profiles[i]
@@ -62,7 +62,7 @@ func compileProfiles(profiles []v1alpha1.LatencyProfile) ([]candidate, map[strin
 			bad[p.Name] = fmt.Errorf("parsing nodeSelector: %w", err)
 			continue
 		}
-		out = append(out, candidate{name: p.Name, priority: p.Spec.Priority, selector: sel})
+		out = append(out, Candidate{name: p.Name, priority: p.Spec.Priority, selector: sel})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].priority != out[j].priority {
@@ -73,19 +73,19 @@ func compileProfiles(profiles []v1alpha1.LatencyProfile) ([]candidate, map[strin
 	return out, bad
 }
 
-// selectable is a node's label set as node selection sees it: without the
+// Selectable is a node's label set as node selection sees it: without the
 // label latencytier sets, so that a profile never selects a node because of
 // a label we put there. It wraps the map without copying it.
-type selectable map[string]string
+type Selectable map[string]string
 
 // Has reports whether the label exists and is not ours.
-func (s selectable) Has(key string) bool { _, ok := s.Lookup(key); return ok }
+func (s Selectable) Has(key string) bool { _, ok := s.Lookup(key); return ok }
 
 // Get returns the label's value, "" when absent or ours.
-func (s selectable) Get(key string) string { v, _ := s.Lookup(key); return v }
+func (s Selectable) Get(key string) string { v, _ := s.Lookup(key); return v }
 
 // Lookup returns the label's value and whether it exists and is not ours.
-func (s selectable) Lookup(key string) (string, bool) {
+func (s Selectable) Lookup(key string) (string, bool) {
 	if key == v1alpha1.ProfileLabel {
 		return "", false
 	}
@@ -93,12 +93,12 @@ func (s selectable) Lookup(key string) (string, bool) {
 	return v, ok
 }
 
-// resolveNode decides which profile owns a node: the highest priority among
+// ResolveNode decides which profile owns a node: the highest priority among
 // the profiles that select it; a tie at the top is a conflict and the node
 // goes to none of them. An empty nodeSelector selects every node, as in the
-// rest of Kubernetes. candidates must come from compileProfiles.
-func resolveNode(nodeLabels map[string]string, candidates []candidate) resolution {
-	set := selectable(nodeLabels)
+// rest of Kubernetes. candidates must come from CompileProfiles.
+func ResolveNode(nodeLabels map[string]string, candidates []Candidate) Resolution {
+	set := Selectable(nodeLabels)
 	var top []string
 	var topPriority int32
 	for _, c := range candidates {
@@ -113,10 +113,10 @@ func resolveNode(nodeLabels map[string]string, candidates []candidate) resolutio
 	}
 	switch len(top) {
 	case 0:
-		return resolution{}
+		return Resolution{}
 	case 1:
-		return resolution{Winner: top[0]}
+		return Resolution{Winner: top[0]}
 	default:
-		return resolution{Conflict: top}
+		return Resolution{Conflict: top}
 	}
 }

@@ -1,4 +1,4 @@
-package controllers
+package profilestatus
 
 import (
 	"fmt"
@@ -74,7 +74,7 @@ type statusCase struct {
 func runStatus(tc statusCase) v1alpha1.LatencyProfileStatus {
 	p := tc.profile
 	all := append([]v1alpha1.LatencyProfile{p}, tc.others...)
-	cands, _ := compileProfiles(all)
+	cands, _ := planner.CompileProfiles(all)
 	byName := map[string]*v1alpha1.LatencyNode{}
 	if tc.lns != nil {
 		for _, ln := range tc.lns(&p) {
@@ -85,7 +85,7 @@ func runStatus(tc statusCase) v1alpha1.LatencyProfileStatus {
 	if now.IsZero() {
 		now = t0
 	}
-	st, _ := computeStatus(p.Status, statusInput{
+	st, _ := Compute(p.Status, Input{
 		Profile: &p, Nodes: tc.nodes, Candidates: cands, LatencyNodes: byName,
 		Now: now, UnreachableAfter: 5 * time.Minute, Rollout: tc.rollout,
 	})
@@ -214,10 +214,12 @@ func TestComputeStatus(t *testing.T) {
 	}, {
 		// Paused with every node on the revision is not a stop that
 		// leaves nodes behind: Ready.
-		name:     "paused with every node applied: Ready",
-		profile:  profile("p", 0, rt),
-		nodes:    []corev1.Node{tnode("a", rt, "", 0)},
-		lns:      func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode { return []*v1alpha1.LatencyNode{lnFor("a", p, 0, "", applied)} },
+		name:    "paused with every node applied: Ready",
+		profile: profile("p", 0, rt),
+		nodes:   []corev1.Node{tnode("a", rt, "", 0)},
+		lns: func(p *v1alpha1.LatencyProfile) []*v1alpha1.LatencyNode {
+			return []*v1alpha1.LatencyNode{lnFor("a", p, 0, "", applied)}
+		},
 		rollout:  &v1alpha1.RolloutStatus{Revision: "r2", Phase: v1alpha1.RolloutPaused, Message: "paused"},
 		wantCond: map[string]string{"Ready": "True/AllNodesApplied", "Progressing": "False/Paused"},
 	}, {
@@ -400,8 +402,8 @@ func TestComputeStatusBoundsNodeList(t *testing.T) {
 		nodes = append(nodes, tnode(name, rt, "", 0))
 		lns[name] = lnFor(name, &p, time.Duration(i+1)*time.Microsecond, "", applied)
 	}
-	cands, _ := compileProfiles([]v1alpha1.LatencyProfile{p})
-	st, counts := computeStatus(p.Status, statusInput{Profile: &p, Nodes: nodes, Candidates: cands, LatencyNodes: lns, Now: t0, UnreachableAfter: time.Minute})
+	cands, _ := planner.CompileProfiles([]v1alpha1.LatencyProfile{p})
+	st, counts := Compute(p.Status, Input{Profile: &p, Nodes: nodes, Candidates: cands, LatencyNodes: lns, Now: t0, UnreachableAfter: time.Minute})
 	if len(st.Nodes) != maxStatusNodes || st.NodesOmitted != 8 {
 		t.Fatalf("nodes listed %d, omitted %d; want %d and 8", len(st.Nodes), st.NodesOmitted, maxStatusNodes)
 	}
@@ -464,34 +466,6 @@ func TestProfileConditionsUseTheInjectedClock(t *testing.T) {
 	}
 }
 
-func TestStatusEvents(t *testing.T) {
-	before := v1alpha1.LatencyProfileStatus{}
-	after := v1alpha1.LatencyProfileStatus{Conflicted: 1, Degraded: 2, Applied: 3, WaitingFor: []string{"a"}}
-	meta.SetStatusCondition(&after.Conditions, metav1.Condition{Type: v1alpha1.ProfileReady, Status: metav1.ConditionTrue, Reason: "AllNodesApplied"})
-	var reasons []string
-	for _, e := range statusEvents(before, after) {
-		reasons = append(reasons, e.reason)
-	}
-	want := []string{eventNodeConflict, eventDegraded, eventApplied, eventWaiting}
-	if !reflect.DeepEqual(reasons, want) {
-		t.Fatalf("events = %v, want %v", reasons, want)
-	}
-	if got := statusEvents(after, after); len(got) != 0 {
-		t.Fatalf("unchanged status produced events %v", got)
-	}
-	// More contended nodes held back from the contention taint: a
-	// warning naming how many and the cap; fewer: none.
-	capped := v1alpha1.LatencyProfileStatus{Matched: 8, Contended: 5, ContentionTainted: 2, ContentionHeldBack: 3}
-	got := statusEvents(v1alpha1.LatencyProfileStatus{Matched: 8, Contended: 3, ContentionTainted: 2, ContentionHeldBack: 1}, capped)
-	if len(got) != 1 || got[0].reason != eventContentionCapped || got[0].typ != corev1.EventTypeWarning ||
-		!strings.Contains(got[0].note, "3 contended node(s) held back") || !strings.Contains(got[0].note, "allows 2 of the profile's 8 node(s)") {
-		t.Fatalf("held back events = %+v", got)
-	}
-	if got := statusEvents(capped, v1alpha1.LatencyProfileStatus{Matched: 8, Contended: 2, ContentionTainted: 2}); len(got) != 0 {
-		t.Fatalf("fewer held back produced events %v", got)
-	}
-}
-
 func expectCounts(t *testing.T, st v1alpha1.LatencyProfileStatus, matched, applied, degraded, conflicted int32) {
 	t.Helper()
 	if st.Matched != matched || st.Applied != applied || st.Degraded != degraded || st.Conflicted != conflicted {
@@ -522,14 +496,14 @@ func TestComputeStatusOrderIgnoresInputOrder(t *testing.T) {
 	for _, n := range names {
 		lns[n] = lnFor(n, &p, time.Millisecond, ratios[n], applied)
 	}
-	cands, _ := compileProfiles([]v1alpha1.LatencyProfile{p})
+	cands, _ := planner.CompileProfiles([]v1alpha1.LatencyProfile{p})
 	var first []v1alpha1.ProfileNodeStatus
 	for _, perm := range [][]int{{0, 1, 2, 3}, {3, 2, 1, 0}, {1, 3, 0, 2}, {2, 0, 3, 1}, {0, 2, 1, 3}, {3, 0, 2, 1}} {
 		var nodes []corev1.Node
 		for _, i := range perm {
 			nodes = append(nodes, tnode(names[i], rt, "", 0))
 		}
-		st, _ := computeStatus(p.Status, statusInput{Profile: &p, Nodes: nodes, Candidates: cands, LatencyNodes: lns, Now: t0, UnreachableAfter: time.Minute})
+		st, _ := Compute(p.Status, Input{Profile: &p, Nodes: nodes, Candidates: cands, LatencyNodes: lns, Now: t0, UnreachableAfter: time.Minute})
 		if first == nil {
 			first = st.Nodes
 			continue
@@ -546,7 +520,7 @@ func TestComputeStatusOrderIgnoresInputOrder(t *testing.T) {
 func TestTruncateKeepsUTF8(t *testing.T) {
 	msg := strings.Repeat("调度延迟", 100) // 1200 bytes
 	for _, prefix := range []string{"", "a", "ab"} {
-		got := truncate(prefix + msg)
+		got := Truncate(prefix + msg)
 		if !utf8.ValidString(got) || len(got) > maxMessage || !strings.HasSuffix(got, "...") {
 			t.Fatalf("truncate(%q+...) = %d bytes, valid UTF-8 %v", prefix, len(got), utf8.ValidString(got))
 		}
@@ -565,11 +539,11 @@ func TestStaleRecheck(t *testing.T) {
 		}
 		return ln
 	}
-	in := statusInput{Profile: &p, Now: t0, LatencyNodes: map[string]*v1alpha1.LatencyNode{
+	in := Input{Profile: &p, Now: t0, LatencyNodes: map[string]*v1alpha1.LatencyNode{
 		"soon": at("soon", 50*time.Second, 30*time.Second), "later": at("later", 0, time.Minute),
 		"already": at("already", time.Hour, time.Second), "no-heartbeat": at("no-heartbeat", time.Hour, 0),
 	}}
-	if got := staleRecheck(in); got != 10*time.Second {
+	if got := StaleRecheck(in); got != 10*time.Second {
 		t.Fatalf("staleRecheck = %s, want 10s (soon: reported 50s ago, heartbeat 30s)", got)
 	}
 }

@@ -1,4 +1,4 @@
-package controllers
+package profilestatus
 
 import (
 	"cmp"
@@ -25,11 +25,11 @@ const maxStatusNodes = 32
 // maxMessage is the CRD bound on a node line's message.
 const maxMessage = 512
 
-// statusInput is everything a LatencyProfile's status is computed from.
-type statusInput struct {
+// Input is everything a LatencyProfile's status is computed from.
+type Input struct {
 	Profile      *v1alpha1.LatencyProfile
 	Nodes        []corev1.Node
-	Candidates   []candidate
+	Candidates   []planner.Candidate
 	LatencyNodes map[string]*v1alpha1.LatencyNode
 	Now          time.Time
 	// UnreachableAfter is how long a NotReady node counts as still coming back.
@@ -40,19 +40,20 @@ type statusInput struct {
 	// It is computed once per pass: encoding and hashing the spec for each
 	// of 1000 nodes was a tenth of the manager's CPU during a change.
 	Revision string
-	// resolved memoizes resolveNode per node for one pass: status, the
-	// rollout and the metrics each ask who owns every node (nil: no memo).
-	resolved map[string]resolution
+	// Resolved memoizes planner.ResolveNode per node for one pass: status,
+	// the rollout and the metrics each ask who owns every node (nil: no
+	// memo).
+	Resolved map[string]planner.Resolution
 }
 
-// resolution is who owns node, resolved once per pass.
-func (in statusInput) resolution(node *corev1.Node) resolution {
-	if r, ok := in.resolved[node.Name]; ok {
+// Resolution is who owns node, resolved once per pass.
+func (in Input) Resolution(node *corev1.Node) planner.Resolution {
+	if r, ok := in.Resolved[node.Name]; ok {
 		return r
 	}
-	r := resolveNode(node.Labels, in.Candidates)
-	if in.resolved != nil {
-		in.resolved[node.Name] = r
+	r := planner.ResolveNode(node.Labels, in.Candidates)
+	if in.Resolved != nil {
+		in.Resolved[node.Name] = r
 	}
 	return r
 }
@@ -86,9 +87,9 @@ var severity = map[v1alpha1.ProfileNodeState]int{
 
 // profileNodeLines lists every node the profile owns, is conflicted on, or
 // still has a LatencyNode on (being reverted), in no particular order.
-func profileNodeLines(in statusInput) []nodeLine {
+func profileNodeLines(in Input) []nodeLine {
 	if in.Revision == "" {
-		in.Revision = currentRevision(in.Profile)
+		in.Revision = planner.CurrentRevision(in.Profile)
 	}
 	name := in.Profile.Name
 	seen := map[string]bool{}
@@ -96,7 +97,7 @@ func profileNodeLines(in statusInput) []nodeLine {
 	for i := range in.Nodes {
 		node := &in.Nodes[i]
 		ln := in.LatencyNodes[node.Name]
-		res := in.resolution(node)
+		res := in.Resolution(node)
 		var line nodeLine
 		switch {
 		case res.Conflicted() && res.Involves(name):
@@ -129,13 +130,13 @@ func conflictLine(node, self string, tied []string) nodeLine {
 	return nodeLine{ProfileNodeStatus: v1alpha1.ProfileNodeStatus{
 		Name:    node,
 		State:   v1alpha1.NodeStateConflicted,
-		Message: truncate("selected with equal priority by " + strings.Join(others, ", ")),
+		Message: Truncate("selected with equal priority by " + strings.Join(others, ", ")),
 	}}
 }
 
 func revertLine(node string, ln *v1alpha1.LatencyNode, why string) nodeLine {
 	state := v1alpha1.NodeStateReverting
-	if revertDone(ln) {
+	if planner.RevertDone(ln) {
 		state = v1alpha1.NodeStateReverted
 	}
 	return nodeLine{ProfileNodeStatus: v1alpha1.ProfileNodeStatus{
@@ -144,7 +145,7 @@ func revertLine(node string, ln *v1alpha1.LatencyNode, why string) nodeLine {
 }
 
 // ownedLine is the state of a node the profile owns, from its LatencyNode.
-func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) nodeLine {
+func ownedLine(in Input, node *corev1.Node, ln *v1alpha1.LatencyNode) nodeLine {
 	line := nodeLine{won: true, ProfileNodeStatus: v1alpha1.ProfileNodeStatus{Name: node.Name},
 		tainted: planner.HasTaint(node.Spec.Taints, planner.ContentionTaint)}
 	if ln != nil {
@@ -152,7 +153,7 @@ func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) node
 		line.ThrottledRatio = ln.Status.ThrottledRatio
 		line.throttled = parseRatio(ln.Status.ThrottledRatio)
 	}
-	if gone, _ := unreachable(node, in.Now, in.UnreachableAfter); gone {
+	if gone, _ := planner.Unreachable(node, in.Now, in.UnreachableAfter); gone {
 		line.State, line.Message = v1alpha1.NodeStateUnreachable, "node NotReady longer than "+in.UnreachableAfter.String()
 		return line
 	}
@@ -184,10 +185,10 @@ func ownedLine(in statusInput, node *corev1.Node, ln *v1alpha1.LatencyNode) node
 	applied := meta.FindStatusCondition(conds, v1alpha1.NodeApplied)
 	switch {
 	case applied != nil && applied.Status == metav1.ConditionFalse:
-		line.State, line.Message = v1alpha1.NodeStateDegraded, truncate(applied.Reason+": "+applied.Message)
+		line.State, line.Message = v1alpha1.NodeStateDegraded, Truncate(applied.Reason+": "+applied.Message)
 	case meta.IsStatusConditionTrue(conds, v1alpha1.NodeDrifted):
 		c := meta.FindStatusCondition(conds, v1alpha1.NodeDrifted)
-		line.State, line.Message = v1alpha1.NodeStateDrifted, truncate(c.Message)
+		line.State, line.Message = v1alpha1.NodeStateDrifted, Truncate(c.Message)
 		line.applied = applied != nil && applied.Status == metav1.ConditionTrue
 	case applied != nil && applied.Status == metav1.ConditionTrue:
 		line.State, line.applied = v1alpha1.NodeStateApplied, true
@@ -213,9 +214,9 @@ func staleWhy(st *v1alpha1.LatencyNodeStatus) string {
 		st.ReportedAt.UTC().Format(time.RFC3339), st.HeartbeatInterval.Duration)
 }
 
-// staleRecheck is when the first node of the profile that is not stale yet
+// StaleRecheck is when the first node of the profile that is not stale yet
 // turns stale, so status says so without another event (0: none will).
-func staleRecheck(in statusInput) time.Duration {
+func StaleRecheck(in Input) time.Duration {
 	var soonest time.Duration
 	for _, ln := range in.LatencyNodes {
 		if ln.Spec.Profile != in.Profile.Name {
@@ -227,6 +228,23 @@ func staleRecheck(in statusInput) time.Duration {
 		}
 	}
 	return soonest
+}
+
+// holdsTarget reports whether ln asks for p's current tuning: p's current
+// revision (planner.CurrentRevision, passed in as revision, computed once
+// per status pass), and without spec.rollout p's generation too (a profile
+// with spec.rollout moves its nodes, so their profileGeneration may lag).
+// The revision, a hash of the tuning, stands for the tuning itself:
+// comparing each node's whole tuning was a tenth of the status pass's CPU
+// at 1000 nodes. A tuning edited by hand under the same revision is the
+// node controller's to restore (specUpToDate in controllers/ compares all
+// of it).
+func holdsTarget(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile, revision string) bool {
+	s := &ln.Spec
+	if s.Profile != p.Name || s.Action != v1alpha1.ActionApply || s.Revision != revision {
+		return false
+	}
+	return p.Spec.Rollout != nil || s.ProfileGeneration == p.Generation
 }
 
 // reportsCurrent reports whether the agent's status describes the current
@@ -281,11 +299,11 @@ func compareLines(a, b *nodeLine) int {
 	return strings.Compare(a.Name, b.Name)
 }
 
-// computeStatus is the profile's status from its node lines, and the number
+// Compute is the profile's status from its node lines, and the number
 // of nodes in each state (all of them, where status.nodes is capped).
 // Conditions keep their lastTransitionTime from old when their status does
 // not change, and take in.Now when it does.
-func computeStatus(old v1alpha1.LatencyProfileStatus, in statusInput) (v1alpha1.LatencyProfileStatus, map[v1alpha1.ProfileNodeState]int) {
+func Compute(old v1alpha1.LatencyProfileStatus, in Input) (v1alpha1.LatencyProfileStatus, map[v1alpha1.ProfileNodeState]int) {
 	lines := profileNodeLines(in)
 	keepWrittenFigures(lines, old)
 	counts := map[v1alpha1.ProfileNodeState]int{}
@@ -400,7 +418,7 @@ func countLines(st *v1alpha1.LatencyProfileStatus, lines []nodeLine) lineTally {
 
 // contentionPlan is the contention taint's plan over the nodes the
 // profile owns (planner.PlanContentionTaints), as the taint's writer
-// (contention_taint.go) decides it from the same facts; the status pass
+// (controllers/contention_taint.go) decides it from the same facts; the status pass
 // reports how many it holds back.
 func contentionPlan(p *v1alpha1.LatencyProfile, lines []nodeLine) planner.ContentionPlan {
 	var nodes []planner.ContentionNode
@@ -409,12 +427,12 @@ func contentionPlan(p *v1alpha1.LatencyProfile, lines []nodeLine) planner.Conten
 			nodes = append(nodes, planner.ContentionNode{Name: l.Name, Tainted: l.tainted, Contended: l.contended, Since: l.since})
 		}
 	}
-	return planner.PlanContentionTaints(contentionOf(p), nodes)
+	return planner.PlanContentionTaints(ContentionOf(p), nodes)
 }
 
-// contentionOf is p's contention settings as the taint reads them: none
+// ContentionOf is p's contention settings as the taint reads them: none
 // for a profile being deleted (its taints come off first).
-func contentionOf(p *v1alpha1.LatencyProfile) *v1alpha1.ContentionSpec {
+func ContentionOf(p *v1alpha1.LatencyProfile) *v1alpha1.ContentionSpec {
 	if p == nil || !p.DeletionTimestamp.IsZero() || p.Spec.Measurement == nil {
 		return nil
 	}
@@ -451,9 +469,9 @@ func parseRatio(s string) float64 {
 	return f
 }
 
-// truncate cuts s to maxMessage bytes on a UTF-8 character boundary: a cut
+// Truncate cuts s to maxMessage bytes on a UTF-8 character boundary: a cut
 // character would be stored as U+FFFD and never equal the recomputed status.
-func truncate(s string) string {
+func Truncate(s string) string {
 	if len(s) <= maxMessage {
 		return s
 	}

@@ -1,4 +1,4 @@
-package controllers
+package rollout
 
 import (
 	"fmt"
@@ -10,10 +10,11 @@ import (
 
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/controllers/planner"
+	"latencytier.io/latencytier/controllers/profilestatus"
 )
 
-// rolloutNode is one node the profile owns, as the rollout sees it.
-type rolloutNode struct {
+// Node is one node the profile owns, as the rollout sees it.
+type Node struct {
 	Name   string
 	Canary bool // matches spec.rollout.canary.selector
 	// Joining: p selects the node but no LatencyNode carries p yet. It
@@ -34,17 +35,17 @@ type rolloutNode struct {
 	// and Inconclusive verdicts are listed, the others are judged again
 	// from the evidence. VerdictCurrent says it judged the revision the
 	// node holds.
-	Verdict        *verdict
+	Verdict        *Verdict
 	VerdictCurrent bool
 	// AwaitingReboot: the node's boot parameters are staged, or it is
 	// draining or rebooting (planner/reboot.go): it is judged after the boot.
 	AwaitingReboot bool
 }
 
-// rolloutInput is everything a rollout decision is made from.
-type rolloutInput struct {
+// Input is everything a rollout decision is made from.
+type Input struct {
 	Policy *v1alpha1.RolloutSpec // nil: all at once, verdicts as evidence only
-	Gate   gate
+	Gate   Gate
 	// Unmeasured: the target tuning measures nothing (measurement.source
 	// Disabled), so no window will come to judge it.
 	Unmeasured bool
@@ -52,37 +53,37 @@ type rolloutInput struct {
 	// Target is the revision to roll out; Last the status it replaces.
 	Target string
 	Last   *v1alpha1.RolloutStatus
-	Nodes  []rolloutNode // sorted by name
+	Nodes  []Node // sorted by name
 	Now    time.Time
 }
 
-// nodeMove sets a node's LatencyNode to Action at Revision.
-type nodeMove struct {
+// Move sets a node's LatencyNode to Action at Revision.
+type Move struct {
 	Node     string
 	Action   v1alpha1.NodeAction
 	Revision string
 }
 
-// rolloutPlan is the decision: what to write and what status says.
-type rolloutPlan struct {
-	Moves    []nodeMove
-	Verdicts map[string]*verdict // nil entry: the node has no verdict
+// Plan is the decision: what to write and what status says.
+type Plan struct {
+	Moves    []Move
+	Verdicts map[string]*Verdict // nil entry: the node has no verdict
 	// Kept are the nodes whose verdict stays as on record, figures and
 	// time included (it may have judged an earlier revision).
 	Kept   map[string]bool
 	Status v1alpha1.RolloutStatus
-	Events []statusEvent
+	Events []Event
 	// RequeueAfter is when a clock (window, timeout) next changes the plan.
 	RequeueAfter time.Duration
 	// Classes place each node relative to the target (the managed
 	// reboots uncordon a node once it passed or failed).
-	Classes map[string]nodeClass
+	Classes map[string]planner.Class
 }
 
-// decideRollout is the rollout's next step. Pure: the same input gives the
+// Decide is the rollout's next step. Pure: the same input gives the
 // same plan, and the plan for an input it produced is empty of moves.
-func decideRollout(in rolloutInput) rolloutPlan {
-	d := decider{in: in, plan: rolloutPlan{Verdicts: map[string]*verdict{}, Kept: map[string]bool{}}}
+func Decide(in Input) Plan {
+	d := decider{in: in, plan: Plan{Verdicts: map[string]*Verdict{}, Kept: map[string]bool{}}}
 	d.plan.Status = v1alpha1.RolloutStatus{Revision: in.Target, PreviousRevision: previousRevision(in),
 		ObservedGeneration: in.Generation}
 	d.classify()
@@ -106,7 +107,7 @@ func decideRollout(in rolloutInput) rolloutPlan {
 
 // previousRevision is where a rollback returns to: the last revision that
 // completed, kept across spec changes made mid-rollout.
-func previousRevision(in rolloutInput) string {
+func previousRevision(in Input) string {
 	switch {
 	case in.Last == nil:
 		return ""
@@ -120,15 +121,15 @@ func previousRevision(in rolloutInput) string {
 }
 
 type decider struct {
-	in      rolloutInput
-	plan    rolloutPlan
-	class   map[string]nodeClass
+	in      Input
+	plan    Plan
+	class   map[string]planner.Class
 	failed  []string // names, in order
 	failMsg map[string]string
 }
 
 func (d *decider) classify() {
-	d.class, d.failMsg = map[string]nodeClass{}, map[string]string{}
+	d.class, d.failMsg = map[string]planner.Class{}, map[string]string{}
 	for i := range d.in.Nodes {
 		n := &d.in.Nodes[i]
 		v := d.verdictOf(n)
@@ -136,7 +137,7 @@ func (d *decider) classify() {
 		d.plan.Kept[n.Name] = v != nil && v == n.Verdict
 		c, msg := d.classOf(n)
 		d.class[n.Name] = c
-		if c == classFailed {
+		if c == planner.ClassFailed {
 			d.failed = append(d.failed, n.Name)
 			d.failMsg[n.Name] = msg
 		}
@@ -144,33 +145,33 @@ func (d *decider) classify() {
 }
 
 // classOf places a node relative to the target revision.
-func (d *decider) classOf(n *rolloutNode) (nodeClass, string) {
+func (d *decider) classOf(n *Node) (planner.Class, string) {
 	if n.Action != v1alpha1.ActionApply || n.Revision != d.in.Target {
-		return classWaiting, ""
+		return planner.ClassWaiting, ""
 	}
 	if n.AwaitingReboot {
-		return classVerifying, "" // the reboot has its own timeouts
+		return planner.ClassVerifying, "" // the reboot has its own timeouts
 	}
 	if !n.Reported {
-		return d.timedOut(n, classVerifying, "its agent did not report")
+		return d.timedOut(n, planner.ClassVerifying, "its agent did not report")
 	}
 	if n.ApplyFailed != "" {
-		return classFailed, "failed to apply: " + n.ApplyFailed
+		return planner.ClassFailed, "failed to apply: " + n.ApplyFailed
 	}
 	v := d.plan.Verdicts[n.Name]
 	switch {
 	case d.in.Policy == nil || d.completed():
-		return classPassed, "" // evidence only
-	case v.passed():
-		return classPassed, ""
-	case v.reason == v1alpha1.VerdictRegressed:
-		return classFailed, "regressed: " + v.message
+		return planner.ClassPassed, "" // evidence only
+	case v.Passed():
+		return planner.ClassPassed, ""
+	case v.Reason == v1alpha1.VerdictRegressed:
+		return planner.ClassFailed, "regressed: " + v.Message
 	}
-	return d.timedOut(n, classVerifying, "inconclusive: "+v.message)
+	return d.timedOut(n, planner.ClassVerifying, "inconclusive: "+v.Message)
 }
 
 // timedOut applies onInconclusive once inconclusiveTimeout has passed.
-func (d *decider) timedOut(n *rolloutNode, c nodeClass, why string) (nodeClass, string) {
+func (d *decider) timedOut(n *Node, c planner.Class, why string) (planner.Class, string) {
 	p := d.in.Policy
 	if p == nil {
 		return c, ""
@@ -181,9 +182,9 @@ func (d *decider) timedOut(n *rolloutNode, c nodeClass, why string) (nodeClass, 
 		return c, ""
 	}
 	if p.OnInconclusive == v1alpha1.InconclusivePass {
-		return classPassed, ""
+		return planner.ClassPassed, ""
 	}
-	return classFailed, why + " after " + timeout(p).String()
+	return planner.ClassFailed, why + " after " + timeout(p).String()
 }
 
 // completed: the target's rollout finished on at least one node; later
@@ -234,17 +235,17 @@ func (d *decider) onFailure() {
 
 // rollbackMoves return every node changed away from the previous revision
 // to it (Revert when there is none). Baseline nodes wrote nothing.
-func (d *decider) rollbackMoves() []nodeMove {
+func (d *decider) rollbackMoves() []Move {
 	prev := d.plan.Status.PreviousRevision
-	var moves []nodeMove
+	var moves []Move
 	for _, n := range d.in.Nodes {
 		if n.Action != v1alpha1.ActionApply || n.Revision == prev {
 			continue
 		}
 		if prev == "" {
-			moves = append(moves, nodeMove{n.Name, v1alpha1.ActionRevert, ""})
+			moves = append(moves, Move{n.Name, v1alpha1.ActionRevert, ""})
 		} else {
-			moves = append(moves, nodeMove{n.Name, v1alpha1.ActionApply, prev})
+			moves = append(moves, Move{n.Name, v1alpha1.ActionApply, prev})
 		}
 	}
 	return moves
@@ -253,7 +254,7 @@ func (d *decider) rollbackMoves() []nodeMove {
 // allAtOnce: without a policy the node controller writes every node; the
 // rollout only reports.
 func (d *decider) allAtOnce() {
-	if d.countClass(classPassed) == len(d.in.Nodes) {
+	if d.countClass(planner.ClassPassed) == len(d.in.Nodes) {
 		d.setPhase(v1alpha1.RolloutComplete, fmt.Sprintf("%d node(s) hold %s", len(d.in.Nodes), d.in.Target))
 		return
 	}
@@ -261,7 +262,7 @@ func (d *decider) allAtOnce() {
 }
 
 func (d *decider) setPhase(phase v1alpha1.RolloutPhase, msg string) {
-	d.plan.Status.Phase, d.plan.Status.Message = phase, truncate(msg)
+	d.plan.Status.Phase, d.plan.Status.Message = phase, profilestatus.Truncate(msg)
 	l := d.in.Last
 	if l != nil && l.Phase == phase && l.Revision == d.in.Target {
 		return
@@ -270,24 +271,24 @@ func (d *decider) setPhase(phase v1alpha1.RolloutPhase, msg string) {
 	if phase == v1alpha1.RolloutRolledBack || (phase == v1alpha1.RolloutPaused && len(d.failed) > 0) {
 		typ = corev1.EventTypeWarning
 	}
-	d.plan.Events = append(d.plan.Events, statusEvent{typ, "Rollout" + string(phase), d.plan.Status.Message})
+	d.plan.Events = append(d.plan.Events, Event{typ, "Rollout" + string(phase), d.plan.Status.Message})
 }
 
 func (d *decider) count() {
 	st := &d.plan.Status
 	for _, n := range d.in.Nodes {
 		switch d.class[n.Name] {
-		case classWaiting:
+		case planner.ClassWaiting:
 			st.Waiting++
-		case classVerifying:
+		case planner.ClassVerifying:
 			st.Verifying++
-		case classPassed:
+		case planner.ClassPassed:
 			st.Updated++
-		case classFailed:
+		case planner.ClassFailed:
 			st.Failed++
 		}
 		if v := d.plan.Verdicts[n.Name]; v != nil {
-			switch v.reason {
+			switch v.Reason {
 			case v1alpha1.VerdictImproved:
 				st.Improved++
 			case v1alpha1.VerdictUnchanged:
@@ -307,7 +308,7 @@ func (d *decider) count() {
 	}
 }
 
-func (d *decider) countClass(c nodeClass) int {
+func (d *decider) countClass(c planner.Class) int {
 	k := 0
 	for _, n := range d.in.Nodes {
 		if d.class[n.Name] == c {
@@ -328,8 +329,8 @@ func (d *decider) wake(t time.Time) {
 	}
 }
 
-// scaled resolves a count or percentage of total, rounded up, at least min.
-func scaled(v *intstr.IntOrString, total, min int) int {
+// Scaled resolves a count or percentage of total, rounded up, at least min.
+func Scaled(v *intstr.IntOrString, total, min int) int {
 	if v == nil {
 		return min
 	}
@@ -340,7 +341,9 @@ func scaled(v *intstr.IntOrString, total, min int) int {
 	return n
 }
 
-func window(p *v1alpha1.RolloutSpec) time.Duration {
+// Window is how long a node is verified after a move: spec.rollout.verificationWindow,
+// a minute when unset.
+func Window(p *v1alpha1.RolloutSpec) time.Duration {
 	if p.VerificationWindow == nil {
 		return time.Minute
 	}
@@ -354,9 +357,11 @@ func timeout(p *v1alpha1.RolloutSpec) time.Duration {
 	return p.InconclusiveTimeout.Duration
 }
 
-// names lists up to five names, then how many more.
-var names = planner.Names
-
-func sortByName(nodes []rolloutNode) {
+func sortByName(nodes []Node) {
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 }
+
+// Event is an event a rollout step warrants: its type (Normal, Warning),
+// reason and note. The profile reconciler records it once the step's
+// status is on record.
+type Event struct{ Type, Reason, Note string }

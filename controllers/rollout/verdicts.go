@@ -1,4 +1,4 @@
-package controllers
+package rollout
 
 import (
 	"sort"
@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/profilestatus"
 )
 
 // The rollout's verdicts: each node's judgement under the revision it holds
@@ -22,7 +23,7 @@ import (
 // back to the previous one, or not reached yet) once it has a verdict: its
 // baseline may be the regressed window, against which the old tuning
 // would read "Improved".
-func (d *decider) verdictOf(n *rolloutNode) *verdict {
+func (d *decider) verdictOf(n *Node) *Verdict {
 	if n.Action != v1alpha1.ActionApply || (d.in.Policy != nil && n.Revision != d.in.Target && n.Verdict != nil) {
 		return n.Verdict
 	}
@@ -30,9 +31,9 @@ func (d *decider) verdictOf(n *rolloutNode) *verdict {
 	if cur == nil || cur.Action != v1alpha1.ActionApply || cur.Revision != n.Revision {
 		cur = nil
 	}
-	if p := d.in.Policy; p != nil && cur != nil && n.Revision == d.in.Target && cur.MeasuredAt.Time.Before(n.SetAt.Add(window(p))) {
-		v := verdict{v1alpha1.VerdictInconclusive, "verifying until " + n.SetAt.Add(window(p)).UTC().Format(time.RFC3339)}
-		d.wake(n.SetAt.Add(window(p)))
+	if p := d.in.Policy; p != nil && cur != nil && n.Revision == d.in.Target && cur.MeasuredAt.Time.Before(n.SetAt.Add(Window(p))) {
+		v := Verdict{v1alpha1.VerdictInconclusive, "verifying until " + n.SetAt.Add(Window(p)).UTC().Format(time.RFC3339)}
+		d.wake(n.SetAt.Add(Window(p)))
 		return &v
 	}
 	if d.in.Policy == nil && cur == nil {
@@ -69,7 +70,7 @@ func (d *decider) verdictList() ([]v1alpha1.NodeVerdictStatus, int32) {
 	var list []v1alpha1.NodeVerdictStatus
 	for _, n := range d.in.Nodes {
 		v := d.plan.Verdicts[n.Name]
-		if v == nil || v.passed() {
+		if v == nil || v.Passed() {
 			continue
 		}
 		old := prev[n.Name]
@@ -77,9 +78,9 @@ func (d *decider) verdictList() ([]v1alpha1.NodeVerdictStatus, int32) {
 			list = append(list, *old.DeepCopy())
 			continue
 		}
-		e := v1alpha1.NodeVerdictStatus{Node: n.Name, Verdict: v.reason, Revision: n.Revision,
-			Message: truncate(v.message), LastTransitionTime: ptr.To(metav1.NewTime(d.in.Now))}
-		if old != nil && old.Verdict == v.reason && old.LastTransitionTime != nil {
+		e := v1alpha1.NodeVerdictStatus{Node: n.Name, Verdict: v.Reason, Revision: n.Revision,
+			Message: profilestatus.Truncate(v.Message), LastTransitionTime: ptr.To(metav1.NewTime(d.in.Now))}
+		if old != nil && old.Verdict == v.Reason && old.LastTransitionTime != nil {
 			e.LastTransitionTime = old.LastTransitionTime.DeepCopy()
 		}
 		list = append(list, e)

@@ -1,4 +1,4 @@
-package controllers
+package planner
 
 import (
 	"reflect"
@@ -30,46 +30,46 @@ func TestResolveNode(t *testing.T) {
 		name     string
 		labels   map[string]string
 		profiles []v1alpha1.LatencyProfile
-		want     resolution
+		want     Resolution
 	}{
-		{"no profile", map[string]string{"tier": "rt"}, nil, resolution{}},
+		{"no profile", map[string]string{"tier": "rt"}, nil, Resolution{}},
 		{"not selected", map[string]string{"tier": "web"},
-			[]v1alpha1.LatencyProfile{profile("a", 0, map[string]string{"tier": "rt"})}, resolution{}},
+			[]v1alpha1.LatencyProfile{profile("a", 0, map[string]string{"tier": "rt"})}, Resolution{}},
 		{"selected", map[string]string{"tier": "rt"},
-			[]v1alpha1.LatencyProfile{profile("a", 0, map[string]string{"tier": "rt"})}, resolution{Winner: "a"}},
+			[]v1alpha1.LatencyProfile{profile("a", 0, map[string]string{"tier": "rt"})}, Resolution{Winner: "a"}},
 		{"higher priority wins", map[string]string{"tier": "rt", "zone": "a"},
 			[]v1alpha1.LatencyProfile{
 				profile("low", 1, map[string]string{"tier": "rt"}),
 				profile("high", 5, map[string]string{"zone": "a"}),
-			}, resolution{Winner: "high"}},
+			}, Resolution{Winner: "high"}},
 		{"equal priority conflicts", map[string]string{"tier": "rt", "zone": "a"},
 			[]v1alpha1.LatencyProfile{
 				profile("b", 5, map[string]string{"zone": "a"}),
 				profile("a", 5, map[string]string{"tier": "rt"}),
 				profile("low", 1, map[string]string{"tier": "rt"}),
-			}, resolution{Conflict: []string{"a", "b"}}},
+			}, Resolution{Conflict: []string{"a", "b"}}},
 		{"tie below the winner is no conflict", map[string]string{"tier": "rt"},
 			[]v1alpha1.LatencyProfile{
 				profile("x", 1, map[string]string{"tier": "rt"}),
 				profile("y", 1, map[string]string{"tier": "rt"}),
 				profile("top", 2, map[string]string{"tier": "rt"}),
-			}, resolution{Winner: "top"}},
+			}, Resolution{Winner: "top"}},
 		{"deleted profile takes no node", map[string]string{"tier": "rt"},
 			[]v1alpha1.LatencyProfile{deleted, profile("next", 0, map[string]string{"tier": "rt"})},
-			resolution{Winner: "next"}},
+			Resolution{Winner: "next"}},
 		{"invalid selector is ignored", map[string]string{"x": "1"},
-			[]v1alpha1.LatencyProfile{bad}, resolution{}},
+			[]v1alpha1.LatencyProfile{bad}, Resolution{}},
 		{"empty selector selects every node", map[string]string{"any": "thing"},
-			[]v1alpha1.LatencyProfile{profile("all", 0, nil)}, resolution{Winner: "all"}},
+			[]v1alpha1.LatencyProfile{profile("all", 0, nil)}, Resolution{Winner: "all"}},
 		{"our own label never selects", map[string]string{v1alpha1.ProfileLabel: "a"},
-			[]v1alpha1.LatencyProfile{profile("a", 0, map[string]string{v1alpha1.ProfileLabel: "a"})}, resolution{}},
+			[]v1alpha1.LatencyProfile{profile("a", 0, map[string]string{v1alpha1.ProfileLabel: "a"})}, Resolution{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cands, _ := compileProfiles(tc.profiles)
-			got := resolveNode(tc.labels, cands)
+			cands, _ := CompileProfiles(tc.profiles)
+			got := ResolveNode(tc.labels, cands)
 			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("resolveNode = %+v, want %+v", got, tc.want)
+				t.Fatalf("ResolveNode = %+v, want %+v", got, tc.want)
 			}
 		})
 	}
@@ -78,7 +78,7 @@ func TestResolveNode(t *testing.T) {
 func TestCompileProfilesReportsBadSelector(t *testing.T) {
 	bad := profile("bad", 0, nil)
 	bad.Spec.NodeSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "x", Operator: "Bogus"}}
-	cands, errs := compileProfiles([]v1alpha1.LatencyProfile{bad, profile("ok", 0, nil)})
+	cands, errs := CompileProfiles([]v1alpha1.LatencyProfile{bad, profile("ok", 0, nil)})
 	if len(cands) != 1 || cands[0].name != "ok" {
 		t.Fatalf("candidates = %+v, want only ok", cands)
 	}
