@@ -21,8 +21,10 @@ import (
 // window: Outside after v1alpha1.PodBudgetOutsideAfter windows in a row
 // over the budget, Within again after v1alpha1.PodBudgetWithinAfter
 // windows in a row inside it. A window that cannot tell (no attribution
-// for a wait budget) makes the verdict Unknown and the counts start
-// again; so does a pod's first window, which did not trace all of it.
+// for a wait budget; for a run-queue p99 budget, no histogram of the pod
+// or fewer than v1alpha1.PodBudgetMinSamples waits in it) makes the
+// verdict Unknown and the counts start again; so does a pod's first
+// window, which did not trace all of it.
 
 // BudgetPod is a measured pod as the budget rule sees it.
 type BudgetPod struct {
@@ -44,6 +46,10 @@ type PodBudgetWindow struct {
 	// (measure.Result.Traced): only their wait is known, a pod missing
 	// from Attribution then waited nothing.
 	Traced map[string]bool
+	// RunQueue is each traced pod's own run-queue latency, by
+	// namespace/name (measure.Result.PodRunQueue): a pod missing from it
+	// had no histogram of its own.
+	RunQueue map[string]measure.PodRunQueue
 	// Throttling is every pod with a CFS quota or opted in
 	// (measure.Result.AllThrottling); a pod not in it has no quota and
 	// is never throttled.
@@ -103,17 +109,24 @@ func (b *PodBudgets) Judge(w PodBudgetWindow) []v1alpha1.PodBudgetResult {
 		if attributed {
 			fillBreakdown(&res, waits[key], w.Window)
 		}
+		rq, hasHist := w.RunQueue[key]
+		hasHist = hasHist && w.Traced[key]
+		if hasHist && rq.Samples > 0 {
+			res.RunQueueP99, res.RunQueueSamples = &metav1.Duration{Duration: roundWait(rq.P99)}, rq.Samples
+		}
 		switch {
 		case !validBudget(*budget):
-			st.set(v1alpha1.PodBudgetUnknown, w.Now)
-			st.over, st.inside, st.reason = 0, 0, v1alpha1.ReasonInvalidBudget
+			st.unknown(v1alpha1.ReasonInvalidBudget, w.Now)
 		case !seen:
 			st.reason = v1alpha1.ReasonFirstWindow
 		case budget.WaitPerSecond != nil && !attributed:
-			st.set(v1alpha1.PodBudgetUnknown, w.Now)
-			st.over, st.inside, st.reason = 0, 0, v1alpha1.ReasonNoAttribution
+			st.unknown(v1alpha1.ReasonNoAttribution, w.Now)
+		case budget.RunQueueP99 != nil && !hasHist:
+			st.unknown(v1alpha1.ReasonNoPodHistogram, w.Now)
+		case budget.RunQueueP99 != nil && rq.Samples < v1alpha1.PodBudgetMinSamples:
+			st.unknown(v1alpha1.ReasonTooFewSamples, w.Now)
 		default:
-			st.count(overReason(*budget, res, t, hasQuota), w.Now)
+			st.count(overReason(*budget, res, rq, t, hasQuota), w.Now)
 		}
 		res.Verdict, res.Reason, res.Since = st.verdict, st.reason, &metav1.Time{Time: st.since}
 		out = append(out, res)
@@ -149,30 +162,43 @@ func (st *podBudgetState) count(over string, now time.Time) {
 	st.reason = cmp.Or(over, v1alpha1.ReasonPodWithinBudget)
 }
 
+// unknown takes a window that cannot judge the pod, for reason: the
+// verdict is Unknown and the counts start again.
+func (st *podBudgetState) unknown(reason string, now time.Time) {
+	st.set(v1alpha1.PodBudgetUnknown, now)
+	st.over, st.inside, st.reason = 0, 0, reason
+}
+
 func (st *podBudgetState) set(v v1alpha1.PodBudgetVerdict, now time.Time) {
 	if st.verdict != v {
 		st.verdict, st.since = v, now
 	}
 }
 
-// overReason says which of budget's figures res is over ("" for none).
-func overReason(budget v1alpha1.PodBudget, res v1alpha1.PodBudgetResult, t v1alpha1.PodThrottling, hasQuota bool) string {
+// overReason says which of budget's figures res (and rq, the pod's
+// unrounded run-queue latency) is over ("" for none).
+func overReason(budget v1alpha1.PodBudget, res v1alpha1.PodBudgetResult, rq measure.PodRunQueue, t v1alpha1.PodThrottling, hasQuota bool) string {
 	wait := budget.WaitPerSecond != nil && res.WaitPerSecond != nil && res.WaitPerSecond.Duration > budget.WaitPerSecond.Duration
+	p99 := budget.RunQueueP99 != nil && rq.P99 > budget.RunQueueP99.Duration
 	var thr bool
 	if budget.ThrottledRatio != nil && hasQuota {
 		limit, ok := ratio.Parse(*budget.ThrottledRatio)
 		got, gotOK := ratio.Parse(t.Ratio)
 		thr = ok && gotOK && got > limit
 	}
-	switch {
-	case wait && thr:
-		return v1alpha1.ReasonWaitAndThrottledOverBudget
-	case wait:
-		return v1alpha1.ReasonWaitOverBudget
-	case thr:
-		return v1alpha1.ReasonThrottledOverBudget
-	}
-	return ""
+	return overReasons[[3]bool{wait, p99, thr}]
+}
+
+// overReasons names the figures over a budget: wait, run-queue p99,
+// throttled.
+var overReasons = map[[3]bool]string{
+	{true, false, false}: v1alpha1.ReasonWaitOverBudget,
+	{false, true, false}: v1alpha1.ReasonRunQueueP99OverBudget,
+	{false, false, true}: v1alpha1.ReasonThrottledOverBudget,
+	{true, true, false}:  v1alpha1.ReasonWaitAndRunQueueP99OverBudget,
+	{true, false, true}:  v1alpha1.ReasonWaitAndThrottledOverBudget,
+	{false, true, true}:  v1alpha1.ReasonRunQueueP99AndThrottledOverBudget,
+	{true, true, true}:   v1alpha1.ReasonWaitAndRunQueueP99AndThrottledOverBudget,
 }
 
 // fillBreakdown sets res's wait and its parts per second from a (the zero
@@ -200,15 +226,19 @@ func fillBreakdown(res *v1alpha1.PodBudgetResult, a measure.PodAttribution, wind
 }
 
 // validBudget says b's figures are within the CRD's bounds: a wait
-// between figures.WaitFloor and ContentionMaxWaitPerSecond, a ratio
-// between 0 and 1, at least one of them. The LatencyNode's spec is not
-// trusted to have passed the profile's validation; a budget outside them
-// judges nothing (its pods are Unknown, InvalidBudget).
+// between figures.WaitFloor and ContentionMaxWaitPerSecond, a run-queue
+// p99 between PodBudgetMinRunQueueP99 and PodBudgetMaxRunQueueP99, a
+// ratio between 0 and 1, at least one of them. The LatencyNode's spec is
+// not trusted to have passed the profile's validation; a budget outside
+// them judges nothing (its pods are Unknown, InvalidBudget).
 func validBudget(b v1alpha1.PodBudget) bool {
-	if b.WaitPerSecond == nil && b.ThrottledRatio == nil {
+	if b.WaitPerSecond == nil && b.RunQueueP99 == nil && b.ThrottledRatio == nil {
 		return false
 	}
 	if w := b.WaitPerSecond; w != nil && (w.Duration < time.Duration(figures.WaitFloor) || w.Duration > v1alpha1.ContentionMaxWaitPerSecond) {
+		return false
+	}
+	if p := b.RunQueueP99; p != nil && (p.Duration < v1alpha1.PodBudgetMinRunQueueP99 || p.Duration > v1alpha1.PodBudgetMaxRunQueueP99) {
 		return false
 	}
 	if r := b.ThrottledRatio; r != nil {

@@ -192,6 +192,8 @@ func TestPodBudgetOutOfBoundsJudgesNothing(t *testing.T) {
 		"ratio 1%":      {Name: "web", ThrottledRatio: &bad},
 		"ratio 1.5":     {Name: "web", ThrottledRatio: &over},
 		"no figure":     {Name: "web"},
+		"p99 1us":       {Name: "web", RunQueueP99: &metav1.Duration{Duration: time.Microsecond}},
+		"p99 1h":        {Name: "web", RunQueueP99: &metav1.Duration{Duration: time.Hour}},
 	} {
 		var rule PodBudgets
 		for i := range 4 {
@@ -233,5 +235,104 @@ func TestWaitBudgets(t *testing.T) {
 	}
 	if WaitBudgets(nil, []BudgetPod{webPod}) != nil {
 		t.Error("no budgets: want no wait budgets")
+	}
+}
+
+// p99Window is budgetWindow with web-0 under a budget of 100µs run-queue
+// p99 (and its 10ms wait budget): web-0's own p99 is p99 over samples
+// waits; samples < 0 leaves web-0 without a histogram of its own.
+func p99Window(i int, p99 time.Duration, samples int64) PodBudgetWindow {
+	w := budgetWindow(i, 5*time.Millisecond, "0.01")
+	w.Budgets[0].RunQueueP99 = &metav1.Duration{Duration: 100 * time.Microsecond}
+	w.RunQueue = map[string]measure.PodRunQueue{"shop/batch-0": {Samples: 500, P99: time.Second}}
+	if samples >= 0 {
+		w.RunQueue["shop/web-0"] = measure.PodRunQueue{Samples: samples, P99: p99}
+	}
+	return w
+}
+
+// TestPodBudgetRunQueueP99: a pod whose own run-queue p99 is over its
+// budget's runQueueP99 turns Outside (RunQueueP99OverBudget) after
+// PodBudgetOutsideAfter windows, judged on enough waits only: fewer than
+// PodBudgetMinSamples, or no histogram of the pod (the schedstat
+// fallback, or past the tracer's per-pod histograms), is Unknown and
+// starts the count again. Another pod's p99 (batch-0's 1s, under a
+// budget without runQueueP99) judges nothing.
+func TestPodBudgetRunQueueP99(t *testing.T) {
+	us := time.Microsecond
+	steps := []struct {
+		w    PodBudgetWindow
+		want string
+	}{
+		{p99Window(0, 50*us, 500), "web-0=Unknown/FirstWindow"},
+		{p99Window(1, 50*us, 500), "web-0=Within/WithinBudget"},
+		{p99Window(2, 400*us, 500), "web-0=Within/RunQueueP99OverBudget"},
+		{p99Window(3, 400*us, 500), "web-0=Outside/RunQueueP99OverBudget"},
+		{p99Window(4, 50*us, 500), "web-0=Outside/RunQueueP99OverBudget"},
+		// Too few waits for a p99, then no histogram: Unknown, counts reset.
+		{p99Window(5, 400*us, v1alpha1.PodBudgetMinSamples-1), "web-0=Unknown/TooFewSamples"},
+		{p99Window(6, 400*us, 500), "web-0=Within/RunQueueP99OverBudget"},
+		{p99Window(7, 0, -1), "web-0=Unknown/NoPodHistogram"},
+		{p99Window(8, 400*us, v1alpha1.PodBudgetMinSamples), "web-0=Within/RunQueueP99OverBudget"},
+		{p99Window(9, 400*us, 500), "web-0=Outside/RunQueueP99OverBudget"},
+	}
+	var b PodBudgets
+	for i, s := range steps {
+		rs := b.Judge(s.w)
+		var web v1alpha1.PodBudgetResult
+		for _, r := range rs {
+			if r.Name == "web-0" {
+				web = r
+			} else if r.Verdict == v1alpha1.PodOutsideBudget || r.Reason != v1alpha1.ReasonPodWithinBudget && i > 0 {
+				t.Fatalf("window %d: %s %s/%s judged on a p99 its budget does not bound", i, r.Name, r.Verdict, r.Reason)
+			}
+		}
+		if got := verdicts([]v1alpha1.PodBudgetResult{web}); got != s.want {
+			t.Fatalf("window %d: got %s, want %s", i, got, s.want)
+		}
+		rq, ok := s.w.RunQueue["shop/web-0"]
+		switch {
+		case !ok && web.RunQueueP99 != nil:
+			t.Errorf("window %d: a p99 %v without a histogram", i, web.RunQueueP99)
+		case ok && (web.RunQueueP99 == nil || web.RunQueueP99.Duration != rq.P99 || web.RunQueueSamples != rq.Samples):
+			t.Errorf("window %d: status p99 %v of %d waits, measured %v of %d", i, web.RunQueueP99, web.RunQueueSamples, rq.P99, rq.Samples)
+		}
+	}
+}
+
+// TestPodBudgetReasonsNameEveryFigureOver: the reason names each figure
+// over the budget, in the order wait, run-queue p99, throttled.
+func TestPodBudgetReasonsNameEveryFigureOver(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		wait  time.Duration
+		p99   time.Duration
+		ratio string
+		want  string
+	}{
+		{50 * ms, 50 * time.Microsecond, "0.01", v1alpha1.ReasonWaitOverBudget},
+		{5 * ms, 5 * ms, "0.01", v1alpha1.ReasonRunQueueP99OverBudget},
+		{5 * ms, 50 * time.Microsecond, "0.5", v1alpha1.ReasonThrottledOverBudget},
+		{50 * ms, 5 * ms, "0.01", v1alpha1.ReasonWaitAndRunQueueP99OverBudget},
+		{50 * ms, 50 * time.Microsecond, "0.5", v1alpha1.ReasonWaitAndThrottledOverBudget},
+		{5 * ms, 5 * ms, "0.5", v1alpha1.ReasonRunQueueP99AndThrottledOverBudget},
+		{50 * ms, 5 * ms, "0.5", v1alpha1.ReasonWaitAndRunQueueP99AndThrottledOverBudget},
+		{5 * ms, 50 * time.Microsecond, "0.01", v1alpha1.ReasonPodWithinBudget},
+	} {
+		var b PodBudgets
+		var got string
+		for i := range 2 {
+			w := budgetWindow(i, c.wait, c.ratio)
+			ratio := "0.05"
+			w.Budgets = []v1alpha1.PodBudget{{Name: "all", WaitPerSecond: &metav1.Duration{Duration: 10 * ms},
+				RunQueueP99: &metav1.Duration{Duration: 100 * time.Microsecond}, ThrottledRatio: &ratio}}
+			w.Pods = []BudgetPod{webPod}
+			w.Throttling = []v1alpha1.PodThrottling{{Namespace: "shop", Name: "web-0", Ratio: c.ratio}}
+			w.RunQueue = map[string]measure.PodRunQueue{"shop/web-0": {Samples: 500, P99: c.p99}}
+			got = b.Judge(w)[0].Reason
+		}
+		if got != c.want {
+			t.Errorf("wait %v p99 %v ratio %s: reason %s, want %s", c.wait, c.p99, c.ratio, got, c.want)
+		}
 	}
 }

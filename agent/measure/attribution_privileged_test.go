@@ -54,3 +54,10 @@ func TestPodBudgetOutsideBesideHog(t *testing.T) {
 	kernellock.Lock(t)
 	attrtest.PodBudgetOutsideBesideHog(t, attrtest.Open(t))
 }
+
+// Per-pod run-queue p99 (issue 45 item 2): a measured pod beside a pinned
+// busy loop has a p99 of its own, above a quiet measured pod's.
+func TestPodP99RisesBesideHog(t *testing.T) {
+	kernellock.Lock(t)
+	attrtest.PodP99RisesBesideHog(t, attrtest.Open(t))
+}

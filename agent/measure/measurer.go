@@ -94,6 +94,14 @@ type Result struct {
 	// bpf.MaxPodCgroups, first seen in the window) has no wait to judge,
 	// which is not a wait of 0.
 	Traced map[string]bool `json:"-"`
+	// PodRunQueue is, by namespace/name, the run-queue latency of each pod
+	// in Traced that had a histogram of its own in the tracer (podhist.go);
+	// nil on the schedstat fallback.
+	PodRunQueue map[string]PodRunQueue `json:"-"`
+	// PodsWithoutOwnHist is how many measured pods shared the tracer's
+	// last per-pod histogram in the window (past bpf.PodSlots-1 pods):
+	// Traced, but not in PodRunQueue.
+	PodsWithoutOwnHist int `json:"podsWithoutOwnHist,omitempty"`
 	// PodBudgets is every measured pod's verdict against
 	// measurement.budgets, Outside first (agent/findings' PodBudgets, set
 	// by agent/window); unbounded, status holds the first
@@ -151,6 +159,13 @@ type Measurer struct {
 	// traced are the pods (namespace/name) measured through the window
 	// podLatency last ended.
 	traced map[string]bool
+	// slots are the measured pods' histograms in the tracer; podRunQueue
+	// is what they held for the window podLatency last ended, podsShared
+	// how many measured pods have none of their own in the window now
+	// running.
+	slots       podSlots
+	podRunQueue map[string]PodRunQueue
+	podsShared  int
 	// cgPaths caches cgroup ID -> path in the cpu hierarchy; cgWalked says
 	// this window walked it already.
 	cgPaths  map[uint64]string
@@ -271,8 +286,9 @@ func (m *Measurer) Collect(ctx context.Context, in Input) (*Result, error) {
 	}
 
 	if t := in.Tuning; t.Measurement == nil || t.Measurement.Source != v1alpha1.MeasurementDisabled {
+		shared := m.podsShared
 		res.Pods, res.Attribution, res.Attributed = m.podLatency(t, in.Pods)
-		res.Traced = m.traced
+		res.Traced, res.PodRunQueue, res.PodsWithoutOwnHist = m.traced, m.podRunQueue, shared
 	}
 
 	isMeasured := func(p podcgroup.Pod) bool { return measured(in.Tuning, p) }

@@ -107,14 +107,29 @@ func (m *Measurer) podLatency(t v1alpha1.TuningSpec, pods []podcgroup.Pod) (*v1a
 		m.log.Info("Read no run-delay attribution", "reason", err.Error())
 	}
 	m.traced = tracedPods(m.victims)
+	m.podRunQueue = nil
+	if m.podsTracked {
+		if m.podRunQueue, err = m.slots.read(m.bpfSrc.t, m.victims); err != nil {
+			m.log.Info("Read no per-pod run-delay histogram", "reason", err.Error())
+		}
+	}
 	ids, refs, err := m.podCgroupIDs(measuredPods(t, pods))
 	if err != nil {
 		m.log.Info("Measuring pods' run delay partly", "reason", err.Error())
 	}
-	if err := m.bpfSrc.t.SetPodCgroups(ids); err != nil {
+	fresh, shared := m.slots.assign(podUIDs(refs))
+	if err := sharedErr(shared); err != nil {
+		m.log.Info("Measuring pods' run-queue p99 partly", "reason", err.Error())
+	}
+	m.podsShared = shared
+	if err := m.bpfSrc.t.SetPodCgroups(m.slots.withSlots(ids, refs)); err != nil {
 		m.log.Info("Measuring no pod's run delay next window", "reason", err.Error())
 		ids, refs = nil, nil
 		_ = m.bpfSrc.t.SetPodCgroups(nil)
+		m.slots = podSlots{} // every slot is re-based when given again
+	} else if err := m.slots.rebase(m.bpfSrc.t, fresh); err != nil {
+		m.log.Info("Measuring no pod's run-queue p99 next window", "reason", err.Error())
+		m.slots = podSlots{}
 	}
 	m.podsTracked = len(ids) > 0
 	m.victims = refs

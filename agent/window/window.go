@@ -137,7 +137,7 @@ func (c *Collector) judgeBudgets(budgets []v1alpha1.PodBudget, pods []findings.B
 	}
 	return c.budgets.Judge(findings.PodBudgetWindow{Budgets: budgets, Pods: pods,
 		Attributed: res.Attributed, Window: res.Window, Attribution: res.Attribution, Traced: res.Traced,
-		Throttling: res.AllThrottling, Now: time.Now()})
+		RunQueue: res.PodRunQueue, Throttling: res.AllThrottling, Now: time.Now()})
 }
 
 // measuredPods are the input's pods the tuning measures, as the budget

@@ -269,6 +269,12 @@ func TestCRDRulesMatchTheConstants(t *testing.T) {
 		strconv.FormatInt(int64(v1alpha1.ContentionMaxWaitPerSecond/time.Second), 10)+"s')") {
 		t.Errorf("budgets waitPerSecond rule %q is not figures.WaitFloor %v .. ContentionMaxWaitPerSecond %v", r, wait, v1alpha1.ContentionMaxWaitPerSecond)
 	}
+	if r := rules(dig(t, budgets, "items", "properties", "runQueueP99")); !strings.Contains(r, "duration(self) >= duration('"+
+		strconv.FormatInt(int64(v1alpha1.PodBudgetMinRunQueueP99/time.Microsecond), 10)+"us') && duration(self) <= duration('"+
+		strconv.FormatInt(int64(v1alpha1.PodBudgetMaxRunQueueP99/time.Second), 10)+"s')") {
+		t.Errorf("budgets runQueueP99 rule %q is not PodBudgetMinRunQueueP99 %v .. PodBudgetMaxRunQueueP99 %v", r,
+			v1alpha1.PodBudgetMinRunQueueP99, v1alpha1.PodBudgetMaxRunQueueP99)
+	}
 	if got := fmt.Sprint(budgets.(map[string]any)["maxItems"]); got != strconv.Itoa(v1alpha1.MaxPodBudgets) {
 		t.Errorf("measurement.budgets maxItems %s, MaxPodBudgets %d", got, v1alpha1.MaxPodBudgets)
 	}

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -13,11 +15,11 @@ import (
 
 // PodBudget is a budget for the measured pods its podSelector matches.
 // The figures it bounds are the ones the agent measures per pod:
-// waitPerSecond (the pod's run-queue wait, from the eBPF attribution)
-// and throttledRatio (its CFS throttling). A per-pod run-queue p99 is not
-// one of them: the tracer keeps one histogram for all measured pods, not
-// one per pod.
-// +kubebuilder:validation:XValidation:rule="has(self.waitPerSecond) || has(self.throttledRatio)",message="a measurement.budgets entry needs waitPerSecond or throttledRatio (or both)"
+// waitPerSecond (the pod's run-queue wait, from the eBPF attribution),
+// runQueueP99 (the 99th percentile of the pod's own run-queue waits, from
+// the eBPF tracer's histogram of that pod) and throttledRatio (its CFS
+// throttling).
+// +kubebuilder:validation:XValidation:rule="has(self.waitPerSecond) || has(self.runQueueP99) || has(self.throttledRatio)",message="a measurement.budgets entry needs waitPerSecond, runQueueP99 or throttledRatio (one or more)"
 type PodBudget struct {
 	// name names the budget in status, in kubectl latency explain and in
 	// the latencytier_pod_within_budget metric's budget label: a DNS label,
@@ -52,6 +54,21 @@ type PodBudget struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('10s')",message="measurement.budgets waitPerSecond must be between 1ms and 10s"
 	WaitPerSecond *metav1.Duration `json:"waitPerSecond,omitempty"`
+
+	// runQueueP99 is the highest 99th percentile of the pod's run-queue
+	// latency (each wait of one of its tasks from wake-up, or preemption,
+	// to running) in a window. Between 10us and 10s. It needs the eBPF
+	// measurement, and a window in which the pod's tasks waited at least
+	// 20 times (fewer do not make a 99th percentile); otherwise the
+	// verdict is Unknown. The agent keeps a histogram of its own for at
+	// most 255 measured pods on a node; past them a pod's p99 is not
+	// measured (Unknown).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10us') && duration(self) <= duration('10s')",message="measurement.budgets runQueueP99 must be between 10us and 10s"
+	RunQueueP99 *metav1.Duration `json:"runQueueP99,omitempty"`
 
 	// throttledRatio is the highest share of CFS periods in which the pod
 	// may be throttled, a decimal between 0 and 1 ("0.01"). A pod without
@@ -120,6 +137,13 @@ const (
 	// must be inside its budget before it is Within again: longer than
 	// turning Outside, so a pod at the edge of its budget does not flap.
 	PodBudgetWithinAfter = 3
+	// PodBudgetMinRunQueueP99 and PodBudgetMaxRunQueueP99 bound a
+	// budget's runQueueP99 (the CRD's rule and the agent's check).
+	PodBudgetMinRunQueueP99 = 10 * time.Microsecond
+	PodBudgetMaxRunQueueP99 = 10 * time.Second
+	// PodBudgetMinSamples is the fewest waits of a pod in a window that
+	// its runQueueP99 is judged on: the rollout verdict's floor.
+	PodBudgetMinSamples = MinSamplesFloor
 )
 
 // PodBudgetVerdict is a measured pod's standing against its budget.
@@ -133,7 +157,8 @@ const (
 	// PodBudgetOutsideAfter windows in a row.
 	PodOutsideBudget PodBudgetVerdict = "Outside"
 	// PodBudgetUnknown: a budgeted figure was not measured in the last
-	// window (no attribution, or the pod's first window).
+	// window (no attribution, no per-pod histogram, too few waits for a
+	// p99, or the pod's first window).
 	PodBudgetUnknown PodBudgetVerdict = "Unknown"
 )
 
@@ -147,6 +172,22 @@ const (
 	ReasonThrottledOverBudget = "ThrottledOverBudget"
 	// ReasonWaitAndThrottledOverBudget: both are.
 	ReasonWaitAndThrottledOverBudget = "WaitAndThrottledOverBudget"
+	// ReasonRunQueueP99OverBudget: its run-queue p99 is over the budget.
+	// With other figures over it too, the reason names each, in the order
+	// wait, run-queue p99, throttled: WaitAndRunQueueP99OverBudget,
+	// RunQueueP99AndThrottledOverBudget,
+	// WaitAndRunQueueP99AndThrottledOverBudget.
+	ReasonRunQueueP99OverBudget                    = "RunQueueP99OverBudget"
+	ReasonWaitAndRunQueueP99OverBudget             = "WaitAndRunQueueP99OverBudget"
+	ReasonRunQueueP99AndThrottledOverBudget        = "RunQueueP99AndThrottledOverBudget"
+	ReasonWaitAndRunQueueP99AndThrottledOverBudget = "WaitAndRunQueueP99AndThrottledOverBudget"
+	// ReasonNoPodHistogram: the budget bounds runQueueP99 and the pod has
+	// no run-queue histogram of its own in the window (the schedstat
+	// fallback, or past the tracer's per-pod histograms).
+	ReasonNoPodHistogram = "NoPodHistogram"
+	// ReasonTooFewSamples: the budget bounds runQueueP99 and the pod's
+	// tasks waited fewer than PodBudgetMinSamples times in the window.
+	ReasonTooFewSamples = "TooFewSamples"
 	// ReasonFirstWindow: the pod was first seen in the last window, which
 	// did not measure all of it.
 	ReasonFirstWindow = "FirstWindow"
@@ -176,9 +217,11 @@ type PodBudgetResult struct {
 	// +required
 	Verdict PodBudgetVerdict `json:"verdict"`
 	// reason says why, in CamelCase: WithinBudget, WaitOverBudget,
-	// ThrottledOverBudget, WaitAndThrottledOverBudget (for Outside, and
+	// RunQueueP99OverBudget, ThrottledOverBudget, or the figures over it
+	// joined by And, such as WaitAndThrottledOverBudget (for Outside, and
 	// for Within while the pod is over it for fewer windows than turn it
-	// Outside), FirstWindow, NoAttribution, InvalidBudget.
+	// Outside), FirstWindow, NoAttribution, NoPodHistogram, TooFewSamples,
+	// InvalidBudget.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Reason string `json:"reason,omitempty"`
@@ -221,6 +264,17 @@ type PodBudgetResult struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	ThrottledPerSecond *metav1.Duration `json:"throttledPerSecond,omitempty"`
+	// runQueueP99 is the 99th percentile of the pod's own run-queue
+	// waits in the window (absent without a histogram of the pod).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
+	RunQueueP99 *metav1.Duration `json:"runQueueP99,omitempty"`
+	// runQueueSamples is how many waits runQueueP99 is over.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RunQueueSamples int64 `json:"runQueueSamples,omitempty"`
 	// throttledRatio is the share of the pod's CFS periods it was
 	// throttled in ("" without a quota).
 	// +optional

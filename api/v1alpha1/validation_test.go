@@ -145,7 +145,10 @@ func TestInvalidProfilesAreRejectedNamingTheField(t *testing.T) {
 		// the tier's and sway a rollout verdict without a namespace grant.
 		{"measurement-pods-without-namespaces", "measurement:\n  podSelector:\n    matchLabels: {tier: latency}", []string{"spec.measurement", "measurement.namespaceSelector is required"}},
 		// Latency budgets per workload (measurement.budgets).
-		{"pod-budget-no-figure", "measurement:\n  budgets:\n  - name: web\n    podSelector: {}", []string{"spec.measurement.budgets[0]", "needs waitPerSecond or throttledRatio"}},
+		{"pod-budget-no-figure", "measurement:\n  budgets:\n  - name: web\n    podSelector: {}", []string{"spec.measurement.budgets[0]", "needs waitPerSecond, runQueueP99 or throttledRatio"}},
+		{"pod-budget-p99-too-small", "measurement:\n  budgets:\n  - name: web\n    podSelector: {}\n    runQueueP99: 9us", []string{"spec.measurement.budgets[0].runQueueP99", "between 10us and 10s"}},
+		{"pod-budget-p99-too-large", "measurement:\n  budgets:\n  - name: web\n    podSelector: {}\n    runQueueP99: 11s", []string{"spec.measurement.budgets[0].runQueueP99", "between 10us and 10s"}},
+		{"pod-budget-p99-garbage", "measurement:\n  budgets:\n  - name: web\n    podSelector: {}\n    runQueueP99: fast", []string{"spec.measurement.budgets[0].runQueueP99"}},
 		{"pod-budget-wait-too-small", "measurement:\n  budgets:\n  - name: web\n    podSelector: {}\n    waitPerSecond: 500us", []string{"spec.measurement.budgets[0].waitPerSecond", "between 1ms and 10s"}},
 		{"pod-budget-wait-garbage", "measurement:\n  budgets:\n  - name: web\n    podSelector: {}\n    waitPerSecond: soon", []string{"spec.measurement.budgets[0].waitPerSecond"}},
 		{"pod-budget-ratio-over-one", "measurement:\n  budgets:\n  - name: web\n    podSelector: {}\n    throttledRatio: \"1.5\"", []string{"spec.measurement.budgets[0].throttledRatio"}},
@@ -229,8 +232,8 @@ func TestBoundaryValuesAreAccepted(t *testing.T) {
 		"budget":           "latencyBudget:\n  runQueueP99: 100us\n  throttledRatio: \"0.000001\"",
 		"budget-one":       "latencyBudget:\n  throttledRatio: \"1\"",
 		"priority-max":     "priority: 1000",
-		"pod-budgets":      "measurement:\n  budgets:\n" + manyBudgets(15) + "  - name: web\n    podSelector:\n      matchLabels:\n" + indent(indent(manyLabels(16))) + "      matchExpressions:\n      - key: app\n        operator: NotIn\n        values: [" + strings.Repeat("v,", 15) + "v]\n      - key: b\n        operator: Exists\n    waitPerSecond: 10s\n    throttledRatio: \"1\"\n",
-		"pod-budget-edge":  "measurement:\n  budgets:\n  - name: a\n    podSelector: {}\n    waitPerSecond: 1ms\n  - name: b\n    podSelector: {}\n    throttledRatio: \"0\"",
+		"pod-budgets":      "measurement:\n  budgets:\n" + manyBudgets(15) + "  - name: web\n    podSelector:\n      matchLabels:\n" + indent(indent(manyLabels(16))) + "      matchExpressions:\n      - key: app\n        operator: NotIn\n        values: [" + strings.Repeat("v,", 15) + "v]\n      - key: b\n        operator: Exists\n    waitPerSecond: 10s\n    runQueueP99: 10s\n    throttledRatio: \"1\"\n",
+		"pod-budget-edge":  "measurement:\n  budgets:\n  - name: a\n    podSelector: {}\n    waitPerSecond: 1ms\n  - name: b\n    podSelector: {}\n    throttledRatio: \"0\"\n  - name: c\n    podSelector: {}\n    runQueueP99: 10us",
 		"irq-none":         "irq:\n  affinity: Unchanged",
 		"measurement-pods": "measurement:\n  podSelector:\n    matchLabels: {tier: latency}\n  namespaceSelector:\n    matchLabels: {latencytier.io/tier: \"true\"}",
 		"pod-selector":     "cpuQuota:\n  namespaceSelector:\n    matchExpressions:\n    - key: kubernetes.io/metadata.name\n      operator: In\n      values: [gateway]\n  podSelector:\n    matchLabels:\n" + indent(manyLabels(16)) + "    matchExpressions:\n    - key: app\n      operator: NotIn\n      values: [" + strings.Repeat("v,", 63) + "v]\n    - key: b\n      operator: DoesNotExist",
@@ -572,7 +575,7 @@ func TestLatencyNodeStatusDurationsMustParse(t *testing.T) {
 func manyBudgets(n int) string {
 	var b strings.Builder
 	for i := range n {
-		fmt.Fprintf(&b, "  - name: b%d\n    podSelector: {}\n    throttledRatio: \"0.01\"\n", i)
+		fmt.Fprintf(&b, "  - name: b%d\n    podSelector: {}\n    waitPerSecond: 1s\n    runQueueP99: 1ms\n    throttledRatio: \"0.01\"\n", i)
 	}
 	return b.String()
 }

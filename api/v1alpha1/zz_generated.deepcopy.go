@@ -1012,6 +1012,11 @@ func (in *PodBudget) DeepCopyInto(out *PodBudget) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.RunQueueP99 != nil {
+		in, out := &in.RunQueueP99, &out.RunQueueP99
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.ThrottledRatio != nil {
 		in, out := &in.ThrottledRatio, &out.ThrottledRatio
 		*out = new(string)
@@ -1058,6 +1063,11 @@ func (in *PodBudgetResult) DeepCopyInto(out *PodBudgetResult) {
 	}
 	if in.ThrottledPerSecond != nil {
 		in, out := &in.ThrottledPerSecond, &out.ThrottledPerSecond
+		*out = new(v1.Duration)
+		**out = **in
+	}
+	if in.RunQueueP99 != nil {
+		in, out := &in.RunQueueP99, &out.RunQueueP99
 		*out = new(v1.Duration)
 		**out = **in
 	}

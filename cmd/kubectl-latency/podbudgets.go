@@ -13,8 +13,8 @@ import (
 // explainPodBudgets prints the measured pods' verdicts against the
 // profile's measurement.budgets (nothing when the profile sets none): the
 // budgets, one line per pod outside its budget naming where its wait
-// went (wake-up to run, queueing
-// behind others, throttled), then every listed pod as a table.
+// went (wake-up to run, queueing behind others, throttled) and its own
+// run-queue p99, then every listed pod as a table.
 func explainPodBudgets(out io.Writer, n *v1alpha1.LatencyNode) error {
 	var budgets []v1alpha1.PodBudget
 	if m := n.Spec.Tuning.Measurement; m != nil {
@@ -28,7 +28,8 @@ func explainPodBudgets(out io.Writer, n *v1alpha1.LatencyNode) error {
 	limits := map[string]v1alpha1.PodBudget{}
 	for _, b := range budgets {
 		limits[b.Name] = b
-		fmt.Fprintf(out, "  %s: wait %s a second, throttled ratio %s\n", safe(b.Name), dur(b.WaitPerSecond), ptrOrDash(b.ThrottledRatio))
+		fmt.Fprintf(out, "  %s: wait %s a second, run-queue p99 %s, throttled ratio %s\n", safe(b.Name), dur(b.WaitPerSecond),
+			dur(b.RunQueueP99), ptrOrDash(b.ThrottledRatio))
 	}
 	if st == nil {
 		fmt.Fprintln(out, "  no measured pod judged yet")
@@ -42,11 +43,12 @@ func explainPodBudgets(out io.Writer, n *v1alpha1.LatencyNode) error {
 		}
 	}
 	t := newTable(out)
-	t.row("  POD", "BUDGET", "VERDICT", "REASON", "SINCE", "WAIT/S", "WAKE-UP", "BEHIND-OTHERS", "BEHIND-OWN", "THROTTLED", "UNSPLIT", "THROTTLED-RATIO")
+	t.row("  POD", "BUDGET", "VERDICT", "REASON", "SINCE", "WAIT/S", "WAKE-UP", "BEHIND-OTHERS", "BEHIND-OWN", "THROTTLED", "UNSPLIT",
+		"P99", "WAITS", "THROTTLED-RATIO")
 	for _, p := range st.Pods {
 		t.row("  "+safe(p.Namespace+"/"+p.Name), safe(p.Budget), safe(string(p.Verdict)), safe(orDash(p.Reason)), since(p.Since),
 			dur(p.WaitPerSecond), dur(p.WakeUpPerSecond), dur(p.QueuedBehindOthersPerSecond), dur(p.QueuedBehindOwnPerSecond),
-			dur(p.ThrottledPerSecond), dur(unsplit(p)), safe(orDash(p.ThrottledRatio)))
+			dur(p.ThrottledPerSecond), dur(unsplit(p)), dur(p.RunQueueP99), samples(p), safe(orDash(p.ThrottledRatio)))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -67,6 +69,13 @@ func breakdown(p v1alpha1.PodBudgetResult, b v1alpha1.PodBudget) string {
 		s += fmt.Sprintf(": wake-up to run %s, queueing behind others %s, behind its own tasks %s, throttled %s, unsplit %s",
 			dur(p.WakeUpPerSecond), dur(p.QueuedBehindOthersPerSecond), dur(p.QueuedBehindOwnPerSecond),
 			dur(p.ThrottledPerSecond), dur(unsplit(p)))
+	}
+	s += "; run-queue p99 " + dur(p.RunQueueP99)
+	if p.RunQueueP99 != nil {
+		s += fmt.Sprintf(" of %d waits", p.RunQueueSamples)
+	}
+	if b.RunQueueP99 != nil {
+		s += " (budget " + b.RunQueueP99.Duration.String() + ")"
 	}
 	s += "; throttled ratio " + orDash(p.ThrottledRatio)
 	if b.ThrottledRatio != nil {
@@ -102,4 +111,13 @@ func ptrOrDash(s *string) string {
 		return "-"
 	}
 	return safe(*s)
+}
+
+// samples is how many waits a pod's run-queue p99 is over ("-" without
+// one).
+func samples(p v1alpha1.PodBudgetResult) string {
+	if p.RunQueueP99 == nil {
+		return "-"
+	}
+	return fmt.Sprint(p.RunQueueSamples)
 }

@@ -24,12 +24,12 @@ func TestExplainNamesPodsOutsideTheirBudget(t *testing.T) {
 	ratio := "0.05"
 	n := &v1alpha1.LatencyNode{ObjectMeta: metav1.ObjectMeta{Name: "w-1"}}
 	n.Spec.Tuning.Measurement = &v1alpha1.MeasurementSpec{Budgets: []v1alpha1.PodBudget{
-		{Name: "web", WaitPerSecond: ms(10)}, {Name: "rest", ThrottledRatio: &ratio}}}
+		{Name: "web", WaitPerSecond: ms(10), RunQueueP99: ms(1)}, {Name: "rest", ThrottledRatio: &ratio}}}
 	at := metav1.NewTime(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
 	n.Status.PodBudgets = &v1alpha1.PodBudgetsStatus{Outside: 1, Within: 1, Unknown: 1, Omitted: 2, Pods: []v1alpha1.PodBudgetResult{
-		{Namespace: "shop", Name: "web-0", Budget: "web", Verdict: v1alpha1.PodOutsideBudget, Reason: v1alpha1.ReasonWaitOverBudget,
+		{Namespace: "shop", Name: "web-0", Budget: "web", Verdict: v1alpha1.PodOutsideBudget, Reason: v1alpha1.ReasonWaitAndRunQueueP99OverBudget,
 			Since: &at, WaitPerSecond: ms(50), WakeUpPerSecond: ms(2), QueuedBehindOthersPerSecond: ms(40),
-			QueuedBehindOwnPerSecond: ms(3), ThrottledPerSecond: ms(1)},
+			QueuedBehindOwnPerSecond: ms(3), ThrottledPerSecond: ms(1), RunQueueP99: ms(4), RunQueueSamples: 812},
 		{Namespace: "shop", Name: "web-1", Budget: "web", Verdict: v1alpha1.PodBudgetUnknown, Reason: v1alpha1.ReasonFirstWindow},
 		{Namespace: "shop", Name: "batch-0", Budget: "rest", Verdict: v1alpha1.PodWithinBudget, Reason: v1alpha1.ReasonPodWithinBudget,
 			Since: &at, ThrottledRatio: "0.0100"},
@@ -41,11 +41,12 @@ func TestExplainNamesPodsOutsideTheirBudget(t *testing.T) {
 	s := out.String()
 	for _, want := range []string{
 		"Pod budgets (measurement.budgets, the first that matches a pod applies):",
-		"  web: wait 10ms a second, throttled ratio -\n",
-		"  rest: wait - a second, throttled ratio 0.05\n",
+		"  web: wait 10ms a second, run-queue p99 1ms, throttled ratio -\n",
+		"  rest: wait - a second, run-queue p99 -, throttled ratio 0.05\n",
 		"  1 outside, 1 unknown, 1 within\n",
-		"  OUTSIDE shop/web-0 (budget web, WaitOverBudget): wait 50ms a second (budget 10ms): wake-up to run 2ms, " +
-			"queueing behind others 40ms, behind its own tasks 3ms, throttled 1ms, unsplit 4ms; throttled ratio -\n",
+		"  OUTSIDE shop/web-0 (budget web, WaitAndRunQueueP99OverBudget): wait 50ms a second (budget 10ms): wake-up to run 2ms, " +
+			"queueing behind others 40ms, behind its own tasks 3ms, throttled 1ms, unsplit 4ms; run-queue p99 4ms of 812 waits (budget 1ms); throttled ratio -\n",
+		" P99 ", " WAITS ", " 812 ",
 		"(+2 pods omitted from status)",
 	} {
 		if !strings.Contains(s, want) {

@@ -445,3 +445,63 @@ func PodBudgetOutsideBesideHog(t *testing.T, e *Env) {
 		t.Errorf("queueing behind others %v is not most of the wait %v beside a hog", last.QueuedBehindOthersPerSecond, last.WaitPerSecond)
 	}
 }
+
+// PodP99RisesBesideHog: two measured pods wake every millisecond and burn
+// 300 µs, the quiet one pinned to the first CPU, the victim to the last
+// beside a busy loop in a pod that is not measured. Each gets its own
+// run-queue latency (measure.Result.PodRunQueue), not the measured pods'
+// together: within Windows windows, one has both with enough samples to
+// judge (v1alpha1.MinSamplesFloor) and the victim's p99 above twice the
+// quiet pod's. The pod that is not measured has no figure.
+func PodP99RisesBesideHog(t *testing.T, e *Env) {
+	t.Helper()
+	if runtime.NumCPU() < 2 {
+		t.Fatalf("the scenario needs two CPUs, this machine has %d", runtime.NumCPU())
+	}
+	victim := cgtest.CPUPodNamed(t, e.kubepods)
+	quiet, hog := victim.Sibling(t), victim.Sibling(t)
+	victim.MaxWeight(t, victim.KubepodsDir) // the host's other tasks move off the last CPU
+	in := measure.Input{Pods: []podcgroup.Pod{
+		{UID: victim.UID, Namespace: "shop", Name: "victim", OptedIn: true},
+		{UID: quiet.UID, Namespace: "shop", Name: "quiet", OptedIn: true},
+		{UID: hog.UID, Namespace: "batch", Name: "hog"},
+	}}
+	last := runtime.NumCPU() - 1
+	victim.StartVictim(t, victim.CtrDir, last, 300*time.Microsecond)
+	quiet.StartVictim(t, quiet.CtrDir, 0, 300*time.Microsecond)
+	cgtest.SpinOn(t, hog.CtrDir, last)
+	time.Sleep(300 * time.Millisecond)
+	if _, err := e.m.Collect(context.Background(), in); err != nil { // the first window starts now
+		t.Fatal(err)
+	}
+	var complaints []string
+	for w := 1; w <= Windows; w++ {
+		time.Sleep(Window)
+		res, err := e.m.Collect(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, q := res.PodRunQueue["shop/victim"], res.PodRunQueue["shop/quiet"]
+		t.Logf("window %d: victim p99 %v of %d waits, quiet p99 %v of %d waits; all measured pods p99 %v", w, v.P99, v.Samples,
+			q.P99, q.Samples, podsP99(res))
+		if _, ok := res.PodRunQueue["batch/hog"]; ok {
+			t.Fatalf("window %d: the pod that is not measured has a run-queue figure: %+v", w, res.PodRunQueue)
+		}
+		switch {
+		case v.Samples < v1alpha1.MinSamplesFloor || q.Samples < v1alpha1.MinSamplesFloor:
+			complaints = append(complaints, fmt.Sprintf("window %d: %d and %d samples, want %d each", w, v.Samples, q.Samples, v1alpha1.MinSamplesFloor))
+		case v.P99 <= 2*q.P99:
+			complaints = append(complaints, fmt.Sprintf("window %d: victim p99 %v not above twice the quiet pod's %v", w, v.P99, q.P99))
+		default:
+			return
+		}
+	}
+	t.Errorf("no window of %d passed:\n%s", Windows, strings.Join(complaints, "\n"))
+}
+
+func podsP99(res *measure.Result) string {
+	if res.Pods == nil || res.Pods.P99 == nil {
+		return "-"
+	}
+	return res.Pods.P99.Duration.String()
+}

@@ -18,7 +18,14 @@
 // Measured pods: user space puts the cgroup IDs (kernfs node IDs, the
 // directories' inode numbers) of the pods it measures, and of their
 // containers, into pod_cgroups; a task whose cpu-controller cgroup is one of
-// them also lands in pod_hists. The cpu controller's cgroup is the right one
+// them also lands in pod_hists (all measured pods together) and in its own
+// pod's histogram, pod_slot_hists[slot]: user space gives every measured
+// pod a slot (the same slot for the pod's and its containers' cgroups) in
+// pod_cgroups' value. There are POD_SLOTS slots; the last, OTHER_SLOT, is
+// shared by every pod past the first POD_SLOTS - 1, which user space then
+// reports as not measured one by one. Those histograms are shared by all
+// CPUs (a per-CPU copy would cost POD_SLOTS histograms per CPU), so a
+// count is an atomic add. The cpu controller's cgroup is the right one
 // on both cgroup versions: on v1 it is the task's cgroup in the cpu
 // hierarchy, on v2 the unified one (kubelet enables cpu on its subtree).
 //
@@ -52,8 +59,9 @@
 // an error. User space flips the generation to read a window.
 // The per-switch cost with measured pods: one per-CPU array write on every
 // switch, a ring append only on CPUs where a measured task waits (the
-// runner's cgroup cached when it was a measured task itself), and a hash
-// update per overlapped interval when a measured task switches in.
+// runner's cgroup cached when it was a measured task itself), and, when a
+// measured task switches in, a hash update per overlapped interval, one
+// pod_cgroups lookup and an atomic add to its pod's histogram.
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -122,15 +130,36 @@ struct {
 	__type(value, __u64);
 } maxes SEC(".maps");
 
-// Cgroup IDs of the measured pods and their containers; the value is
+// Per-pod histograms: POD_SLOTS of them, 2 KiB each (keep in sync with
+// agent/measure/bpf/tracer.go).
+#define POD_SLOTS 256
+#define OTHER_SLOT (POD_SLOTS - 1)
+
+// pod_cg is a measured cgroup's value in pod_cgroups: flags is
 // PC_MEASURED, plus PC_LIMITED when the pod has a CFS quota (only then is
-// its tasks' throttle state read).
+// its tasks' throttle state read); slot is its pod's histogram.
+struct pod_cg {
+	__u32 flags;
+	__u32 slot;
+};
+
+// Cgroup IDs of the measured pods and their containers.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u64);
-	__type(value, __u8);
+	__type(value, struct pod_cg);
 } pod_cgroups SEC(".maps");
+
+// pod_slot_hists are the measured pods' own histograms, cumulative like
+// hists; user space reads the slots it gave out and subtracts its
+// previous read (and re-bases a slot it gives to another pod).
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, POD_SLOTS);
+	__type(key, __u32);
+	__type(value, struct hist);
+} pod_slot_hists SEC(".maps");
 
 // pods_on[0] is non-zero while pod_cgroups has entries, so an agent that
 // measures no pod pays nothing per switch.
@@ -340,15 +369,33 @@ static __always_inline bool pods_measured(void)
 	return on && *on;
 }
 
-// in_measured_pod says next runs in a cgroup user space put in pod_cgroups.
-static __always_inline bool in_measured_pod(struct task_struct *next)
+// measured_pod is next's entry in pod_cgroups (NULL: not a measured pod's
+// task).
+static __always_inline struct pod_cg *measured_pod(struct task_struct *next)
 {
 	__u64 id;
 
 	if (!pods_measured())
-		return false;
+		return NULL;
 	id = cpu_cgroup_id(next);
-	return id && bpf_map_lookup_elem(&pod_cgroups, &id);
+	if (!id)
+		return NULL;
+	return bpf_map_lookup_elem(&pod_cgroups, &id);
+}
+
+// record_pod adds delta to the histogram of pc's pod.
+static __always_inline void record_pod(struct pod_cg *pc, __s64 delta)
+{
+	__u32 key = pc->slot, s;
+	struct hist *h;
+
+	if (key >= POD_SLOTS)
+		key = OTHER_SLOT;
+	h = bpf_map_lookup_elem(&pod_slot_hists, &key);
+	if (!h)
+		return;
+	s = slot(delta) & (NR_SLOTS - 1);
+	__sync_fetch_and_add(&h->slots[s], 1);
 }
 
 // task_struct.cpu moved into thread_info (THREAD_INFO_IN_TASK) in 5.16.
@@ -402,7 +449,7 @@ static __always_inline void add_waiting(__u32 cpu, __s64 n)
 static __always_inline int enqueue(struct task_struct *p, __u32 pid, __s64 cpu, __u64 ts, bool attr)
 {
 	struct stamp st = {}, *old;
-	__u8 *pc = NULL;
+	struct pod_cg *pc = NULL;
 	__u64 cg;
 
 	if (!pid)
@@ -415,7 +462,7 @@ static __always_inline int enqueue(struct task_struct *p, __u32 pid, __s64 cpu, 
 		if (pc) {
 			st.cg = cg;
 			st.cpu = cpu < 0 ? task_cpu_of(p) : cpu;
-			if ((*pc & PC_LIMITED) && group_throttled(p))
+			if ((pc->flags & PC_LIMITED) && group_throttled(p))
 				st.flags = ST_THROTTLED;
 			// Usually the task has no stamp; a re-stamp corrects the
 			// counter of the CPU it was counted on.
@@ -578,6 +625,7 @@ static __always_inline int on_switch(struct task_struct *prev, bool prev_runnabl
 	__u64 now = bpf_ktime_get_ns();
 	struct cpu_state *cs = NULL;
 	struct stamp *tsp, s = {};
+	struct pod_cg *pc = NULL;
 	bool attr = false;
 	__s64 delta;
 
@@ -601,8 +649,16 @@ static __always_inline int on_switch(struct task_struct *prev, bool prev_runnabl
 		return 0;
 
 	record(&hists, &maxes, delta);
-	if (attr ? s.cg != 0 : in_measured_pod(next))
+	if (attr) {
+		if (s.cg) // the stamp's cgroup was measured at enqueue
+			pc = bpf_map_lookup_elem(&pod_cgroups, &s.cg);
+	} else {
+		pc = measured_pod(next);
+	}
+	if (pc) {
 		record(&pod_hists, &pod_maxes, delta);
+		record_pod(pc, delta);
+	}
 	if (attr && s.cg && delta > 0)
 		attribute(&s, now, cs);
 	return 0;

@@ -59,6 +59,12 @@ type runqlatHist struct {
 	Slots [256]uint64
 }
 
+type runqlatPodCg struct {
+	_     structs.HostLayout
+	Flags uint32
+	Slot  uint32
+}
+
 type runqlatStamp struct {
 	_     structs.HostLayout
 	Ts    uint64
@@ -87,6 +93,7 @@ const (
 	runqlatMapPodCgroups    = "pod_cgroups"
 	runqlatMapPodHists      = "pod_hists"
 	runqlatMapPodMaxes      = "pod_maxes"
+	runqlatMapPodSlotHists  = "pod_slot_hists"
 	runqlatMapPodsOn        = "pods_on"
 	runqlatMapStart         = "start"
 	runqlatMapWaiting       = "waiting"
@@ -153,18 +160,19 @@ type runqlatProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type runqlatMapSpecs struct {
-	Attr       *ebpf.MapSpec `ebpf:"attr"`
-	CpuStates  *ebpf.MapSpec `ebpf:"cpu_states"`
-	Gen        *ebpf.MapSpec `ebpf:"gen"`
-	Hists      *ebpf.MapSpec `ebpf:"hists"`
-	Maxes      *ebpf.MapSpec `ebpf:"maxes"`
-	Others     *ebpf.MapSpec `ebpf:"others"`
-	PodCgroups *ebpf.MapSpec `ebpf:"pod_cgroups"`
-	PodHists   *ebpf.MapSpec `ebpf:"pod_hists"`
-	PodMaxes   *ebpf.MapSpec `ebpf:"pod_maxes"`
-	PodsOn     *ebpf.MapSpec `ebpf:"pods_on"`
-	Start      *ebpf.MapSpec `ebpf:"start"`
-	Waiting    *ebpf.MapSpec `ebpf:"waiting"`
+	Attr         *ebpf.MapSpec `ebpf:"attr"`
+	CpuStates    *ebpf.MapSpec `ebpf:"cpu_states"`
+	Gen          *ebpf.MapSpec `ebpf:"gen"`
+	Hists        *ebpf.MapSpec `ebpf:"hists"`
+	Maxes        *ebpf.MapSpec `ebpf:"maxes"`
+	Others       *ebpf.MapSpec `ebpf:"others"`
+	PodCgroups   *ebpf.MapSpec `ebpf:"pod_cgroups"`
+	PodHists     *ebpf.MapSpec `ebpf:"pod_hists"`
+	PodMaxes     *ebpf.MapSpec `ebpf:"pod_maxes"`
+	PodSlotHists *ebpf.MapSpec `ebpf:"pod_slot_hists"`
+	PodsOn       *ebpf.MapSpec `ebpf:"pods_on"`
+	Start        *ebpf.MapSpec `ebpf:"start"`
+	Waiting      *ebpf.MapSpec `ebpf:"waiting"`
 }
 
 // runqlatVariableSpecs contains global variables before they are loaded into the kernel.
@@ -194,18 +202,19 @@ func (o *runqlatObjects) Close() error {
 //
 // It can be passed to loadRunqlatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type runqlatMaps struct {
-	Attr       *ebpf.Map `ebpf:"attr"`
-	CpuStates  *ebpf.Map `ebpf:"cpu_states"`
-	Gen        *ebpf.Map `ebpf:"gen"`
-	Hists      *ebpf.Map `ebpf:"hists"`
-	Maxes      *ebpf.Map `ebpf:"maxes"`
-	Others     *ebpf.Map `ebpf:"others"`
-	PodCgroups *ebpf.Map `ebpf:"pod_cgroups"`
-	PodHists   *ebpf.Map `ebpf:"pod_hists"`
-	PodMaxes   *ebpf.Map `ebpf:"pod_maxes"`
-	PodsOn     *ebpf.Map `ebpf:"pods_on"`
-	Start      *ebpf.Map `ebpf:"start"`
-	Waiting    *ebpf.Map `ebpf:"waiting"`
+	Attr         *ebpf.Map `ebpf:"attr"`
+	CpuStates    *ebpf.Map `ebpf:"cpu_states"`
+	Gen          *ebpf.Map `ebpf:"gen"`
+	Hists        *ebpf.Map `ebpf:"hists"`
+	Maxes        *ebpf.Map `ebpf:"maxes"`
+	Others       *ebpf.Map `ebpf:"others"`
+	PodCgroups   *ebpf.Map `ebpf:"pod_cgroups"`
+	PodHists     *ebpf.Map `ebpf:"pod_hists"`
+	PodMaxes     *ebpf.Map `ebpf:"pod_maxes"`
+	PodSlotHists *ebpf.Map `ebpf:"pod_slot_hists"`
+	PodsOn       *ebpf.Map `ebpf:"pods_on"`
+	Start        *ebpf.Map `ebpf:"start"`
+	Waiting      *ebpf.Map `ebpf:"waiting"`
 }
 
 func (m *runqlatMaps) Close() error {
@@ -219,6 +228,7 @@ func (m *runqlatMaps) Close() error {
 		m.PodCgroups,
 		m.PodHists,
 		m.PodMaxes,
+		m.PodSlotHists,
 		m.PodsOn,
 		m.Start,
 		m.Waiting,

@@ -46,6 +46,14 @@ type CPUHist struct {
 // pod_cgroups map's size).
 const MaxPodCgroups = 4096
 
+// PodSlots is how many per-pod histograms the program keeps (POD_SLOTS in
+// runqlat.bpf.c); OtherSlot, the last, is shared by every pod past the
+// first PodSlots-1, so their own figures are not known.
+const (
+	PodSlots  = 256
+	OtherSlot = PodSlots - 1
+)
+
 // Tracer is the loaded and attached program.
 type Tracer struct {
 	attach string
@@ -54,10 +62,12 @@ type Tracer struct {
 	start  *ebpf.Map
 	podIDs *ebpf.Map
 	podsOn *ebpf.Map
-	progs  []*ebpf.Program
-	links  []link.Link
+	// slotHists are the per-pod histograms (pod_slot_hists).
+	slotHists *ebpf.Map
+	progs     []*ebpf.Program
+	links     []link.Link
 	// tracked are the IDs now in pod_cgroups, with their values.
-	tracked map[uint64]uint8
+	tracked map[uint64]runqlatPodCg
 	// attribution says the attribution code is loaded (attr and others
 	// are unused otherwise).
 	attribution bool
@@ -83,6 +93,7 @@ type objects struct {
 	PodsOn     *ebpf.Map     `ebpf:"pods_on"`
 	PodHists   *ebpf.Map     `ebpf:"pod_hists"`
 	PodMaxes   *ebpf.Map     `ebpf:"pod_maxes"`
+	SlotHists  *ebpf.Map     `ebpf:"pod_slot_hists"`
 	Attr       *ebpf.Map     `ebpf:"attr"`
 	Others     *ebpf.Map     `ebpf:"others"`
 	Gen        *ebpf.Map     `ebpf:"gen"`
@@ -167,7 +178,7 @@ func open(attach, prefix string, o options) (*Tracer, error) {
 		return nil, fmt.Errorf("%s: %w", attach, err)
 	}
 	t := &Tracer{attach: attach, node: class{objs.Hists, objs.Maxes}, pods: class{objs.PodHists, objs.PodMaxes},
-		start: objs.Start, podIDs: objs.PodCgroups, podsOn: objs.PodsOn, tracked: map[uint64]uint8{},
+		start: objs.Start, podIDs: objs.PodCgroups, podsOn: objs.PodsOn, slotHists: objs.SlotHists, tracked: map[uint64]runqlatPodCg{},
 		progs:       []*ebpf.Program{objs.Wakeup, objs.WakeupNew, objs.Switch},
 		attribution: o.attribution, attr: objs.Attr, others: objs.Others, gen: objs.Gen,
 		kernelOnly: []*ebpf.Map{objs.Waiting, objs.CPUStates}}
@@ -205,17 +216,37 @@ func (t *Tracer) ReadPods() ([]CPUHist, error) { return t.pods.read() }
 // PodCgroup is a measured cgroup: ID is the inode number of a pod's or
 // container's cgroup directory in the cpu controller; Limited says the pod
 // has a CFS quota, so attribution reads its tasks' throttle state (a wait
-// that begins throttled is self-throttling).
+// that begins throttled is self-throttling); Slot is the pod's own
+// histogram (ReadPodSlots), the same for all of a pod's cgroups, below
+// PodSlots (OtherSlot for pods past the others).
 type PodCgroup struct {
 	ID      uint64
 	Limited bool
+	Slot    uint32
 }
 
-// Values in pod_cgroups, mirrored from runqlat.bpf.c.
+// Flags in pod_cgroups' values, mirrored from runqlat.bpf.c.
 const (
-	pcMeasured uint8 = 1
-	pcLimited  uint8 = 2
+	pcMeasured uint32 = 1
+	pcLimited  uint32 = 2
 )
+
+// ReadPodSlots returns the cumulative histograms of the given slots (each
+// below PodSlots), in their order. MaxNs is not kept per pod (0).
+func (t *Tracer) ReadPodSlots(slots []uint32) ([]CPUHist, error) {
+	out := make([]CPUHist, len(slots))
+	var h runqlatHist
+	for i, s := range slots {
+		if s >= PodSlots {
+			return nil, fmt.Errorf("pod histogram slot %d, at most %d", s, PodSlots-1)
+		}
+		if err := t.slotHists.Lookup(s, &h); err != nil {
+			return nil, fmt.Errorf("read pod histogram %d: %w", s, err)
+		}
+		out[i].Slots = h.Slots
+	}
+	return out, nil
+}
 
 // SetPodCgroups makes cgs the measured set, replacing the previous one. At
 // most MaxPodCgroups.
@@ -223,13 +254,18 @@ func (t *Tracer) SetPodCgroups(cgs []PodCgroup) error {
 	if len(cgs) > MaxPodCgroups {
 		return fmt.Errorf("%d pod cgroups, at most %d", len(cgs), MaxPodCgroups)
 	}
-	want := make(map[uint64]uint8, len(cgs))
+	want := make(map[uint64]runqlatPodCg, len(cgs))
 	for _, c := range cgs {
-		v := pcMeasured
-		if c.Limited {
-			v |= pcLimited
+		if c.Slot >= PodSlots {
+			return fmt.Errorf("cgroup %d: pod histogram slot %d, at most %d", c.ID, c.Slot, PodSlots-1)
 		}
-		want[c.ID] |= v
+		v := want[c.ID]
+		v.Flags |= pcMeasured
+		if c.Limited {
+			v.Flags |= pcLimited
+		}
+		v.Slot = c.Slot
+		want[c.ID] = v
 	}
 	var errs []error
 	for id := range t.tracked {
@@ -295,7 +331,7 @@ func (t *Tracer) Close() error {
 		}
 	}
 	maps := append([]*ebpf.Map{t.node.hists, t.node.maxes, t.pods.hists, t.pods.maxes, t.start, t.podIDs, t.podsOn,
-		t.attr, t.others, t.gen}, t.kernelOnly...)
+		t.slotHists, t.attr, t.others, t.gen}, t.kernelOnly...)
 	for _, m := range maps {
 		if m != nil {
 			errs = append(errs, m.Close())
