@@ -110,7 +110,6 @@ lp_lists_node() {
   [[ "$(k get latencyprofile "$PROFILE" -o jsonpath='{.status.nodes[*].name}')" == *"$NODE"* ]] &&
     k get latencyprofile "$PROFILE" -o wide | awk -v n=1 'NR == 2 && $2 == n && $3 == n {ok = 1} END {exit !ok}'
 }
-ln_condition_is() { [[ "$(ln_condition "$1")" == "$2" ]]; }
 measured() { [[ -n "$(k get latencynode "$NODE" -o jsonpath='{.status.latency.measuredAt}')" ]]; }
 set_measurement() { k patch latencyprofile "$PROFILE" --type merge -p "{\"spec\":{\"measurement\":{\"source\":\"$1\"}}}" >/dev/null; }
 # writes_total prints "<latencynodes> <latencyprofiles>": the API server's

@@ -79,6 +79,7 @@ show_values() {
 ln_condition() {
   k get latencynode "$NODE" -o jsonpath="{.status.conditions[?(@.type==\"$1\")].status}" 2>/dev/null
 }
+ln_condition_is() { [[ "$(ln_condition "$1")" == "$2" ]]; }
 
 # wait_until SECONDS DESCRIPTION COMMAND...: polls; returns 1 on timeout.
 wait_until() {
