@@ -30,6 +30,8 @@ import (
 	"latencytier.io/latencytier/agent/nri"
 	"latencytier.io/latencytier/agent/owners"
 	"latencytier.io/latencytier/agent/plan"
+	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/rtsched"
 	"latencytier.io/latencytier/agent/snapshot"
 	"latencytier.io/latencytier/agent/sysctl"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -188,7 +190,7 @@ func runLoop(ctx context.Context, f loopFlags, stderr io.Writer) error {
 			pods = nri.NewPods(func(err error) { plog.Error(err, "Refused a pod or container the runtime reported") })
 			o.RuntimePods = pods
 		}
-		o.Hook = startHook(ctx, o.Root.Path(f.nriSocket), o.Log, pods)
+		o.Hook = startHook(ctx, o.Root, o.Root.Path(f.nriSocket), o.Log, pods)
 	}
 	return loop.Run(ctx, o)
 }
@@ -212,10 +214,15 @@ func checkPodSource(source, nriSocket string) error {
 // startHook runs the agent's NRI plugin until ctx ends: it registers
 // whenever the socket exists and reconnects with backoff when the runtime
 // restarts. With pods (Runtime mode) it feeds them the runtime's pods.
-func startHook(ctx context.Context, socket string, log logr.Logger, pods *nri.Pods) *nri.Plugin {
+// It journals the containers it starts real-time in the agent's journal
+// (rtsched.JournalStarted), so the loop's engine restores them.
+func startHook(ctx context.Context, root *host.Root, socket string, log logr.Logger, pods *nri.Pods) *nri.Plugin {
 	log = log.WithName("nri")
 	nri.SetLog(log)
-	var opts []nri.Option
+	eng := &apply.Engine{Root: root, Log: log}
+	opts := []nri.Option{nri.WithRealtimeJournal(func(pod podcgroup.Pod, pid int, v rtsched.Value) error {
+		return rtsched.JournalStarted(root, eng.Adopt, pod, pid, v)
+	})}
 	if pods != nil {
 		opts = append(opts, nri.WithPods(pods))
 	}

@@ -7,6 +7,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"latencytier.io/latencytier/agent/nri"
+	"latencytier.io/latencytier/agent/rtsched"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -27,7 +28,9 @@ func (r *Reconciler) publish(g *nri.Grants) {
 
 // publishGrants gives the hook this pass's tuning, the labels of every
 // namespace (a pod created in a namespace that has none yet is decided
-// too) and the online CPUs. A failed namespace read grants nothing until
+// too), the online CPUs, and why a container created real-time could fail
+// to start here (rtsched.CreateRefused; the hook then leaves the policy to
+// the file path). A failed namespace read grants nothing until
 // the next pass: the file path still tunes the container then.
 func (r *Reconciler) publishGrants(ctx context.Context, ln *v1alpha1.LatencyNode, online string) {
 	if r.Hook == nil {
@@ -39,7 +42,14 @@ func (r *Reconciler) publishGrants(ctx context.Context, ln *v1alpha1.LatencyNode
 		r.Hook.Publish(nil)
 		return
 	}
-	r.Hook.Publish(&nri.Grants{Tuning: *ln.Spec.Tuning.DeepCopy(), Namespaces: ns, Online: online})
+	g := &nri.Grants{Tuning: *ln.Spec.Tuning.DeepCopy(), Namespaces: ns, Online: online}
+	if g.Tuning.Realtime != nil {
+		g.RTRefused = "the agent has no host root to check the kernel's real-time group scheduling"
+		if r.Root != nil {
+			g.RTRefused = rtsched.CreateRefused(r.Root)
+		}
+	}
+	r.Hook.Publish(g)
 }
 
 // hookCondition is RuntimeHookConnected from the plugin's state.

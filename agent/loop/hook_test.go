@@ -2,6 +2,9 @@ package loop
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"os"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -10,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"latencytier.io/latencytier/agent/internal/testroot"
 	"latencytier.io/latencytier/agent/nri"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -66,5 +70,42 @@ func TestPublishGrants(t *testing.T) {
 	r.publish(nil)
 	if h.grants != nil {
 		t.Error("grants not withdrawn")
+	}
+}
+
+// TestPublishGrantsRealtime: realtime is granted at creation only where the
+// kernel would not refuse a real-time container (no RT group scheduling)
+// and the agent shares the host's pid namespace.
+func TestPublishGrantsRealtime(t *testing.T) {
+	sel := &v1alpha1.NamespaceSelector{MatchLabels: map[string]string{"tier": "latency"}}
+	c := fake.NewClientBuilder().WithObjects(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trading", Labels: map[string]string{"tier": "latency"}}}).Build()
+	ln := &v1alpha1.LatencyNode{Spec: v1alpha1.LatencyNodeSpec{Tuning: v1alpha1.TuningSpec{
+		CPUQuota: &v1alpha1.CPUQuotaSpec{Policy: v1alpha1.CPUQuotaRemove, NamespaceSelector: sel},
+		CPUs:     &v1alpha1.CPUSpec{Isolated: ptr.To("2-3"), NamespaceSelector: sel},
+		Realtime: &v1alpha1.RealtimeSpec{NamespaceSelector: sel}}}}
+	ask := map[string]string{v1alpha1.CPUQuotaAnnotation: v1alpha1.CPUQuotaDisable, v1alpha1.SchedPolicyAnnotation: "fifo:20"}
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  bool
+	}{
+		{"cgroup v2", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n"}, true},
+		{"RT group scheduling", map[string]string{"sys/fs/cgroup/cpu,cpuacct/cpu.rt_runtime_us": "950000\n"}, false},
+		// It could not journal or restore the thread it started so.
+		{"agent outside the host's pid namespace", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n",
+			"proc/self/status": "Name:\tagent\nNSpid:\t4242\t1\n"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &recordingHook{}
+			files := map[string]string{"proc/self/status": fmt.Sprintf("Name:\tagent\nNSpid:\t%d\n", os.Getpid())}
+			maps.Copy(files, tc.files)
+			r := &Reconciler{Client: c, NodeName: "n1", Hook: h, Root: testroot.New(t, files)}
+			r.publishGrants(context.Background(), ln, "0-3")
+			d := nri.Decide(h.grants, &api.PodSandbox{Namespace: "trading", Annotations: ask}, &api.Container{})
+			if got := d.Sched.Realtime(); got != tc.want {
+				t.Errorf("real-time at creation %v (decided %+v, refused %q), want %v", got, d, h.grants.RTRefused, tc.want)
+			}
+		})
 	}
 }

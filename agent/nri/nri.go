@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,12 +22,14 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
+	nriversion "github.com/containerd/nri/pkg/version"
 	"github.com/go-logr/logr"
 
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/desired"
 	"latencytier.io/latencytier/agent/owners"
 	"latencytier.io/latencytier/agent/podcgroup"
+	"latencytier.io/latencytier/agent/rtsched"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -57,6 +60,10 @@ type Grants struct {
 	// requested cpuset is neither empty nor Online was placed by someone
 	// else (kubelet's static CPU manager, a DRA driver, another plugin).
 	Online string
+	// RTRefused, when not empty, says why a container created real-time
+	// could fail to start on this node (rtsched.CreateRefused): the plugin
+	// then sets no scheduling policy and the file path decides alone.
+	RTRefused string
 }
 
 // Decision is what the agent adjusts on one container.
@@ -65,10 +72,13 @@ type Decision struct {
 	RemoveQuota bool
 	// CPUs is the cpuset to place the container on ("" leaves it).
 	CPUs string
+	// Sched is the real-time policy the container's process starts with
+	// (zero: the runtime's own).
+	Sched rtsched.Value
 }
 
 // Empty reports whether the decision adjusts nothing.
-func (d Decision) Empty() bool { return !d.RemoveQuota && d.CPUs == "" }
+func (d Decision) Empty() bool { return !d.RemoveQuota && d.CPUs == "" && d.Sched == (rtsched.Value{}) }
 
 // DecideFunc decides one container; it may block (the plugin bounds it).
 type DecideFunc func(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (Decision, error)
@@ -92,7 +102,54 @@ func Decide(g *Grants, pod *api.PodSandbox, ctr *api.Container) Decision {
 	if len(o.Isolated) == 1 && g.Tuning.CPUs != nil && g.Tuning.CPUs.Isolated != nil && unplaced(g, ctr) {
 		d.CPUs = *g.Tuning.CPUs.Isolated
 	}
+	d.Sched = realtime(g, p, ctr, d.CPUs)
 	return d
+}
+
+// realtime is the real-time policy p's container starts with, by the file
+// path's rules (desired's realtime, rtsched.Check): the pod asks
+// (annotation latencytier.io/sched-policy), realtime.namespaceSelector
+// grants its namespace, the profile isolates CPUs and allows the policy and
+// priority, and the container's cpuset (placed, the plugin's own or
+// another owner's) is a non-empty subset of the isolated CPUs, all of
+// them online. Another plugin's scheduler is left (the runtime gives a
+// field one owner), and so is every container where the kernel could
+// refuse the policy at start (g.RTRefused): the container would not start.
+func realtime(g *Grants, p podcgroup.Pod, ctr *api.Container, placed string) rtsched.Value {
+	ask, ok := p.Annotations[v1alpha1.SchedPolicyAnnotation]
+	t := g.Tuning
+	if !ok || t.Realtime == nil || !podcgroup.Granted(p.NamespaceLabels, t.Realtime.NamespaceSelector) ||
+		g.RTRefused != "" || ctr.GetLinux().GetScheduler() != nil {
+		return rtsched.Value{}
+	}
+	v, no := rtsched.Check(t, ask)
+	if no != nil || !v.Realtime() {
+		return rtsched.Value{}
+	}
+	cpus := placed
+	if cpus == "" {
+		cpus = ctr.GetLinux().GetResources().GetCpu().GetCpus()
+	}
+	got, err1 := cpulist.Parse(cpus)
+	isolated, err2 := cpulist.Parse(*t.CPUs.Isolated) // Check: set
+	online, err3 := cpulist.Parse(g.Online)
+	if err1 != nil || err2 != nil || err3 != nil || !isolated.IsSubsetOf(online) || !rtsched.Within(got, isolated) {
+		return rtsched.Value{}
+	}
+	return v
+}
+
+// scheduler is v as the OCI spec's process.scheduler, with
+// SCHED_FLAG_RESET_ON_FORK as rtsched writes it: what the container's
+// process forks or clones later starts as SCHED_OTHER, and the agent's next
+// pass journals and sets it (the file path).
+func scheduler(v rtsched.Value) *api.LinuxScheduler {
+	pol := api.LinuxSchedulerPolicy_SCHED_FIFO
+	if v.Policy == "rr" {
+		pol = api.LinuxSchedulerPolicy_SCHED_RR
+	}
+	return &api.LinuxScheduler{Policy: pol, Priority: int32(v.N),
+		Flags: []api.LinuxSchedulerFlag{api.LinuxSchedulerFlag_SCHED_FLAG_RESET_ON_FORK}}
 }
 
 // unplaced reports whether the container's requested cpuset is nobody's:
@@ -130,6 +187,18 @@ type Plugin struct {
 	state State
 	// runtime is the runtime's name and version, once connected.
 	runtime string
+	// rtAtCreate: the connected runtime takes a scheduling policy in a
+	// CreateContainer adjustment (schedulerSupport), and rtMsg says so.
+	rtAtCreate bool
+	rtMsg      string
+	// journalRT journals the containers given a real-time policy at
+	// creation (WithRealtimeJournal); nil: the plugin sets none.
+	journalRT JournalFunc
+	// rtGiven are the containers given one and not yet started, by ID.
+	rtGiven map[string]startedRT
+	// nriVersion, when set, replaces the NRI version the runtime reports
+	// (tests: the in-process runtime always reports the module's).
+	nriVersion *string
 	// placed are the containers whose requested cpuset was set before the
 	// plugin saw them (by container ID, at most maxPlaced): the node's
 	// other placers, for agent/owners.
@@ -231,10 +300,32 @@ func New(socket string, log logr.Logger, opts ...Option) *Plugin {
 func (p *Plugin) Publish(g *Grants) { p.grants.Store(g) }
 
 // State is the plugin's connection to the runtime, for the node condition.
+// A Connected message ends with whether this node's containers start with
+// their real-time policy (rtNote), as of the last grants published.
 func (p *Plugin) State() State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.state
+	s := p.state
+	if s.Reason == v1alpha1.ReasonHookConnected && p.rtMsg != "" {
+		s.Message += "; " + p.rtNote()
+	}
+	return s
+}
+
+// rtNote says whether the plugin sets the real-time policy at creation
+// here: the runtime's support (schedulerSupport), unless the plugin has no
+// journal for it or the node refuses it (Grants.RTRefused: RT group
+// scheduling, an agent outside the host's pid namespace). p.mu is held.
+func (p *Plugin) rtNote() string {
+	switch g := p.grants.Load(); {
+	case !p.rtAtCreate:
+		return p.rtMsg
+	case p.journalRT == nil:
+		return "real-time policy at creation: not set through NRI (the plugin has no journal to restore it from); " + rtFallback
+	case g != nil && g.RTRefused != "":
+		return "real-time policy at creation: not set on this node (" + g.RTRefused + "); " + rtFallback
+	}
+	return p.rtMsg
 }
 
 func (p *Plugin) setState(reason, msg string) {
@@ -317,12 +408,18 @@ func (p *Plugin) runOnce(ctx context.Context) bool {
 		p.setState(v1alpha1.ReasonHookDisconnected, fmt.Sprintf("NRI registration at %s failed: %v; %s", p.socket, err, p.meanwhile("the file path tunes containers")))
 		return false
 	}
-	// The runtime's NRI version says whether it could take an RT policy
-	// (NRI 0.11+, containerd 2.2.1+), which this plugin does not set yet.
+	// The runtime's NRI version says whether it takes an RT policy.
 	nriVersion := s.RuntimeNRIVersion()
+	if p.nriVersion != nil {
+		nriVersion = *p.nriVersion
+	}
+	rt, rtMsg := schedulerSupport(nriVersion)
 	if nriVersion == "" {
 		nriVersion = "unknown"
 	}
+	p.mu.Lock()
+	p.rtAtCreate, p.rtMsg = rt, rtMsg
+	p.mu.Unlock()
 	// Connected once the runtime synchronized the plugin: only then does
 	// it relay container requests to it.
 	select {
@@ -343,6 +440,66 @@ func (p *Plugin) runOnce(ctx context.Context) bool {
 	}
 	s.Stop()
 	return true
+}
+
+// rtFallback is what happens to the real-time policy where the plugin
+// does not set it at creation.
+const rtFallback = "the file path sets it on the container's threads after it starts"
+
+// minSchedulerMinor is the first NRI minor release whose runtime side
+// applies a plugin's scheduler adjustment to the container's OCI spec
+// (containerd/nri e06369e, "allow setting scheduler attributes", first
+// tagged v0.11.0). containerd and CRI-O apply every adjustment through the
+// NRI module's own spec generator (runtime-tools/generate), so the runtime's
+// NRI version decides. A runtime on an older NRI drops the field unread.
+const minSchedulerMinor = 11
+
+// schedulerSupport reports whether a runtime reporting NRI version v takes
+// a scheduling policy at CreateContainer, and says so for the
+// RuntimeHookConnected message. Runtimes report their NRI version from
+// NRI v0.12 on (containerd/nri ee82b96, "exchange versions during
+// registration"), so any version reported, even one the runtime could not
+// determine itself ("0.0.0-unknown", "(devel)"), is v0.12 or later. One
+// that reports none is taken for too old: a v0.11 runtime would take the
+// policy, but nothing tells it from an older one, and the file path sets
+// it one pass later either way.
+func schedulerSupport(v string) (bool, string) {
+	if v == "" {
+		return false, "real-time policy at creation: not set through NRI (the runtime does not report its NRI version, so its NRI predates v0.12; process.scheduler needs v0.11); " + rtFallback
+	}
+	if major, minor, ok := nriMinor(v); ok && major == 0 && minor < minSchedulerMinor && v != nriversion.UnknownVersion {
+		return false, fmt.Sprintf("real-time policy at creation: not set through NRI (the runtime's NRI %s predates v0.11, which added process.scheduler); %s", v, rtFallback)
+	}
+	return true, "real-time policy at creation: set through NRI (process.scheduler, applied by runc 1.2+ or crun; an older OCI runtime ignores it and " + rtFallback + ")"
+}
+
+// nriMinor parses "v0.12.5" (or "0.12", a pre-release or build suffix
+// after the patch) into its major and minor numbers.
+func nriMinor(v string) (major, minor int, ok bool) {
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) < 2 {
+		return 0, 0, false
+	}
+	var err1, err2 error
+	major, err1 = strconv.Atoi(parts[0])
+	minor, err2 = strconv.Atoi(parts[1])
+	return major, minor, err1 == nil && err2 == nil && major >= 0 && minor >= 0
+}
+
+// schedName is v for a log, "" for none.
+func schedName(v rtsched.Value) string {
+	if v == (rtsched.Value{}) {
+		return ""
+	}
+	return v.String()
+}
+
+// schedAtCreate reports whether the connected runtime takes a scheduling
+// policy at CreateContainer.
+func (p *Plugin) schedAtCreate() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rtAtCreate
 }
 
 func (p *Plugin) runtimeName() string {
@@ -408,8 +565,9 @@ func (h handler) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	return nil, nil
 }
 
-// Configure subscribes to CreateContainer, UpdateContainer, StopPodSandbox
-// and RemoveContainer, and in
+// Configure subscribes to CreateContainer, UpdateContainer, StartContainer
+// (to journal a container started real-time), StopPodSandbox and
+// RemoveContainer, and in
 // Runtime mode to the events that keep the pod source current.
 func (h handler) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
 	h.p.mu.Lock()
@@ -419,6 +577,8 @@ func (h handler) Configure(_ context.Context, _, runtime, version string) (api.E
 	events := []string{"CreateContainer", "UpdateContainer", "StopPodSandbox", "RemoveContainer"}
 	if h.p.pods != nil {
 		events = append(events, podEvents...)
+	} else if h.p.journalRT != nil {
+		events = append(events, "StartContainer")
 	}
 	return api.MustParseEventMask(events...), nil
 }
@@ -428,8 +588,9 @@ func (h handler) Configure(_ context.Context, _, runtime, version string) (api.E
 var podEvents = []string{"RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "StartContainer", "RemoveContainer", "PostUpdateContainer"}
 
 // RunPodSandbox, StopPodSandbox, RemovePodSandbox, StartContainer,
-// RemoveContainer and PostUpdateContainer only feed the pod source; the
-// runtime sends them in Runtime mode only.
+// RemoveContainer and PostUpdateContainer feed the pod source too; the
+// runtime sends them in Runtime mode only (StartContainer also when the
+// plugin journals real-time policies).
 func (h handler) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	if h.p.pods != nil {
 		h.p.pods.runPod(pod)
@@ -452,7 +613,11 @@ func (h handler) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	return nil
 }
 
+// StartContainer journals the container's first thread when the plugin
+// gave it a real-time policy at creation (journalStarted): the runtime
+// sends it once the container's process exists, before the process runs.
 func (h handler) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	h.p.journalStarted(pod, ctr)
 	if h.p.pods != nil {
 		h.p.pods.container(pod, ctr)
 	}
@@ -461,6 +626,7 @@ func (h handler) StartContainer(_ context.Context, pod *api.PodSandbox, ctr *api
 
 func (h handler) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
 	h.p.forget(ctr.GetId(), "")
+	h.p.takeRT(ctr.GetId())
 	if h.p.pods != nil {
 		h.p.pods.removeContainer(ctr)
 	}
@@ -481,6 +647,9 @@ func (h handler) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 	}
 	h.p.notePlaced(pod, ctr)
 	d := h.p.decideBounded(ctx, pod, ctr)
+	if d.Sched != (rtsched.Value{}) && (!h.p.schedAtCreate() || !h.p.giveRT(pod, ctr, d.Sched)) {
+		d.Sched = rtsched.Value{}
+	}
 	if d.Empty() {
 		h.p.leftAsMade(pod, ctr)
 		return nil, nil, nil
@@ -493,14 +662,21 @@ func (h handler) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 		adj.SetLinuxCPUSetCPUs(d.CPUs)
 		h.p.remember(pod, ctr, d.CPUs, true)
 	}
+	if d.Sched != (rtsched.Value{}) {
+		adj.SetLinuxScheduler(scheduler(d.Sched))
+	}
 	// A decision, logged at the default level like the agent's passes':
 	// which container started tuned, before any pass could see it.
 	h.p.log.Info("Tuned a container at its creation", "pod", pod.GetNamespace()+"/"+pod.GetName(), "container", ctr.GetName(),
-		"quotaRemoved", d.RemoveQuota, "cpus", d.CPUs)
+		"quotaRemoved", d.RemoveQuota, "cpus", d.CPUs, "sched", schedName(d.Sched))
 	return adj, nil, nil
 }
 
-// UpdateContainer re-asserts a granted container's cpuset on a resize. It
+// UpdateContainer re-asserts a granted container's cpuset on a resize. The
+// real-time policy is not re-asserted here, and cannot be: NRI's
+// ContainerUpdate holds only LinuxResources (a running container's cgroup
+// values), no process attribute, and a resize does not change a thread's
+// policy; the file path re-asserts a policy someone changed (drift). It
 // leaves kubelet's quota as kubelet asked: the runtime reports the
 // resources it applied, and kubelet holds an in-place resize in progress
 // until they are the ones it asked for. With the quota taken out here,

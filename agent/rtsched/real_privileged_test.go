@@ -365,7 +365,12 @@ func TestRealFIFOApplyNewThreadsRevert(t *testing.T) {
 // kernel refuses real-time policy (EPERM) for a task in a cgroup whose
 // cpu.rt_runtime_us is 0, which is how kubelet makes every pod cgroup. The
 // agent reports that, with the reason, instead of failing on every thread.
+//
+// It holds the kernel lock: agent/apply's real-kernel tests write
+// kernel.sched_rt_runtime_us, and while it is -1 the kernel lets the
+// helper become real-time without a group budget.
 func TestRealNoRTBudgetIsReported(t *testing.T) {
+	kernellock.Lock(t)
 	root := testroot.RealKernel(t)
 	pod, p, pid := rtPod(t, "0", onlineCPUs(t))
 	if !root.Exists(filepath.Join(pod.CtrDir, "cpu.rt_runtime_us")) {

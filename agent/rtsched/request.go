@@ -1,6 +1,8 @@
 package rtsched
 
 import (
+	"k8s.io/utils/cpuset"
+
 	"fmt"
 	"slices"
 	"strings"
@@ -85,3 +87,12 @@ func MaxPriority(rt *v1alpha1.RealtimeSpec) int {
 	}
 	return n
 }
+
+// Realtime reports whether v is a real-time value (SCHED_FIFO, SCHED_RR),
+// the only ones Check grants.
+func (v Value) Realtime() bool { return v.isRealtime() }
+
+// Within is the grant rule on CPUs, for a caller that knows a container's
+// cpuset before its cgroup exists (the NRI plugin at CreateContainer): a
+// real-time policy only on a non-empty subset of the isolated CPUs.
+func Within(cpus, isolated cpuset.CPUSet) bool { return cpusetWithin(cpus, isolated) }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"latencytier.io/latencytier/agent/internal/testroot"
+	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/podcgroup"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
@@ -27,25 +28,40 @@ const (
 // each thread's stat and status.
 func tenantRoot(t *testing.T, procs string, threads func(files map[string]string)) (podcgroup.Pod, func() ([]string, []v1alpha1.SettingResult, []PodRefusal)) {
 	t.Helper()
-	files := map[string]string{
-		"proc/self/status":                 fmt.Sprintf("Name:\tagent\nNSpid:\t%d\n", os.Getpid()),
-		"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n",
-		tenantCtr + "cgroup.procs":         procs,
-		tenantCtr + cgroupCpus:             "1\n",
-	}
+	files := map[string]string{tenantCtr + "cgroup.procs": procs}
 	threads(files)
-	root := testroot.New(t, files)
-	p := podcgroup.Pod{UID: "u1", Namespace: "tenant", Name: "spin", ContainerIDs: []string{"containerd://" + strings.Repeat("c", 64)}}
+	p, knobs := tenantRootKnobs(t, files)
 	return p, func() ([]string, []v1alpha1.SettingResult, []PodRefusal) {
-		ks, res, no, err := Knobs(root, []Grant{{Pod: p, Value: "fifo:40", CPUs: cpuset.New(1)}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ks, res, no := knobs()
 		var ids []string
 		for _, k := range ks {
 			ids = append(ids, k.ID)
 		}
 		return ids, res, no
+	}
+}
+
+// tenantRootKnobs is tenantRoot's host with files added (cgroup.procs "100"
+// unless files sets it), and the knobs of its pod granted fifo:40 on CPU 1.
+func tenantRootKnobs(t *testing.T, files map[string]string) (podcgroup.Pod, func() ([]knob.Knob, []v1alpha1.SettingResult, []PodRefusal)) {
+	t.Helper()
+	all := map[string]string{
+		"proc/self/status":                 fmt.Sprintf("Name:\tagent\nNSpid:\t%d\n", os.Getpid()),
+		"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n",
+		tenantCtr + "cgroup.procs":         "100\n",
+		tenantCtr + cgroupCpus:             "1\n",
+	}
+	for k, v := range files {
+		all[k] = v
+	}
+	root := testroot.New(t, all)
+	p := podcgroup.Pod{UID: "u1", Namespace: "tenant", Name: "spin", ContainerIDs: []string{"containerd://" + strings.Repeat("c", 64)}}
+	return p, func() ([]knob.Knob, []v1alpha1.SettingResult, []PodRefusal) {
+		ks, res, no, err := Knobs(root, []Grant{{Pod: p, Value: "fifo:40", CPUs: cpuset.New(1)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ks, res, no
 	}
 }
 

@@ -164,7 +164,10 @@ const (
 	// NodeRuntimeHookConnected is True while the agent is registered as an
 	// NRI plugin of the container runtime (NRI mode): granted containers
 	// are created without a quota and on their CPUs. False: the file path
-	// tunes them one pass after they start.
+	// tunes them one pass after they start. A Connected message ends with
+	// whether the node's containers start with their real-time policy
+	// ("real-time policy at creation: set through NRI", "not set through
+	// NRI (...)" for the runtime, "not set on this node (...)" for the node).
 	NodeRuntimeHookConnected = "RuntimeHookConnected"
 	// ReasonHookConnected: registered with the runtime's NRI socket.
 	ReasonHookConnected = "Connected"

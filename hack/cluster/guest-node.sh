@@ -49,6 +49,19 @@ pod_files() {
   [ -d "$c" ] || { echo "no cgroup for container $2"; return 1; }
   echo "pod=$(cut -d' ' -f1 "$d/cpu.max") container=$(cut -d' ' -f1 "$c/cpu.max") partition=$(cat "$c/cpuset.cpus.partition") cpus=$(cat "$c/cpuset.cpus.effective") weight=$(cat "$c/cpu.weight")"
 }
+# pod_sched UID CID: the scheduling policy (stat field 41) and real-time
+# priority (field 40) of the container's first process, as
+# "pid=<pid> policy=<n> prio=<n>" (policy 1 SCHED_FIFO, 2 SCHED_RR, 0 other).
+pod_sched() {
+  d="$(pod_dir "$1")" || { echo "$d"; return 1; }
+  case "$2" in *[!0-9a-f]*|"") echo "bad container id $2"; return 1 ;; esac
+  pid="$(sort -n "$d/cri-containerd-$2.scope/cgroup.procs" 2>/dev/null | head -1)"
+  [ -n "$pid" ] || { echo "no process in container $2"; return 1; }
+  st="$(cat /proc/"$pid"/stat)" || return 1
+  set -- ${st##*) }   # $1 is field 3: field N is ${N-2}
+  shift 37
+  echo "pid=$pid policy=$2 prio=$1"
+}
 # snapshot UID...: the kernel's scheduler and IRQ values, the cgroup
 # files of the root's children, the QoS slices and the named pods (every
 # cgroup under them), the systemd properties of the units the agent
@@ -137,6 +150,11 @@ while :; do
       pod\ *)
         set -- $p
         v="$(pod_files "$2" "$3" 2>&1)" || v="error: $v" ;;
+      # "sched UID CID": the container's first process's scheduling policy
+      # and real-time priority (pod_sched).
+      sched\ *)
+        set -- $p
+        v="$(pod_sched "$2" "$3" 2>&1)" || v="error: $v" ;;
       # "snapshot UID...": every value the node-stack scenario's profile may
       # touch, one a line, for a byte-for-byte comparison (snapshot).
       snapshot|snapshot\ *)

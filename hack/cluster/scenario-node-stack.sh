@@ -8,7 +8,10 @@
 #   and container level, and again after kubelet resizes the pod's CPU in
 #   place); system.slice and user.slice confined by systemd's AllowedCPUs
 #   (init.scope by its cpuset.cpus); a granted Guaranteed pod's exclusive CPU made an isolated
-#   cpuset partition; delete → the snapshot byte-identical to before.
+#   cpuset partition; a granted real-time pod created after the profile runs
+#   SCHED_FIFO from the first look, set at its creation by the agent's NRI
+#   plugin (the node says the runtime takes it in RuntimeHookConnected);
+#   delete → the snapshot byte-identical to before.
 # The node runs kubelet's static CPU manager with CPU 0 reserved and three
 # CPUs (make test-node-stack: CLUSTER_CPU_MANAGER=static VM_SMP=3), so the
 # Guaranteed pod gets CPU 1 or 2, both in the profile's isolated CPUs.
@@ -63,6 +66,33 @@ spec:
     policy: Remove
     namespaceSelector:
       matchLabels: {kubernetes.io/metadata.name: default}
+  realtime:
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: default}
+YAML
+}
+# stack-rt: Guaranteed with one whole CPU (kubelet's exclusive CPU, the
+# isolated one stack-isolated does not hold), asking SCHED_FIFO 10 and not
+# the quota removal (so no partition of its own).
+stack_rt_pod() {
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: stack-rt
+  namespace: default
+  annotations: {latencytier.io/sched-policy: "fifo:10"}
+spec:
+  nodeName: $N
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: $PAUSE_IMAGE_REF
+    imagePullPolicy: Never
+    resources:
+      requests: {cpu: "1", memory: 32Mi}
+      limits: {cpu: "1", memory: 32Mi}
 YAML
 }
 PAUSE_IMAGE_REF=latencytier.local/pause:1
@@ -111,7 +141,7 @@ printf '%s\n' "$BEFORE" >"$STATE/node-stack-before.txt"
 
 t=$SECONDS
 stack_profile >"$STATE/node-stack.yaml"
-must "apply node-stack (cpus reserved 0, isolated 1-2, partition Isolated; cpuQuota Remove for default)" k apply -f "$STATE/node-stack.yaml"
+must "apply node-stack (cpus reserved 0, isolated 1-2, partition Isolated; cpuQuota Remove and realtime for default)" k apply -f "$STATE/node-stack.yaml"
 gen=$(k get latencyprofile node-stack -o jsonpath='{.metadata.generation}')
 check "LatencyNode $N Applied at generation $gen" wait_until "${STACK_TIMEOUT:-300}" ln_applied "$gen"
 figure stack_applied_s $((SECONDS - t))
@@ -129,6 +159,35 @@ check "stack-isolated's exclusive CPU an isolated partition (cpuset.cpus.partiti
 i1=$(podcg stack-isolated)
 echo "  (stack-isolated: $i1; root cpuset.cpus.isolated: $(ask $N /sys/fs/cgroup/cpuset.cpus.isolated))"
 figure stack_tuned_s $((SECONDS - t))
+
+# Real-time at creation: the node says its runtime takes the policy through
+# NRI; a granted pod created now runs SCHED_FIFO 10 at the first look at its
+# container's process (guest kernel), and the agent's plugin logged that it
+# journaled it at StartContainer (set at creation, not by a later pass).
+hook_msg() {
+  k get latencynode $N -o jsonpath='{.status.conditions[?(@.type=="RuntimeHookConnected")].status} {.status.conditions[?(@.type=="RuntimeHookConnected")].message}'
+}
+hook_rt() { [[ "$(hook_msg)" == "True "*"real-time policy at creation: set through NRI"* ]]; }
+check "RuntimeHookConnected True on $N, saying the runtime takes the real-time policy at creation" wait_until 120 hook_rt
+echo "  (RuntimeHookConnected: $(hook_msg))"
+t=$SECONDS
+stack_rt_pod >"$STATE/node-stack-rt.yaml"
+must "pod stack-rt (Guaranteed, 1 CPU, asks fifo:10) created" k apply -f "$STATE/node-stack-rt.yaml"
+rt_started() { CID_OF[stack-rt]=$(pod_cid stack-rt); [[ -n ${CID_OF[stack-rt]} ]]; }
+must "stack-rt's container started" wait_until "${STACK_TIMEOUT:-300}" rt_started
+UID_OF[stack-rt]=$(pod_uid stack-rt)
+rt0=$(ask $N "sched ${UID_OF[stack-rt]} ${CID_OF[stack-rt]}")
+figure stack_rt_first_look_s $((SECONDS - t))
+rt_fifo() { [[ $rt0 == *" policy=1 prio=10" ]]; }
+check "stack-rt's process SCHED_FIFO 10 at the first look (guest /proc/PID/stat: $rt0)" rt_fifo
+rt_journaled() {
+  k -n latencytier-system logs -l app.kubernetes.io/component=agent --tail=-1 --prefix=false 2>/dev/null |
+    grep 'Journaled a container started real-time' | grep -q 'default/stack-rt'
+}
+check "the agent's NRI plugin set it at creation (its log: journaled stack-rt at StartContainer)" wait_until 30 rt_journaled
+# Its exclusive CPU goes back to kubelet's shared pool before the deletion
+# below compares stack-quota's cpuset with the snapshot taken before.
+must "pod stack-rt deleted" k delete pod stack-rt --timeout=120s
 
 t=$SECONDS
 w0=$(field "$(podcg stack-quota)" weight)

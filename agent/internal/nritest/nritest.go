@@ -64,6 +64,31 @@ func (rt *Runtime) Create(t testing.TB, p *api.PodSandbox, c *api.Container) *ap
 	return resp.GetAdjust()
 }
 
+// Start tells every plugin subscribed to StartContainer that c of pod p
+// is about to start, as containerd does once the container's process
+// exists (c.Pid) and before it runs.
+func (rt *Runtime) Start(t testing.TB, p *api.PodSandbox, c *api.Container) {
+	t.Helper()
+	c.PodSandboxId = p.Id
+	b := rt.R.BlockPluginSync()
+	defer b.Unblock()
+	if err := rt.R.StartContainer(context.Background(), &api.StartContainerRequest{Pod: p, Container: c}); err != nil {
+		t.Fatalf("StartContainer: %v", err)
+	}
+}
+
+// Remove tells every plugin subscribed to RemoveContainer that c of pod p
+// was removed.
+func (rt *Runtime) Remove(t testing.TB, p *api.PodSandbox, c *api.Container) {
+	t.Helper()
+	c.PodSandboxId = p.Id
+	b := rt.R.BlockPluginSync()
+	defer b.Unblock()
+	if err := rt.R.RemoveContainer(context.Background(), &api.RemoveContainerRequest{Pod: p, Container: c}); err != nil {
+		t.Fatalf("RemoveContainer: %v", err)
+	}
+}
+
 // placer is a plugin that puts every container of one pod on CPUs, as a
 // DRA CPU driver or a resource policy does through NRI.
 type placer struct {
