@@ -68,7 +68,7 @@ test-cluster: deps ## Multi-node end-to-end: a control plane in a netns and kube
 test-node-stack: deps ## CI's cgroup v2 node row: one Debian 6.12 guest (systemd, containerd 2 with NRI, systemd cgroup driver) joined to a control plane in a netns; tuning asserted on the guest's kernel (hack/cluster/scenario-node-stack.sh).
 	hack/install-deps.sh hack/vm/apt-packages.txt
 	LATENCYTIER_CLUSTER_STATE=/var/lib/latencytier-node-stack LATENCYTIER_CLUSTER_NETNS=latencytier-node-stack \
-	  CLUSTER_NODES=node-6-12 CLUSTER_SCENARIOS=node-stack CLUSTER_CPU_MANAGER=static VM_SMP=3 \
+	  CLUSTER_NODES=node-6-12 CLUSTER_SCENARIOS=node-stack CLUSTER_CPU_MANAGER=static VM_SMP=4 \
 	  timeout --kill-after=60 $${NODE_STACK_TIMEOUT:-1800} hack/cluster/test.sh
 
 .PHONY: test-e2e

@@ -10,6 +10,14 @@ import (
 	"latencytier.io/latencytier/agent/internal/testroot"
 )
 
+// btfFile holds a few of a kernel BTF's strings, with and without the
+// function only CONFIG_RT_GROUP_SCHED builds.
+const (
+	btfFile    = "sys/kernel/btf/vmlinux"
+	btfWithout = "\x9f\xeb\x01\x00\x00sched_rt_period_timer\x00sched_group_rt_period\x00sched_setattr\x00"
+	btfWith    = btfWithout + "sched_group_set_rt_runtime\x00tg_set_rt_bandwidth\x00"
+)
+
 // CreateRefused: a container may be created real-time only where the
 // kernel has no real-time group scheduling (no cpu.rt_runtime_us at the cpu
 // hierarchy's root), the hierarchy is known, and the agent shares the
@@ -20,12 +28,17 @@ func TestCreateRefused(t *testing.T) {
 		files  map[string]string
 		refuse string // part of the refusal, "" for none
 	}{
-		{"v2", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n"}, ""},
+		{"v2", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n", btfFile: btfWithout}, ""},
+		// runc 1.5.3 on a kernel with CONFIG_RT_GROUP_SCHED: "error setting
+		// scheduler: operation not permitted", and the container never
+		// starts; on cgroup v2 no cgroup file shows that option.
+		{"v2 on a kernel with RT group scheduling", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n", btfFile: btfWith}, "CONFIG_RT_GROUP_SCHED"},
+		{"v2 without the kernel's BTF", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n"}, "unknown"},
 		{"v1 without RT group scheduling", map[string]string{"sys/fs/cgroup/cpu,cpuacct/cpu.shares": "1024\n"}, ""},
 		{"v1 with RT group scheduling", map[string]string{"sys/fs/cgroup/cpu,cpuacct/cpu.rt_runtime_us": "950000\n"}, "by group"},
 		{"v2 with RT group scheduling", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpu\n", "sys/fs/cgroup/cpu.rt_runtime_us": "950000\n"}, "by group"},
 		{"no cgroup filesystem", map[string]string{}, "unknown"},
-		{"another pid namespace", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n", "proc/self/status": "Name:\tagent\nNSpid:\t4242\t1\n"}, "pid namespace is not the host's"},
+		{"another pid namespace", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n", btfFile: btfWithout, "proc/self/status": "Name:\tagent\nNSpid:\t4242\t1\n"}, "pid namespace is not the host's"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			files := map[string]string{"proc/self/status": fmt.Sprintf("Name:\tagent\nNSpid:\t%d\n", os.Getpid())}

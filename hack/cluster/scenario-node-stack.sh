@@ -12,9 +12,11 @@
 #   SCHED_FIFO from the first look, set at its creation by the agent's NRI
 #   plugin (the node says the runtime takes it in RuntimeHookConnected);
 #   delete → the snapshot byte-identical to before.
-# The node runs kubelet's static CPU manager with CPU 0 reserved and three
-# CPUs (make test-node-stack: CLUSTER_CPU_MANAGER=static VM_SMP=3), so the
-# Guaranteed pod gets CPU 1 or 2, both in the profile's isolated CPUs.
+# The node runs kubelet's static CPU manager with CPU 0 reserved and four
+# CPUs (make test-node-stack: CLUSTER_CPU_MANAGER=static VM_SMP=4), so the
+# two Guaranteed pods (stack-isolated, then stack-rt) get CPUs 1 and 2, the
+# profile's isolated CPUs. With three, stack-rt was refused OutOfcpu
+# (1120m of 2000m used).
 # Every wait is bounded; the cluster is torn down by test.sh's trap.
 
 N=node-6-12
