@@ -90,7 +90,10 @@ func TestPublishGrantsRealtime(t *testing.T) {
 		files map[string]string
 		want  bool
 	}{
-		{"cgroup v2", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n"}, true},
+		// A kernel BTF whose strings lack sched_group_set_rt_runtime: built
+		// without RT group scheduling.
+		{"cgroup v2", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n", "sys/kernel/btf/vmlinux": "\x00sched_setattr\x00"}, true},
+		{"cgroup v2 without the kernel's BTF", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n"}, false},
 		{"RT group scheduling", map[string]string{"sys/fs/cgroup/cpu,cpuacct/cpu.rt_runtime_us": "950000\n"}, false},
 		// It could not journal or restore the thread it started so.
 		{"agent outside the host's pid namespace", map[string]string{"sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n",
