@@ -3,7 +3,7 @@
 // rebooting, rejoining), release and revert, as one state machine
 // (Machine) and pure functions from what a pass read to what it does
 // next and which fields that writes. It owns no client and imports none
-// (imports_test.go fails when it does): the reconcilers in controllers/
+// (controllers/imports_test.go fails when it does): the reconcilers in controllers/
 // read, call it, and carry the writes out.
 //
 // Issue 42's first slice: the reboot and release decisions live here, and
