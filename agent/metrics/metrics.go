@@ -57,6 +57,9 @@ var (
 	podBudgetDesc = prometheus.NewDesc("latencytier_pod_within_budget",
 		"1 while a measured pod's verdict against its measurement.budgets entry (budget) is Within, 0 while Outside; absent while Unknown.",
 		[]string{"pod_namespace", "pod_name", "budget"}, nil)
+	podP99Desc = prometheus.NewDesc("latencytier_pod_runqueue_p99_seconds",
+		"A measured pod's own run-queue latency p99 in the latest window (at least one wait, a histogram of its own in the tracer); absent otherwise, and on the schedstat fallback.",
+		[]string{"pod_namespace", "pod_name"}, nil)
 	stateDesc = prometheus.NewDesc("latencytier_setting_state",
 		"1 for each state a setting is in (a pod's settings of one kind count as one), 0 for the states it was in before.",
 		[]string{"setting", "state"}, nil)
@@ -105,8 +108,11 @@ type Collector struct {
 	// podBudgets are the latest window's verdicts: one series per
 	// measured pod a budget matches, no more.
 	podBudgets []v1alpha1.PodBudgetResult
-	states     map[string]map[v1alpha1.SettingState]bool // seriesKey → state → current
-	reasserts  map[string]uint64                         // seriesKey → count
+	// podP99 is the latest window's p99 by pod (namespace, name): one
+	// series per pod with a histogram of its own (at most bpf.PodSlots-1).
+	podP99    map[[2]string]time.Duration
+	states    map[string]map[v1alpha1.SettingState]bool // seriesKey → state → current
+	reasserts map[string]uint64                         // seriesKey → count
 }
 
 // New returns a Collector that reads the journal under root on each scrape.
@@ -155,6 +161,21 @@ func (c *Collector) Measured(res *measure.Result) {
 	}
 	c.addWaits(res.Attribution)
 	c.podBudgets = res.PodBudgets
+	c.podP99 = podP99(res.PodRunQueue)
+}
+
+// podP99 keys the window's per-pod p99 by namespace and name, leaving out
+// pods without a wait (their p99 is not 0, it is unknown).
+func podP99(rq map[string]measure.PodRunQueue) map[[2]string]time.Duration {
+	out := make(map[[2]string]time.Duration, len(rq))
+	for key, r := range rq {
+		ns, name, ok := strings.Cut(key, "/")
+		if !ok || r.Samples <= 0 {
+			continue
+		}
+		out[[2]string{ns, name}] = r.P99
+	}
+	return out
 }
 
 // addWaits adds a window's attributed waits; pods no longer attributed
@@ -262,7 +283,7 @@ func (c *Collector) Reasserted(settings []string) {
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{runQueueDesc, budgetDesc, withinDesc, contentionDesc, periodsDesc, throttledDesc,
-		throttledSecDesc, burstsDesc, burstSecDesc, waitDesc, podBudgetDesc, stateDesc, reassertDesc, journalDesc} {
+		throttledSecDesc, burstsDesc, burstSecDesc, waitDesc, podBudgetDesc, podP99Desc, stateDesc, reassertDesc, journalDesc} {
 		ch <- d
 	}
 }
@@ -298,6 +319,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		case v1alpha1.PodOutsideBudget:
 			ch <- prometheus.MustNewConstMetric(podBudgetDesc, prometheus.GaugeValue, 0, b.Namespace, b.Name, b.Budget)
 		}
+	}
+	for k, d := range c.podP99 {
+		ch <- prometheus.MustNewConstMetric(podP99Desc, prometheus.GaugeValue, d.Seconds(), k[0], k[1])
 	}
 	for id, states := range c.states {
 		for state, current := range states {

@@ -240,3 +240,35 @@ latencytier_pod_within_budget{budget="rest",pod_name="batch-0",pod_namespace="sh
 		t.Error(err)
 	}
 }
+
+// TestCollectorPodRunQueueP99: one series per pod with a wait in the
+// window, its p99 in seconds; a pod without a wait has no series (its p99
+// is unknown, not 0), and a pod the next window does not trace loses its.
+func TestCollectorPodRunQueueP99(t *testing.T) {
+	c := New(host.New(t.TempDir()))
+	c.Measured(&measure.Result{PodRunQueue: map[string]measure.PodRunQueue{
+		"shop/web-0":  {Samples: 651, P99: 3770 * time.Microsecond},
+		"shop/web-1":  {Samples: 0},
+		"batch/job-0": {Samples: 820, P99: 304 * time.Microsecond},
+	}})
+	want := `
+# HELP latencytier_pod_runqueue_p99_seconds A measured pod's own run-queue latency p99 in the latest window (at least one wait, a histogram of its own in the tracer); absent otherwise, and on the schedstat fallback.
+# TYPE latencytier_pod_runqueue_p99_seconds gauge
+latencytier_pod_runqueue_p99_seconds{pod_name="job-0",pod_namespace="batch"} 0.000304
+latencytier_pod_runqueue_p99_seconds{pod_name="web-0",pod_namespace="shop"} 0.00377
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "latencytier_pod_runqueue_p99_seconds"); err != nil {
+		t.Error(err)
+	}
+	c.Measured(&measure.Result{PodRunQueue: map[string]measure.PodRunQueue{
+		"batch/job-0": {Samples: 12, P99: 2 * time.Millisecond},
+	}})
+	want = `
+# HELP latencytier_pod_runqueue_p99_seconds A measured pod's own run-queue latency p99 in the latest window (at least one wait, a histogram of its own in the tracer); absent otherwise, and on the schedstat fallback.
+# TYPE latencytier_pod_runqueue_p99_seconds gauge
+latencytier_pod_runqueue_p99_seconds{pod_name="job-0",pod_namespace="batch"} 0.002
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "latencytier_pod_runqueue_p99_seconds"); err != nil {
+		t.Error(err)
+	}
+}
