@@ -112,27 +112,6 @@ lp_lists_node() {
 }
 measured() { [[ -n "$(k get latencynode "$NODE" -o jsonpath='{.status.latency.measuredAt}')" ]]; }
 set_measurement() { k patch latencyprofile "$PROFILE" --type merge -p "{\"spec\":{\"measurement\":{\"source\":\"$1\"}}}" >/dev/null; }
-# writes_total prints "<latencynodes> <latencyprofiles>": the API server's
-# count of write requests (create, update, patch, apply, delete; any client,
-# any subresource, accepted or not) to each since it started. A no-op patch
-# counts too: it is still a needless write.
-writes_total() {
-  k get --raw /metrics | awk '
-    index($0, "apiserver_request_total{") == 1 && $0 ~ /verb="(POST|PUT|PATCH|APPLY|DELETE)"/ {
-      if (index($0, "resource=\"latencynodes\"")) ln += $NF
-      if (index($0, "resource=\"latencyprofiles\"")) lp += $NF
-    }
-    END { printf "%d %d\n", ln, lp }'
-}
-# writes_over SECONDS prints the writes to each over the next SECONDS, as
-# writes_total; "? ?" when the metrics cannot be read.
-writes_over() {
-  local a b a0 a1 b0 b1
-  { a=$(writes_total) && sleep "$1" && b=$(writes_total); } || { echo "? ?"; return 0; }
-  read -r a0 a1 <<<"$a"
-  read -r b0 b1 <<<"$b"
-  echo "$((b0 - a0)) $((b1 - a1))"
-}
 # settle waits (at most 90s) for 10s without a write to either kind.
 settle() {
   local i
@@ -156,17 +135,6 @@ transcript() {
 # kubectl_latency runs the kubectl plugin built at the start (bin/kubectl-latency).
 kubectl_latency() { "$ROOT/bin/kubectl-latency" --kubeconfig "$("$LC" kubeconfig)" "$@"; }
 apply_bad_cpus() { bad_profile bad '  cpus: {reserved: "0-1", isolated: "1"}' | k apply -f -; }
-# go_dur_ratio_at_least A B R: Go durations ("41µs", "1.2ms") with B >= R*A.
-go_dur_ratio_at_least() {
-  awk -v a="$1" -v b="$2" -v r="$3" 'function ns(d,  v, u) {
-      if (d ~ /h|m[0-9]/ && d !~ /ms$/) return -1
-      v = d + 0; u = d; sub(/^[0-9.]+/, "", u)
-      if (u == "ns") return v; if (u == "µs" || u == "us") return v * 1e3
-      if (u == "ms") return v * 1e6; if (u == "s") return v * 1e9; return -1 }
-    BEGIN { x = ns(a); y = ns(b); exit !(x > 0 && y >= r * x) }'
-}
-# at_most N MAX: N is a count no larger than MAX.
-at_most() { [[ "$1" =~ ^[0-9]+$ ]] && (($1 <= $2)); }
 resource_versions() {
   echo "$(k get latencynode "$NODE" -o jsonpath='{.metadata.resourceVersion}') $(k get latencyprofile "$PROFILE" -o jsonpath='{.metadata.resourceVersion}')"
 }
