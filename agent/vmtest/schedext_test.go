@@ -47,12 +47,12 @@ func TestSchedExtReportsFairWithSchedExtBuiltIn(t *testing.T) {
 	s := schedext.Read(root)
 	if !s.Supported || s.State != schedext.StateDisabled || s.Class() != schedext.ClassFair || s.String() != "fair" ||
 		s.Ops != "" || s.SwitchAll || s.Partial() || s.EnableSeq != seq || s.Problem != "" {
-		t.Fatalf("Read = %+v (class %s, %s); want supported, disabled, fair, enable_seq %d", s, s.Class(), s, seq)
+		t.Fatalf("Read = %#v (class %s, %s); want supported, disabled, fair, enable_seq %d", s, s.Class(), s, seq)
 	}
 	if c := schedext.Changed(s, schedext.Read(root)); c != "" {
 		t.Errorf("the class changed between two reads with nothing loaded: %s", c)
 	}
-	t.Logf("sched_ext: %+v (switch_all %s, nr_rejected %s)", s, raw("switch_all"), raw("nr_rejected"))
+	t.Logf("sched_ext: %#v (switch_all %s, nr_rejected %s)", s, raw("switch_all"), raw("nr_rejected"))
 }
 
 // The node's facts (what the LatencyNode's status.kernel says) on the same
