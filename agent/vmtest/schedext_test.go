@@ -57,8 +57,8 @@ func TestSchedExtReportsFairWithSchedExtBuiltIn(t *testing.T) {
 
 // The node's facts (what the LatencyNode's status.kernel says) on the same
 // kernel: activeClass fair, schedExt supported and disabled with the
-// kernel's enable_seq, and no note (the note is for a kernel without
-// sched_ext or a file it could not read).
+// kernel's enable_seq, and schedExt.note empty (it is set only on a kernel
+// without sched_ext or for a file the agent could not read).
 func TestFactsReportSchedExtSupportedAndFair(t *testing.T) {
 	root := extVM(t)
 	s := schedext.Read(root)
