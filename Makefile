@@ -55,7 +55,7 @@ test: deps envtest ## Unit, real-kernel (-tags privileged) and envtest tests (as
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh --print-dir)" LATENCYTIER_REQUIRE_PROMTOOL=1 go test -tags privileged -count=1 -timeout 30m ./...
 
 .PHONY: test-kernels
-test-kernels: deps ## The agent's kernel tests in emulated VMs: Debian 6.1 (cgroup v2, v1) and 6.12, real systemd; 6.12 booted by real GRUB for the boot parameters.
+test-kernels: deps ## The agent's kernel tests in emulated VMs: Debian 6.1 (cgroup v2, v1), 6.12 and 7.3 (sched_ext built in), real systemd; 6.12 booted by real GRUB for the boot parameters.
 	hack/install-deps.sh hack/vm/apt-packages.txt
 	hack/vm/test-kernels.sh
 

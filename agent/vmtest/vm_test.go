@@ -73,6 +73,28 @@ func TestRowIsWhatItSays(t *testing.T) {
 	if want := series != "6.1"; l.EEVDF != want || l.DebugfsMissing {
 		t.Errorf("kernel %s: layout %+v, want EEVDF=%v with debugfs mounted", rel, l, want)
 	}
+	extRow(t, root, row, rel)
+}
+
+// extRow: a row named *-ext-* booted a kernel with sched_ext and no BPF
+// scheduler loaded (state disabled) and with BTF, which a sched_ext
+// scheduler needs to load; every other row's kernel has no sched_ext, so
+// what they test is the fair class whatever the agent reads.
+func extRow(t *testing.T, root *host.Root, row, rel string) {
+	t.Helper()
+	state := root.Sys("kernel", "sched_ext", "state")
+	if !strings.Contains(row, "-ext-") {
+		if _, err := os.Stat(root.Sys("kernel", "sched_ext")); !os.IsNotExist(err) {
+			t.Errorf("row %s (kernel %s) is not an -ext- row but has %s: %v", row, rel, root.Sys("kernel", "sched_ext"), err)
+		}
+		return
+	}
+	if v, err := root.ReadString(state); err != nil || v != "disabled" {
+		t.Errorf("row %s (kernel %s): %s = %q, %v; want disabled (sched_ext built in, no scheduler loaded)", row, rel, state, v, err)
+	}
+	if fi, err := os.Stat(root.Sys("kernel", "btf", "vmlinux")); err != nil || fi.Size() == 0 {
+		t.Errorf("row %s (kernel %s): no kernel BTF: %v", row, rel, err)
+	}
 }
 
 // The typed scheduler knobs this kernel has, through the real mapping and

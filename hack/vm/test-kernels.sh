@@ -22,13 +22,19 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # disk, so a bootloader change takes effect across the guest's reboots, and
 # the row runs the boot-argument tests only: GRUB_ROW_TESTS selects them for
 # boot 1, and agent/vmtest's grubBoots says which run in which of its five
-# boots, the package's own and then the agent's)
+# boots, the package's own and then the agent's). A row named *-ext-* is a
+# sched_ext row: its kernel must be built with sched_ext and BTF (kernel.sh
+# checks the package's config) and agent/vmtest's sched_ext tests run in it.
+# Its series is pinned: sched_ext's kfuncs change prototype between 7.x
+# releases, and backports keeps several (7.0-7.3 in 2026-12).
 ROWS=(
   "6.1-cgroup2|bookworm 6.1||1|2|direct"
   "6.1-cgroup1|bookworm 6.1|systemd.unified_cgroup_hierarchy=0|0|2|direct"
   "6.12-cgroup2|trixie 6.12||0|4|direct"
   "6.12-grub-cgroup2|trixie 6.12||0|2|grub"
+  "7.3-ext-cgroup2|trixie-backports 7.3||0|2|direct"
 )
+EXT_CONFIG=(CONFIG_SCHED_CLASS_EXT=y CONFIG_DEBUG_INFO_BTF=y)   # what an -ext- row's kernel needs
 GRUB_ROW_TESTS='^(TestRowIsWhatItSays$|TestHostToolThroughSystemd$|TestBootArgsGRUB|TestBootAgentGRUB)'
 OVMF_CODE=/usr/share/OVMF/OVMF_CODE.fd OVMF_VARS=/usr/share/OVMF/OVMF_VARS.fd
 VM_ACCEL="${VM_ACCEL:-tcg,thread=single}"   # see the comment in the row loop
@@ -109,8 +115,9 @@ summary=() failed=0
 for row in "${ROWS[@]}"; do
   IFS='|' read -r name kernel extra reboot smp loader <<<"$row"
   [[ -z "${VM_ROWS:-}" || " $VM_ROWS " == *" $name "* ]] || continue
+  need=(); [[ $name == *-ext-* ]] && need=("${EXT_CONFIG[@]}")
   # shellcheck disable=SC2086
-  kdir="$("$ROOT/hack/vm/kernel.sh" $kernel)"
+  kdir="$("$ROOT/hack/vm/kernel.sh" $kernel "${need[@]}")"
   initrd="$("$ROOT/hack/vm/initramfs.sh" "$kdir")"
   share="$run/$name"; mkdir -p "$share/results"
   cp -al "$run/bin" "$share/pkg"
