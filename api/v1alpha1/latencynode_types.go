@@ -70,7 +70,7 @@ type LatencyNodeSpec struct {
 }
 
 // SettingState is the outcome of one setting on the node.
-// +kubebuilder:validation:Enum=Applied;Unsupported;Invalid;Immovable;Failed;Reverted;Conflict;Refused;OwnedBy
+// +kubebuilder:validation:Enum=Applied;Unsupported;Invalid;Immovable;Failed;Reverted;Conflict;Refused;OwnedBy;Fallback
 type SettingState string
 
 const (
@@ -100,6 +100,13 @@ const (
 	// re-assert it; owner names that writer and message what to configure
 	// there instead.
 	SettingOwnedBy SettingState = "OwnedBy"
+	// SettingFallback means the kernel ejected latencytier's sched_ext
+	// scheduler (scheduler/class Tier: an error, a stall caught by the
+	// kernel's watchdog, SysRq-S) and the node fell back to the fair
+	// class; message carries the kernel's reason. The agent does not load
+	// the scheduler again for this revision (a new revision or a revert
+	// clears it), and a rollout counts the node as failed.
+	SettingFallback SettingState = "Fallback"
 )
 
 // SettingResult is one setting's outcome.
@@ -122,7 +129,7 @@ type SettingResult struct {
 	// +required
 	State SettingState `json:"state"`
 	// message explains Unsupported, Invalid, Immovable, Failed, Conflict,
-	// Refused and OwnedBy.
+	// Refused, OwnedBy and Fallback.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Message string `json:"message,omitempty"`

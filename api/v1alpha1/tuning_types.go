@@ -181,7 +181,34 @@ type SchedulerSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == 'Unlimited' || (duration(self) >= duration('100ms') && duration(self) <= duration('990ms'))",message="rtRuntime must be Unlimited or a duration from 100ms to 990ms of the 1s RT period: below, real-time threads (IRQ threads included) stall most of every second; above, the rest of the node is left almost nothing"
 	// +kubebuilder:validation:XValidation:rule="self == 'Unlimited' || int(duration(self)) % 1000 == 0",message="rtRuntime must be a whole number of microseconds (sched_rt_runtime_us): a finer spelling such as 999ns or 1.5us would be cut by the kernel"
 	RTRuntime *string `json:"rtRuntime,omitempty"`
+
+	// class is the scheduling class the node's normal tasks run in
+	// (setting scheduler/class). Unset leaves the node's class alone.
+	// Fair is the kernel's own fair class (CFS or EEVDF): the agent
+	// unloads the scheduler it loaded, never one someone else loaded.
+	// Tier is experimental: the agent loads latencytier's own sched_ext
+	// scheduler, which runs the threads of the profile's granted pods
+	// first with a short slice and everything else fairly. It is accepted
+	// only while the manager runs with --feature-gates=TierScheduler=true;
+	// otherwise the profile is refused (condition SchedulerClassAccepted
+	// False, reason FeatureGateDisabled) and no node is given the class.
+	// A node whose kernel ejects the scheduler reports the setting
+	// Fallback and counts as failed in a rollout. docs/sched_ext.md.
+	// +optional
+	Class *SchedulerClass `json:"class,omitempty"`
 }
+
+// SchedulerClass is a scheduling class a profile may ask for.
+// +kubebuilder:validation:Enum=Fair;Tier
+type SchedulerClass string
+
+const (
+	// SchedulerClassFair is the kernel's fair class (CFS or EEVDF).
+	SchedulerClassFair SchedulerClass = "Fair"
+	// SchedulerClassTier is latencytier's own sched_ext scheduler
+	// (experimental, behind the manager's TierScheduler feature gate).
+	SchedulerClassTier SchedulerClass = "Tier"
+)
 
 // Sysctl is one extra kernel parameter. The name must be on latencytier's
 // built-in allowlist of latency sysctls or unlocked by the cluster admin

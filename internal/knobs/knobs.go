@@ -105,6 +105,15 @@ var (
 // SchedulerKnobs are all typed scheduler knobs in apply order.
 var SchedulerKnobs = []Scheduler{Autogroup, NumaBalancing, MigrationCost, BaseSlice, Latency, WakeupGranularity, RTRuntime}
 
+// SchedulerClassField is spec.scheduler.class: the scheduling class the
+// node's normal tasks run in, a sched_ext program rather than a file, so
+// not one of SchedulerKnobs (no places, no sysctl). SchedulerClassID is
+// the setting ID it reports under.
+const SchedulerClassField = "class"
+
+// SchedulerClassID is the setting ID of spec.scheduler.class.
+var SchedulerClassID = SchedulerID(SchedulerClassField)
+
 // TypedBy returns the typed knob whose sysctl name is name: a raw sysctl of
 // that name would be a second writer of the same file.
 func TypedBy(name string) (Scheduler, bool) {

@@ -108,6 +108,10 @@ func markdown(c Census) string {
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", s.Field, s.ID(), strings.Join(places, "; "), eevdf, ext)
 	}
 	b.WriteString("\nA raw sysctl naming one of these `/proc/sys` files is refused (admission and agent): set the typed field.\n\n")
+	fmt.Fprintf(&b, "`%s` (setting ID `%s`) is not a file but the scheduling class: `Fair`, or `Tier`, latencytier's own "+
+		"sched_ext scheduler (experimental, behind the manager's `TierScheduler` feature gate). A node whose kernel ejected "+
+		"that scheduler reports the setting `Fallback` with the kernel's reason. See [sched_ext.md](sched_ext.md).\n\n",
+		SchedulerClassField, SchedulerClassID)
 	powerMarkdown(&b)
 	partitionMarkdown(&b)
 	sysctlMarkdown(&b)
