@@ -122,3 +122,37 @@ func TestChartRebootSlotsAndControlPlane(t *testing.T) {
 		}
 	}
 }
+
+// TestChartTierSchedulerGate: featureGates.TierScheduler=true passes the
+// gate to the manager and leaves out the binding of the policy that
+// refuses scheduler.class Tier; by default the binding is there and the
+// manager has no --feature-gates (config/default's layout).
+func TestChartTierSchedulerGate(t *testing.T) {
+	for _, c := range []struct {
+		set     string
+		on      bool
+		binding bool
+	}{
+		{"", false, true},
+		{"featureGates.TierScheduler=false", false, true},
+		{"featureGates.TierScheduler=true", true, false},
+	} {
+		args := []string{"template", "rel", chartDir, "-n", "tier"}
+		if c.set != "" {
+			args = append(args, "--set", c.set)
+		}
+		objs := objects(t, "helm template", helm(t, args...))
+		_, bound := objs["ValidatingAdmissionPolicyBinding/latencytier-tier-scheduler-gate"]
+		if _, policy := objs["ValidatingAdmissionPolicy/latencytier-tier-scheduler-gate"]; bound != c.binding || !policy {
+			t.Errorf("--set %q: gate binding rendered %v, want %v (policy rendered %v)", c.set, bound, c.binding, policy)
+		}
+		dep := objs["Deployment/tier/latencytier-manager"]
+		argv := fmt.Sprint(dep["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"])
+		if got := strings.Contains(argv, "--feature-gates=TierScheduler=true"); got != c.on {
+			t.Errorf("--set %q: manager has --feature-gates=TierScheduler=true: %v, want %v", c.set, got, c.on)
+		}
+	}
+	if out := helmFails(t, "template", "rel", chartDir, "--set", "featureGates.TierSchedular=true"); !strings.Contains(out, "TierSchedular") {
+		t.Errorf("an unknown feature gate: want a schema refusal naming it, got:\n%s", out)
+	}
+}

@@ -36,6 +36,7 @@ import (
 
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/internal/cli"
+	"latencytier.io/latencytier/internal/featuregate"
 	"latencytier.io/latencytier/internal/logging"
 	"latencytier.io/latencytier/internal/metricsauth"
 )
@@ -105,6 +106,8 @@ type options struct {
 	// RebootPoll is how often a reboot in flight is looked at
 	// (defaultRebootPoll when 0).
 	RebootPoll time.Duration
+	// Gates are the feature gates (--feature-gates).
+	Gates featuregate.Gates
 }
 
 // NewScheme is the runtime scheme of the manager (and of anything that talks
@@ -166,7 +169,7 @@ func setup(mgr ctrl.Manager, o options) error {
 		return err
 	}
 	rec := mgr.GetEventRecorder("latencytier-controller")
-	nodes := &nodeReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Now: o.Now}
+	nodes := &nodeReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Now: o.Now, Gates: o.Gates}
 	err := ctrl.NewControllerManagedBy(mgr).Named("node").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
 		// Nodes are independent of each other: reconcile several at once.
@@ -183,7 +186,7 @@ func setup(mgr ctrl.Manager, o options) error {
 	}
 	gate := newStatusGate(o.StatusInterval, o.Now)
 	profiles := &profileReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter,
-		Namespace: o.Namespace, Now: o.Now, Cache: mgr.GetCache(), Gate: gate,
+		Namespace: o.Namespace, Now: o.Now, Cache: mgr.GetCache(), Gate: gate, Gates: o.Gates,
 		Reboots: &rebooter{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Recorder: rec, Max: max(o.MaxRebooting, 1), Poll: o.RebootPoll}}
 	err = ctrl.NewControllerManagedBy(mgr).Named("latencyprofile").
 		For(&v1alpha1.LatencyProfile{}, builder.WithPredicates(notOwnStatus(gate))).
@@ -231,6 +234,7 @@ type managerFlags struct {
 	unreachableAfter time.Duration
 	statusInterval   time.Duration
 	maxRebooting     int
+	gates            featuregate.Gates
 	log              logging.Options
 }
 
@@ -252,6 +256,7 @@ func (f *managerFlags) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.unreachableAfter, "node-unreachable-timeout", 10*time.Minute, "how long a NotReady node may hold up a revert before its LatencyNode is removed anyway")
 	fs.DurationVar(&f.statusInterval, "profile-status-interval", defaultStatusInterval, "least time between two writes of a profile's status that only carry its nodes' reports (a spec change or a rollout step is written at once)")
 	fs.IntVar(&f.maxRebooting, "max-rebooting", 1, "most nodes cordoned or rebooting at once for managed reboots (bootParameters.policy Reboot), across all profiles")
+	fs.Var(featuregate.Value{Gates: &f.gates}, featuregate.Flag, featuregate.Usage())
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
 	f.log.AddFlags(fs)
 }
@@ -376,6 +381,7 @@ func runManager(ctx context.Context, f managerFlags, stderr io.Writer) error {
 		UnreachableAfter: f.unreachableAfter,
 		StatusInterval:   f.statusInterval,
 		MaxRebooting:     f.maxRebooting,
+		Gates:            f.gates,
 	}
 	if err := setup(mgr, opts); err != nil {
 		return err
@@ -389,6 +395,6 @@ func runManager(ctx context.Context, f managerFlags, stderr io.Writer) error {
 	if len(f.deprecated) > 0 {
 		log.Info("Ignoring deprecated flags: the agent DaemonSets are manifests now, set their image and arguments there", "flags", f.deprecated)
 	}
-	log.Info("Starting manager", "namespace", f.namespace, "metricsSecure", f.metricsSecure)
+	log.Info("Starting manager", "namespace", f.namespace, "metricsSecure", f.metricsSecure, "featureGates", f.gates.String())
 	return mgr.Start(ctx)
 }

@@ -14,6 +14,7 @@ import (
 
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/controllers/planner"
+	"latencytier.io/latencytier/internal/featuregate"
 )
 
 // Event reasons for decisions a user asks about.
@@ -58,6 +59,8 @@ type nodeReconciler struct {
 	APIReader client.Reader
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Gates are the manager's feature gates (schedclass_gate.go).
+	Gates featuregate.Gates
 
 	// written are the node controller's own LatencyNode writes its cache
 	// has not shown yet.
@@ -100,7 +103,7 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	cands, _ := planner.CompileProfiles(list.Items)
 	res := planner.ResolveNode(node.Labels, cands)
 	if res.Winner != "" {
-		return ctrl.Result{}, r.apply(ctx, node, ln, findProfile(list.Items, res.Winner))
+		return ctrl.Result{}, r.apply(ctx, node, ln, gatedProfile(findProfile(list.Items, res.Winner), r.Gates))
 	}
 	return r.release(ctx, node, ln, res, list.Items)
 }

@@ -21,6 +21,7 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 	"latencytier.io/latencytier/controllers/planner"
 	"latencytier.io/latencytier/controllers/profilestatus"
+	"latencytier.io/latencytier/internal/featuregate"
 )
 
 // profileReconciler owns a LatencyProfile's finalizer and status: it
@@ -46,6 +47,8 @@ type profileReconciler struct {
 	Gate *statusGate
 	// Reboots runs the managed reboots (nil: none).
 	Reboots *rebooter
+	// Gates are the manager's feature gates (schedclass_gate.go).
+	Gates featuregate.Gates
 }
 
 // reader is where the reconciler reads nodes and LatencyNodes.
@@ -67,6 +70,8 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		return ctrl.Result{}, fmt.Errorf("getting profile: %w", err)
 	}
+	asked := p
+	p = gatedProfile(p, r.Gates)
 	deleting := !p.DeletionTimestamp.IsZero()
 	if !deleting && !controllerutil.ContainsFinalizer(p, v1alpha1.RevertFinalizer) {
 		return ctrl.Result{}, r.patchFinalizer(ctx, p, controllerutil.AddFinalizer)
@@ -93,6 +98,9 @@ func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	st.Reboots = reboots.Status
 	if setRebootsCondition(&st.Conditions, gate, p.Generation, metav1.NewTime(in.Now)) {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventRebootsGated, eventActionReboot, "%s", gate.Message)
+	}
+	if setSchedulerClassCondition(&st.Conditions, asked, r.Gates, metav1.NewTime(in.Now)) {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, eventSchedulerClassRefused, eventActionApply, "%s", tierRefusedMessage)
 	}
 	recordProfileMetrics(p.Name, counts, st)
 	recordProfileReports(p, nodeReports(in))

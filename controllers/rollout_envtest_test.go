@@ -38,6 +38,10 @@ type simAgents struct {
 	mu      sync.Mutex
 	regress map[string]bool // node/revision
 	stall   map[string]bool // revision/node
+	// fallback: the kernel ejected the node's scheduler under the
+	// revision (node/revision): scheduler/class Fallback, Applied False
+	// with the reason the agent gives it.
+	fallback map[string]bool
 	// Checked on every consistent snapshot (one List) of the LatencyNodes:
 	// maxInFlight is the most nodes holding target without a passing
 	// verdict; canary, when set, must pass before any other node holds
@@ -50,7 +54,7 @@ type simAgents struct {
 }
 
 func startSimAgents(t *testing.T, nodes []string, window time.Duration) *simAgents {
-	s := &simAgents{t: t, nodes: nodes, window: window, regress: map[string]bool{}, stall: map[string]bool{}, ever: map[string]bool{}}
+	s := &simAgents{t: t, nodes: nodes, window: window, regress: map[string]bool{}, stall: map[string]bool{}, fallback: map[string]bool{}, ever: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -115,7 +119,7 @@ func (s *simAgents) pass(ctx context.Context) {
 func (s *simAgents) passes(ln *v1alpha1.LatencyNode) bool {
 	cur := ln.Status.Current
 	return cur != nil && cur.Action == v1alpha1.ActionApply && cur.Revision == s.target &&
-		!s.regress[ln.Name+"/"+s.target] && !s.stall[s.target+"/"+ln.Name]
+		!s.regress[ln.Name+"/"+s.target] && !s.stall[s.target+"/"+ln.Name] && !s.fallback[ln.Name+"/"+s.target]
 }
 
 // report writes the status the node's agent would, when it differs.
@@ -126,6 +130,10 @@ func (s *simAgents) report(ctx context.Context, ln *v1alpha1.LatencyNode) {
 	cond := appliedTrue
 	if ln.Spec.Action == v1alpha1.ActionRevert {
 		cond = revertedTrue
+	}
+	st.Settings = nil
+	if ln.Spec.Action == v1alpha1.ActionApply && s.fallback[ln.Name+"/"+ln.Spec.Revision] {
+		st.Settings, cond = fallbackReport()
 	}
 	cond.ObservedGeneration = ln.Generation
 	if c := meta.FindStatusCondition(st.Conditions, cond.Type); c != nil {

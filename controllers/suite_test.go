@@ -28,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/featuregate"
 )
 
 // The suite runs one real kube-apiserver + etcd and one manager for every
@@ -139,7 +140,10 @@ func startSuite(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	opts := options{Namespace: testNamespace, UnreachableAfter: testUnreachable}
+	// The suite's manager runs with the TierScheduler gate on (a profile
+	// may ask for scheduler.class Tier); gate off is schedclass_gate_test.go's.
+	opts := options{Namespace: testNamespace, UnreachableAfter: testUnreachable,
+		Gates: featuregate.Gates{}.With(featuregate.TierScheduler, true)}
 	if err := setup(mgr, opts); err != nil {
 		return err
 	}

@@ -40,10 +40,17 @@ func appliedCondition(err error, settings []v1alpha1.SettingResult, omitted int3
 		return c
 	}
 	counts := map[v1alpha1.SettingState]int{}
-	var bad []string
+	var bad, fellBack []string
 	for _, s := range settings {
 		counts[s.State] += weight(s)
-		if s.State == v1alpha1.SettingFailed || s.State == v1alpha1.SettingInvalid {
+		switch s.State {
+		case v1alpha1.SettingFailed, v1alpha1.SettingInvalid:
+			bad = append(bad, fmt.Sprintf("%s (%s)", s.Setting, s.State))
+		case v1alpha1.SettingFallback:
+			// The kernel ejected our scheduler: the node runs the fair
+			// class, not its spec. Its own reason, which a rollout fails
+			// the node on even beside Invalid settings (those alone do not).
+			fellBack = append(fellBack, fmt.Sprintf("%s: %s", s.Setting, s.Message))
 			bad = append(bad, fmt.Sprintf("%s (%s)", s.Setting, s.State))
 		}
 	}
@@ -54,6 +61,12 @@ func appliedCondition(err error, settings []v1alpha1.SettingResult, omitted int3
 	}
 	if omitted > 0 {
 		summary += fmt.Sprintf(" (%d not listed in settings: see settingsOmitted)", omitted)
+	}
+	if len(fellBack) > 0 {
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonSchedulerFallback
+		c.Message = fmt.Sprintf("the kernel ejected the scheduler, the node fell back to the fair class (%s); %s; not applied: %s",
+			strings.Join(fellBack, "; "), summary, strings.Join(first(bad, 8), ", "))
+		return c
 	}
 	if len(bad) > 0 {
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonPartiallyApplied

@@ -66,6 +66,20 @@ const (
 	// (ReasonRebootsNeedRollout, ReasonCanaryNotSmaller) stages nothing on
 	// any node: the manager writes the tuning with policy ReportOnly.
 	ProfileRebootsAllowed = "RebootsAllowed"
+	// ProfileSchedulerClassAccepted, present only while the profile asks
+	// for spec.scheduler.class Tier, is True when the manager runs with the
+	// TierScheduler feature gate on. False (ReasonFeatureGateDisabled) gives
+	// no node the class: the manager acts on the profile without it.
+	ProfileSchedulerClassAccepted = "SchedulerClassAccepted"
+)
+
+// Reasons of ProfileSchedulerClassAccepted.
+const (
+	// ReasonFeatureGateEnabled: True; the manager's gate for the class is on.
+	ReasonFeatureGateEnabled = "FeatureGateEnabled"
+	// ReasonFeatureGateDisabled: False; the message names the gate and
+	// the flag that turns it on.
+	ReasonFeatureGateDisabled = "FeatureGateDisabled"
 )
 
 // Reasons of ProfileRebootsAllowed.
@@ -157,6 +171,12 @@ const (
 	// ReasonMeasuringBaseline: Applied is False under action Baseline, by
 	// design: the agent measures and writes nothing to the kernel.
 	ReasonMeasuringBaseline = "MeasuringBaseline"
+	// ReasonSchedulerFallback: Applied is False because the kernel ejected
+	// latencytier's sched_ext scheduler (setting scheduler/class
+	// Fallback): the node runs the fair class, not what its spec asks. It
+	// takes precedence over PartiallyApplied, so a rollout fails the node
+	// even where settings the kernel refused as Invalid alone would not.
+	ReasonSchedulerFallback = "SchedulerFallback"
 )
 
 // The LatencyNode condition NodeRuntimeHookConnected and its reasons.

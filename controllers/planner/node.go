@@ -63,7 +63,9 @@ func RefusedInvalid(ln *v1alpha1.LatencyNode) []string {
 	act := 0 // settings a person must act on, listed first
 	for _, s := range ln.Status.Settings {
 		switch s.State {
-		case v1alpha1.SettingFailed:
+		case v1alpha1.SettingFailed, v1alpha1.SettingFallback:
+			// Fallback: the kernel ejected our scheduler; the node runs
+			// the fair class, not its spec.
 			return nil
 		case v1alpha1.SettingInvalid:
 			invalid = append(invalid, s.Setting)

@@ -37,4 +37,12 @@ func TestRolloutNodeOfInvalidOnlyIsNotAFailure(t *testing.T) {
 	if n := nodeOf(ln, false, nil); n.ApplyFailed == "" {
 		t.Error("a Failed setting did not fail the node")
 	}
+	// A scheduler the kernel ejected (Fallback) fails the node beside an
+	// Invalid setting too, whichever reason the agent gave Applied.
+	for _, reason := range []string{v1alpha1.ReasonPartiallyApplied, v1alpha1.ReasonSchedulerFallback} {
+		ln = invalidLN(reason, 0, v1alpha1.SettingFallback, v1alpha1.SettingInvalid, v1alpha1.SettingApplied)
+		if n := nodeOf(ln, false, nil); n.ApplyFailed == "" {
+			t.Errorf("%s: a Fallback setting beside an Invalid one did not fail the node", reason)
+		}
+	}
 }
