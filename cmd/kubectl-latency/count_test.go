@@ -20,3 +20,18 @@ func TestSettingCountsFollowSummarisedIRQs(t *testing.T) {
 		t.Errorf("failedSettings = %d, want 2", got)
 	}
 }
+
+// A scheduler the kernel ejected (Fallback) is a setting the node could
+// not hold: the node reads Degraded even before its Applied condition
+// catches up.
+func TestFallbackCountsAsFailed(t *testing.T) {
+	n := &v1alpha1.LatencyNode{Status: v1alpha1.LatencyNodeStatus{Settings: []v1alpha1.SettingResult{
+		{Setting: "scheduler/class", State: v1alpha1.SettingFallback},
+		{Setting: "scheduler/autogroup", State: v1alpha1.SettingApplied}}}}
+	if got := failedSettings(n); got != 1 {
+		t.Errorf("failedSettings = %d, want 1", got)
+	}
+	if got := nodeState(n, verdicts{}); got != "Degraded" {
+		t.Errorf("state = %q, want Degraded", got)
+	}
+}

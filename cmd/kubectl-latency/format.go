@@ -180,7 +180,8 @@ var stateRank = map[string]int{
 func failedSettings(n *v1alpha1.LatencyNode) int {
 	k := 0
 	for _, s := range n.Status.Settings {
-		if s.State == v1alpha1.SettingFailed || s.State == v1alpha1.SettingInvalid || s.State == v1alpha1.SettingConflict {
+		if s.State == v1alpha1.SettingFailed || s.State == v1alpha1.SettingInvalid || s.State == v1alpha1.SettingConflict ||
+			s.State == v1alpha1.SettingFallback {
 			k += max(1, int(s.Count)) // a summarised IRQ line counts its IRQs
 		}
 	}
