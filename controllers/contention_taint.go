@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 	"latencytier.io/latencytier/controllers/planner"
 	"latencytier.io/latencytier/controllers/profilestatus"
 )
@@ -28,7 +29,7 @@ import (
 // (RunQueueContention True) tainted v1alpha1.ContentionTaint, at most
 // maxTaintedPercent of its nodes at once. The planner decides
 // (planner.PlanContentionTaints); this reconciler reads, asks it and
-// writes through setNodeTaint, the tuning-pending taint's own path, and
+// writes through executor.SetNodeTaint, the tuning-pending taint's own path, and
 // writes nothing else: the profile's status pass reports the plan
 // (status.contentionTainted, contentionHeldBack) and its event.
 //
@@ -89,14 +90,14 @@ func (r *contentionTaintReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	// Off first: a node the plan frees makes room under the cap before
 	// another is tainted.
 	for _, name := range plan.Untaint {
-		if wrote, err := setNodeTaint(ctx, r.Client, r.Live, byName[name], planner.ContentionTaint, false); err != nil {
+		if wrote, err := executor.New(r.Client, r.Live).SetNodeTaint(ctx, byName[name], planner.ContentionTaint, false); err != nil {
 			return ctrl.Result{}, err
 		} else if wrote {
 			log.Info("Removed the contention taint", "node", name)
 		}
 	}
 	for _, name := range plan.Taint {
-		if wrote, err := setNodeTaint(ctx, r.Client, r.Live, byName[name], planner.ContentionTaint, true); err != nil {
+		if wrote, err := executor.New(r.Client, r.Live).SetNodeTaint(ctx, byName[name], planner.ContentionTaint, true); err != nil {
 			return ctrl.Result{}, err
 		} else if wrote {
 			log.Info("Added the contention taint", "node", name, "cap", plan.Cap, "heldBack", plan.HeldBack)

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 )
 
 // One writer per field (issue 42), checked where it shows: the field
@@ -117,7 +118,7 @@ func TestWriterTableNamesEachFieldManager(t *testing.T) {
 		}
 	}
 	known := map[string]bool{}
-	for _, m := range fieldManagers {
+	for _, m := range executor.FieldManagers {
 		known[m] = true
 	}
 	named := map[string]bool{}
@@ -125,13 +126,13 @@ func TestWriterTableNamesEachFieldManager(t *testing.T) {
 		for _, m := range ms {
 			named[m] = true
 			if !known[m] {
-				t.Errorf("writer table row %q names %s, which is none of the manager's field managers (writers.go)", row, m)
+				t.Errorf("writer table row %q names %s, which is none of the manager's field managers (executor/writers.go)", row, m)
 			}
 		}
 	}
-	for _, m := range fieldManagers {
+	for _, m := range executor.FieldManagers {
 		if !named[m] {
-			t.Errorf("field manager %s (writers.go) is in no row of the writer table", m)
+			t.Errorf("field manager %s (executor/writers.go) is in no row of the writer table", m)
 		}
 	}
 }

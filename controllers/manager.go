@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 	"latencytier.io/latencytier/internal/cli"
 	"latencytier.io/latencytier/internal/logging"
 	"latencytier.io/latencytier/internal/metricsauth"
@@ -59,7 +60,7 @@ import (
 // Nodes: read for selection and readiness; patch sets and removes the
 // latencytier.io/profile label and the owned-labels annotation, the
 // tuning-pending taint (taint.go) and spec.unschedulable (a managed
-// reboot's cordon, reboot_drain.go), and nothing else: RBAC cannot say
+// reboot's cordon, executor/cordon.go), and nothing else: RBAC cannot say
 // that, so the ValidatingAdmissionPolicy latencytier-manager-node-labels
 // (config/admission) does. Pods: listed on a node to drain it, and evicted
 // (pods/eviction, honouring PodDisruptionBudgets), never deleted.
@@ -208,7 +209,7 @@ func setup(mgr ctrl.Manager, o options) error {
 func retryStale(r reconcile.Reconciler) reconcile.Reconciler {
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		res, err := r.Reconcile(ctx, req)
-		if errors.As(err, new(staleError)) {
+		if errors.As(err, new(executor.StaleError)) {
 			return reconcile.Result{RequeueAfter: staleRetry}, nil
 		}
 		return res, err
@@ -321,7 +322,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 
 // fieldOwner names the manager in managedFields and, as its user agent, in
 // the API server's audit log and metrics; the agent is latencytier-agent.
-const fieldOwner = "latencytier-manager"
+const fieldOwner = executor.FieldOwner
 
 // managerConfig is cfg with the manager's user agent (unless the caller
 // set one: the fleet simulator names its own).

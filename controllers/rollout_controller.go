@@ -169,7 +169,7 @@ func (r *profileReconciler) unstageGated(ctx context.Context, p *v1alpha1.Latenc
 		}
 		spec := *ln.Spec.DeepCopy()
 		spec.Tuning = gatedTuning(spec.Tuning, g)
-		if _, err := writeSpec(ctx, r.Client, ln, spec, now, false); err != nil {
+		if _, err := r.exec().WriteSpec(ctx, ln, spec, now, false); err != nil {
 			return err
 		}
 		unstaged = append(unstaged, name)
@@ -197,7 +197,7 @@ func sortedNames(lns map[string]*v1alpha1.LatencyNode) []string {
 
 // patchSpec writes a LatencyNode spec and stamps when it changed.
 func (r *profileReconciler) patchSpec(ctx context.Context, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time) error {
-	_, err := writeSpec(ctx, r.Client, ln, spec, now, true)
+	_, err := r.exec().WriteSpec(ctx, ln, spec, now, true)
 	return err
 }
 
