@@ -86,24 +86,37 @@ func (r *contentionTaintReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	plan := planner.PlanContentionTaints(contention, owned)
 	plan.Untaint = append(plan.Untaint, planner.PlanContentionTaints(nil, strays).Untaint...)
+	return ctrl.Result{}, r.write(ctx, plan, byName)
+}
+
+// write carries plan out, off first: a node the plan frees makes room
+// under the cap before another is tainted. Each list is one batch of the
+// executor's.
+func (r *contentionTaintReconciler) write(ctx context.Context, plan planner.ContentionPlan, byName map[string]*corev1.Node) error {
 	log := ctrl.LoggerFrom(ctx)
-	// Off first: a node the plan frees makes room under the cap before
-	// another is tainted.
-	for _, name := range plan.Untaint {
-		if wrote, err := executor.New(r.Client, r.Live).SetNodeTaint(ctx, byName[name], planner.ContentionTaint, false); err != nil {
-			return ctrl.Result{}, err
-		} else if wrote {
-			log.Info("Removed the contention taint", "node", name)
+	exec := executor.New(r.Client, r.Live)
+	for _, step := range []struct {
+		names []string
+		want  bool
+	}{{plan.Untaint, false}, {plan.Taint, true}} {
+		nodes := make([]*corev1.Node, len(step.names))
+		for i, name := range step.names {
+			nodes[i] = byName[name]
+		}
+		wrote, err := exec.SetTaints(ctx, nodes, planner.ContentionTaint, step.want)
+		for i, name := range step.names {
+			switch {
+			case wrote[i] && step.want:
+				log.Info("Added the contention taint", "node", name, "cap", plan.Cap, "heldBack", plan.HeldBack)
+			case wrote[i]:
+				log.Info("Removed the contention taint", "node", name)
+			}
+		}
+		if err != nil {
+			return err
 		}
 	}
-	for _, name := range plan.Taint {
-		if wrote, err := executor.New(r.Client, r.Live).SetNodeTaint(ctx, byName[name], planner.ContentionTaint, true); err != nil {
-			return ctrl.Result{}, err
-		} else if wrote {
-			log.Info("Added the contention taint", "node", name, "cap", plan.Cap, "heldBack", plan.HeldBack)
-		}
-	}
-	return ctrl.Result{}, nil
+	return nil
 }
 
 // nodesOf lists the nodes profile owns (its label names it), or for ""

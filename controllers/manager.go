@@ -158,9 +158,6 @@ func trimNode(in any) (any, error) {
 	return n, nil
 }
 
-// nodeWorkers is how many nodes the node controller reconciles at once.
-const nodeWorkers = 16
-
 // setup registers the field indexes and the three reconcilers with mgr.
 func setup(mgr ctrl.Manager, o options) error {
 	if err := addIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
@@ -170,11 +167,11 @@ func setup(mgr ctrl.Manager, o options) error {
 	nodes := &nodeReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Now: o.Now}
 	err := ctrl.NewControllerManagedBy(mgr).Named("node").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
-		// Nodes are independent of each other: reconcile several at once.
+		// Nodes are independent of each other: reconcile several at once,
+		// as many as the executor has writes in flight (executor.Workers).
 		// A profile change is one spec write per node, each mostly waiting
-		// on the API server: with 4 workers a 300-node change went out at
-		// ~23 writes/s on a loaded 2-core machine.
-		WithOptions(controller.Options{MaxConcurrentReconciles: nodeWorkers}).
+		// on the API server.
+		WithOptions(controller.Options{MaxConcurrentReconciles: executor.Workers}).
 		Watches(&v1alpha1.LatencyNode{}, &handler.EnqueueRequestForObject{}).
 		Watches(&v1alpha1.LatencyProfile{}, handler.EnqueueRequestsFromMapFunc(nodesOfProfile(mgr.GetCache())),
 			builder.WithPredicates(profileIntentChanged())).
