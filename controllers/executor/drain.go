@@ -48,7 +48,7 @@ type DrainResult struct {
 // the one writer of evictions.
 func (e *Executor) Drain(ctx context.Context, n *corev1.Node, opts v1alpha1.DrainSpec) (DrainResult, error) {
 	var pods corev1.PodList
-	if err := e.Live.List(ctx, &pods, client.MatchingFields{"spec.nodeName": n.Name}); err != nil {
+	if err := e.live().List(ctx, &pods, client.MatchingFields{"spec.nodeName": n.Name}); err != nil {
 		return DrainResult{}, fmt.Errorf("listing the pods of node %s: %w", n.Name, err)
 	}
 	left := 0

@@ -43,7 +43,7 @@ func (e *Executor) SetNodeTaint(ctx context.Context, n *corev1.Node, t corev1.Ta
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if cur == nil {
 			fresh := &corev1.Node{}
-			if err := e.Live.Get(ctx, types.NamespacedName{Name: n.Name}, fresh); err != nil {
+			if err := e.live().Get(ctx, types.NamespacedName{Name: n.Name}, fresh); err != nil {
 				return err
 			}
 			cur = fresh

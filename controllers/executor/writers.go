@@ -16,15 +16,22 @@ import (
 // latencytier-agent. Each writer below adds its role.
 const FieldOwner = "latencytier-manager"
 
-// Executor carries out the manager's writes. Its zero Live reads nothing
-// past the cache: a taint write that conflicts is then not retried.
+// Executor carries out the manager's writes.
 type Executor struct {
 	// Client writes (and lists, for the drain's evictions).
 	Client client.Client
 	// Live reads past the cache: a Node afresh after a conflicting taint
 	// write, the pods of a node to drain (the manager keeps no pod
-	// informer).
+	// informer). Nil: Client reads them.
 	Live client.Reader
+}
+
+// live is where the executor reads past the cache.
+func (e *Executor) live() client.Reader {
+	if e.Live == nil {
+		return e.Client
+	}
+	return e.Live
 }
 
 // New is an Executor writing through c and reading afresh through live.
