@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 	"latencytier.io/latencytier/controllers/planner"
 	"latencytier.io/latencytier/controllers/profilestatus"
 )
@@ -28,7 +29,7 @@ import (
 // (RunQueueContention True) tainted v1alpha1.ContentionTaint, at most
 // maxTaintedPercent of its nodes at once. The planner decides
 // (planner.PlanContentionTaints); this reconciler reads, asks it and
-// writes through setNodeTaint, the tuning-pending taint's own path, and
+// writes through executor.SetNodeTaint, the tuning-pending taint's own path, and
 // writes nothing else: the profile's status pass reports the plan
 // (status.contentionTainted, contentionHeldBack) and its event.
 //
@@ -85,24 +86,37 @@ func (r *contentionTaintReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	plan := planner.PlanContentionTaints(contention, owned)
 	plan.Untaint = append(plan.Untaint, planner.PlanContentionTaints(nil, strays).Untaint...)
+	return ctrl.Result{}, r.write(ctx, plan, byName)
+}
+
+// write carries plan out, off first: a node the plan frees makes room
+// under the cap before another is tainted. Each list is one batch of the
+// executor's.
+func (r *contentionTaintReconciler) write(ctx context.Context, plan planner.ContentionPlan, byName map[string]*corev1.Node) error {
 	log := ctrl.LoggerFrom(ctx)
-	// Off first: a node the plan frees makes room under the cap before
-	// another is tainted.
-	for _, name := range plan.Untaint {
-		if wrote, err := setNodeTaint(ctx, r.Client, r.Live, byName[name], planner.ContentionTaint, false); err != nil {
-			return ctrl.Result{}, err
-		} else if wrote {
-			log.Info("Removed the contention taint", "node", name)
+	exec := executor.New(r.Client, r.Live)
+	for _, step := range []struct {
+		names []string
+		want  bool
+	}{{plan.Untaint, false}, {plan.Taint, true}} {
+		nodes := make([]*corev1.Node, len(step.names))
+		for i, name := range step.names {
+			nodes[i] = byName[name]
+		}
+		wrote, err := exec.SetTaints(ctx, nodes, planner.ContentionTaint, step.want)
+		for i, name := range step.names {
+			switch {
+			case wrote[i] && step.want:
+				log.Info("Added the contention taint", "node", name, "cap", plan.Cap, "heldBack", plan.HeldBack)
+			case wrote[i]:
+				log.Info("Removed the contention taint", "node", name)
+			}
+		}
+		if err != nil {
+			return err
 		}
 	}
-	for _, name := range plan.Taint {
-		if wrote, err := setNodeTaint(ctx, r.Client, r.Live, byName[name], planner.ContentionTaint, true); err != nil {
-			return ctrl.Result{}, err
-		} else if wrote {
-			log.Info("Added the contention taint", "node", name, "cap", plan.Cap, "heldBack", plan.HeldBack)
-		}
-	}
-	return ctrl.Result{}, nil
+	return nil
 }
 
 // nodesOf lists the nodes profile owns (its label names it), or for ""

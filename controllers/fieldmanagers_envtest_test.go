@@ -6,8 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -27,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 )
 
 // One writer per field (issue 42), checked where it shows: the field
@@ -117,7 +122,7 @@ func TestWriterTableNamesEachFieldManager(t *testing.T) {
 		}
 	}
 	known := map[string]bool{}
-	for _, m := range fieldManagers {
+	for _, m := range executor.FieldManagers {
 		known[m] = true
 	}
 	named := map[string]bool{}
@@ -125,13 +130,89 @@ func TestWriterTableNamesEachFieldManager(t *testing.T) {
 		for _, m := range ms {
 			named[m] = true
 			if !known[m] {
-				t.Errorf("writer table row %q names %s, which is none of the manager's field managers (writers.go)", row, m)
+				t.Errorf("writer table row %q names %s, which is none of the manager's field managers (executor/writers.go)", row, m)
 			}
 		}
 	}
-	for _, m := range fieldManagers {
+	for _, m := range executor.FieldManagers {
 		if !named[m] {
-			t.Errorf("field manager %s (writers.go) is in no row of the writer table", m)
+			t.Errorf("field manager %s (executor/writers.go) is in no row of the writer table", m)
+		}
+	}
+}
+
+// writerCells is docs/architecture.md's writer table: each row's field and
+// its writer cell.
+func writerCells(t testing.TB) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile("../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	start := strings.Index(doc, "### Who writes which field")
+	if start < 0 {
+		t.Fatal(`docs/architecture.md has no section "### Who writes which field"`)
+	}
+	doc = doc[start:]
+	if end := strings.Index(doc[4:], "\n#"); end >= 0 {
+		doc = doc[:end+4]
+	}
+	cells := map[string]string{}
+	for _, line := range strings.Split(doc, "\n") {
+		c := strings.Split(line, "|")
+		if len(c) >= 5 && !strings.HasPrefix(strings.TrimSpace(c[1]), "---") {
+			cells[strings.TrimSpace(c[1])] = c[3]
+		}
+	}
+	return cells
+}
+
+// TestWriterTableNamesTheExecutorsWriters: each row of the manager's
+// writes (rbacWrites) but the ControllerRevisions' names the executor's
+// functions that write it, and each executor function the table names is
+// one the executor has: the table cannot name a writer that was renamed
+// or that no longer exists.
+func TestWriterTableNamesTheExecutorsWriters(t *testing.T) {
+	files, err := filepath.Glob("executor/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	has := map[string]bool{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.IsExported() {
+				has[fn.Name.Name] = true
+			}
+		}
+	}
+	if !has["WriteLatencyNodeSpec"] {
+		t.Fatalf("parsed the executor's functions %v, without WriteLatencyNodeSpec", has)
+	}
+	named := regexp.MustCompile("`executor\\.([A-Za-z]+)`")
+	cells := writerCells(t)
+	for row := range rbacWrites {
+		cell, ok := cells[row]
+		if !ok {
+			t.Errorf("the writer table has no row %q", row)
+			continue
+		}
+		fns := named.FindAllStringSubmatch(cell, -1)
+		if len(fns) == 0 && row != "ControllerRevisions" {
+			t.Errorf("writer table row %q names no function of the executor", row)
+		}
+		for _, m := range fns {
+			if !has[m[1]] && m[1] != "Workers" {
+				t.Errorf("writer table row %q names executor.%s, which the executor does not have", row, m[1])
+			}
 		}
 	}
 }

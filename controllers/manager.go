@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 	"latencytier.io/latencytier/internal/cli"
 	"latencytier.io/latencytier/internal/featuregate"
 	"latencytier.io/latencytier/internal/logging"
@@ -60,7 +61,7 @@ import (
 // Nodes: read for selection and readiness; patch sets and removes the
 // latencytier.io/profile label and the owned-labels annotation, the
 // tuning-pending taint (taint.go) and spec.unschedulable (a managed
-// reboot's cordon, reboot_drain.go), and nothing else: RBAC cannot say
+// reboot's cordon, executor/cordon.go), and nothing else: RBAC cannot say
 // that, so the ValidatingAdmissionPolicy latencytier-manager-node-labels
 // (config/admission) does. Pods: listed on a node to drain it, and evicted
 // (pods/eviction, honouring PodDisruptionBudgets), never deleted.
@@ -160,9 +161,6 @@ func trimNode(in any) (any, error) {
 	return n, nil
 }
 
-// nodeWorkers is how many nodes the node controller reconciles at once.
-const nodeWorkers = 16
-
 // setup registers the field indexes and the three reconcilers with mgr.
 func setup(mgr ctrl.Manager, o options) error {
 	if err := addIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
@@ -172,11 +170,11 @@ func setup(mgr ctrl.Manager, o options) error {
 	nodes := &nodeReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Now: o.Now, Gates: o.Gates}
 	err := ctrl.NewControllerManagedBy(mgr).Named("node").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
-		// Nodes are independent of each other: reconcile several at once.
+		// Nodes are independent of each other: reconcile several at once,
+		// as many as the executor has writes in flight (executor.Workers).
 		// A profile change is one spec write per node, each mostly waiting
-		// on the API server: with 4 workers a 300-node change went out at
-		// ~23 writes/s on a loaded 2-core machine.
-		WithOptions(controller.Options{MaxConcurrentReconciles: nodeWorkers}).
+		// on the API server.
+		WithOptions(controller.Options{MaxConcurrentReconciles: executor.Workers}).
 		Watches(&v1alpha1.LatencyNode{}, &handler.EnqueueRequestForObject{}).
 		Watches(&v1alpha1.LatencyProfile{}, handler.EnqueueRequestsFromMapFunc(nodesOfProfile(mgr.GetCache())),
 			builder.WithPredicates(profileIntentChanged())).
@@ -211,7 +209,7 @@ func setup(mgr ctrl.Manager, o options) error {
 func retryStale(r reconcile.Reconciler) reconcile.Reconciler {
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		res, err := r.Reconcile(ctx, req)
-		if errors.As(err, new(staleError)) {
+		if errors.As(err, new(executor.StaleError)) {
 			return reconcile.Result{RequeueAfter: staleRetry}, nil
 		}
 		return res, err
@@ -326,7 +324,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 
 // fieldOwner names the manager in managedFields and, as its user agent, in
 // the API server's audit log and metrics; the agent is latencytier-agent.
-const fieldOwner = "latencytier-manager"
+const fieldOwner = executor.FieldOwner
 
 // managerConfig is cfg with the manager's user agent (unless the caller
 // set one: the fleet simulator names its own).

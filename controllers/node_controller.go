@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 	"latencytier.io/latencytier/controllers/planner"
 	"latencytier.io/latencytier/internal/featuregate"
 )
@@ -110,6 +111,10 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 
 func (r *nodeReconciler) now() time.Time { return readClock(r.Now) }
 
+// exec is the executor of the node's writes: its labels and taint with
+// the selection, its LatencyNode's creation, spec and deletion.
+func (r *nodeReconciler) exec() *executor.Executor { return executor.New(r.Client, r.APIReader) }
+
 // readClock reads an injected clock, the wall clock when there is none.
 func readClock(now func() time.Time) time.Time {
 	if now == nil {
@@ -139,8 +144,8 @@ func (r *nodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 	log := ctrl.LoggerFrom(ctx).WithValues("profile", p.Name)
 	if ln == nil {
 		created := renderLatencyNode(node, p, r.now())
-		if err := r.Create(ctx, created, client.FieldOwner(managerLatencyNode)); err != nil {
-			return ignoreStale(ctx, fmt.Errorf("creating LatencyNode: %w", err))
+		if err := r.exec().CreateLatencyNode(ctx, created); err != nil {
+			return err
 		}
 		r.written.wrote(created.Name, created.Generation, r.now())
 		log.Info("Created LatencyNode")
@@ -152,7 +157,7 @@ func (r *nodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 		return nil // a profile with spec.rollout moves its own nodes
 	}
 	previous := ln.Spec.Profile
-	gen, err := writeSpec(ctx, r.Client, ln, joinSpec(p), r.now(), true)
+	gen, err := r.exec().WriteSpec(ctx, ln, joinSpec(p), r.now(), true)
 	if err != nil {
 		return err
 	}
@@ -202,7 +207,7 @@ func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1a
 func (r *nodeReconciler) startRevert(ctx context.Context, ln *v1alpha1.LatencyNode, res planner.Resolution, owner *v1alpha1.LatencyProfile) error {
 	spec := *ln.Spec.DeepCopy()
 	spec.Action = v1alpha1.ActionRevert
-	gen, err := writeSpec(ctx, r.Client, ln, spec, r.now(), false)
+	gen, err := r.exec().WriteSpec(ctx, ln, spec, r.now(), false)
 	if err != nil {
 		return err
 	}
@@ -226,7 +231,7 @@ func (r *nodeReconciler) finish(ctx context.Context, node *corev1.Node, ln *v1al
 	if err := r.letGoOfReboot(ctx, node, ln); err != nil {
 		return err
 	}
-	if err := r.Delete(ctx, ln, client.Preconditions{UID: &ln.UID}); client.IgnoreNotFound(err) != nil {
+	if err := r.exec().DeleteLatencyNode(ctx, ln); err != nil {
 		return fmt.Errorf("deleting LatencyNode: %w", err)
 	}
 	r.written.forget(ln.Name)
@@ -260,7 +265,7 @@ func (r *nodeReconciler) nodeGone(ctx context.Context, ln *v1alpha1.LatencyNode)
 	if ln == nil {
 		return nil
 	}
-	if err := r.Delete(ctx, ln, client.Preconditions{UID: &ln.UID}); client.IgnoreNotFound(err) != nil {
+	if err := r.exec().DeleteLatencyNode(ctx, ln); err != nil {
 		return fmt.Errorf("deleting LatencyNode of a deleted node: %w", err)
 	}
 	r.written.forget(ln.Name)
@@ -295,11 +300,11 @@ func (r *nodeReconciler) setLabels(ctx context.Context, node *corev1.Node, profi
 	if tainted != nil {
 		write = tainted
 	}
-	if err := patchNode(ctx, r.Client, node, write); apierrors.IsConflict(err) {
+	if err := r.exec().PatchNode(ctx, node, write); apierrors.IsConflict(err) {
 		// The taint's list carries the node's resourceVersion: the
 		// cache's node is older than the API server's (often our own
 		// write not seen yet). Run again on the newer node.
-		return staleError{fmt.Errorf("patching node labels and taint: %w", err)}
+		return executor.Stale(fmt.Errorf("patching node labels and taint: %w", err))
 	} else if err != nil {
 		return fmt.Errorf("patching node labels: %w", err)
 	}
@@ -322,7 +327,7 @@ func withPendingTaint(patch map[string]any, node *corev1.Node, profile string) m
 	if profile == "" || profile == keepProfileLabel || node.Labels[v1alpha1.ProfileLabel] == profile {
 		return nil
 	}
-	taints := withTaint(node.Spec.Taints, pendingTaint, true)
+	taints := executor.WithTaint(node.Spec.Taints, pendingTaint, true)
 	if taints == nil {
 		return nil
 	}
@@ -377,27 +382,6 @@ func findProfile(profiles []v1alpha1.LatencyProfile, name string) *v1alpha1.Late
 	}
 	return nil
 }
-
-// ignoreStale drops the errors that only mean the cache was behind the API
-// server (a conflict on an optimistic lock, a create of something that
-// exists): the watch event for the newer object reconciles again.
-func ignoreStale(ctx context.Context, err error) error {
-	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-		ctrl.LoggerFrom(ctx).V(1).Info("Retrying on a newer object", "reason", err.Error())
-		return staleError{err}
-	}
-	return err
-}
-
-// staleError is a write that lost to a newer object. The reconcile is
-// retried (retryStale turns it into a requeue, not an error): the newer
-// object's own event may never come to this controller (status-only updates
-// of a LatencyNode are filtered out), and at 1000 nodes 189 spec patches
-// were dropped that way and never retried. Spec writes now lose only to
-// spec writes (writeSpec), but a create or a finalizer patch can still.
-type staleError struct{ error }
-
-func (e staleError) Unwrap() error { return e.error }
 
 // staleRetry is how soon a reconcile that lost to a newer object runs again.
 const staleRetry = 200 * time.Millisecond

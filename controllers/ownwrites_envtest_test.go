@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 )
 
 // TestNodeWaitsForTheCacheToShowItsOwnWrite: a node reconciled again before
@@ -82,7 +83,7 @@ func TestNodeWaitsForTheCacheToShowItsOwnWrite(t *testing.T) {
 		return nil
 	})
 	lag.hold(fresh, getNode(t, name), []v1alpha1.LatencyProfile{*p})
-	if res, err := r.Reconcile(ctx, req); (err != nil && !errors.As(err, new(staleError))) || res.RequeueAfter > 0 {
+	if res, err := r.Reconcile(ctx, req); (err != nil && !errors.As(err, new(executor.StaleError))) || res.RequeueAfter > 0 {
 		t.Fatalf("reconcile once the cache caught up: result %+v, err %v: want it to go on", res, err)
 	}
 	if lag.latencyNodeWrites() != 2 {
@@ -185,7 +186,7 @@ func TestOwnWritesForget(t *testing.T) {
 // it held. The suite's manager, which sees no profile for the node, may
 // write the Node between the snapshot and the reconcile's label patch; the
 // patch carries the snapshot's resourceVersion, so it is refused with a
-// staleError before anything is written, and the reconcile runs again on a
+// StaleError before anything is written, and the reconcile runs again on a
 // fresh snapshot, as the manager's work queue would run it.
 func firstReconcile(t *testing.T, r *nodeReconciler, lag *laggingClient, ln *v1alpha1.LatencyNode, name string, profiles []v1alpha1.LatencyProfile) *corev1.Node {
 	t.Helper()
@@ -198,7 +199,7 @@ func firstReconcile(t *testing.T, r *nodeReconciler, lag *laggingClient, ln *v1a
 		switch {
 		case err == nil:
 			return node
-		case errors.As(err, new(staleError)) && try < 20:
+		case errors.As(err, new(executor.StaleError)) && try < 20:
 		default:
 			t.Fatalf("first reconcile (try %d): %v", try+1, err)
 		}

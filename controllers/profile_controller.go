@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 	"latencytier.io/latencytier/controllers/planner"
 	"latencytier.io/latencytier/controllers/profilestatus"
 	"latencytier.io/latencytier/internal/featuregate"
@@ -50,6 +51,10 @@ type profileReconciler struct {
 	// Gates are the manager's feature gates (schedclass_gate.go).
 	Gates featuregate.Gates
 }
+
+// exec is the executor of the profile's writes: its finalizer and status,
+// the rollout's spec writes.
+func (r *profileReconciler) exec() *executor.Executor { return executor.New(r.Client, nil) }
 
 // reader is where the reconciler reads nodes and LatencyNodes.
 func (r *profileReconciler) reader() client.Reader {
@@ -258,9 +263,8 @@ func (r *profileReconciler) patchFinalizer(ctx context.Context, p *v1alpha1.Late
 		// still holds): patching anyway would write on every resync.
 		return nil
 	}
-	if err := r.Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{}),
-		client.FieldOwner(managerProfileFinalizer)); err != nil {
-		return ignoreStale(ctx, fmt.Errorf("patching finalizer: %w", err))
+	if err := r.exec().PatchFinalizer(ctx, p, patched); err != nil {
+		return err
 	}
 	ctrl.LoggerFrom(ctx).Info("Patched finalizer", "present", controllerutil.ContainsFinalizer(patched, v1alpha1.RevertFinalizer))
 	return nil
@@ -283,7 +287,7 @@ func (r *profileReconciler) patchStatus(ctx context.Context, p *v1alpha1.Latency
 	if wait := r.Gate.wait(p.Name); wait > 0 && !records && !statusUrgent(p, st) {
 		return wait, nil
 	}
-	patched, err := writeProfileStatus(ctx, r.Client, p, st)
+	patched, err := r.exec().WriteProfileStatus(ctx, p, st)
 	if err != nil {
 		return 0, err
 	}
@@ -293,20 +297,6 @@ func (r *profileReconciler) patchStatus(ctx context.Context, p *v1alpha1.Latency
 		r.Recorder.Eventf(patched, nil, e.typ, e.reason, eventActionAggregate, "%s", e.note)
 	}
 	return 0, nil
-}
-
-// writeProfileStatus is the one writer of a profile's status (field
-// manager managerProfileStatus): a merge patch from p to st carrying the
-// resourceVersion p was read at. The profile's pass calls it once at most.
-func writeProfileStatus(ctx context.Context, c client.Client, p *v1alpha1.LatencyProfile, st v1alpha1.LatencyProfileStatus) (*v1alpha1.LatencyProfile, error) {
-	patched := p.DeepCopy()
-	patched.Status = st
-	err := c.Status().Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{}),
-		client.FieldOwner(managerProfileStatus))
-	if err != nil {
-		return nil, ignoreStale(ctx, fmt.Errorf("patching status: %w", err))
-	}
-	return patched, nil
 }
 
 // statusEvent is an event a status change warrants.

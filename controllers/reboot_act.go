@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 	"latencytier.io/latencytier/controllers/rollout"
 )
 
@@ -28,7 +29,7 @@ func (r *rebooter) carryOut(ctx context.Context, p *v1alpha1.LatencyProfile, ln 
 		return r.start(ctx, p, ln, n, since)
 	case rebootDrain:
 		if n != nil && (!n.Spec.Unschedulable || n.Annotations[v1alpha1.RebootCordonAnnotation] != ln.Spec.Reboot.Revision) {
-			return r.cordon(ctx, n, ln.Spec.Reboot.Revision)
+			return r.exec().Cordon(ctx, n, ln.Spec.Reboot.Revision)
 		}
 	case rebootRequest:
 		rec := ln.Spec.Reboot.DeepCopy()
@@ -51,7 +52,7 @@ func (r *rebooter) carryOut(ctx context.Context, p *v1alpha1.LatencyProfile, ln 
 	case rebootVerify:
 		return r.verify(ctx, p, ln, why, since, now)
 	case rebootFinish, rebootAbandon:
-		if err := r.uncordon(ctx, n); err != nil {
+		if _, err := r.exec().Uncordon(ctx, n); err != nil {
 			return err
 		}
 		if err := r.writeRecord(ctx, ln, nil, nil); err != nil {
@@ -86,7 +87,7 @@ func (r *rebooter) start(ctx context.Context, p *v1alpha1.LatencyProfile, ln *v1
 		r.markStarted(ln.Name, false)
 		return err
 	}
-	if err := r.cordon(ctx, n, rec.Revision); err != nil {
+	if err := r.exec().Cordon(ctx, n, rec.Revision); err != nil {
 		return err
 	}
 	ctrl.LoggerFrom(ctx).Info("Cordoned the node to reboot it", "node", ln.Name, "revision", rec.Revision)
@@ -137,14 +138,14 @@ type verifyStamp struct {
 }
 
 // writeRecord sets (rec) or clears (nil) ln's spec.reboot, through the
-// LatencyNode spec's one writer (writeLatencyNodeSpec), which tests the
+// LatencyNode spec's one writer (executor.WriteLatencyNodeSpec), which tests the
 // generation it was read at: a spec written since (a rollout move) makes
-// it a staleError, and the pass runs again.
+// it a StaleError, and the pass runs again.
 func (r *rebooter) writeRecord(ctx context.Context, ln *v1alpha1.LatencyNode, rec *v1alpha1.NodeRebootSpec, stamp *verifyStamp) error {
 	if rec == nil && ln.Spec.Reboot == nil {
 		return nil
 	}
-	w := specWrite{Spec: *ln.Spec.DeepCopy(), Record: true}
+	w := executor.SpecWrite{Spec: *ln.Spec.DeepCopy(), Record: true}
 	w.Spec.Reboot = rec
 	if stamp != nil {
 		w.Stamp = stamp.at
@@ -152,7 +153,7 @@ func (r *rebooter) writeRecord(ctx context.Context, ln *v1alpha1.LatencyNode, re
 			w.Spec.VerifyAfter = stamp.after
 		}
 	}
-	if _, err := writeLatencyNodeSpec(ctx, r.Client, ln, w); err != nil {
+	if _, err := r.exec().WriteLatencyNodeSpec(ctx, ln, w); err != nil {
 		return fmt.Errorf("recording the reboot of %s: %w", ln.Name, err)
 	}
 	return nil

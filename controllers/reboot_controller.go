@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 	"latencytier.io/latencytier/controllers/planner"
 	"latencytier.io/latencytier/controllers/profilestatus"
 )
@@ -20,15 +21,17 @@ import (
 // of its nodes' reboots after each rollout step. It cordons a node
 // (spec.unschedulable), evicts its pods through the Eviction API (policy/v1,
 // so PodDisruptionBudgets hold: a refused eviction, 429, is tried again at
-// the next poll; kubectl drain's rules, reboot_drain.go), records each phase in the LatencyNode's spec.reboot
-// before acting on it, and uncordons. It never deletes a pod and never
-// writes a node's other fields; the agent does the reboot itself.
+// the next poll; kubectl drain's rules, executor/drain.go), records each
+// phase in the LatencyNode's spec.reboot before acting on it, and
+// uncordons. It never deletes a pod and never writes a node's other
+// fields; the agent does the reboot itself.
 //
 // This file holds the pass (step) and the budget across profiles;
-// reboot_act.go carries out one node's act and writes its record;
-// reboot_drain.go cordons and drains; the planner (planner/reboot.go,
-// planner/release.go, planner/status.go) decides each act, the release and
-// status.reboots; reboot_release.go lifts a released node's cordon.
+// reboot_act.go carries out one node's act and writes its record; the
+// executor (executor/cordon.go, executor/drain.go) cordons and drains; the
+// planner (planner/reboot.go, planner/release.go, planner/status.go)
+// decides each act, the release and status.reboots; reboot_release.go
+// lifts a released node's cordon.
 
 // Event reasons of the managed reboots (on the profile).
 const (
@@ -180,7 +183,7 @@ func (r *rebooter) decideRecords(ctx context.Context, p *v1alpha1.LatencyProfile
 // drainFor drains n for p's pass: an event for a PodDisruptionBudget's
 // refusal, the first pod the drain will not evict in pass.Refused.
 func (r *rebooter) drainFor(ctx context.Context, p *v1alpha1.LatencyProfile, n *corev1.Node, pass *rebootPass) (bool, error) {
-	d, err := r.drain(ctx, n, drainOptionsOf(p))
+	d, err := r.exec().Drain(ctx, n, drainOptionsOf(p))
 	if err != nil {
 		return false, err
 	}
@@ -208,6 +211,9 @@ func (r *rebooter) decideStarts(ctx context.Context, p *v1alpha1.LatencyProfile,
 	}
 	return nil
 }
+
+// exec is the executor of the reboots' writes: records, cordons, evictions.
+func (r *rebooter) exec() *executor.Executor { return executor.New(r.Client, r.Live) }
 
 func (r *rebooter) poll() time.Duration {
 	if r.Poll > 0 {
@@ -309,3 +315,11 @@ func (r *rebooter) markStarted(node string, on bool) {
 }
 
 var truncateReboot = planner.TruncateReboot
+
+// drainOptionsOf are p's spec.reboot.drain (none set: the zero value).
+func drainOptionsOf(p *v1alpha1.LatencyProfile) v1alpha1.DrainSpec {
+	if s := p.Spec.Reboot; s != nil && s.Drain != nil {
+		return *s.Drain
+	}
+	return v1alpha1.DrainSpec{}
+}

@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 )
 
 // The managed reboots against a real API server. Each test has its own
@@ -689,7 +690,7 @@ func TestRebootsOneAtATimeDrainedAndTaintedUntilApplied(t *testing.T) {
 		e.pod("critical-"+n, n, func(p *corev1.Pod) {
 			p.Spec.Tolerations = []corev1.Toleration{{Key: v1alpha1.TuningPendingTaint, Operator: corev1.TolerationOpExists}}
 		})
-		e.pod("mirror-"+n, n, func(p *corev1.Pod) { p.Annotations = map[string]string{mirrorPodAnnotation: "x"} })
+		e.pod("mirror-"+n, n, func(p *corev1.Pod) { p.Annotations = map[string]string{executor.MirrorPodAnnotation: "x"} })
 	}
 	// Selected: the taint is on before anything is reported.
 	e.sim.set(func(s *standIn) { s.quiet["rb-a"], s.quiet["rb-b"], s.quiet["rb-c"] = true, true, true })

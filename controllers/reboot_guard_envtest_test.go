@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 )
 
 // refusedBy is nil when err is a refusal by a rule of admission policy
@@ -208,11 +209,11 @@ func TestManagerUncordonLeavesAPersonsCordon(t *testing.T) {
 	ctx := context.Background()
 	node := createNode(t, "uncordon-a", map[string]string{"tier": "uncordon"})
 	cleanup(t, []string{node.Name}, nil)
-	r := &rebooter{Client: managerClient(t)}
+	r := executor.New(managerClient(t), k8s)
 	if err := mergePatchNode(k8s, node.Name, map[string]any{"spec": map[string]any{"unschedulable": true}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.uncordon(ctx, getNode(t, node.Name)); err != nil {
+	if _, err := r.Uncordon(ctx, getNode(t, node.Name)); err != nil {
 		t.Fatal(err)
 	}
 	if !getNode(t, node.Name).Spec.Unschedulable {
@@ -221,10 +222,10 @@ func TestManagerUncordonLeavesAPersonsCordon(t *testing.T) {
 	if err := mergePatchNode(k8s, node.Name, map[string]any{"spec": map[string]any{"unschedulable": nil}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.cordon(ctx, getNode(t, node.Name), "uncordon-1a"); err != nil {
+	if err := r.Cordon(ctx, getNode(t, node.Name), "uncordon-1a"); err != nil {
 		t.Fatalf("the manager's cordon: %v", err)
 	}
-	if err := r.uncordon(ctx, getNode(t, node.Name)); err != nil {
+	if _, err := r.Uncordon(ctx, getNode(t, node.Name)); err != nil {
 		t.Fatalf("the manager's uncordon: %v", err)
 	}
 	if got := getNode(t, node.Name); got.Spec.Unschedulable || got.Annotations[v1alpha1.RebootCordonAnnotation] != "" {

@@ -24,17 +24,15 @@ import (
 // profile's pass that would let the node go may never come (the profile is
 // gone) or come after the deletion (it lost the race to this one), and the
 // node would stay cordoned for good. Only the manager's own cordon is
-// lifted, the one carrying its marker (uncordonPatch): a person's stays.
+// lifted, the one carrying its marker (executor.Uncordon): a person's stays.
 func (r *nodeReconciler) letGoOfReboot(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode) error {
 	if !planner.UncordonOnRelease(ln, node) {
 		return nil
 	}
-	patch := uncordonPatch(node)
-	if patch == nil {
-		return nil
-	}
-	if err := patchCordon(ctx, r.Client, node.Name, patch); err != nil {
+	if wrote, err := r.exec().Uncordon(ctx, node); err != nil {
 		return fmt.Errorf("uncordoning node %s: %w", node.Name, err)
+	} else if !wrote {
+		return nil
 	}
 	ctrl.LoggerFrom(ctx).Info("Uncordoned the node its managed reboot had cordoned", "revision", ln.Spec.Reboot.Revision,
 		"phase", ln.Spec.Reboot.Phase)

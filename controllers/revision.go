@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 	"latencytier.io/latencytier/controllers/planner"
 )
 
@@ -61,7 +62,7 @@ func (r revisions) ensure(ctx context.Context, p *v1alpha1.LatencyProfile) (map[
 		// The tuning went back to an earlier one: it becomes the newest.
 		patched := cr.DeepCopy()
 		patched.Revision = newest + 1
-		if err := r.Patch(ctx, patched, client.MergeFromWithOptions(cr, client.MergeFromWithOptimisticLock{}), client.FieldOwner(managerRevisions)); err != nil {
+		if err := r.Patch(ctx, patched, client.MergeFromWithOptions(cr, client.MergeFromWithOptimisticLock{}), client.FieldOwner(executor.ManagerRevisions)); err != nil {
 			return nil, fmt.Errorf("renumbering revision %s: %w", name, err)
 		}
 		owned[name] = patched
@@ -99,7 +100,7 @@ func (r revisions) create(ctx context.Context, p *v1alpha1.LatencyProfile, name 
 		Data:     runtime.RawExtension{Raw: raw},
 		Revision: number,
 	}
-	if err := r.Create(ctx, cr, client.FieldOwner(managerRevisions)); err != nil {
+	if err := r.Create(ctx, cr, client.FieldOwner(executor.ManagerRevisions)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			// The cache was behind: read the stored one.
 			got := &appsv1.ControllerRevision{}

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 	"latencytier.io/latencytier/controllers/planner"
 	"latencytier.io/latencytier/controllers/profilestatus"
 	"latencytier.io/latencytier/controllers/rollout"
@@ -109,12 +110,36 @@ func unmeasured(p *v1alpha1.LatencyProfile) bool {
 }
 
 // moveNodes writes each move into the node's LatencyNode spec, with the
-// revision's tuning and the time of the move.
+// revision's tuning and the time of the move, as one batch of the
+// executor's.
 func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyProfile, moves []rollout.Move,
 	lns map[string]*v1alpha1.LatencyNode, owned map[string]*appsv1.ControllerRevision, now time.Time, g rebootGate) error {
-	var moved []string
+	writes, err := moveSpecs(p, moves, lns, owned, now, g)
+	if err != nil {
+		return err
+	}
+	if _, err := r.exec().WriteSpecs(ctx, writes); err != nil {
+		return err
+	}
+	moved := make([]string, len(moves))
+	for i, m := range moves {
+		moved[i] = m.Node
+	}
+	if len(moved) > 0 {
+		m := moves[0]
+		ctrl.LoggerFrom(ctx).Info("Moved nodes", "action", m.Action, "revision", m.Revision, "nodes", moved)
+		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventRolloutMoved, eventActionRoll,
+			"%s %s on %s", m.Action, orNone(m.Revision), names(moved))
+	}
+	return nil
+}
+
+// moveSpecs are the spec writes of moves: each node's spec with the
+// revision's tuning (gated by g), stamped with the time of the move.
+func moveSpecs(p *v1alpha1.LatencyProfile, moves []rollout.Move, lns map[string]*v1alpha1.LatencyNode,
+	owned map[string]*appsv1.ControllerRevision, now time.Time, g rebootGate) ([]executor.NodeSpec, error) {
+	writes := make([]executor.NodeSpec, 0, len(moves))
 	for _, m := range moves {
-		ln := lns[m.Node]
 		spec := v1alpha1.LatencyNodeSpec{Action: m.Action, Profile: p.Name, ProfileGeneration: p.Generation, Revision: m.Revision}
 		if ro := p.Spec.Rollout; ro != nil {
 			// The agent reports the window that decides the node at once,
@@ -124,26 +149,17 @@ func (r *profileReconciler) moveNodes(ctx context.Context, p *v1alpha1.LatencyPr
 		if m.Action == v1alpha1.ActionApply {
 			cr := owned[m.Revision]
 			if cr == nil {
-				return fmt.Errorf("moving node %s: revision %s is not in the history", m.Node, m.Revision)
+				return nil, fmt.Errorf("moving node %s: revision %s is not in the history", m.Node, m.Revision)
 			}
 			t, err := tuningOf(cr)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			spec.Tuning = gatedTuning(t, g)
 		}
-		if err := r.patchSpec(ctx, ln, spec, now); err != nil {
-			return err
-		}
-		moved = append(moved, m.Node)
+		writes = append(writes, executor.NodeSpec{LN: lns[m.Node], Write: executor.SpecWrite{Spec: spec, Stamp: now}})
 	}
-	if len(moved) > 0 {
-		m := moves[0]
-		ctrl.LoggerFrom(ctx).Info("Moved nodes", "action", m.Action, "revision", m.Revision, "nodes", moved)
-		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, eventRolloutMoved, eventActionRoll,
-			"%s %s on %s", m.Action, orNone(m.Revision), names(moved))
-	}
-	return nil
+	return writes, nil
 }
 
 // unstageGated writes ReportOnly into the tuning of p's nodes that hold
@@ -162,6 +178,7 @@ func (r *profileReconciler) unstageGated(ctx context.Context, p *v1alpha1.Latenc
 		moved[m.Node] = true
 	}
 	var unstaged []string
+	var writes []executor.NodeSpec
 	for _, name := range sortedNames(lns) {
 		ln := lns[name]
 		if moved[name] || !rebootsAllowed(ln) {
@@ -169,10 +186,11 @@ func (r *profileReconciler) unstageGated(ctx context.Context, p *v1alpha1.Latenc
 		}
 		spec := *ln.Spec.DeepCopy()
 		spec.Tuning = gatedTuning(spec.Tuning, g)
-		if _, err := writeSpec(ctx, r.Client, ln, spec, now, false); err != nil {
-			return err
-		}
+		writes = append(writes, executor.NodeSpec{LN: ln, Write: executor.SpecWrite{Spec: spec}})
 		unstaged = append(unstaged, name)
+	}
+	if _, err := r.exec().WriteSpecs(ctx, writes); err != nil {
+		return err
 	}
 	if len(unstaged) > 0 {
 		ctrl.LoggerFrom(ctx).Info("Turned the boot policy ReportOnly on nodes while reboots are not allowed", "nodes", unstaged, "reason", g.Reason)
@@ -193,12 +211,6 @@ func sortedNames(lns map[string]*v1alpha1.LatencyNode) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// patchSpec writes a LatencyNode spec and stamps when it changed.
-func (r *profileReconciler) patchSpec(ctx context.Context, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time) error {
-	_, err := writeSpec(ctx, r.Client, ln, spec, now, true)
-	return err
 }
 
 // keptRevisions are the revisions pruning must leave: the target, the

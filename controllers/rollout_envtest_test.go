@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 )
 
 // simAgents play the agents of a set of nodes as the API documents them
@@ -538,7 +539,7 @@ func TestRolloutRestartKeepsRolledBackNode(t *testing.T) {
 		switch {
 		case err == nil:
 			done++
-		case errors.As(err, new(staleError)) && tries < 30:
+		case errors.As(err, new(executor.StaleError)) && tries < 30:
 		default:
 			t.Fatalf("fresh reconciler: %v", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 )
 
 // TestSpecWriteSurvivesStatusWrites: the manager writes a LatencyNode's
@@ -16,7 +17,7 @@ import (
 // A status write between the two must not cost the spec write (an
 // optimistic lock on resourceVersion lost a quarter of the spec patches of
 // a profile change at 1000 nodes), and a spec written by someone else
-// since must still stop it (a staleError, so the reconcile runs again).
+// since must still stop it (a StaleError, so the reconcile runs again).
 func TestSpecWriteSurvivesStatusWrites(t *testing.T) {
 	const node, profile = "specwrite-1", "specwrite"
 	createProfile(t, profile, 0, map[string]string{"tier": profile})
@@ -27,7 +28,7 @@ func TestSpecWriteSurvivesStatusWrites(t *testing.T) {
 	playAgent(t, node) // the agent reports: resourceVersion moves, generation does not
 	ctx := context.Background()
 	want := *read.Spec.DeepCopy()
-	if _, err := writeSpec(ctx, k8s, read, want, time.Now(), true); err != nil {
+	if _, err := executor.New(k8s, k8s).WriteSpec(ctx, read, want, time.Now(), true); err != nil {
 		t.Fatalf("spec write from before the agent's status write: %v", err)
 	}
 	got, err := getLN(node)
@@ -50,9 +51,9 @@ func TestSpecWriteSurvivesStatusWrites(t *testing.T) {
 	}
 	stale := want
 	stale.Revision = "from-an-old-read"
-	_, err = writeSpec(ctx, k8s, read, stale, time.Now(), false)
-	if !errors.As(err, new(staleError)) {
-		t.Fatalf("spec write over a newer spec: err = %v, want a staleError", err)
+	_, err = executor.New(k8s, k8s).WriteSpec(ctx, read, stale, time.Now(), false)
+	if !errors.As(err, new(executor.StaleError)) {
+		t.Fatalf("spec write over a newer spec: err = %v, want a StaleError", err)
 	}
 	if now, _ := getLN(node); now.Spec.Revision == "from-an-old-read" {
 		t.Fatalf("the stale spec landed: %+v", now.Spec)
@@ -67,13 +68,13 @@ func TestSpecWriteSurvivesStatusWrites(t *testing.T) {
 		}
 		bad := *fresh.Spec.DeepCopy()
 		bad.Action = "Explode"
-		_, err = writeSpec(ctx, k8s, fresh, bad, time.Now(), false)
-		if errors.As(err, new(staleError)) && try < 20 {
+		_, err = executor.New(k8s, k8s).WriteSpec(ctx, fresh, bad, time.Now(), false)
+		if errors.As(err, new(executor.StaleError)) && try < 20 {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		if err == nil || errors.As(err, new(staleError)) {
-			t.Fatalf("invalid spec: err = %v, want an error that is not a staleError", err)
+		if err == nil || errors.As(err, new(executor.StaleError)) {
+			t.Fatalf("invalid spec: err = %v, want an error that is not a StaleError", err)
 		}
 		break
 	}

@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"latencytier.io/latencytier/controllers/executor"
 )
 
 // TestLostWriteIsRetried: a write that loses to a newer object (409, or
@@ -31,7 +33,7 @@ func TestLostWriteIsRetried(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := retryStale(reconcile.Func(func(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-				return reconcile.Result{}, ignoreStale(ctx, fmt.Errorf("patching LatencyNode spec: %w", tc.err))
+				return reconcile.Result{}, executor.IgnoreStale(ctx, fmt.Errorf("patching LatencyNode spec: %w", tc.err))
 			}))
 			res, err := r.Reconcile(context.Background(), reconcile.Request{})
 			if got := res.RequeueAfter > 0 && err == nil; got != tc.requeue {

@@ -7,10 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 	"latencytier.io/latencytier/controllers/planner"
 )
 
@@ -48,65 +46,6 @@ var (
 	notReady        = planner.NotReady
 	tunedThisBoot   = planner.TunedThisBoot
 )
-
-// withTaint is taints with t added (want) or removed, other taints kept in
-// their order; nil when nothing changes.
-func withTaint(taints []corev1.Taint, t corev1.Taint, want bool) []corev1.Taint {
-	if hasTaint(taints, t) == want {
-		return nil
-	}
-	out := make([]corev1.Taint, 0, len(taints)+1)
-	for _, have := range taints {
-		if have.Key == t.Key && have.Effect == t.Effect {
-			continue
-		}
-		out = append(out, have)
-	}
-	if want {
-		out = append(out, t)
-	}
-	return out
-}
-
-// setNodeTaint adds or removes t on node name, leaving its other taints as
-// they are. Node taints are a list a merge patch replaces whole, so the
-// patch carries the resourceVersion it was computed from; on a conflict
-// (someone else changed the node) it reads the node again from the API
-// server and recomputes. It reports whether it wrote.
-func setNodeTaint(ctx context.Context, c client.Client, live client.Reader, n *corev1.Node, t corev1.Taint, want bool) (bool, error) {
-	wrote := false
-	cur := n
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if cur == nil {
-			fresh := &corev1.Node{}
-			if err := live.Get(ctx, types.NamespacedName{Name: n.Name}, fresh); err != nil {
-				return err
-			}
-			cur = fresh
-		}
-		taints := withTaint(cur.Spec.Taints, t, want)
-		if taints == nil {
-			return nil
-		}
-		patched := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
-		if err := patchNode(ctx, c, patched, map[string]any{
-			"metadata": map[string]any{"resourceVersion": cur.ResourceVersion},
-			"spec":     map[string]any{"taints": taints},
-		}); err != nil {
-			cur = nil
-			return err
-		}
-		wrote = true
-		return nil
-	})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("patching taint %s of node %s: %w", t.Key, n.Name, err)
-	}
-	return wrote, nil
-}
 
 // taintReconciler keeps the tuning-ready gate of one node.
 type taintReconciler struct {
@@ -145,7 +84,7 @@ func (r *taintReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, nil
 	}
 	want := wantsPendingTaint(n, ln)
-	wrote, err := setNodeTaint(ctx, r.Client, r.Live, n, pendingTaint, want)
+	wrote, err := executor.New(r.Client, r.Live).SetNodeTaint(ctx, n, pendingTaint, want)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

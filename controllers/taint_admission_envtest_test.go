@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 	"latencytier.io/latencytier/controllers/planner"
 )
 
@@ -55,36 +56,36 @@ func TestAdmissionLetsManagerCordonAndTaintOnlyItsOwn(t *testing.T) {
 	})
 
 	// What the manager's code sends goes through.
-	if _, err := setNodeTaint(ctx, mgr, k8s, getNode(t, node.Name), pendingTaint, true); err != nil {
+	if _, err := executor.New(mgr, k8s).SetNodeTaint(ctx, getNode(t, node.Name), pendingTaint, true); err != nil {
 		t.Fatalf("the manager's own taint was refused: %v", err)
 	}
 	if got := getNode(t, node.Name); !slices.Contains(got.Spec.Taints, foreign) {
 		t.Fatalf("adding the pending taint lost the foreign one: %v", got.Spec.Taints)
 	}
-	if _, err := setNodeTaint(ctx, mgr, k8s, getNode(t, node.Name), pendingTaint, false); err != nil {
+	if _, err := executor.New(mgr, k8s).SetNodeTaint(ctx, getNode(t, node.Name), pendingTaint, false); err != nil {
 		t.Fatalf("removing the manager's own taint was refused: %v", err)
 	}
 	// The contention taint (measurement.contention.taint), its writer's
 	// patch as sent, on and off. The suite's manager takes it off this
 	// node, which no profile owns, as soon as it sees it: the add must be
 	// written, the removal accepted if there is anything left to remove.
-	if wrote, err := setNodeTaint(ctx, mgr, k8s, getNode(t, node.Name), planner.ContentionTaint, true); err != nil || !wrote {
+	if wrote, err := executor.New(mgr, k8s).SetNodeTaint(ctx, getNode(t, node.Name), planner.ContentionTaint, true); err != nil || !wrote {
 		t.Fatalf("the manager's contention taint was refused (wrote %v): %v", wrote, err)
 	}
-	if _, err := setNodeTaint(ctx, mgr, k8s, getNode(t, node.Name), planner.ContentionTaint, false); err != nil {
+	if _, err := executor.New(mgr, k8s).SetNodeTaint(ctx, getNode(t, node.Name), planner.ContentionTaint, false); err != nil {
 		t.Fatalf("removing the manager's contention taint was refused: %v", err)
 	}
 	if got := getNode(t, node.Name); hasTaint(got.Spec.Taints, planner.ContentionTaint) || !slices.Contains(got.Spec.Taints, foreign) {
 		t.Fatalf("after the contention taint came off: taints %v", got.Spec.Taints)
 	}
-	r := &rebooter{Client: mgr}
-	if err := r.cordon(ctx, node, "admtaint-1a2b"); err != nil {
+	r := executor.New(mgr, k8s)
+	if err := r.Cordon(ctx, node, "admtaint-1a2b"); err != nil {
 		t.Fatalf("cordon refused: %v", err)
 	}
 	if n := getNode(t, node.Name); !n.Spec.Unschedulable || n.Annotations[v1alpha1.RebootCordonAnnotation] != "admtaint-1a2b" {
 		t.Fatalf("cordon did not land with its marker: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 	}
-	if err := r.uncordon(ctx, getNode(t, node.Name)); err != nil {
+	if _, err := r.Uncordon(ctx, getNode(t, node.Name)); err != nil {
 		t.Fatalf("uncordon refused: %v", err)
 	}
 	if n := getNode(t, node.Name); n.Spec.Unschedulable || n.Annotations[v1alpha1.RebootCordonAnnotation] != "" {

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -83,28 +82,6 @@ func TestWantsPendingTaint(t *testing.T) {
 		if got := wantsPendingTaint(tc.node, tc.ln); got != tc.want {
 			t.Errorf("%s: wantsPendingTaint = %v, want %v", tc.name, got, tc.want)
 		}
-	}
-}
-
-func TestWithTaintKeepsOtherTaints(t *testing.T) {
-	a := corev1.Taint{Key: "a", Effect: corev1.TaintEffectNoExecute}
-	b := corev1.Taint{Key: "b", Value: "x", Effect: corev1.TaintEffectNoSchedule}
-	// Our key with another effect is not ours: left alone.
-	other := corev1.Taint{Key: v1alpha1.TuningPendingTaint, Effect: corev1.TaintEffectPreferNoSchedule}
-	if got := withTaint([]corev1.Taint{a, b}, pendingTaint, true); !slices.Equal(got, []corev1.Taint{a, b, pendingTaint}) {
-		t.Errorf("add: %v", got)
-	}
-	if got := withTaint([]corev1.Taint{a, pendingTaint, other, b}, pendingTaint, false); !slices.Equal(got, []corev1.Taint{a, other, b}) {
-		t.Errorf("remove: %v", got)
-	}
-	if got := withTaint([]corev1.Taint{a, pendingTaint}, pendingTaint, true); got != nil {
-		t.Errorf("already there: %v, want no change", got)
-	}
-	if got := withTaint([]corev1.Taint{a}, pendingTaint, false); got != nil {
-		t.Errorf("already gone: %v, want no change", got)
-	}
-	if got := withTaint([]corev1.Taint{pendingTaint}, pendingTaint, false); got == nil || len(got) != 0 {
-		t.Errorf("last taint removed: %#v, want an empty list (a change)", got)
 	}
 }
 

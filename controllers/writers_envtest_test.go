@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/controllers/executor"
 )
 
 // TestManagerCannotWriteLatencyNodeStatus: a LatencyNode's status has one
@@ -58,11 +59,11 @@ func TestManagerWritesAsLatencytierManager(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := managedBy(ln.ManagedFields, managerLatencyNode, "", "f:spec"); err != nil {
+		if err := managedBy(ln.ManagedFields, executor.ManagerLatencyNode, "", "f:spec"); err != nil {
 			return fmt.Errorf("LatencyNode: %w", err)
 		}
 		p := getProfile(t, "owner")
-		if err := managedBy(p.ManagedFields, managerProfileStatus, "status", "f:status"); err != nil {
+		if err := managedBy(p.ManagedFields, executor.ManagerProfileStatus, "status", "f:status"); err != nil {
 			return fmt.Errorf("LatencyProfile: %w", err)
 		}
 		return nil

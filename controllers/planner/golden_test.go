@@ -217,7 +217,7 @@ func (w *world) cordon() Write {
 	return WriteCordon
 }
 
-// uncordon lifts the manager's own cordon only (the marker), as uncordonPatch.
+// uncordon lifts the manager's own cordon only (the marker), as executor.Uncordon.
 func (w *world) uncordon() bool {
 	if _, ours := w.node.Annotations[v1alpha1.RebootCordonAnnotation]; !ours {
 		return false

@@ -79,7 +79,7 @@ func RequestOutstanding(ln *v1alpha1.LatencyNode, n *corev1.Node, now time.Time,
 // RecordOf: rec was written for a revision of profile (RevisionName: the
 // profile's name, "-" and hex digits; BackSuffix after it for a reboot
 // back). A LatencyNode taken over by another profile keeps the record of
-// the one it left (a tuning write carries the record over: writeSpec);
+// the one it left (a tuning write carries the record over: executor.WriteSpec);
 // that reboot is not the new profile's to carry on, its node having left
 // the selection of the profile it was for.
 func RecordOf(rec *v1alpha1.NodeRebootSpec, profile string) bool {

@@ -1,4 +1,4 @@
-package controllers
+package executor
 
 import (
 	"context"
@@ -54,34 +54,34 @@ func pointerEscape(key string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
 }
 
-// writeSpec replaces ln's spec with spec (stamping the change when stamp
-// is set), carrying ln's reboot record over: writeLatencyNodeSpec.
-func writeSpec(ctx context.Context, c client.Client, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time, stamp bool) (int64, error) {
-	w := specWrite{Spec: spec}
+// WriteSpec replaces ln's spec with spec (stamping the change when stamp
+// is set), carrying ln's reboot record over: WriteLatencyNodeSpec.
+func (e *Executor) WriteSpec(ctx context.Context, ln *v1alpha1.LatencyNode, spec v1alpha1.LatencyNodeSpec, now time.Time, stamp bool) (int64, error) {
+	w := SpecWrite{Spec: spec}
 	if stamp {
 		w.Stamp = now
 	}
-	return writeLatencyNodeSpec(ctx, c, ln, w)
+	return e.WriteLatencyNodeSpec(ctx, ln, w)
 }
 
-// specWrite is one write of a LatencyNode's spec.
-type specWrite struct {
+// SpecWrite is one write of a LatencyNode's spec.
+type SpecWrite struct {
 	Spec v1alpha1.LatencyNodeSpec
 	// Stamp, when set, records in the RevisionSetAtAnnotation when the
 	// spec changed (the rollout's verification clock).
 	Stamp time.Time
 	// Record: Spec.Reboot is the reboot record to write (nil clears it).
 	// Otherwise ln's record is carried over: the record is the managed
-	// reboots' (reboot_act.go), only they set or clear it.
+	// reboots' (controllers/reboot_act.go), only they set or clear it.
 	Record bool
 }
 
-// writeLatencyNodeSpec is the one writer of a LatencyNode's spec (and its
-// revision-set-at annotation), field manager managerLatencyNode: it
+// WriteLatencyNodeSpec is the one writer of a LatencyNode's spec (and its
+// revision-set-at annotation), field manager ManagerLatencyNode: it
 // replaces ln's spec with w's unless someone wrote the spec since ln was
-// read: then the error is a staleError and the reconcile runs again on
+// read: then the error is a StaleError and the reconcile runs again on
 // the newer object. It returns the generation the write gave ln.
-func writeLatencyNodeSpec(ctx context.Context, c client.Client, ln *v1alpha1.LatencyNode, w specWrite) (int64, error) {
+func (e *Executor) WriteLatencyNodeSpec(ctx context.Context, ln *v1alpha1.LatencyNode, w SpecWrite) (int64, error) {
 	spec := w.Spec
 	if !w.Record {
 		spec.Reboot = ln.Spec.Reboot
@@ -95,11 +95,11 @@ func writeLatencyNodeSpec(ctx context.Context, c client.Client, ln *v1alpha1.Lat
 		return 0, err
 	}
 	written := ln.DeepCopy()
-	if err := c.Patch(ctx, written, patch, client.FieldOwner(managerLatencyNode)); err != nil {
+	if err := e.Client.Patch(ctx, written, patch, client.FieldOwner(ManagerLatencyNode)); err != nil {
 		if specMoved(err) {
-			return 0, staleError{fmt.Errorf("patching LatencyNode %s spec: written since generation %d: %w", ln.Name, ln.Generation, err)}
+			return 0, StaleError{fmt.Errorf("patching LatencyNode %s spec: written since generation %d: %w", ln.Name, ln.Generation, err)}
 		}
-		return 0, ignoreStale(ctx, fmt.Errorf("patching LatencyNode %s spec: %w", ln.Name, err))
+		return 0, IgnoreStale(ctx, fmt.Errorf("patching LatencyNode %s spec: %w", ln.Name, err))
 	}
 	return written.Generation, nil
 }

@@ -1,4 +1,4 @@
-package controllers
+package executor
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// Managed reboots, the node's side: the cordon (spec.unschedulable and its
-// marker annotation, nothing else of the Node) and the drain through the Eviction API.
+// Managed reboots, the node's side: the drain through the Eviction API
+// (the cordon, spec.unschedulable and its marker, is cordon.go's).
 //
 // The drain follows kubectl drain's rules (issue 40): it leaves DaemonSet
 // pods (their controller puts them back at once; the agent is one), mirror
@@ -30,55 +30,11 @@ import (
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 
-// mirrorPodAnnotation marks the kubelet's static pods.
-const mirrorPodAnnotation = "kubernetes.io/config.mirror"
+// MirrorPodAnnotation marks the kubelet's static pods.
+const MirrorPodAnnotation = "kubernetes.io/config.mirror"
 
-// cordon cordons n for the managed reboot for revision: spec.unschedulable
-// and the manager's marker (v1alpha1.RebootCordonAnnotation, the revision)
-// in one patch, and nothing else. The agent reboots only a node cordoned
-// with the marker for the revision its LatencyNode asks for.
-func (r *rebooter) cordon(ctx context.Context, n *corev1.Node, revision string) error {
-	if n == nil {
-		return nil
-	}
-	return patchCordon(ctx, r.Client, n.Name, cordonPatch(revision))
-}
-
-// uncordon lifts the manager's own cordon of n: only one that carries the
-// marker (a person's cordon, without it, stays), the marker going with it.
-func (r *rebooter) uncordon(ctx context.Context, n *corev1.Node) error {
-	if n == nil {
-		return nil
-	}
-	p := uncordonPatch(n)
-	if p == nil {
-		return nil
-	}
-	return patchCordon(ctx, r.Client, n.Name, p)
-}
-
-// cordonPatch is the merge patch of the manager's cordon for revision.
-func cordonPatch(revision string) map[string]any {
-	return map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{v1alpha1.RebootCordonAnnotation: revision}},
-		"spec":     map[string]any{"unschedulable": true},
-	}
-}
-
-// uncordonPatch is the merge patch lifting the manager's cordon of n, nil
-// when n carries no marker: its cordon (if any) is not the manager's.
-func uncordonPatch(n *corev1.Node) map[string]any {
-	if _, ours := n.Annotations[v1alpha1.RebootCordonAnnotation]; !ours {
-		return nil
-	}
-	return map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{v1alpha1.RebootCordonAnnotation: nil}},
-		"spec":     map[string]any{"unschedulable": nil},
-	}
-}
-
-// drainResult is one look at a draining node.
-type drainResult struct {
+// DrainResult is one look at a draining node.
+type DrainResult struct {
 	// Drained: no pod the drain takes is left.
 	Drained bool
 	// PDB is the first pod whose eviction a PodDisruptionBudget refused.
@@ -88,14 +44,15 @@ type drainResult struct {
 	Refused []string
 }
 
-// drain evicts the pods a drain takes from n, under the profile's opts.
-func (r *rebooter) drain(ctx context.Context, n *corev1.Node, opts v1alpha1.DrainSpec) (drainResult, error) {
+// Drain evicts the pods a drain takes from n, under the profile's opts:
+// the one writer of evictions.
+func (e *Executor) Drain(ctx context.Context, n *corev1.Node, opts v1alpha1.DrainSpec) (DrainResult, error) {
 	var pods corev1.PodList
-	if err := r.Live.List(ctx, &pods, client.MatchingFields{"spec.nodeName": n.Name}); err != nil {
-		return drainResult{}, fmt.Errorf("listing the pods of node %s: %w", n.Name, err)
+	if err := e.live().List(ctx, &pods, client.MatchingFields{"spec.nodeName": n.Name}); err != nil {
+		return DrainResult{}, fmt.Errorf("listing the pods of node %s: %w", n.Name, err)
 	}
 	left := 0
-	var res drainResult
+	var res DrainResult
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		act, why := drainAct(pod, opts)
@@ -111,7 +68,7 @@ func (r *rebooter) drain(ctx context.Context, n *corev1.Node, opts v1alpha1.Drai
 			continue
 		}
 		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
-		err := r.SubResource("eviction").Create(ctx, pod, ev)
+		err := e.Client.SubResource("eviction").Create(ctx, pod, ev)
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 		case apierrors.IsTooManyRequests(err):
@@ -119,7 +76,7 @@ func (r *rebooter) drain(ctx context.Context, n *corev1.Node, opts v1alpha1.Drai
 				res.PDB = pod.Namespace + "/" + pod.Name
 			}
 		default:
-			return drainResult{}, fmt.Errorf("evicting %s/%s: %w", pod.Namespace, pod.Name, err)
+			return DrainResult{}, fmt.Errorf("evicting %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 	}
 	res.Drained = left == 0
@@ -141,7 +98,7 @@ func drainAct(pod *corev1.Pod, opts v1alpha1.DrainSpec) (drainAction, string) {
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return drainSkip, ""
 	}
-	if _, mirror := pod.Annotations[mirrorPodAnnotation]; mirror {
+	if _, mirror := pod.Annotations[MirrorPodAnnotation]; mirror {
 		return drainSkip, ""
 	}
 	c := metav1.GetControllerOf(pod)
@@ -160,12 +117,4 @@ func drainAct(pod *corev1.Pod, opts v1alpha1.DrainSpec) (drainAction, string) {
 		}
 	}
 	return drainEvict, ""
-}
-
-// drainOptionsOf are p's spec.reboot.drain (none set: the zero value).
-func drainOptionsOf(p *v1alpha1.LatencyProfile) v1alpha1.DrainSpec {
-	if s := p.Spec.Reboot; s != nil && s.Drain != nil {
-		return *s.Drain
-	}
-	return v1alpha1.DrainSpec{}
 }

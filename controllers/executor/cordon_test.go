@@ -1,4 +1,4 @@
-package controllers
+package executor
 
 import (
 	"reflect"
