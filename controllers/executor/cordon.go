@@ -4,6 +4,8 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/api/v1alpha1"
 )
@@ -23,13 +25,25 @@ func (e *Executor) Cordon(ctx context.Context, n *corev1.Node, revision string) 
 // Uncordon lifts the manager's own cordon of n: only one that carries the
 // marker (a person's cordon, without it, stays), the marker going with it.
 // It reports whether it wrote (nil n: the node is gone).
+//
+// A cached n without the marker is read again from the API server before
+// it is believed: a reboot writes its record and then its cordon, so a
+// pass that ends it soon after (a drain timed out, a deselection) can be
+// planned on a Node the cache holds from before the cordon. Taking that
+// copy's word would clear the record and leave the node cordoned for good.
 func (e *Executor) Uncordon(ctx context.Context, n *corev1.Node) (bool, error) {
 	if n == nil {
 		return false, nil
 	}
 	p := uncordonPatch(n)
 	if p == nil {
-		return false, nil
+		fresh := &corev1.Node{}
+		if err := e.live().Get(ctx, types.NamespacedName{Name: n.Name}, fresh); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if p = uncordonPatch(fresh); p == nil {
+			return false, nil
+		}
 	}
 	return true, e.patchCordon(ctx, n.Name, p)
 }
