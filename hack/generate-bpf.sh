@@ -30,8 +30,13 @@ GOPACKAGE=bpf go tool bpf2go -cc clang -strip llvm-strip -target bpfel \
 
 # -no-global-types: bpf2go cannot write Go types for struct sched_ext_ops (its
 # members are function pointers); agent/tiersched/bpf declares the few it reads.
+# Built twice: tier calls scx_bpf_dsq_insert (6.13-6.18), tierV2
+# scx_bpf_dsq_insert___v2 (6.19+); the loader picks by the kernel's BTF.
 cd "$ROOT/agent/tiersched/bpf"
 GOPACKAGE=bpf go tool bpf2go -no-global-types -cc clang -strip llvm-strip -target bpfel \
   -cflags "-O2 -g -Wall -Werror -D__TARGET_ARCH_x86 -I$DIR -I$ROOT/agent/tiersched/bpf" \
   tier tier.bpf.c
-echo "generate-bpf: regenerated $(cd "$ROOT" && ls agent/measure/bpf/runqlat_bpfel.* agent/tiersched/bpf/tier_bpfel.* | tr '\n' ' ')"
+GOPACKAGE=bpf go tool bpf2go -no-global-types -cc clang -strip llvm-strip -target bpfel \
+  -cflags "-O2 -g -Wall -Werror -D__TARGET_ARCH_x86 -DTIER_INSERT_V2 -I$DIR -I$ROOT/agent/tiersched/bpf" \
+  tierV2 tier.bpf.c
+echo "generate-bpf: regenerated $(cd "$ROOT" && ls agent/measure/bpf/runqlat_bpfel.* agent/tiersched/bpf/tier_bpfel.* agent/tiersched/bpf/tierv2_bpfel.* | tr '\n' ' ')"

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"slices"
 	"strings"
 	"syscall"
 
@@ -170,13 +169,7 @@ func missingKfuncs(n Node) *Refused {
 		return nil
 	}
 	var missing []string
-	has := func(name string) bool {
-		// AnyTypesByName, not AnyTypeByName: v0.22.0's AnyTypeByName
-		// panics when every candidate of the essential name (the name
-		// without its ___suffix) has another full name.
-		types, err := n.Kernel.AnyTypesByName(name)
-		return err == nil && len(types) > 0
-	}
+	has := func(name string) bool { return tbpf.Has(n.Kernel, name) }
 	if !has("bpf_struct_ops_" + tbpf.StructOps) {
 		missing = append(missing, "struct "+tbpf.StructOps)
 	}
@@ -185,7 +178,7 @@ func missingKfuncs(n Node) *Refused {
 			missing = append(missing, k)
 		}
 	}
-	if !slices.ContainsFunc(tbpf.InsertKfuncs, has) {
+	if tbpf.InsertKfunc(n.Kernel) == "" {
 		missing = append(missing, strings.Join(tbpf.InsertKfuncs, " or "))
 	}
 	if len(missing) == 0 {

@@ -66,15 +66,19 @@ struct sched_ext_ops {
 // (6.13+): cilium/ebpf looks kfuncs up by exact name and refuses one whose
 // prototype differs. Inserting into a DSQ is scx_bpf_dsq_insert (6.13+,
 // void) or scx_bpf_dsq_insert___v2 (6.19+, bool; the kernel's own symbol
-// name); both are weak and the program picks the one the kernel has.
+// name). The program is built twice, once with each (TIER_INSERT_V2), and
+// the loader picks the object whose insert the kernel has: an object
+// naming both cannot load on 6.19+, where cilium/ebpf v0.22.0's lookup of
+// scx_bpf_dsq_insert also returns scx_bpf_dsq_insert___v2_impl ("multiple
+// matching types"; seen on Debian's 7.3.4), even for a weak reference.
 extern s32 scx_bpf_select_cpu_dfl(struct task_struct *p, s32 prev_cpu, u64 wake_flags, bool *is_idle) __ksym;
 extern s32 scx_bpf_task_cpu(const struct task_struct *p) __ksym;
-extern void scx_bpf_dsq_insert(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags) __ksym __weak;
-extern bool scx_bpf_dsq_insert___v2(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags) __ksym __weak;
-
-// bpf_ksym_exists is libbpf's (1.2+); Debian bookworm's libbpf-dev is 1.1.
-#ifndef bpf_ksym_exists
-#define bpf_ksym_exists(sym) ({ _Static_assert(!__builtin_constant_p(!!sym), #sym " should be marked as __weak"); !!sym; })
+#ifdef TIER_INSERT_V2
+extern bool scx_bpf_dsq_insert___v2(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags) __ksym;
+#define scx_insert scx_bpf_dsq_insert___v2
+#else
+extern void scx_bpf_dsq_insert(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags) __ksym;
+#define scx_insert scx_bpf_dsq_insert
 #endif
 
 #endif

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -29,11 +30,49 @@ const OpsName = "latencytier"
 const StructOps = "sched_ext_ops"
 
 // Kfuncs are the kernel functions the program calls. Each must exist with
-// the prototype sched_ext.h declares; of InsertKfuncs at least one.
+// the prototype sched_ext.h declares, and one of InsertKfuncs: the program
+// is built once per insert kfunc (6.19 renamed it) and Load picks the
+// object whose insert the kernel has, the first in this order.
 var (
 	Kfuncs       = []string{"scx_bpf_select_cpu_dfl", "scx_bpf_task_cpu"}
 	InsertKfuncs = []string{"scx_bpf_dsq_insert___v2", "scx_bpf_dsq_insert"}
 )
+
+// objects are the built objects by the insert kfunc they call.
+var objects = map[string]func() (*ebpf.CollectionSpec, error){
+	"scx_bpf_dsq_insert___v2": loadTierV2,
+	"scx_bpf_dsq_insert":      loadTier,
+}
+
+// InsertKfunc is the insert kfunc the kernel whose BTF is kernel has, ""
+// when none (a kernel older than 6.13).
+func InsertKfunc(kernel *btf.Spec) string {
+	for _, name := range InsertKfuncs {
+		if Has(kernel, name) {
+			return name
+		}
+	}
+	return ""
+}
+
+// Has says whether the BTF spec has a type named exactly name. Not
+// AnyTypeByName: in cilium/ebpf v0.22.0 it panics when every candidate of
+// the essential name (the name without its ___suffix) has another full
+// name, and AnyTypesByName can leave a candidate of another full name in
+// (its filter skips the element after each one it deletes), so the names
+// are compared here.
+func Has(spec *btf.Spec, name string) bool {
+	types, err := spec.AnyTypesByName(name)
+	if err != nil {
+		return false
+	}
+	for _, t := range types {
+		if t.TypeName() == name {
+			return true
+		}
+	}
+	return false
+}
 
 // MaxTimeout is the kernel's longest stall watchdog timeout
 // (SCX_WATCHDOG_MAX_TIMEOUT, 30 s); a Timeout of 0 means it.
@@ -85,14 +124,19 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Spec is the scheduler's collection with o applied: the read-only
-// tunables and the struct_ops data's timeout_ms.
-func Spec(o Options) (*ebpf.CollectionSpec, error) {
+// Spec is the scheduler's collection calling the insert kfunc named (one of
+// InsertKfuncs), with o applied: the read-only tunables and the struct_ops
+// data's timeout_ms.
+func Spec(o Options, insert string) (*ebpf.CollectionSpec, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	o = o.withDefaults()
-	spec, err := loadTier()
+	load, ok := objects[insert]
+	if !ok {
+		return nil, fmt.Errorf("no tier scheduler object calls %q", insert)
+	}
+	spec, err := load()
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +218,15 @@ type Scheduler struct {
 // Errors from the kernel or the kfunc linker are returned as they are
 // (errors.Is ebpf.ErrNotSupported: a kfunc or sched_ext is missing).
 func Load(o Options) (*Scheduler, error) {
-	spec, err := Spec(o)
+	kernel, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, fmt.Errorf("read the kernel's BTF: %w", err)
+	}
+	insert := InsertKfunc(kernel)
+	if insert == "" {
+		return nil, fmt.Errorf("the kernel has neither %s: %w", strings.Join(InsertKfuncs, " nor "), ebpf.ErrNotSupported)
+	}
+	spec, err := Spec(o, insert)
 	if err != nil {
 		return nil, err
 	}

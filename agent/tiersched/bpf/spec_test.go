@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"bytes"
 	"encoding/binary"
 	"os/exec"
 	"slices"
@@ -16,7 +17,13 @@ import (
 // member, including the no-op hotplug ones (without them the kernel exits
 // the scheduler on any CPU hotplug).
 func TestProgramsAttachToTheirOpsMembers(t *testing.T) {
-	spec, err := Spec(Options{})
+	for _, insert := range InsertKfuncs {
+		t.Run(insert, func(t *testing.T) { testOpsMembers(t, insert) })
+	}
+}
+
+func testOpsMembers(t *testing.T, insert string) {
+	spec, err := Spec(Options{}, insert)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +55,13 @@ func TestProgramsAttachToTheirOpsMembers(t *testing.T) {
 // where the scheduler does not load. Adding one means checking it in the
 // kernels' BTF_ID_FLAGS lists and adding it here.
 func TestOnlyStableKfuncs(t *testing.T) {
-	spec, err := loadTier()
+	for _, insert := range InsertKfuncs {
+		t.Run(insert, func(t *testing.T) { testKfuncs(t, insert) })
+	}
+}
+
+func testKfuncs(t *testing.T, insert string) {
+	spec, err := objects[insert]()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +74,7 @@ func TestOnlyStableKfuncs(t *testing.T) {
 			got = append(got, fn.Name)
 		}
 	}
-	want := append(slices.Clone(Kfuncs), InsertKfuncs...)
+	want := append(slices.Clone(Kfuncs), insert)
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
@@ -70,7 +83,7 @@ func TestOnlyStableKfuncs(t *testing.T) {
 }
 
 func TestSpecSetsTunablesAndTimeout(t *testing.T) {
-	spec, err := Spec(Options{TierSlice: 500 * time.Microsecond, BudgetPct: 80, Timeout: 5 * time.Second})
+	spec, err := Spec(Options{TierSlice: 500 * time.Microsecond, BudgetPct: 80, Timeout: 5 * time.Second}, InsertKfuncs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +110,7 @@ func TestSpecSetsTunablesAndTimeout(t *testing.T) {
 		t.Errorf("ops name %q, want %q", got, OpsName)
 	}
 	// A fresh spec is not changed by an earlier one's options.
-	again, err := Spec(Options{})
+	again, err := Spec(Options{}, InsertKfuncs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +159,7 @@ func TestOptionsOutOfRange(t *testing.T) {
 		{Timeout: 1500 * time.Microsecond},
 		{Timeout: -time.Second},
 	} {
-		if _, err := Spec(o); err == nil {
+		if _, err := Spec(o, InsertKfuncs[1]); err == nil {
 			t.Errorf("Spec(%+v) accepted", o)
 		}
 	}
@@ -168,5 +181,50 @@ func TestAgentBinaryHasNoTestControls(t *testing.T) {
 	}
 	if !slices.Contains(files("-tags", "privileged"), "testcontrols_privileged.go") {
 		t.Error("the stall control is missing from the privileged (test) build")
+	}
+}
+
+// kernelBTF is a BTF spec holding functions of these names.
+func kernelBTF(t *testing.T, names ...string) *btf.Spec {
+	t.Helper()
+	b, err := btf.NewBuilder(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if _, err := b.Add(&btf.Func{Name: n, Type: &btf.FuncProto{Return: (*btf.Void)(nil)}, Linkage: btf.GlobalFunc}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := b.Marshal(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := btf.LoadSpecFromReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// Debian's 7.3.4 BTF has scx_bpf_dsq_insert, scx_bpf_dsq_insert___v2 and
+// scx_bpf_dsq_insert___v2_impl, all of one essential name; cilium/ebpf
+// v0.22.0 then finds "multiple matching types" for the first (the object
+// calling it failed to load there), so that kernel gets the ___v2 object.
+// A kernel with only an _impl of v2 must not count as having v2.
+func TestInsertKfuncOfEachKernel(t *testing.T) {
+	tests := []struct {
+		names []string
+		want  string
+	}{
+		{[]string{"scx_bpf_dsq_insert", "scx_bpf_dsq_insert___v2", "scx_bpf_dsq_insert___v2_impl", "scx_bpf_dsq_insert_impl"}, "scx_bpf_dsq_insert___v2"},
+		{[]string{"scx_bpf_dsq_insert", "scx_bpf_dsq_insert_vtime"}, "scx_bpf_dsq_insert"},
+		{[]string{"scx_bpf_dsq_insert", "scx_bpf_dsq_insert___v2_impl"}, "scx_bpf_dsq_insert"},
+		{[]string{"scx_bpf_dispatch", "scx_bpf_consume"}, ""},
+	}
+	for _, tt := range tests {
+		if got := InsertKfunc(kernelBTF(t, tt.names...)); got != tt.want {
+			t.Errorf("kernel with %v: %q, want %q", tt.names, got, tt.want)
+		}
 	}
 }

@@ -27,7 +27,9 @@
 // Only the built-in queues are used and there is no ops.dispatch: the
 // kernel itself consumes the local queue, then the global one. That keeps
 // the program to kfuncs whose prototype is the same on every kernel since
-// 6.13 (scx_bpf_dsq_move_to_local changed in 7.1).
+// 6.13 (scx_bpf_dsq_move_to_local changed in 7.1). The insert kfunc was
+// renamed in 6.19; hack/generate-bpf.sh builds this file once per name
+// (sched_ext.h, TIER_INSERT_V2) and the loader picks one.
 //
 // cpu_online/cpu_offline are no-ops on purpose: without them the kernel
 // exits the scheduler on any CPU hotplug.
@@ -148,10 +150,7 @@ static __always_inline void stat_inc(__u32 i)
 
 static __always_inline void insert(struct task_struct *p, __u64 dsq, __u64 slice, __u64 flags)
 {
-	if (bpf_ksym_exists(scx_bpf_dsq_insert___v2))
-		scx_bpf_dsq_insert___v2(p, dsq, slice, flags);
-	else if (bpf_ksym_exists(scx_bpf_dsq_insert))
-		scx_bpf_dsq_insert(p, dsq, slice, flags);
+	scx_insert(p, dsq, slice, flags);
 }
 
 static __always_inline bool is_percpu_kthread(struct task_struct *p)
