@@ -14,11 +14,14 @@ import (
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/schedext"
 	tbpf "latencytier.io/latencytier/agent/tiersched/bpf"
+	"latencytier.io/latencytier/internal/knobs"
 )
 
-// The scheduler/class knob: its ID, its address and its two values.
+// The scheduler/class knob: its ID (internal/knobs' table), its address and
+// its two values.
+var SettingID = knobs.SchedulerClassID
+
 const (
-	SettingID = "scheduler/class"
 	// Address is the knob's Path; the Access claims it.
 	Address = "schedext:class"
 	// Fair is the value without a sched_ext scheduler: the journaled

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/podcgroup"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -67,24 +68,28 @@ func TestCgroupIDsOfGrantedPods(t *testing.T) {
 func TestDesire(t *testing.T) {
 	f := newFixture(t)
 	f.write("sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n")
-	k, r, err := Desire(f.root, true, "rev-1", nil)
+	tier, fair := ptr.To(v1alpha1.SchedulerClassTier), ptr.To(v1alpha1.SchedulerClassFair)
+	k, r, err := Desire(f.root, tier, "rev-1", nil)
 	if err != nil || len(r) != 0 || len(k) != 1 || k[0].Desired != Tier {
 		t.Fatalf("wanted on a clean node: knobs %+v results %+v %v", k, r, err)
 	}
-	if k, r, _ := Desire(f.root, false, "rev-1", nil); len(k)+len(r) != 0 {
-		t.Errorf("not wanted: knobs %+v results %+v, want nothing", k, r)
+	if k, r, _ := Desire(f.root, nil, "rev-1", nil); len(k)+len(r) != 0 {
+		t.Errorf("class unset: knobs %+v results %+v, want nothing", k, r)
+	}
+	if k, r, _ := Desire(f.root, fair, "rev-1", nil); len(k) != 1 || k[0].Desired != Fair || len(r) != 0 {
+		t.Errorf("class Fair: knobs %+v results %+v, want the fair knob", k, r)
 	}
 	// A limited pod, its quota not removed: refused.
 	limited := f.pod("b2", "max 100000", "50000 100000")
-	if k, r, _ := Desire(f.root, true, "rev-1", []podcgroup.Pod{limited}); len(k) != 0 || len(r) != 1 || r[0].State != v1alpha1.SettingUnsupported {
+	if k, r, _ := Desire(f.root, tier, "rev-1", []podcgroup.Pod{limited}); len(k) != 0 || len(r) != 1 || r[0].State != v1alpha1.SettingUnsupported {
 		t.Errorf("limited pod: knobs %+v results %+v, want Unsupported", k, r)
 	}
 	limited.OptedIn = true // the profile removes its quota
-	if k, _, _ := Desire(f.root, true, "rev-1", []podcgroup.Pod{limited}); len(k) != 1 {
+	if k, _, _ := Desire(f.root, tier, "rev-1", []podcgroup.Pod{limited}); len(k) != 1 {
 		t.Error("a pod whose quota the profile removes still refused the scheduler")
 	}
 	limited.Burst = true // a burst keeps the quota
-	if k, _, _ := Desire(f.root, true, "rev-1", []podcgroup.Pod{limited}); len(k) != 0 {
+	if k, _, _ := Desire(f.root, tier, "rev-1", []podcgroup.Pod{limited}); len(k) != 0 {
 		t.Error("a Burst pod keeps its quota, yet the scheduler was not refused")
 	}
 	// An ejection at rev-1: Fallback at rev-1, on every pass.
@@ -93,14 +98,14 @@ func TestDesire(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		k, r, err = Desire(f.root, true, "rev-1", nil)
-		if err != nil || len(k) != 0 || len(r) != 1 || r[0].State != StateFallback ||
+		k, r, err = Desire(f.root, tier, "rev-1", nil)
+		if err != nil || len(k) != 0 || len(r) != 1 || r[0].State != v1alpha1.SettingFallback ||
 			r[0].Message != "kernel ejected latencytier: runnable task stall (sh[99] failed to run for 5.004s)" {
 			t.Fatalf("after the ejection: knobs %+v results %+v %v, want Fallback with the kernel's reason", k, r, err)
 		}
 	}
 	// A new revision clears it and asks again.
-	if k, r, _ := Desire(f.root, true, "rev-2", nil); len(k) != 1 || len(r) != 0 {
+	if k, r, _ := Desire(f.root, tier, "rev-2", nil); len(k) != 1 || len(r) != 0 {
 		t.Errorf("new revision: knobs %+v results %+v, want the knob", k, r)
 	}
 	if ex, _ := ReadExit(f.root); ex != nil {
@@ -110,7 +115,7 @@ func TestDesire(t *testing.T) {
 	if err := f.root.WriteOwn(ExitFile, b); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Desire(f.root, false, "rev-1", nil); err != nil {
+	if _, _, err := Desire(f.root, nil, "rev-1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if ex, _ := ReadExit(f.root); ex != nil {
