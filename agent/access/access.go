@@ -1,7 +1,8 @@
 // Package access is the table of the ways the agent reaches a knob's value
 // (knob.Access): kernel files, systemd unit properties, threads' scheduling
 // policies, staged boot arguments, cpusets, irqbalance's banned CPUs
-// (through its socket, or its environment in a runtime drop-in). The
+// (through its socket, or its environment in a runtime drop-in), the
+// sched_ext scheduler class (agent/tiersched). The
 // apply engine resolves the Access of a knob or of a journal entry here and
 // never asks which kind it is.
 package access
@@ -19,10 +20,11 @@ import (
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/rtsched"
 	"latencytier.io/latencytier/agent/systemd"
+	"latencytier.io/latencytier/agent/tiersched"
 )
 
 // All lists every Access, one row per kind; a new kind is a new row.
-var All = []*knob.Access{knob.File, systemd.Access, rtsched.Access, bootargs.Access, cpuset.Access, irqbalance.Access, irqbalance.DropInAccess}
+var All = []*knob.Access{knob.File, systemd.Access, rtsched.Access, bootargs.Access, cpuset.Access, irqbalance.Access, irqbalance.DropInAccess, tiersched.Access}
 
 // Of is a knob's Access: its own, or that of its path (ByAddress) for a
 // knob built without one.

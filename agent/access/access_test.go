@@ -13,7 +13,7 @@ import (
 // Journals on nodes name the kinds: a row renamed or dropped would leave
 // their entries unreachable.
 func TestKindNamesAreStable(t *testing.T) {
-	want := []string{"file", "systemd", "thread", "bootargs", "cpuset", "irqbalance", "irqbalance-env"}
+	want := []string{"file", "systemd", "thread", "bootargs", "cpuset", "irqbalance", "irqbalance-env", "schedext"}
 	if len(All) != len(want) {
 		t.Fatalf("%d kinds, want %v", len(All), want)
 	}

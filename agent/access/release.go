@@ -1,12 +1,14 @@
 package access
 
 import (
+	"fmt"
 	"strings"
 
 	"latencytier.io/latencytier/agent/cpulist"
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/partition"
 	"latencytier.io/latencytier/agent/sysctl"
+	"latencytier.io/latencytier/agent/tiersched"
 )
 
 // A Releaser gives back, once a revert left nothing journaled, what the
@@ -31,6 +33,18 @@ var Releasers = []Releaser{
 			return "", err
 		}
 		return "unmounted the debugfs the agent mounted at " + root.Sys("kernel", "debug"), nil
+	}},
+	// An ejection of the tier scheduler blocks its reload until a new
+	// revision or a revert: this is the revert's half.
+	{Name: "schedext-exit", Release: func(root *host.Root) (string, error) {
+		ex, err := tiersched.ReadExit(root)
+		if err != nil || ex == nil {
+			return "", err
+		}
+		if err := tiersched.ClearExit(root); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("cleared the record of the kernel ejecting the tier scheduler (revision %q): a profile may load it again", ex.Revision), nil
 	}},
 }
 

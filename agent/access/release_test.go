@@ -1,6 +1,12 @@
 package access
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"latencytier.io/latencytier/agent/host"
+	"latencytier.io/latencytier/agent/tiersched"
+)
 
 func TestSameValue(t *testing.T) {
 	for _, tc := range []struct {
@@ -20,5 +26,30 @@ func TestSameValue(t *testing.T) {
 		if got := SameValue(tc.a, tc.b); got != tc.want {
 			t.Errorf("SameValue(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
+	}
+}
+
+// A complete revert clears the record of an ejection of the tier
+// scheduler: the next profile asking for it is a new decision.
+func TestReleaseClearsTheTierSchedulersExitMarker(t *testing.T) {
+	root := host.New(t.TempDir())
+	if err := root.WriteOwn(tiersched.ExitFile, []byte(`{"revision":"r1","reason":"runnable task stall"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	for _, r := range Releasers {
+		note, err := r.Release(root)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Name, err)
+		}
+		if note != "" {
+			notes = append(notes, note)
+		}
+	}
+	if ex, err := tiersched.ReadExit(root); err != nil || ex != nil {
+		t.Errorf("marker after release: %+v, %v", ex, err)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], `revision "r1"`) {
+		t.Errorf("notes %q, want one naming the revision", notes)
 	}
 }

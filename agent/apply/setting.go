@@ -72,6 +72,9 @@ func (e *Engine) verify(k knob.Knob) string {
 func refusal(k knob.Knob, err error) (v1alpha1.SettingState, string) {
 	cls := kerr.ClassOf(err)
 	cause := errors.Unwrap(err)
+	if rf := (*kerr.Refused)(nil); errors.As(err, &rf) {
+		return refusedState(rf.Class), rf.Reason
+	}
 	switch {
 	case k.RefusalIsImmovable && (cls == kerr.Immovable || cls == kerr.Permission):
 		return v1alpha1.SettingImmovable, fmt.Sprintf("%s refuses new affinity (%v): managed or per-CPU interrupt", describe(k), cause)
@@ -82,6 +85,20 @@ func refusal(k knob.Knob, err error) (v1alpha1.SettingState, string) {
 	default:
 		return v1alpha1.SettingFailed, fmt.Sprintf("write %s: %v", describe(k), err)
 	}
+}
+
+// refusedState is the state of a refusal the agent decided itself; its
+// reason is the whole message.
+func refusedState(c kerr.Class) v1alpha1.SettingState {
+	switch c {
+	case kerr.Unsupported:
+		return v1alpha1.SettingUnsupported
+	case kerr.Invalid:
+		return v1alpha1.SettingInvalid
+	case kerr.Conflict:
+		return v1alpha1.SettingConflict
+	}
+	return v1alpha1.SettingFailed
 }
 
 func describe(k knob.Knob) string {

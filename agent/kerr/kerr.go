@@ -22,6 +22,9 @@ const (
 	Invalid Class = "Invalid"
 	// Permission: EPERM/EACCES/EROFS.
 	Permission Class = "Permission"
+	// Conflict: another writer holds the target and the agent leaves it
+	// alone (another sched_ext scheduler).
+	Conflict Class = "Conflict"
 	// Failed: anything else.
 	Failed Class = "Failed"
 )
@@ -40,6 +43,16 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// Refused is a refusal the agent decided before touching the kernel (a
+// kernel it knows would refuse, another writer it leaves alone): Class is
+// how status reports it and Reason is the setting's whole message.
+type Refused struct {
+	Class  Class
+	Reason string
+}
+
+func (r *Refused) Error() string { return r.Reason }
+
 // Classify wraps err with its class. A nil err stays nil.
 func Classify(op, path string, err error) error {
 	if err == nil {
@@ -48,6 +61,10 @@ func Classify(op, path string, err error) error {
 	var ke *Error
 	if errors.As(err, &ke) {
 		return err
+	}
+	var rf *Refused
+	if errors.As(err, &rf) {
+		return &Error{Class: rf.Class, Op: op, Path: path, Err: err}
 	}
 	c := Failed
 	switch {

@@ -273,12 +273,16 @@ func (r *Reconciler) renderApply(ctx context.Context, ln *v1alpha1.LatencyNode, 
 	if podsUnknown != nil {
 		ds.PodsUnknown(ln.Spec.Tuning, podsUnknown)
 	}
+	r.tierClass(ln, &ds, podsUnknown)
 	r.Health.progress()
 	boot := r.planBoot(ln, node)
 	ds = withBoot(ds, boot, bootPolicyOf(ln.Spec.Tuning))
 	r.reportRefusals(ctx, ds.Refusals)
 	rep, err := r.Engine.Apply(apply.Meta{Profile: ln.Spec.Profile, Generation: ln.Spec.ProfileGeneration,
 		Undetermined: ds.Undetermined, Owner: node.Owners.OwnerOf}, ds.Knobs)
+	if err == nil {
+		r.syncGranted(ctx, ln, ds)
+	}
 	return ds, boot, rep, err
 }
 

@@ -41,6 +41,7 @@ import (
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/measure"
+	"latencytier.io/latencytier/agent/tiersched"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
@@ -148,11 +149,16 @@ func Run(ctx context.Context, o Options) error {
 		Resync: o.Resync, Heartbeat: o.Heartbeat,
 		Engine: &apply.Engine{Root: o.Root, Log: o.Log, HostTool: o.HostTool, Hook: func(apply.Stage, string) { o.Health.progress() }}, Meter: o.Meter,
 		Recorder: mgr.GetEventRecorder("latencytier-agent"), Observer: o.Observer, AllowedSysctlsFile: o.AllowedSysctlsFile,
-		Health: o.Health, Boot: o.Boot, Reader: mgr.GetAPIReader(), Hook: o.Hook}
+		Health: o.Health, Boot: o.Boot, Reader: mgr.GetAPIReader(), Hook: o.Hook, tier: newTierState()}
 	if o.RuntimePods != nil {
 		r.Pods = o.RuntimePods
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	// The tier scheduler's watch: an ejection by the kernel is recorded
+	// within a second and enqueues a pass, which reports Fallback.
+	if err := mgr.Add(&tiersched.Watcher{Root: o.Root, Revision: r.tier.currentRevision, OnEject: r.tier.signal, Log: o.Log}); err != nil {
 		return err
 	}
 	if o.Meter != nil {

@@ -110,6 +110,9 @@ type Reconciler struct {
 	// podsUnknown is why the pod source last could not tell the node's
 	// pods, logged once ("" when it could).
 	podsUnknown string
+	// tier is the tier scheduler's revision and ejection signal (tier.go);
+	// nil: no watcher (tests that build a Reconciler by hand).
+	tier *tierState
 }
 
 // SetupWithManager watches the LatencyNode named NodeName, the node's pods
@@ -136,6 +139,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(&corev1.Pod{}, toNode, builder.WithPredicates(podChanged()))
 	case RuntimePods:
 		b = b.WatchesRawSource(signalSource(src.Changed(), req))
+	}
+	if r.tier != nil {
+		b = b.WatchesRawSource(signalSource(r.tier.ejected, req))
 	}
 	if r.Meter != nil {
 		window := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: windowRequest, Name: r.NodeName}}

@@ -202,7 +202,7 @@ func capSettings(sorted []v1alpha1.SettingResult) ([]v1alpha1.SettingResult, int
 // stateRank puts the states a human must act on first.
 func stateRank(s v1alpha1.SettingState) int {
 	switch s {
-	case v1alpha1.SettingFailed, v1alpha1.SettingInvalid, v1alpha1.SettingConflict:
+	case v1alpha1.SettingFailed, v1alpha1.SettingInvalid, v1alpha1.SettingConflict, v1alpha1.SettingFallback:
 		return 0
 	case v1alpha1.SettingImmovable, v1alpha1.SettingUnsupported, v1alpha1.SettingOwnedBy:
 		return 1
