@@ -15,6 +15,7 @@ import (
 	"latencytier.io/latencytier/agent/kerr"
 	"latencytier.io/latencytier/agent/schedext"
 	tbpf "latencytier.io/latencytier/agent/tiersched/bpf"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 // fixture is a temp-dir host root laid out as the kernel lays it out.
@@ -350,5 +351,14 @@ func TestKnob(t *testing.T) {
 	k := Knob(Tier)
 	if k.ID != "scheduler/class" || k.Access != Access || k.Desired != "ext:latencytier" || !Access.Claims(k.Path) || Access.InRoot || Access.SurvivesReboot {
 		t.Errorf("knob %+v", k)
+	}
+}
+
+// The class the API says a node reports under scheduler.class Tier (the
+// rollout's verdict judges windows under it as the profile's own change)
+// is the one this scheduler reports.
+func TestTierIsTheAPIsReportedClass(t *testing.T) {
+	if got := v1alpha1.SchedulerClassTier.ReportedClass(); got != Tier {
+		t.Errorf("v1alpha1.SchedulerClassTier.ReportedClass() = %q, the scheduler reports %q", got, Tier)
 	}
 }

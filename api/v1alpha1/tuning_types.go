@@ -210,6 +210,20 @@ const (
 	SchedulerClassTier SchedulerClass = "Tier"
 )
 
+// ReportedClass is how a node reports c in its evidence and kernel facts
+// (status.kernel, LatencyEvidence.schedulerClass) once it holds: "fair",
+// or "ext:" and the sched_ext ops name of latencytier's scheduler. The
+// agent's agent/tiersched holds it to its scheduler's ops name in a test.
+func (c SchedulerClass) ReportedClass() string {
+	switch c {
+	case SchedulerClassFair:
+		return "fair"
+	case SchedulerClassTier:
+		return "ext:latencytier"
+	}
+	return ""
+}
+
 // Sysctl is one extra kernel parameter. The name must be on latencytier's
 // built-in allowlist of latency sysctls or unlocked by the cluster admin
 // (ConfigMap latencytier-sysctls, checked by the admission policy

@@ -52,6 +52,10 @@ type Gate struct {
 	minSamples     int64         // in the baseline and in the current window
 	budgetP99      time.Duration // 0: no budget
 	budgetThrottle float64       // <0: no budget
+	// class is the scheduling class the profile asks for, as a node
+	// reports it ("" when it asks none): a window under it, against a
+	// baseline under another, measures the profile's own change.
+	class string
 }
 
 // GateOf is the gate of a profile: its rollout policy (or the defaults) and
@@ -66,6 +70,9 @@ func GateOf(p *v1alpha1.LatencyProfile) Gate {
 		if f, ok := ratio.Parse(ro.MaxThrottledRatioIncrease); ok && f >= 0 {
 			g.maxThrottled = f
 		}
+	}
+	if sc := p.Spec.Scheduler; sc != nil && sc.Class != nil {
+		g.class = sc.Class.ReportedClass()
 	}
 	if b := p.Spec.LatencyBudget; b != nil {
 		if b.RunQueueP99 != nil {
@@ -106,7 +113,9 @@ func sameFinding(a, b Verdict) bool {
 // scheduling classes (a sched_ext scheduler loaded, reloaded or gone within
 // a window or between the two) measure different schedulers, not the
 // profile's change: Inconclusive, with the change, until windows under
-// one class compare.
+// one class compare. The exception is the class the profile itself asks
+// for (scheduler.class): a current window under it against a fair
+// baseline is the change under test, judged like any other.
 func judge(g Gate, baseline, current *v1alpha1.LatencyEvidence) Verdict {
 	inconclusive := func(format string, a ...any) Verdict {
 		return Verdict{v1alpha1.VerdictInconclusive, fmt.Sprintf(format, a...)}
@@ -120,7 +129,8 @@ func judge(g Gate, baseline, current *v1alpha1.LatencyEvidence) Verdict {
 		return inconclusive("scheduler class changed during the window: %s", current.SchedulerClassChange)
 	case baseline.SchedulerClassChange != "":
 		return inconclusive("scheduler class changed during the baseline window: %s", baseline.SchedulerClassChange)
-	case baseline.SchedulerClass != "" && current.SchedulerClass != "" && baseline.SchedulerClass != current.SchedulerClass:
+	case baseline.SchedulerClass != "" && current.SchedulerClass != "" && baseline.SchedulerClass != current.SchedulerClass &&
+		current.SchedulerClass != g.class:
 		return inconclusive("scheduler class differs from the baseline's: %s → %s", baseline.SchedulerClass, current.SchedulerClass)
 	}
 	what, before, after, ok := judgedP99(g.minSamples, baseline, current)

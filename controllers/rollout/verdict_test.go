@@ -32,6 +32,8 @@ func TestJudge(t *testing.T) {
 	std := Gate{maxRatio: 1.2, maxThrottled: 0.05, minSamples: 100, budgetThrottle: -1}
 	budget := std
 	budget.budgetP99 = time.Millisecond
+	tier := std
+	tier.class = v1alpha1.SchedulerClassTier.ReportedClass()
 	base := evidence(v1alpha1.ActionBaseline, "", 412*time.Microsecond, 5000, "0.01")
 	withPods := func(e *v1alpha1.LatencyEvidence, p99 time.Duration) *v1alpha1.LatencyEvidence {
 		e = e.DeepCopy()
@@ -58,6 +60,19 @@ func TestJudge(t *testing.T) {
 		{"class differs from the baseline", std, withClass(base, "fair", ""),
 			withClass(evidence(v1alpha1.ActionApply, "r", 100*time.Microsecond, 5000, "0"), "ext:scx_lavd", ""), v1alpha1.VerdictInconclusive,
 			"scheduler class differs from the baseline's: fair → ext:scx_lavd"},
+		// The profile asks for the Tier class: a window under it against
+		// the fair baseline is its own change, judged; another ext
+		// scheduler, or ours with a change inside the window, is not.
+		{"the class the profile asks for, improved", tier, withClass(base, "fair", ""),
+			withClass(evidence(v1alpha1.ActionApply, "r", 100*time.Microsecond, 5000, "0"), "ext:latencytier", ""), v1alpha1.VerdictImproved, "412µs → 100µs"},
+		{"the class the profile asks for, regressed", tier, withClass(base, "fair", ""),
+			withClass(evidence(v1alpha1.ActionApply, "r", 1900*time.Microsecond, 5000, "0.01"), "ext:latencytier", ""), v1alpha1.VerdictRegressed, "412µs → 1.9ms"},
+		{"another ext scheduler under a Tier profile", tier, withClass(base, "fair", ""),
+			withClass(evidence(v1alpha1.ActionApply, "r", 100*time.Microsecond, 5000, "0"), "ext:scx_lavd", ""), v1alpha1.VerdictInconclusive,
+			"scheduler class differs from the baseline's: fair → ext:scx_lavd"},
+		{"the Tier class loaded within the window", tier, withClass(base, "fair", ""),
+			withClass(evidence(v1alpha1.ActionApply, "r", 100*time.Microsecond, 5000, "0"), "ext:latencytier", "fair → ext:latencytier (enable_seq 0→1)"),
+			v1alpha1.VerdictInconclusive, "scheduler class changed during the window"},
 		{"same class at both", std, withClass(base, "fair", ""),
 			withClass(evidence(v1alpha1.ActionApply, "r", 100*time.Microsecond, 5000, "0"), "fair", ""), v1alpha1.VerdictImproved, "412µs → 100µs"},
 		{"an older agent reports no class", std, base,
