@@ -196,6 +196,10 @@ check "rtRuntime below the floor"    rejected "spec.scheduler.rtRuntime" '  sche
 check "reboots without a canary"     rejected "spec.rollout" '  cpus: {reserved: "0", isolated: "1", namespaceSelector: {}}
   bootParameters: {policy: Reboot}'
 check "CPU 0 isolated by default"    rejected "spec.cpus.isolated" '  cpus: {reserved: "1", isolated: "0", namespaceSelector: {}}'
+# The chart's default leaves the manager's TierScheduler gate off, so the
+# API server refuses the experimental class (policy
+# latencytier-tier-scheduler-gate), naming the gate.
+check "scheduler.class Tier with the gate off" rejected "TierScheduler feature gate is off" '  scheduler: {class: Tier}'
 transcript apply-bad "kubectl apply -f bad.yaml" apply_bad_cpus
 
 # explain_has FIELD TEXT: kubectl explain documents FIELD with TEXT (the
