@@ -1,8 +1,9 @@
-// Package controllers holds the latencytier manager (RunManager): the node
-// reconciler (which profile owns a node, its label and LatencyNode, the
-// revert handshake), the profile reconciler (finalizer, status aggregation
-// and the safe rollout). The agent DaemonSets are static manifests; the node
-// reconciler's agent label on each Node says which one runs there.
+// Package controllers holds the latencytier manager (RunManager): the
+// profile reconciler, whose pass decides its nodes' selection (which
+// profile owns a node, its label and LatencyNode, the revert handshake:
+// selection.go), then its finalizer, status aggregation and safe rollout;
+// the taint gates. The agent DaemonSets are static manifests; the agent
+// label the selection sets on each Node says which one runs there.
 // Decisions — node selection, labels, the agent variant, status, the
 // rollout's moves — are pure functions in their own files; the reconcilers
 // only read, compare and write the difference.
@@ -160,7 +161,9 @@ func trimNode(in any) (any, error) {
 	return n, nil
 }
 
-// setup registers the field indexes and the three reconcilers with mgr.
+// setup registers the field indexes and the reconcilers with mgr: the
+// profile's (with its nodes' selection), the contention taint's and the
+// tuning-ready gate's.
 func setup(mgr ctrl.Manager, o options) error {
 	if err := addIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err

@@ -30,7 +30,7 @@ import (
 // the profile until every node it tuned has been reverted. It also runs the
 // profile's rollout (rollout_controller.go): it keeps the tuning history as
 // ControllerRevisions and, for a profile with spec.rollout, moves its nodes
-// from revision to revision (the node controller only adds and removes
+// from revision to revision (its selection, selection.go, only adds and removes
 // them). It never writes the profile's spec, labels or annotations.
 type profileReconciler struct {
 	client.Client
