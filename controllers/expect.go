@@ -9,7 +9,7 @@ import (
 	"latencytier.io/latencytier/api/v1alpha1"
 )
 
-// ownWrites remembers, per LatencyNode, the generation the node controller
+// ownWrites remembers, per LatencyNode, the generation the selection
 // last wrote (a create is generation 1), until its cache has caught up.
 // A node is reconciled again by every event of it: at 1000 nodes an agent's
 // status report still in flight from before the spec write brought a
@@ -22,7 +22,7 @@ type ownWrites struct {
 	// spec is the generation of each LatencyNode's last spec write.
 	spec writeLog
 	mu   sync.Mutex
-	// labels are the node label values the node controller last patched
+	// labels are the node label values the selection last patched
 	// (nil: removed), per node, until its Node cache shows them. The
 	// create of a LatencyNode follows its node's label patch and its
 	// event can come back before the Node's: at 300 nodes 1% of a

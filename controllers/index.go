@@ -111,27 +111,14 @@ func profilesOfNode(c client.Reader) func(context.Context, client.Object) []reco
 	}
 }
 
-// nodesOfProfile maps a profile event to the nodes it may change: those its
-// nodeSelector matches (for an update, before and after the change), those
-// labelled for it and those whose LatencyNode names it.
-func nodesOfProfile(c client.Reader) func(context.Context, client.Object) []reconcile.Request {
-	return func(ctx context.Context, obj client.Object) []reconcile.Request {
-		p, ok := obj.(*v1alpha1.LatencyProfile)
-		if !ok {
-			return nil
-		}
-		names, err := nodeNamesOf(ctx, c, p)
-		if err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Finding the nodes of a profile failed", "profile", p.Name)
-			return nil
-		}
-		return requestsFor(names)
-	}
-}
-
-// nodeNamesOf names every node that concerns profile p (see nodesOfProfile).
+// nodeNamesOf names every node that concerns profile p: those its
+// nodeSelector matches, those labelled for it and those whose LatencyNode
+// names it.
 func nodeNamesOf(ctx context.Context, c client.Reader, p *v1alpha1.LatencyProfile) (map[string]bool, error) {
-	names := map[string]bool{}
+	names, err := nodeNamesNaming(ctx, c, p.Name)
+	if err != nil {
+		return nil, err
+	}
 	nodes, err := selectedNodes(ctx, c, p)
 	if err != nil {
 		return nil, err
@@ -139,14 +126,21 @@ func nodeNamesOf(ctx context.Context, c client.Reader, p *v1alpha1.LatencyProfil
 	for i := range nodes {
 		names[nodes[i].Name] = true
 	}
+	return names, nil
+}
+
+// nodeNamesNaming names the nodes labelled for profile and those whose
+// LatencyNode names it: all that concern a profile that is gone.
+func nodeNamesNaming(ctx context.Context, c client.Reader, profile string) (map[string]bool, error) {
+	names := map[string]bool{}
 	var labelled corev1.NodeList
-	if err := c.List(ctx, &labelled, client.MatchingFields{indexNodeProfileLabel: p.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, &labelled, client.MatchingFields{indexNodeProfileLabel: profile}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodes labelled for the profile: %w", err)
 	}
 	for i := range labelled.Items {
 		names[labelled.Items[i].Name] = true
 	}
-	lns, err := latencyNodesOf(ctx, c, p.Name)
+	lns, err := latencyNodesOf(ctx, c, profile)
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +148,62 @@ func nodeNamesOf(ctx context.Context, c client.Reader, p *v1alpha1.LatencyProfil
 		names[name] = true
 	}
 	return names, nil
+}
+
+// profilesSharingNodes maps a change of a profile's intent to the profiles
+// whose selection it may move: itself, and every profile that selects,
+// labels or holds one of the nodes it concerns (for an update, before and
+// after the change). A profile deleted or narrowed hands its nodes to the
+// next profile down, whose pass decides them (planner.Decider).
+func profilesSharingNodes(c client.Reader) func(context.Context, client.Object) []reconcile.Request {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		p, ok := obj.(*v1alpha1.LatencyProfile)
+		if !ok {
+			return nil
+		}
+		nodes, err := nodeNamesOf(ctx, c, p)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Finding the nodes of a profile failed", "profile", p.Name)
+			return nil
+		}
+		var profiles v1alpha1.LatencyProfileList
+		if err := c.List(ctx, &profiles, client.UnsafeDisableDeepCopy); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing profiles for a profile event failed")
+			return nil
+		}
+		names := map[string]bool{p.Name: true}
+		for name := range nodes {
+			for _, other := range profilesOfNodeNamed(ctx, c, name, profiles.Items) {
+				names[other] = true
+			}
+		}
+		return requestsFor(names)
+	}
+}
+
+// profilesOfNodeNamed are the profiles among profiles that select node
+// name, the one its label names and those its LatencyNode names.
+func profilesOfNodeNamed(ctx context.Context, c client.Reader, name string, profiles []v1alpha1.LatencyProfile) []string {
+	var out []string
+	key := types.NamespacedName{Name: name}
+	n := &corev1.Node{}
+	if err := c.Get(ctx, key, n, client.UnsafeDisableDeepCopy); err == nil {
+		if v := n.Labels[v1alpha1.ProfileLabel]; v != "" {
+			out = append(out, v)
+		}
+		set := planner.Selectable(n.Labels)
+		for i := range profiles {
+			sel, err := metav1.LabelSelectorAsSelector(&profiles[i].Spec.NodeSelector)
+			if err == nil && sel.Matches(set) {
+				out = append(out, profiles[i].Name)
+			}
+		}
+	}
+	ln := &v1alpha1.LatencyNode{}
+	if err := c.Get(ctx, key, ln, client.UnsafeDisableDeepCopy); err == nil {
+		out = append(out, profileNames(ln)...)
+	}
+	return out
 }
 
 // selectedNodes are the nodes p's nodeSelector matches, as shared, uncopied

@@ -23,7 +23,7 @@ func applySpec(p *v1alpha1.LatencyProfile) v1alpha1.LatencyNodeSpec {
 	}
 }
 
-// directTuning is the tuning the node controller writes for p, a profile
+// directTuning is the tuning the selection writes for p, a profile
 // without spec.rollout: its Reboot boot policy stages nothing, there
 // being no canary (reboot_gate.go). A profile with spec.rollout has its
 // nodes' tuning written by the rollout's moves.

@@ -1,8 +1,9 @@
-// Package controllers holds the latencytier manager (RunManager): the node
-// reconciler (which profile owns a node, its label and LatencyNode, the
-// revert handshake), the profile reconciler (finalizer, status aggregation
-// and the safe rollout). The agent DaemonSets are static manifests; the node
-// reconciler's agent label on each Node says which one runs there.
+// Package controllers holds the latencytier manager (RunManager): the
+// profile reconciler, whose pass decides its nodes' selection (which
+// profile owns a node, its label and LatencyNode, the revert handshake:
+// selection.go), then its finalizer, status aggregation and safe rollout;
+// the taint gates. The agent DaemonSets are static manifests; the agent
+// label the selection sets on each Node says which one runs there.
 // Decisions — node selection, labels, the agent variant, status, the
 // rollout's moves — are pure functions in their own files; the reconcilers
 // only read, compare and write the difference.
@@ -28,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -161,33 +161,26 @@ func trimNode(in any) (any, error) {
 	return n, nil
 }
 
-// setup registers the field indexes and the three reconcilers with mgr.
+// setup registers the field indexes and the reconcilers with mgr: the
+// profile's (with its nodes' selection), the contention taint's and the
+// tuning-ready gate's.
 func setup(mgr ctrl.Manager, o options) error {
 	if err := addIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	rec := mgr.GetEventRecorder("latencytier-controller")
-	nodes := &nodeReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Now: o.Now, Gates: o.Gates}
-	err := ctrl.NewControllerManagedBy(mgr).Named("node").
-		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
-		// Nodes are independent of each other: reconcile several at once,
-		// as many as the executor has writes in flight (executor.Workers).
-		// A profile change is one spec write per node, each mostly waiting
-		// on the API server.
-		WithOptions(controller.Options{MaxConcurrentReconciles: executor.Workers}).
-		Watches(&v1alpha1.LatencyNode{}, &handler.EnqueueRequestForObject{}).
-		Watches(&v1alpha1.LatencyProfile{}, handler.EnqueueRequestsFromMapFunc(nodesOfProfile(mgr.GetCache())),
-			builder.WithPredicates(profileIntentChanged())).
-		Complete(retryStale(nodes))
-	if err != nil {
-		return fmt.Errorf("setting up node controller: %w", err)
-	}
 	gate := newStatusGate(o.StatusInterval, o.Now)
-	profiles := &profileReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter,
+	sel := &nodeSelection{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Now: o.Now, Gates: o.Gates}
+	profiles := &profileReconciler{Client: mgr.GetClient(), Recorder: rec, UnreachableAfter: o.UnreachableAfter, Select: sel,
 		Namespace: o.Namespace, Now: o.Now, Cache: mgr.GetCache(), Gate: gate, Gates: o.Gates,
 		Reboots: &rebooter{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Recorder: rec, Max: max(o.MaxRebooting, 1), Poll: o.RebootPoll}}
-	err = ctrl.NewControllerManagedBy(mgr).Named("latencyprofile").
+	// The profile's pass decides its nodes' selection too: Node and
+	// LatencyNode events map to the profiles they concern, and a change
+	// of a profile's intent to the profiles whose nodes it may move.
+	err := ctrl.NewControllerManagedBy(mgr).Named("latencyprofile").
 		For(&v1alpha1.LatencyProfile{}, builder.WithPredicates(notOwnStatus(gate))).
+		Watches(&v1alpha1.LatencyProfile{}, handler.EnqueueRequestsFromMapFunc(profilesSharingNodes(mgr.GetCache())),
+			builder.WithPredicates(profileIntentChanged())).
 		Watches(&v1alpha1.LatencyNode{}, latencyNodeToProfiles(gate), builder.WithPredicates(notResync())).
 		// The contention taint's writes move status.contentionTainted.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(profilesOfNode(mgr.GetCache())),

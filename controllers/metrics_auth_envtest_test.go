@@ -62,8 +62,8 @@ func TestSecureMetricsNeedAnAuthorizedToken(t *testing.T) {
 		if code != http.StatusOK {
 			return fmt.Errorf("HTTP %d: %s", code, body)
 		}
-		if !strings.Contains(body, `controller_runtime_reconcile_total{controller="node"`) {
-			return fmt.Errorf("no node controller series in %d bytes", len(body))
+		if !strings.Contains(body, `controller_runtime_reconcile_total{controller="latencyprofile"`) {
+			return fmt.Errorf("no profile controller series in %d bytes", len(body))
 		}
 		return nil
 	})

@@ -53,7 +53,7 @@ func TestNodeWaitsForTheCacheToShowItsOwnWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	lag := &laggingClient{Client: k8s}
-	r := &nodeReconciler{Client: lag, Recorder: events.NewFakeRecorder(100), UnreachableAfter: testUnreachable}
+	r := &nodeSelection{Client: lag, Recorder: events.NewFakeRecorder(100), UnreachableAfter: testUnreachable}
 	req := ctrl.Request{NamespacedName: client.ObjectKey{Name: name}}
 	firstReconcile(t, r, lag, old, name, []v1alpha1.LatencyProfile{*p})
 	if lag.latencyNodeWrites() != 1 {
@@ -111,7 +111,7 @@ func TestNodeWaitsForTheCacheToShowItsOwnLabels(t *testing.T) {
 		},
 	}
 	lag := &laggingClient{Client: k8s}
-	r := &nodeReconciler{Client: lag, Recorder: events.NewFakeRecorder(100), UnreachableAfter: testUnreachable}
+	r := &nodeSelection{Client: lag, Recorder: events.NewFakeRecorder(100), UnreachableAfter: testUnreachable}
 	req := ctrl.Request{NamespacedName: client.ObjectKey{Name: name}}
 	node := firstReconcile(t, r, lag, &v1alpha1.LatencyNode{}, name, []v1alpha1.LatencyProfile{*p})
 	if lag.nodeLabelWrites() != 1 || lag.latencyNodeWrites() != 1 {
@@ -188,7 +188,7 @@ func TestOwnWritesForget(t *testing.T) {
 // patch carries the snapshot's resourceVersion, so it is refused with a
 // StaleError before anything is written, and the reconcile runs again on a
 // fresh snapshot, as the manager's work queue would run it.
-func firstReconcile(t *testing.T, r *nodeReconciler, lag *laggingClient, ln *v1alpha1.LatencyNode, name string, profiles []v1alpha1.LatencyProfile) *corev1.Node {
+func firstReconcile(t *testing.T, r *nodeSelection, lag *laggingClient, ln *v1alpha1.LatencyNode, name string, profiles []v1alpha1.LatencyProfile) *corev1.Node {
 	t.Helper()
 	req := ctrl.Request{NamespacedName: client.ObjectKey{Name: name}}
 	for try := 0; ; try++ {
@@ -380,7 +380,7 @@ func TestNodeNotInCacheYetKeepsItsLatencyNode(t *testing.T) {
 	lag := &laggingClient{Client: k8s}
 	// The cache holds the LatencyNode and some other Node, not this one.
 	lag.hold(held, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cachelag-other"}}, nil)
-	r := &nodeReconciler{Client: lag, APIReader: k8s, Recorder: events.NewFakeRecorder(100), UnreachableAfter: testUnreachable}
+	r := &nodeSelection{Client: lag, APIReader: k8s, Recorder: events.NewFakeRecorder(100), UnreachableAfter: testUnreachable}
 	req := ctrl.Request{NamespacedName: client.ObjectKey{Name: name}}
 	res, err := r.Reconcile(ctx, req)
 	if err != nil || res.RequeueAfter <= 0 {
@@ -398,4 +398,16 @@ func TestNodeNotInCacheYetKeepsItsLatencyNode(t *testing.T) {
 	if _, err := getLN(name); !apierrors.IsNotFound(err) {
 		t.Fatalf("the LatencyNode of a deleted Node is still there (err %v)", err)
 	}
+}
+
+// Reconcile decides node req.Name as its profile's pass does
+// (nodeSelection.decide), with the profiles its client lists: these
+// tests' one node at a time.
+func (r *nodeSelection) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var list v1alpha1.LatencyProfileList
+	if err := r.List(ctx, &list); err != nil {
+		return ctrl.Result{}, err
+	}
+	wait, err := r.decide(ctx, req.Name, list.Items)
+	return ctrl.Result{RequeueAfter: wait}, err
 }

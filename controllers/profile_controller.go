@@ -30,7 +30,7 @@ import (
 // the profile until every node it tuned has been reverted. It also runs the
 // profile's rollout (rollout_controller.go): it keeps the tuning history as
 // ControllerRevisions and, for a profile with spec.rollout, moves its nodes
-// from revision to revision (the node controller only adds and removes
+// from revision to revision (its selection, selection.go, only adds and removes
 // them). It never writes the profile's spec, labels or annotations.
 type profileReconciler struct {
 	client.Client
@@ -50,6 +50,9 @@ type profileReconciler struct {
 	Reboots *rebooter
 	// Gates are the manager's feature gates (schedclass_gate.go).
 	Gates featuregate.Gates
+	// Select decides and writes the selection of the profile's nodes
+	// (selection.go), first in each pass (nil: none, in tests).
+	Select *nodeSelection
 }
 
 // exec is the executor of the profile's writes: its finalizer and status,
@@ -64,23 +67,47 @@ func (r *profileReconciler) reader() client.Reader {
 	return r.Cache
 }
 
-// Reconcile updates one profile's finalizer and status.
+// Reconcile runs one profile's pass: its finalizer, its nodes' selection,
+// then its status, rollout and reboots. A profile that is gone still has
+// its nodes released (those labelled for it or whose LatencyNode names
+// it).
 func (r *profileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &v1alpha1.LatencyProfile{}
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetProfileMetrics(req.Name)
 			r.Gate.forget(req.Name)
-			return ctrl.Result{}, nil
+			wait, err := r.selectNodes(ctx, req.Name, nil)
+			return ctrl.Result{RequeueAfter: wait}, err
 		}
 		return ctrl.Result{}, fmt.Errorf("getting profile: %w", err)
 	}
 	asked := p
 	p = gatedProfile(p, r.Gates)
-	deleting := !p.DeletionTimestamp.IsZero()
-	if !deleting && !controllerutil.ContainsFinalizer(p, v1alpha1.RevertFinalizer) {
+	if p.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(p, v1alpha1.RevertFinalizer) {
 		return ctrl.Result{}, r.patchFinalizer(ctx, p, controllerutil.AddFinalizer)
 	}
+	wait, selErr := r.selectNodes(ctx, p.Name, p)
+	res, err := r.statusPass(ctx, p, asked)
+	res.RequeueAfter = soonest(res.RequeueAfter, wait)
+	return res, errors.Join(selErr, err)
+}
+
+// selectNodes is the pass's selection of the nodes it decides
+// (nodeSelection.pass); none without a selection.
+func (r *profileReconciler) selectNodes(ctx context.Context, name string, p *v1alpha1.LatencyProfile) (time.Duration, error) {
+	if r.Select == nil {
+		return 0, nil
+	}
+	return r.Select.pass(ctx, name, p)
+}
+
+// statusPass is the rest of the pass: the profile's status with the
+// records its acts rest on, in one patch, then the rollout's moves and
+// the reboots' acts; a deleted profile holding no node loses its
+// finalizer.
+func (r *profileReconciler) statusPass(ctx context.Context, p, asked *v1alpha1.LatencyProfile) (ctrl.Result, error) {
+	deleting := !p.DeletionTimestamp.IsZero()
 	in, err := r.statusInput(ctx, p)
 	if err != nil {
 		return ctrl.Result{}, err

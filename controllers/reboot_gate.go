@@ -20,8 +20,8 @@ import (
 // When the gate is closed the manager writes the nodes' tuning with policy
 // ReportOnly (the agent stages nothing and reports its plan) and the
 // profile's RebootsAllowed condition says why. Pure: the profile
-// reconciler counts the selection, the node controller and the rollout
-// write what gatedTuning gives.
+// reconciler counts the selection; the pass's node selection
+// (selection.go) and the rollout write what gatedTuning gives.
 //
 // A gate that opens later (the selection grew) stages on the nodes the
 // rollout moves from then on: a node moved while it was closed keeps

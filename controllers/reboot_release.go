@@ -25,7 +25,7 @@ import (
 // gone) or come after the deletion (it lost the race to this one), and the
 // node would stay cordoned for good. Only the manager's own cordon is
 // lifted, the one carrying its marker (executor.Uncordon): a person's stays.
-func (r *nodeReconciler) letGoOfReboot(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode) error {
+func (r *nodeSelection) letGoOfReboot(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode) error {
 	if !planner.UncordonOnRelease(ln, node) {
 		return nil
 	}

@@ -166,8 +166,8 @@ func moveSpecs(p *v1alpha1.LatencyProfile, moves []rollout.Move, lns map[string]
 // policy Reboot while p's reboot gate is closed (the selection shrank to
 // the canary's size, or spec.rollout went away), so their agents unstage
 // and no node keeps untested arguments in its bootloader. Nodes moved in
-// this pass were written gated already. Without spec.rollout the node
-// controller writes the nodes (directTuning).
+// this pass were written gated already. Without spec.rollout the
+// selection writes the nodes (directTuning).
 func (r *profileReconciler) unstageGated(ctx context.Context, p *v1alpha1.LatencyProfile, moves []rollout.Move,
 	lns map[string]*v1alpha1.LatencyNode, g rebootGate, now time.Time) error {
 	if g.Open || p.Spec.Rollout == nil {

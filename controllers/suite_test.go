@@ -198,6 +198,10 @@ func (c *countingClient) Get(ctx context.Context, key client.ObjectKey, obj clie
 	case *corev1.Node, *v1alpha1.LatencyProfile:
 		n, _ := gets.LoadOrStore(getKey{fmt.Sprintf("%T", obj), key.Name}, new(atomic.Int64))
 		n.(*atomic.Int64).Add(1)
+		if _, ok := obj.(*corev1.Node); ok && !uncopied(opts) {
+			n, _ := gets.LoadOrStore(getKey{"decide", key.Name}, new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+		}
 	}
 	return c.Client.Get(ctx, key, obj, opts...)
 }
@@ -284,8 +288,30 @@ func getsOf(obj client.Object, name string) int64 {
 	return n.(*atomic.Int64).Load()
 }
 
-// nodeReconciles is how often the node controller has reconciled node.
+// nodeReconciles is how often the manager has looked at node: its
+// profile's pass looks at each of its nodes (nodeSelection.decides).
 func nodeReconciles(node string) int64 { return getsOf(&corev1.Node{}, node) }
+
+// nodeDecisions is how often a profile's pass has decided node afresh
+// (nodeSelection.decide reads it as a copy): a node already as its
+// profile wants it is only looked at.
+func nodeDecisions(node string) int64 {
+	n, ok := gets.Load(getKey{"decide", node})
+	if !ok {
+		return 0
+	}
+	return n.(*atomic.Int64).Load()
+}
+
+// uncopied: opts read the cache's object without copying it.
+func uncopied(opts []client.GetOption) bool {
+	for _, o := range opts {
+		if u, ok := o.(client.UnsafeDisableDeepCopyOption); ok && bool(u) {
+			return true
+		}
+	}
+	return false
+}
 
 // profileReconciles is how often the profile controller has reconciled profile.
 func profileReconciles(profile string) int64 { return getsOf(&v1alpha1.LatencyProfile{}, profile) }

@@ -11,7 +11,7 @@ import (
 // a controller asks of it:
 //   - behind: the cache has not shown the write yet (its generation), so a
 //     reconcile from the cache would act on an object older than what it
-//     wrote itself (the node controller's spec writes, ownWrites);
+//     wrote itself (the selection's spec writes, ownWrites);
 //   - echo: an event carries exactly that write (its resourceVersion), so
 //     it reports nothing new (the profile status writes, statusGate).
 //

@@ -10,9 +10,9 @@ import (
 )
 
 // Workers bounds the writes the executor has in flight for one caller:
-// the node controller reconciles this many nodes at once (one node's
-// writes each), and a pass's batch of writes (WriteSpecs, SetTaints) goes
-// out this many at a time. A write mostly waits on the API server: with 4
+// a profile's pass writes this many of its nodes' selections at once
+// (ForEachNode, one node's writes each), and a pass's batch of writes
+// (WriteSpecs, SetTaints) goes out this many at a time. A write mostly waits on the API server: with 4
 // node workers a 300-node change went out at ~23 writes/s on a loaded
 // 2-core machine.
 const Workers = 16
@@ -37,6 +37,14 @@ func each(ctx context.Context, n int, write func(ctx context.Context, i int) err
 	}
 	wg.Wait()
 	return errs
+}
+
+// ForEachNode runs write(ctx, i) for every node i below n, one node's
+// writes each (a node's labels, then its LatencyNode), at most Workers
+// nodes at once: a profile's pass over its nodes' selection. It returns
+// each one's error by index.
+func ForEachNode(ctx context.Context, n int, write func(ctx context.Context, i int) error) []error {
+	return each(ctx, n, write)
 }
 
 // firstError is the first error by index, as a loop of the writes in

@@ -91,8 +91,8 @@ type Transition struct {
 
 // Machine is the node state machine, written once.
 var Machine = []Transition{
-	{Unselected, Baselining, EvSelected, Wait, []Write{WriteLabels, WriteTaint, WriteLatencyNode}, "controllers.nodeReconciler.apply"},
-	{Unselected, Applying, EvSelected, Wait, []Write{WriteLabels, WriteTaint, WriteLatencyNode}, "controllers.nodeReconciler.apply"},
+	{Unselected, Baselining, EvSelected, Wait, []Write{WriteLabels, WriteTaint, WriteLatencyNode}, "controllers.nodeSelection.apply"},
+	{Unselected, Applying, EvSelected, Wait, []Write{WriteLabels, WriteTaint, WriteLatencyNode}, "controllers.nodeSelection.apply"},
 	{Baselining, Applying, EvTurn, Wait, []Write{WriteTuning, WriteVerifyAfter}, "rollout.Decide"},
 	{Applying, Verifying, EvApplied, Wait, []Write{WriteTaint}, "rollout.Decide"},
 	{Verifying, Tuned, EvPassed, Wait, []Write{WriteStatusVerdict}, "rollout.Decide"},

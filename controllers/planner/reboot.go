@@ -138,7 +138,7 @@ func StagedForReboot(ln *v1alpha1.LatencyNode) bool {
 
 // Startable: a reboot may start on ln (no record yet) now: the profile
 // still selects its node (a node that left the selection is never rebooted
-// by us, even in the moment before the node controller turns its spec to
+// by us, even in the moment before the selection turns its spec to
 // Revert), the node is Ready and not cordoned (by someone else: a cordoned
 // node waits), and it is staged for the target revision (any revision
 // after a rollback) or, after a rollback, its kernel still holds the

@@ -66,7 +66,7 @@ func RequestSettled(ln *v1alpha1.LatencyNode, n *corev1.Node, now time.Time, tim
 
 // RequestOutstanding: ln holds a reboot request (standing, or Withdrawn)
 // that may still reboot its node: the node must stay cordoned and its
-// LatencyNode stay until it settles (the node controller waits before it
+// LatencyNode stay until it settles (the selection waits before it
 // releases the node).
 func RequestOutstanding(ln *v1alpha1.LatencyNode, n *corev1.Node, now time.Time, timeout time.Duration) bool {
 	rec := ln.Spec.Reboot
@@ -104,7 +104,7 @@ func nextWithdrawn(v RebootView) (Act, string) {
 	return Wait, "waiting until the reboot request taken back can no longer reboot the node"
 }
 
-// ReleaseStep is what the node controller does next with a node no
+// ReleaseStep is what the selection (a profile's pass) does next with a node no
 // profile owns any more (it left the selection, lost a tie, or its
 // profile was deleted) whose LatencyNode is still there.
 type ReleaseStep int
@@ -127,7 +127,7 @@ const (
 	ReleaseWait
 )
 
-// ReleaseView is a released node as the node controller read it.
+// ReleaseView is a released node as the selection read it.
 type ReleaseView struct {
 	LN   *v1alpha1.LatencyNode
 	Node *corev1.Node
@@ -138,7 +138,7 @@ type ReleaseView struct {
 	BootTimeout, UnreachableAfter time.Duration
 }
 
-// Release is the node controller's next step with a released node: the
+// Release is the selection's next step with a released node: the
 // agent reverts first; a node unreachable past the timeout goes without.
 func Release(v ReleaseView) ReleaseStep {
 	if v.LN.Spec.Action != v1alpha1.ActionRevert {

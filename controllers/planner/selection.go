@@ -120,3 +120,22 @@ func ResolveNode(nodeLabels map[string]string, candidates []Candidate) Resolutio
 		return Resolution{Conflict: top}
 	}
 }
+
+// Decider is the profile whose pass decides a node's selection writes
+// (its labels, its LatencyNode's creation, spec, revert and release), so
+// that exactly one pass writes them: the profile that wins the node
+// (it labels the node and creates or takes over its LatencyNode); when
+// none wins, the profile its LatencyNode names (lnProfile, ln being
+// whether there is one: it reverts and releases the node, whether it
+// left the selection, lost a tie or is being deleted); else the profile
+// its profile label names (label: it takes the label off). "" when no
+// profile has anything to do with the node.
+func Decider(res Resolution, ln bool, lnProfile, label string) string {
+	switch {
+	case res.Winner != "":
+		return res.Winner
+	case ln && lnProfile != "":
+		return lnProfile
+	}
+	return label
+}

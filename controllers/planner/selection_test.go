@@ -86,3 +86,28 @@ func TestCompileProfilesReportsBadSelector(t *testing.T) {
 		t.Fatalf("no error reported for the bad selector")
 	}
 }
+
+// TestDecider: one profile's pass decides each node: the winner, else the
+// profile its LatencyNode names, else the one its label names.
+func TestDecider(t *testing.T) {
+	cases := []struct {
+		name      string
+		res       Resolution
+		ln        bool
+		lnProfile string
+		label     string
+		want      string
+	}{
+		{"joins its winner", Resolution{Winner: "a"}, false, "", "", "a"},
+		{"taken over by the winner", Resolution{Winner: "b"}, true, "a", "a", "b"},
+		{"left the selection: released by its LatencyNode's profile", Resolution{}, true, "a", "a", "a"},
+		{"lost a tie: released by its LatencyNode's profile", Resolution{Conflict: []string{"a", "b"}}, true, "a", "a", "a"},
+		{"released, LatencyNode gone, label left", Resolution{}, false, "", "a", "a"},
+		{"never selected", Resolution{}, false, "", "", ""},
+	}
+	for _, tc := range cases {
+		if got := Decider(tc.res, tc.ln, tc.lnProfile, tc.label); got != tc.want {
+			t.Errorf("%s: Decider = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

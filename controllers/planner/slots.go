@@ -11,7 +11,7 @@ import (
 // manager started (started: it wrote their Draining record) whose record
 // the cache does not show yet. It returns what started still needs to
 // hold: a started node whose record shows is counted by its record, and
-// one whose LatencyNode is gone was released (the node controller lifts
+// one whose LatencyNode is gone was released (the selection lifts
 // its cordon with the record) and holds no slot, whether or not the cache
 // ever showed its record.
 func SlotsInUse(started map[string]bool, lns []v1alpha1.LatencyNode) (int, map[string]bool) {

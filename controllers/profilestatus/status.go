@@ -237,7 +237,7 @@ func StaleRecheck(in Input) time.Duration {
 // The revision, a hash of the tuning, stands for the tuning itself:
 // comparing each node's whole tuning was a tenth of the status pass's CPU
 // at 1000 nodes. A tuning edited by hand under the same revision is the
-// node controller's to restore (specUpToDate in controllers/ compares all
+// selection's to restore (specUpToDate in controllers/ compares all
 // of it).
 func holdsTarget(ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile, revision string) bool {
 	s := &ln.Spec

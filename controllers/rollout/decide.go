@@ -251,7 +251,7 @@ func (d *decider) rollbackMoves() []Move {
 	return moves
 }
 
-// allAtOnce: without a policy the node controller writes every node; the
+// allAtOnce: without a policy the selection writes every node; the
 // rollout only reports.
 func (d *decider) allAtOnce() {
 	if d.countClass(planner.ClassPassed) == len(d.in.Nodes) {

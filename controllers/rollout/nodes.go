@@ -14,7 +14,7 @@ import (
 
 // NodesOf are the nodes p owns, sorted by name, and the LatencyNodes
 // of those whose LatencyNode carries p. A node p selects whose LatencyNode
-// is not there yet (the node controller creates them one by one, and the
+// is not there yet (the selection creates them one by one, and the
 // cache may lag) is in the rollout as Joining: it can be a canary, and the
 // rollout is not Complete, until it has one.
 func NodesOf(in profilestatus.Input) ([]Node, map[string]*v1alpha1.LatencyNode) {

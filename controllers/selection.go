@@ -2,7 +2,10 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,10 +49,15 @@ const (
 	eventActionWithdraw  = "Withdraw"
 )
 
-// nodeReconciler owns, for one node, the profile label and the LatencyNode:
-// it decides which profile the node belongs to, writes the resolved spec, and
-// carries out the revert handshake when the node leaves a profile.
-type nodeReconciler struct {
+// nodeSelection is the selection part of a profile's pass: for each node
+// the pass decides (planner.Decider: the profile that wins it, else the
+// one its LatencyNode or label names), the profile label, the agent
+// variant and the LatencyNode, and the revert handshake when the node
+// leaves a profile. The planner decides (planner.ResolveNode,
+// planner.Release), the executor writes, executor.Workers nodes at once.
+// No controller of its own: Node and LatencyNode events map to the
+// profiles they concern (profilesOfNode, latencyNodeToProfiles).
+type nodeSelection struct {
 	client.Client
 	Recorder events.EventRecorder
 	// UnreachableAfter is how long a NotReady node may hold up a revert.
@@ -63,57 +71,149 @@ type nodeReconciler struct {
 	// Gates are the manager's feature gates (schedclass_gate.go).
 	Gates featuregate.Gates
 
-	// written are the node controller's own LatencyNode writes its cache
-	// has not shown yet.
+	// written are the selection's own writes its cache has not shown yet.
 	written ownWrites
 }
 
-// ownWriteRecheck is when a reconcile that waited for the cache to show
-// the manager's own write looks again, should that write's event not come.
+// ownWriteRecheck is when a pass that waited for the cache to show the
+// manager's own write to a node looks again, should that write's event
+// not come.
 const ownWriteRecheck = time.Second
 
-// Reconcile brings one node's label and LatencyNode in line with the profiles.
-func (r *nodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	ln, err := r.latencyNode(ctx, req.Name)
-	if err != nil {
-		return ctrl.Result{}, err
+// pass decides the selection of every node profile decides (p: the
+// profile, nil when it is gone) and writes it, executor.Workers nodes at
+// once. It returns when to look again and the nodes' errors joined.
+func (r *nodeSelection) pass(ctx context.Context, profile string, p *v1alpha1.LatencyProfile) (time.Duration, error) {
+	var list v1alpha1.LatencyProfileList
+	if err := r.List(ctx, &list); err != nil {
+		return 0, fmt.Errorf("listing profiles: %w", err)
 	}
-	if r.written.behind(req.Name, ln, r.now()) {
+	names, err := r.nodesOf(ctx, profile, p)
+	if err != nil {
+		return 0, err
+	}
+	cands, _ := planner.CompileProfiles(list.Items)
+	var todo []string
+	for _, name := range names {
+		if r.decides(ctx, profile, name, cands, list.Items) {
+			todo = append(todo, name)
+		}
+	}
+	waits := make([]time.Duration, len(todo))
+	errs := executor.ForEachNode(ctx, len(todo), func(ctx context.Context, i int) error {
+		log := ctrl.LoggerFrom(ctx).WithValues("node", todo[i])
+		var err error
+		waits[i], err = r.decide(ctrl.LoggerInto(ctx, log), todo[i], list.Items)
+		return err
+	})
+	var wait time.Duration
+	for _, w := range waits {
+		wait = soonest(wait, w)
+	}
+	return wait, errors.Join(errs...)
+}
+
+// nodesOf names the nodes that concern profile: those it selects, those
+// labelled for it and those whose LatencyNode names it (p nil: the
+// profile is gone, and only the last two).
+func (r *nodeSelection) nodesOf(ctx context.Context, profile string, p *v1alpha1.LatencyProfile) ([]string, error) {
+	var set map[string]bool
+	var err error
+	if p != nil {
+		set, err = nodeNamesOf(ctx, r.Client, p)
+	} else {
+		set, err = nodeNamesNaming(ctx, r.Client, profile)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return slices.Sorted(maps.Keys(set)), nil
+}
+
+// decides reports whether profile's pass decides node name and may have
+// something to write: it is the node's planner.Decider, and the node is
+// not labelled and specified as profile wants it already. It reads the
+// cache's objects without copying them; decide reads them afresh.
+func (r *nodeSelection) decides(ctx context.Context, profile, name string, cands []planner.Candidate, profiles []v1alpha1.LatencyProfile) bool {
+	key := types.NamespacedName{Name: name}
+	node, ln := &corev1.Node{}, &v1alpha1.LatencyNode{}
+	nodeErr, lnErr := r.Get(ctx, key, node, client.UnsafeDisableDeepCopy), r.Get(ctx, key, ln, client.UnsafeDisableDeepCopy)
+	if (nodeErr != nil && !apierrors.IsNotFound(nodeErr)) || (lnErr != nil && !apierrors.IsNotFound(lnErr)) {
+		return true // decide reads again, and returns the error
+	}
+	if lnErr != nil {
+		ln = nil
+	}
+	if nodeErr != nil { // gone: its LatencyNode's profile deletes it
+		return ln != nil && ln.Spec.Profile == profile
+	}
+	res := planner.ResolveNode(node.Labels, cands)
+	if planner.Decider(res, ln != nil, specProfile(ln), node.Labels[v1alpha1.ProfileLabel]) != profile {
+		return false
+	}
+	if res.Winner != profile || r.written.behind(name, ln, r.now()) || r.written.labelsBehind(node, r.now()) {
+		return true
+	}
+	return !selectedAsWanted(node, ln, gatedProfile(findProfile(profiles, profile), r.Gates))
+}
+
+// specProfile is the profile ln's spec names, "" without ln.
+func specProfile(ln *v1alpha1.LatencyNode) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Spec.Profile
+}
+
+// selectedAsWanted: node, selected for p, has p's labels and agent
+// variant, and its LatencyNode (ln) exists and applies p, or is one of
+// p's rollout's to move: apply would write nothing.
+func selectedAsWanted(node *corev1.Node, ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile) bool {
+	if patch, _ := labelPatch(node, p.Name); patch != nil || withAgentLabel(nil, node, agentVariant(p, ln)) != nil {
+		return false
+	}
+	return ln != nil && (specUpToDate(ln, p, currentRevision(p)) || (ln.Spec.Profile == p.Name && p.Spec.Rollout != nil))
+}
+
+// decide brings one node's labels and LatencyNode in line with the
+// profiles, and returns when to look at it again.
+func (r *nodeSelection) decide(ctx context.Context, name string, profiles []v1alpha1.LatencyProfile) (time.Duration, error) {
+	ln, err := r.latencyNode(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	if r.written.behind(name, ln, r.now()) {
 		ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the cache to show the LatencyNode just written")
-		return ctrl.Result{RequeueAfter: ownWriteRecheck}, nil
+		return ownWriteRecheck, nil
 	}
 	node := &corev1.Node{}
-	if err := r.Get(ctx, req.NamespacedName, node); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Name: name}, node); err != nil {
 		if apierrors.IsNotFound(err) {
-			if behind, err := r.nodeBehindCache(ctx, req.Name, ln); err != nil || behind {
-				return ctrl.Result{RequeueAfter: ownWriteRecheck}, err
+			if behind, err := r.nodeBehindCache(ctx, name, ln); err != nil || behind {
+				return ownWriteRecheck, err
 			}
-			r.written.forgetLabels(req.Name)
-			return ctrl.Result{}, r.nodeGone(ctx, ln)
+			r.written.forgetLabels(name)
+			return 0, r.nodeGone(ctx, ln)
 		}
-		return ctrl.Result{}, fmt.Errorf("getting node: %w", err)
+		return 0, fmt.Errorf("getting node: %w", err)
 	}
 	if r.written.labelsBehind(node, r.now()) {
 		ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the cache to show the node labels just written")
-		return ctrl.Result{RequeueAfter: ownWriteRecheck}, nil
+		return ownWriteRecheck, nil
 	}
-	var list v1alpha1.LatencyProfileList
-	if err := r.List(ctx, &list); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing profiles: %w", err)
-	}
-	cands, _ := planner.CompileProfiles(list.Items)
+	cands, _ := planner.CompileProfiles(profiles)
 	res := planner.ResolveNode(node.Labels, cands)
 	if res.Winner != "" {
-		return ctrl.Result{}, r.apply(ctx, node, ln, gatedProfile(findProfile(list.Items, res.Winner), r.Gates))
+		return 0, r.apply(ctx, node, ln, gatedProfile(findProfile(profiles, res.Winner), r.Gates))
 	}
-	return r.release(ctx, node, ln, res, list.Items)
+	return r.release(ctx, node, ln, res, profiles)
 }
 
-func (r *nodeReconciler) now() time.Time { return readClock(r.Now) }
+func (r *nodeSelection) now() time.Time { return readClock(r.Now) }
 
 // exec is the executor of the node's writes: its labels and taint with
 // the selection, its LatencyNode's creation, spec and deletion.
-func (r *nodeReconciler) exec() *executor.Executor { return executor.New(r.Client, r.APIReader) }
+func (r *nodeSelection) exec() *executor.Executor { return executor.New(r.Client, r.APIReader) }
 
 // readClock reads an injected clock, the wall clock when there is none.
 func readClock(now func() time.Time) time.Time {
@@ -124,7 +224,7 @@ func readClock(now func() time.Time) time.Time {
 }
 
 // latencyNode returns the node's LatencyNode, nil when there is none.
-func (r *nodeReconciler) latencyNode(ctx context.Context, name string) (*v1alpha1.LatencyNode, error) {
+func (r *nodeSelection) latencyNode(ctx context.Context, name string) (*v1alpha1.LatencyNode, error) {
 	ln := &v1alpha1.LatencyNode{}
 	err := r.Get(ctx, types.NamespacedName{Name: name}, ln)
 	if apierrors.IsNotFound(err) {
@@ -137,7 +237,7 @@ func (r *nodeReconciler) latencyNode(ctx context.Context, name string) (*v1alpha
 }
 
 // apply labels the node for p and writes p's resolved spec to its LatencyNode.
-func (r *nodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile) error {
+func (r *nodeSelection) apply(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, p *v1alpha1.LatencyProfile) error {
 	if err := r.setLabels(ctx, node, p.Name, agentVariant(p, ln)); err != nil {
 		return err
 	}
@@ -172,15 +272,15 @@ func (r *nodeReconciler) apply(ctx context.Context, node *corev1.Node, ln *v1alp
 
 // release handles a node no profile owns: revert its LatencyNode, wait for
 // the agent (or for the node to be unreachable too long), then clean up.
-func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, res planner.Resolution, profiles []v1alpha1.LatencyProfile) (ctrl.Result, error) {
+func (r *nodeSelection) release(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, res planner.Resolution, profiles []v1alpha1.LatencyProfile) (time.Duration, error) {
 	if ln == nil {
-		return ctrl.Result{}, r.setLabels(ctx, node, "", "")
+		return 0, r.setLabels(ctx, node, "", "")
 	}
 	owner := findProfile(profiles, ln.Spec.Profile)
 	// The agent reverts: it stays, hostPID while it has real-time threads
 	// to restore; the profile label stays until finish.
 	if err := r.setLabels(ctx, node, keepProfileLabel, agentVariant(nil, ln)); err != nil {
-		return ctrl.Result{}, err
+		return 0, err
 	}
 	now := r.now()
 	_, wait := unreachable(node, now, r.UnreachableAfter)
@@ -188,23 +288,23 @@ func (r *nodeReconciler) release(ctx context.Context, node *corev1.Node, ln *v1a
 		UnreachableAfter: r.UnreachableAfter})
 	switch {
 	case step == planner.ReleaseRevert:
-		return ctrl.Result{}, r.startRevert(ctx, ln, res, owner)
+		return 0, r.startRevert(ctx, ln, res, owner)
 	case step == planner.ReleaseHold:
 		// A reboot asked of the node may still come: it stays cordoned,
 		// with its record, until that settles (planner/release.go).
-		return ctrl.Result{RequeueAfter: defaultRebootPoll}, nil
+		return defaultRebootPoll, nil
 	case step == planner.ReleaseFinish && revertDone(ln):
-		return ctrl.Result{}, r.finish(ctx, node, ln, owner, "Node %s reverted")
+		return 0, r.finish(ctx, node, ln, owner, "Node %s reverted")
 	case step == planner.ReleaseFinish:
-		return ctrl.Result{}, r.finish(ctx, node, ln, owner, "Node %s NotReady past the timeout; removed without waiting for its agent")
+		return 0, r.finish(ctx, node, ln, owner, "Node %s NotReady past the timeout; removed without waiting for its agent")
 	case wait > 0:
-		return ctrl.Result{RequeueAfter: wait}, nil
+		return wait, nil
 	}
-	return ctrl.Result{}, nil
+	return 0, nil
 }
 
 // startRevert turns the node's LatencyNode spec to Revert.
-func (r *nodeReconciler) startRevert(ctx context.Context, ln *v1alpha1.LatencyNode, res planner.Resolution, owner *v1alpha1.LatencyProfile) error {
+func (r *nodeSelection) startRevert(ctx context.Context, ln *v1alpha1.LatencyNode, res planner.Resolution, owner *v1alpha1.LatencyProfile) error {
 	spec := *ln.Spec.DeepCopy()
 	spec.Action = v1alpha1.ActionRevert
 	gen, err := r.exec().WriteSpec(ctx, ln, spec, r.now(), false)
@@ -224,7 +324,7 @@ func (r *nodeReconciler) startRevert(ctx context.Context, ln *v1alpha1.LatencyNo
 }
 
 // finish removes the profile label and the LatencyNode once a revert is over.
-func (r *nodeReconciler) finish(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, owner *v1alpha1.LatencyProfile, note string) error {
+func (r *nodeSelection) finish(ctx context.Context, node *corev1.Node, ln *v1alpha1.LatencyNode, owner *v1alpha1.LatencyProfile, note string) error {
 	if err := r.setLabels(ctx, node, "", ""); err != nil {
 		return err
 	}
@@ -244,7 +344,7 @@ func (r *nodeReconciler) finish(ctx context.Context, node *corev1.Node, ln *v1al
 // does. A LatencyNode is deleted as a gone node's only when a live read
 // agrees, since the cache can hold a LatencyNode before the Node it was
 // made for.
-func (r *nodeReconciler) nodeBehindCache(ctx context.Context, name string, ln *v1alpha1.LatencyNode) (bool, error) {
+func (r *nodeSelection) nodeBehindCache(ctx context.Context, name string, ln *v1alpha1.LatencyNode) (bool, error) {
 	if ln == nil || r.APIReader == nil {
 		return false, nil
 	}
@@ -261,7 +361,7 @@ func (r *nodeReconciler) nodeBehindCache(ctx context.Context, name string, ln *v
 }
 
 // nodeGone deletes the LatencyNode of a node that no longer exists.
-func (r *nodeReconciler) nodeGone(ctx context.Context, ln *v1alpha1.LatencyNode) error {
+func (r *nodeSelection) nodeGone(ctx context.Context, ln *v1alpha1.LatencyNode) error {
 	if ln == nil {
 		return nil
 	}
@@ -282,7 +382,7 @@ const keepProfileLabel = "\x00keep"
 // keepProfileLabel leaves it) and its agent label to agent ("" removes it)
 // in one merge patch, and records on the node when its agent gains or
 // loses hostPID.
-func (r *nodeReconciler) setLabels(ctx context.Context, node *corev1.Node, profile, agent string) error {
+func (r *nodeSelection) setLabels(ctx context.Context, node *corev1.Node, profile, agent string) error {
 	var patch map[string]any
 	if profile != keepProfileLabel {
 		var foreign bool
@@ -344,7 +444,7 @@ func withPendingTaint(patch map[string]any, node *corev1.Node, profile string) m
 // host's pid namespace: the DaemonSet controller then replaces the node's
 // agent pod with the other DaemonSet's (the journal on the node carries
 // the tuning over; the new agent waits until the old one released it).
-func (r *nodeReconciler) agentSwitched(ctx context.Context, node *corev1.Node, was, now string) {
+func (r *nodeSelection) agentSwitched(ctx context.Context, node *corev1.Node, was, now string) {
 	switch {
 	case now == v1alpha1.AgentHostPID && was != now:
 		ctrl.LoggerFrom(ctx).Info("Node's agent moves to the hostPID DaemonSet", "from", was)
@@ -357,7 +457,7 @@ func (r *nodeReconciler) agentSwitched(ctx context.Context, node *corev1.Node, w
 	}
 }
 
-func (r *nodeReconciler) profile(ctx context.Context, name string) *v1alpha1.LatencyProfile {
+func (r *nodeSelection) profile(ctx context.Context, name string) *v1alpha1.LatencyProfile {
 	p := &v1alpha1.LatencyProfile{}
 	if name == "" || r.Get(ctx, types.NamespacedName{Name: name}, p) != nil {
 		return nil
@@ -366,7 +466,7 @@ func (r *nodeReconciler) profile(ctx context.Context, name string) *v1alpha1.Lat
 }
 
 // event records on the profile when it still exists, else on the LatencyNode.
-func (r *nodeReconciler) event(p *v1alpha1.LatencyProfile, ln *v1alpha1.LatencyNode, typ, reason, action, note string, args ...any) {
+func (r *nodeSelection) event(p *v1alpha1.LatencyProfile, ln *v1alpha1.LatencyNode, typ, reason, action, note string, args ...any) {
 	if p != nil {
 		r.Recorder.Eventf(p, ln, typ, reason, action, note, args...)
 		return
