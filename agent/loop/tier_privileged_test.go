@@ -11,11 +11,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cilium/ebpf"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"latencytier.io/latencytier/agent/internal/testroot"
+	"latencytier.io/latencytier/agent/internal/tiertest"
 	"latencytier.io/latencytier/agent/journal"
 	"latencytier.io/latencytier/agent/tiersched"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -46,7 +46,7 @@ func TestLoopTierOnAKernelWithoutSchedExt(t *testing.T) {
 	if orig == "0" {
 		toggle, want = v1alpha1.Enabled, "1"
 	}
-	mapsBefore := tierMaps(t)
+	mapsBefore := tiertest.LoadedMaps(t)
 
 	c, env := startAPI(t)
 	ctx := context.Background()
@@ -86,7 +86,7 @@ func TestLoopTierOnAKernelWithoutSchedExt(t *testing.T) {
 	if k := got.Status.Kernel; k == nil || k.ActiveClass != "fair" || (k.SchedExt != nil && k.SchedExt.Supported) {
 		t.Errorf("kernel facts %+v, want activeClass fair and no sched_ext", k)
 	}
-	if n := tierMaps(t); n != mapsBefore {
+	if n := tiertest.LoadedMaps(t); n != mapsBefore {
 		t.Errorf("the tier scheduler's maps in the kernel went from %d to %d: something was loaded", mapsBefore, n)
 	}
 	if _, err := os.Stat(tiersched.PinDir(root)); !errors.Is(err, fs.ErrNotExist) {
@@ -139,30 +139,5 @@ func TestLoopTierOnAKernelWithoutSchedExt(t *testing.T) {
 	}
 	if _, err := os.Stat(tiersched.PinDir(root)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("pin directory %s after the revert: %v, want none", tiersched.PinDir(root), err)
-	}
-}
-
-// tierMaps counts the kernel's BPF maps named like the tier scheduler's
-// (agent/tiersched/bpf).
-func tierMaps(t *testing.T) int {
-	t.Helper()
-	n := 0
-	for id := ebpf.MapID(0); ; {
-		next, err := ebpf.MapGetNextID(id)
-		if errors.Is(err, os.ErrNotExist) {
-			return n
-		}
-		if err != nil {
-			t.Fatalf("list BPF maps: %v", err)
-		}
-		id = next
-		m, err := ebpf.NewMapFromID(id)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		if info, err := m.Info(); err == nil && slices.Contains([]string{"tier_ops", "granted_cgroups", "granted_tgids"}, info.Name) {
-			n++
-		}
-		m.Close()
 	}
 }

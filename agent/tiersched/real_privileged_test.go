@@ -10,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cilium/ebpf"
 	"github.com/go-logr/logr"
 
 	"latencytier.io/latencytier/agent/apply"
 	"latencytier.io/latencytier/agent/internal/testroot"
+	"latencytier.io/latencytier/agent/internal/tiertest"
 	"latencytier.io/latencytier/agent/knob"
 	"latencytier.io/latencytier/agent/tiersched"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -33,7 +33,7 @@ func TestTierIsUnsupportedWithoutSchedExt(t *testing.T) {
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		t.Fatalf("no kernel BTF here (%v): the refusal would be the BTF one, not sched_ext's", err)
 	}
-	before := schedulerMaps(t)
+	before := tiertest.LoadedMaps(t)
 	e := &apply.Engine{Root: root, Log: logr.Discard()}
 	rep, err := e.Apply(apply.Meta{Profile: "tier"}, []knob.Knob{tiersched.Knob(tiersched.Tier)})
 	if err != nil {
@@ -49,7 +49,7 @@ func TestTierIsUnsupportedWithoutSchedExt(t *testing.T) {
 	if res.State != v1alpha1.SettingUnsupported || !strings.Contains(res.Message, want) || res.Actual != tiersched.Fair {
 		t.Errorf("result %+v, want Unsupported, actual fair, message containing %q", res, want)
 	}
-	if after := schedulerMaps(t); after != before {
+	if after := tiertest.LoadedMaps(t); after != before {
 		t.Errorf("the tier scheduler's maps in the kernel went from %d to %d: something was loaded", before, after)
 	}
 	if _, err := os.Stat(tiersched.PinDir(root)); !errors.Is(err, fs.ErrNotExist) {
@@ -60,29 +60,5 @@ func TestTierIsUnsupportedWithoutSchedExt(t *testing.T) {
 	}
 	if _, err := e.Revert(); err != nil {
 		t.Fatalf("revert: %v", err)
-	}
-}
-
-// schedulerMaps counts the kernel's BPF maps named like the scheduler's.
-func schedulerMaps(t *testing.T) int {
-	t.Helper()
-	n := 0
-	for id := ebpf.MapID(0); ; {
-		next, err := ebpf.MapGetNextID(id)
-		if errors.Is(err, os.ErrNotExist) {
-			return n
-		}
-		if err != nil {
-			t.Fatalf("list BPF maps: %v", err)
-		}
-		id = next
-		m, err := ebpf.NewMapFromID(id)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		if info, err := m.Info(); err == nil && slices.Contains([]string{"tier_ops", "granted_cgroups", "granted_tgids"}, info.Name) {
-			n++
-		}
-		m.Close()
 	}
 }
