@@ -352,17 +352,25 @@ func TestRolloutRegressingCanaryRollsBackAndStops(t *testing.T) {
 	if ro := back.Status.Rollout; ro.PreviousRevision != r1 || !strings.Contains(ro.Message, want) {
 		t.Fatalf("rollout = %+v, want message %q", ro, want)
 	}
+	expectCanaryRolledBack(t, sim, "ro-back", "ro-back-00", nodes, r1, r2)
+}
+
+// expectCanaryRolledBack: profile's canary is back on r1 with the
+// RolloutRolledBack event, no other node ever reached r2, and every node
+// holds r1.
+func expectCanaryRolledBack(t *testing.T, sim *simAgents, profile, canary string, nodes []string, r1, r2 string) {
+	t.Helper()
 	eventually(t, "canary back on "+r1, func() error {
-		if got := revisionsOf(t, nodes)["ro-back-00"]; got != r1 {
+		if got := revisionsOf(t, nodes)[canary]; got != r1 {
 			return fmt.Errorf("canary holds %s", got)
 		}
 		return nil
 	})
-	expectEvent(t, "ro-back", "RolloutRolledBack")
+	expectEvent(t, profile, "RolloutRolledBack")
 	sim.set(func(s *simAgents) {
 		for n := range s.ever {
-			if n != "ro-back-00" {
-				t.Errorf("node %s reached %s although the canary regressed", n, r2)
+			if n != canary {
+				t.Errorf("node %s reached %s although the canary failed", n, r2)
 			}
 		}
 	})

@@ -69,25 +69,7 @@ func TestRolloutCanaryFallbackRollsBackAndStops(t *testing.T) {
 	if ro := back.Status.Rollout; ro.PreviousRevision != r1 || !strings.Contains(ro.Message, want) || !strings.Contains(ro.Message, fallbackWhy) {
 		t.Fatalf("rollout = %+v, want a message with %q and the kernel's reason", ro, want)
 	}
-	eventually(t, "canary back on "+r1, func() error {
-		if got := revisionsOf(t, nodes)["ro-scx-00"]; got != r1 {
-			return fmt.Errorf("canary holds %s", got)
-		}
-		return nil
-	})
-	expectEvent(t, "ro-scx", "RolloutRolledBack")
-	sim.set(func(s *simAgents) {
-		for n := range s.ever {
-			if n != "ro-scx-00" {
-				t.Errorf("node %s reached %s although the canary's scheduler fell back", n, r2)
-			}
-		}
-	})
-	for n, rev := range revisionsOf(t, nodes) {
-		if rev != r1 {
-			t.Fatalf("node %s holds %s after the rollback, want %s", n, rev, r1)
-		}
-	}
+	expectCanaryRolledBack(t, sim, "ro-scx", "ro-scx-00", nodes, r1, r2)
 	ln, err := getLN("ro-scx-00")
 	if err != nil {
 		t.Fatal(err)
