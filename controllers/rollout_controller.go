@@ -100,7 +100,7 @@ func rolloutRecordChanged(before *v1alpha1.RolloutStatus, s rolloutStep) bool {
 }
 
 func (r *profileReconciler) revisions() revisions {
-	return revisions{Client: r.Client, Namespace: r.Namespace}
+	return revisions{Reader: r.Client, Exec: r.exec(), Namespace: r.Namespace}
 }
 
 // unmeasured: p's tuning measures nothing.
