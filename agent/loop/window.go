@@ -53,6 +53,7 @@ func (r *Reconciler) windowOnce(ctx context.Context, name types.NamespacedName) 
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("get LatencyNode %s: %w", name.Name, err)
 	}
+	r.ownStatus(ln)
 	last := r.last
 	if last == nil || last.uid != ln.UID || last.generation != ln.Generation {
 		return r.pass(ctx, reconcile.Request{NamespacedName: name})
