@@ -24,6 +24,14 @@ const (
 	goalWritesPerHour   = 12 // per node, new reporting
 	goalAPIServerRatio  = 5  // old reporting's steady API server CPU over the new's
 	goalStaleHeartbeats = 3
+	// Issue 43: what a node costs the API server stays flat with the
+	// fleet's size (at 3000 nodes and more at most 1.3× the 1000-node
+	// figure, at the create and at the change), and an agent writes its
+	// report of a create about once and of a change at most 1.3 times.
+	goalFlatRatio         = 1.3
+	goalAgentCreateWrites = 1.1
+	goalAgentChangeWrites = 1.3
+	convergeWithin        = 30 * time.Second
 )
 
 // mode names a run's reporting.
@@ -75,6 +83,54 @@ func costTable(b *strings.Builder, results []Result) {
 		}
 		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s |\n", r.Nodes, mode(r), cpu(r.CreateCost), w(r.CreateCost), cpu(r.ChangeCost), w(r.ChangeCost))
 	}
+	sizingTable(b, results)
+}
+
+// sizingTable renders what a control plane needs for a fleet: the API
+// server's CPU per node at the create and at the change (and as a multiple
+// of the 1000-node run's, which a flat cost keeps near 1), and the API
+// server cores that converge N nodes within convergeWithin at the costlier
+// of the two: N × CPU per node / 30 s.
+func sizingTable(b *strings.Builder, results []Result) {
+	ref, hasRef := reference(results)
+	fmt.Fprintf(b, "\nSizing: the API server's CPU per node (ms) and the API server cores a fleet of N needs to converge within %s (N × the costlier phase's CPU per node / %s):\n\n", convergeWithin, convergeWithin)
+	b.WriteString("| nodes | reporting | API server per node, create (ms) | change (ms) | × the 1000-node run (create / change) | API server cores for N in 30 s |\n")
+	b.WriteString("|---:|---|---:|---:|---:|---:|\n")
+	for _, r := range results {
+		if r.Incomplete != "" {
+			continue
+		}
+		ratio := "n/a"
+		if hasRef && !r.Old {
+			c, ch := flatRatios(r, ref)
+			ratio = fmt.Sprintf("%.2f / %.2f", c, ch)
+		}
+		fmt.Fprintf(b, "| %d | %s | %.1f | %.1f | %s | %.2f |\n", r.Nodes, mode(r), r.CreateCost.APIServer, r.ChangeCost.APIServer, ratio, coresToConverge(r))
+	}
+}
+
+// coresToConverge is the API server cores that apply r's costlier phase to
+// all r.Nodes nodes within convergeWithin.
+func coresToConverge(r Result) float64 {
+	ms := max(r.CreateCost.APIServer, r.ChangeCost.APIServer)
+	return ms * float64(r.Nodes) / float64(convergeWithin.Milliseconds())
+}
+
+// reference is the new-reporting run of goalNodes nodes the flat-cost goal
+// compares with (the first, when there are several).
+func reference(results []Result) (Result, bool) {
+	for _, r := range results {
+		if r.Incomplete == "" && !r.Old && r.Nodes == goalNodes && r.CreateCost.APIServer > 0 && r.ChangeCost.APIServer > 0 {
+			return r, true
+		}
+	}
+	return Result{}, false
+}
+
+// flatRatios are r's API server CPU per node over ref's, at the create and
+// at the change.
+func flatRatios(r, ref Result) (create, change float64) {
+	return r.CreateCost.APIServer / ref.CreateCost.APIServer, r.ChangeCost.APIServer / ref.ChangeCost.APIServer
 }
 
 func staleAfter(r Result) string {
@@ -192,6 +248,7 @@ func goalSummary(results []Result) string {
 	if !ratioDone {
 		parts = append(parts, "apiserver ratio n/a (no old and new run of one size)")
 	}
+	parts = append(parts, flatGoals(done)...)
 	worst, quiet, series := 0.0, 0.0, 0.0
 	for _, r := range done {
 		worst = max(worst, r.Steady.ProfileStatusWrites)
@@ -216,4 +273,47 @@ func seriesNote(w Window) string {
 		return ""
 	}
 	return fmt.Sprintf("; +%.0f Event series updates", w.EventSeriesWrites)
+}
+
+// flatGoals are issue 43's: the API server's CPU per node at 3000 nodes
+// and more at most goalFlatRatio × the 1000-node run's, and the agents'
+// writes per node at every size at most goalAgentCreateWrites at the
+// create and goalAgentChangeWrites at the change.
+func flatGoals(done []Result) []string {
+	var parts []string
+	flag := func(name string, ok bool, detail string) {
+		verdict := "FAIL"
+		if ok {
+			verdict = "PASS"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", name, verdict, detail))
+	}
+	ref, hasRef := reference(done)
+	var ratios []string
+	flat := true
+	for _, r := range done {
+		if r.Old || r.Nodes < goalBigNodes || !hasRef {
+			continue
+		}
+		c, ch := flatRatios(r, ref)
+		flat = flat && c <= goalFlatRatio && ch <= goalFlatRatio
+		ratios = append(ratios, fmt.Sprintf("N=%d ×%.2f create, ×%.2f change", r.Nodes, c, ch))
+	}
+	if len(ratios) == 0 {
+		parts = append(parts, "apiserver-per-node-flat n/a (no 1000-node and 3000+-node new-reporting runs)")
+	} else {
+		flag("apiserver-per-node-flat", flat, strings.Join(ratios, "; "))
+	}
+	worstCreate, worstChange, anyNew := 0.0, 0.0, false
+	for _, r := range done {
+		if !r.Old {
+			anyNew = true
+			worstCreate, worstChange = max(worstCreate, r.CreateCost.AgentWrites), max(worstChange, r.ChangeCost.AgentWrites)
+		}
+	}
+	if anyNew {
+		flag("agent-writes-create<=1.1", worstCreate <= goalAgentCreateWrites, fmt.Sprintf("max %.2f per node", worstCreate))
+		flag("agent-writes-change<=1.3", worstChange <= goalAgentChangeWrites, fmt.Sprintf("max %.2f per node", worstChange))
+	}
+	return parts
 }

@@ -41,7 +41,8 @@ func goodFleet(n int, old bool) Result {
 		ManagerMeasured: true, StaleLimit: 15 * time.Minute, StaleAfter: 11 * time.Minute,
 		Steady: Window{ManagerCPU: 0.5 + 0.002*f, ManagerRSS: 60 << 20, ManagerRequests: f / 10, Nodes: n,
 			AgentRequests: f / 6, ProfileStatusWrites: 12, AgentStatusWrites: f / 6, APIServerCPU: 0.1},
-		Quiet: Window{Length: time.Minute}}
+		Quiet:      Window{Length: time.Minute},
+		CreateCost: PhaseCost{APIServer: 15, AgentWrites: 1}, ChangeCost: PhaseCost{APIServer: 33, AgentWrites: 1.2}}
 	if old {
 		r.Heartbeat, r.StaleLimit, r.StaleAfter = 30*time.Second, 90*time.Second, 70*time.Second
 		r.Steady.AgentStatusWrites, r.Steady.APIServerCPU = 2*f, 1.2
@@ -75,6 +76,13 @@ func TestSummaryFlagsEachGoal(t *testing.T) {
 		{"quiet-zero-writes", 2, func(r *Result) { r.Quiet.ManagerWrites = 1 }},
 		// An Event created in the quiet window is a write of the manager's.
 		{"quiet-zero-writes", 2, func(r *Result) { r.Quiet.ManagerWrites, r.Quiet.EventSeriesWrites = 9, 8 }},
+		// Issue 43: the API server's CPU per node grows with the fleet
+		// (docs/scale.md at 87b9bc8: ×4.0 at 3000 nodes), agents write a
+		// report twice.
+		{"apiserver-per-node-flat", 2, func(r *Result) { r.CreateCost.APIServer = 15 * 4.0 }},
+		{"apiserver-per-node-flat", 2, func(r *Result) { r.ChangeCost.APIServer = 33 * 1.4 }},
+		{"agent-writes-create<=1.1", 2, func(r *Result) { r.CreateCost.AgentWrites = 3.05 }},
+		{"agent-writes-change<=1.3", 1, func(r *Result) { r.ChangeCost.AgentWrites = 1.95 }},
 	}
 	if s := goalSummary(goodRuns()); strings.Contains(s, "FAIL") || strings.Contains(s, "n/a") {
 		t.Fatalf("runs meeting every goal: %s", s)
@@ -135,5 +143,14 @@ func TestReportCostPerNode(t *testing.T) {
 	want := "| 3000 | new (heartbeat 5m0s) | 36.2 (20.6 / 2.0 / 6.8 / 6.8) | 2.03 / 1.00 | 53.7 (36.1 / 1.7 / 12.0 / 3.9) | 1.01 / 1.24 |"
 	if !strings.Contains(table, want) {
 		t.Errorf("cost table lacks %q:\n%s", want, table)
+	}
+	// Sizing: 3000 nodes × 36.1 ms (the change, costlier) in 30 s is 3.61
+	// cores; against the 1000-node run's 15 and 33 ms, ×1.37 and ×1.09.
+	want = "| 3000 | new (heartbeat 5m0s) | 20.6 | 36.1 | 1.37 / 1.09 | 3.61 |"
+	if !strings.Contains(table, want) {
+		t.Errorf("sizing table lacks %q:\n%s", want, table)
+	}
+	if want := "| 1000 | old (heartbeat = interval) | 15.0 | 33.0 | n/a | 1.10 |"; !strings.Contains(table, want) {
+		t.Errorf("sizing table lacks %q:\n%s", want, table)
 	}
 }
