@@ -18,7 +18,8 @@
 #   3. the hog gone: RunQueueContention False within clearAfterWindows
 #      windows (plus the same two);
 #   4. quiet status (issue 43): HOLDOUT_IDLE seconds more with a periodic
-#      CPU burner (stress-ng at 40% duty) on CPU 0, which moves the node's
+#      CPU burner (stress-ng at 40% duty in 10 ms slices) on CPU 0, once
+#      the hog's held finding has expired, which moves the node's
 #      run-queue p99 between adjacent buckets window to window as ordinary
 #      load does, and nothing a reader acts on changing: at most 2
 #      LatencyNode and 2 LatencyProfile writes (the 5m heartbeat). Before
@@ -148,6 +149,7 @@ start_pinned() {
 
 noisy() { k get latencynode "$NODE" -o jsonpath='{.status.findings[?(@.type=="NoisyNeighbor")].message}' 2>/dev/null; }
 noisy_names_hog() { noisy | grep -q "default/holdout-hog"; }
+no_noisy() { [[ -z "$(noisy)" ]]; }
 contended() { ln_condition_is RunQueueContention True; }
 victim_measured() {
   [[ -n "$(k get latencynode "$NODE" -o jsonpath='{.status.latency.pods[?(@.name=="holdout-victim")].name}' 2>/dev/null)" ]]
@@ -262,11 +264,18 @@ p99_doubled() { go_dur_ratio_at_least "$1" "$(node_p99)" 2; }
 phase_quiet() {
   say "Quiet status: a periodic CPU burner (40% duty) on CPU 0 for ${IDLE}s"
   local burner watch watcher ln lp
-  stress-ng --cpu 1 --cpu-load 40 --taskset 0 --timeout "$((IDLE + 2 * WINDOW + 30))s" >/dev/null 2>&1 &
+  # 10 ms busy, 15 ms idle: periodic. stress-ng's default busy slice is
+  # random between 0 and 500 ms, which made single-window spikes of the
+  # node's p99 of 3-8x (553µs -> 4.4ms -> 841µs), each a move past
+  # figures.Factor that is written by design, not wander between adjacent
+  # buckets.
+  stress-ng --cpu 1 --cpu-load 40 --cpu-load-slice 10 --taskset 0 --timeout "$((IDLE + 2 * WINDOW + 30 + 10 * WINDOW))s" >/dev/null 2>&1 &
   burner=$!
   # The burner's arrival is a real change (two windows to be judged and
-  # written); count from then.
+  # written), and so is a finding the hog phase left held (ten windows)
+  # expiring: count from when both are behind.
   sleep $((2 * WINDOW))
+  wait_until $((10 * WINDOW)) "no NoisyNeighbor held from the hog" no_noisy || true
   watch=$(mktemp)
   k get latencynode "$NODE" -w --output-watch-events -o jsonpath='{.object.status.reportedAt} p99={.object.status.runQueueP99} classes={.object.status.latency.classes[*].p99} pods={.object.status.latency.pods[*].waitPerSecond} findings={.object.status.findings[*].type}{"\n"}' \
     >"$watch" 2>/dev/null &
