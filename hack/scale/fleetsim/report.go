@@ -248,7 +248,7 @@ func goalSummary(results []Result) string {
 	if !ratioDone {
 		parts = append(parts, "apiserver ratio n/a (no old and new run of one size)")
 	}
-	parts = append(parts, flatGoals(done)...)
+	flatGoals(done, flag, func(na string) { parts = append(parts, na) })
 	worst, quiet, series := 0.0, 0.0, 0.0
 	for _, r := range done {
 		worst = max(worst, r.Steady.ProfileStatusWrites)
@@ -279,15 +279,8 @@ func seriesNote(w Window) string {
 // and more at most goalFlatRatio × the 1000-node run's, and the agents'
 // writes per node at every size at most goalAgentCreateWrites at the
 // create and goalAgentChangeWrites at the change.
-func flatGoals(done []Result) []string {
-	var parts []string
-	flag := func(name string, ok bool, detail string) {
-		verdict := "FAIL"
-		if ok {
-			verdict = "PASS"
-		}
-		parts = append(parts, fmt.Sprintf("%s %s (%s)", name, verdict, detail))
-	}
+// Each goal goes to goalSummary's flag, or to note when no run can say.
+func flatGoals(done []Result, flag func(name string, ok bool, detail string), note func(string)) {
 	ref, hasRef := reference(done)
 	var ratios []string
 	flat := true
@@ -300,7 +293,7 @@ func flatGoals(done []Result) []string {
 		ratios = append(ratios, fmt.Sprintf("N=%d ×%.2f create, ×%.2f change", r.Nodes, c, ch))
 	}
 	if len(ratios) == 0 {
-		parts = append(parts, "apiserver-per-node-flat n/a (no 1000-node and 3000+-node new-reporting runs)")
+		note("apiserver-per-node-flat n/a (no 1000-node and 3000+-node new-reporting runs)")
 	} else {
 		flag("apiserver-per-node-flat", flat, strings.Join(ratios, "; "))
 	}
@@ -315,5 +308,4 @@ func flatGoals(done []Result) []string {
 		flag("agent-writes-create<=1.1", worstCreate <= goalAgentCreateWrites, fmt.Sprintf("max %.2f per node", worstCreate))
 		flag("agent-writes-change<=1.3", worstChange <= goalAgentChangeWrites, fmt.Sprintf("max %.2f per node", worstChange))
 	}
-	return parts
 }
