@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -60,7 +61,10 @@ func applyStatus(prev v1alpha1.LatencyNodeStatus, in applyInput) v1alpha1.Latenc
 		st.ObservedGeneration = gen
 	}
 	if in.Err == nil && (in.Report.Written > in.Reasserted || st.LastAppliedTime == nil) {
-		t := in.Now
+		// As the API server stores it, whole seconds: a window pass copies
+		// this status and compares it with the stored one
+		// (TestWindowAfterAnApplyWritesNothing).
+		t := metav1.NewTime(in.Now.UTC().Truncate(time.Second))
 		st.LastAppliedTime = &t
 	}
 	return st
