@@ -102,8 +102,8 @@ func material(w, n v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec) st
 	switch {
 	case !equality.Semantic.DeepEqual(w.Settings, n.Settings) || w.SettingsOmitted != n.SettingsOmitted:
 		return "settings"
-	case conditionsKey(w.Conditions) != conditionsKey(n.Conditions):
-		return "conditions"
+	case conditionsChange(w.Conditions, n.Conditions) != "":
+		return "conditions: " + conditionsChange(w.Conditions, n.Conditions)
 	case findingsKey(w.Findings) != findingsKey(n.Findings):
 		return "findings"
 	case w.HeldThreads != n.HeldThreads:
@@ -226,16 +226,39 @@ func ratioMoved(w, n string) bool {
 	return figures.RatioMoved(zero(w), zero(n))
 }
 
-func conditionsKey(cs []metav1.Condition) string {
-	var b strings.Builder
-	for _, c := range cs {
-		b.WriteString(c.Type + "|" + string(c.Status) + "|" + c.Reason + "|" + strconv.FormatInt(c.ObservedGeneration, 10))
-		if c.Type != v1alpha1.NodeWithinBudget && c.Type != v1alpha1.NodeRunQueueContention {
-			b.WriteString("|" + c.Message)
-		}
-		b.WriteString("\n")
+// conditionsChange names the first condition type that appeared, went or
+// differs between w and n as material compares them ("" when none does);
+// their order alone is not a change.
+func conditionsChange(w, n []metav1.Condition) string {
+	keys := make(map[string]string, len(w))
+	for _, c := range w {
+		keys[c.Type] = conditionKey(c)
 	}
-	return b.String()
+	seen := make(map[string]bool, len(n))
+	for _, c := range n {
+		seen[c.Type] = true
+		if k, ok := keys[c.Type]; !ok || k != conditionKey(c) {
+			return c.Type
+		}
+	}
+	for _, c := range w {
+		if !seen[c.Type] {
+			return c.Type
+		}
+	}
+	return ""
+}
+
+// conditionKey is what material compares of a condition: its status,
+// reason and observedGeneration, and its message except where it quotes
+// each window's figures (WithinBudget, RunQueueContention); never its
+// lastTransitionTime.
+func conditionKey(c metav1.Condition) string {
+	k := string(c.Status) + "|" + c.Reason + "|" + strconv.FormatInt(c.ObservedGeneration, 10)
+	if c.Type != v1alpha1.NodeWithinBudget && c.Type != v1alpha1.NodeRunQueueContention {
+		k += "|" + c.Message
+	}
+	return k
 }
 
 // findingsKey is the findings' types and severities, in no order: a held

@@ -437,6 +437,11 @@ func TestMaterialNamesTheFigure(t *testing.T) {
 		{"a class", func(st *v1alpha1.LatencyNodeStatus) { st.Latency.Classes[0].P99 = dur(time.Millisecond) }, "latency: class Node"},
 		{"a pod's wait", func(st *v1alpha1.LatencyNodeStatus) { st.Latency.Pods[0].WaitPerSecond = dur(time.Second / 10) }, "latency: pod wait"},
 		{"a pod's offender", func(st *v1alpha1.LatencyNodeStatus) { st.Latency.Pods[0].Offenders[0].Name = "c/hog" }, "latency: pod offender"},
+		{"a condition turned", func(st *v1alpha1.LatencyNodeStatus) { st.Conditions[2].Status = metav1.ConditionTrue }, "conditions: RunQueueContention"},
+		{"a condition went", func(st *v1alpha1.LatencyNodeStatus) { st.Conditions = st.Conditions[:2] }, "conditions: RunQueueContention"},
+		{"conditions in another order", func(st *v1alpha1.LatencyNodeStatus) {
+			st.Conditions[0], st.Conditions[2] = st.Conditions[2], st.Conditions[0]
+		}, ""},
 	} {
 		n := written()
 		c.change(&n)
