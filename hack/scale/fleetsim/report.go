@@ -88,24 +88,31 @@ func costTable(b *strings.Builder, results []Result) {
 
 // sizingTable renders what a control plane needs for a fleet: the API
 // server's CPU per node at the create and at the change (and as a multiple
-// of the 1000-node run's, which a flat cost keeps near 1), and the API
-// server cores that converge N nodes within convergeWithin at the costlier
-// of the two: N × CPU per node / 30 s.
+// of the 1000-node run's, which a flat cost keeps near 1), its CPU per
+// write (the same, per write of any writer: a phase that lasts more
+// measurement windows at a larger fleet, on this machine's two CPUs, has
+// its nodes write more often, which the per-node figure counts and the
+// per-write one does not), and the API server cores that converge N
+// nodes within convergeWithin at the costlier of the two phases: N × CPU
+// per node / 30 s.
 func sizingTable(b *strings.Builder, results []Result) {
 	ref, hasRef := reference(results)
-	fmt.Fprintf(b, "\nSizing: the API server's CPU per node (ms) and the API server cores a fleet of N needs to converge within %s (N × the costlier phase's CPU per node / %s):\n\n", convergeWithin, convergeWithin)
-	b.WriteString("| nodes | reporting | API server per node, create (ms) | change (ms) | × the 1000-node run (create / change) | API server cores for N in 30 s |\n")
-	b.WriteString("|---:|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(b, "\nSizing: the API server's CPU per node and per write (ms), and the API server cores a fleet of N needs to converge within %s (N × the costlier phase's CPU per node / %s):\n\n", convergeWithin, convergeWithin)
+	b.WriteString("| nodes | reporting | API server per node, create (ms) | change (ms) | × the 1000-node run (create / change) | per write, create / change (ms) | × the 1000-node run | API server cores for N in 30 s |\n")
+	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range results {
 		if r.Incomplete != "" {
 			continue
 		}
-		ratio := "n/a"
+		ratio, writeRatio := "n/a", "n/a"
 		if hasRef && !r.Old {
 			c, ch := flatRatios(r, ref)
 			ratio = fmt.Sprintf("%.2f / %.2f", c, ch)
+			writeRatio = fmt.Sprintf("%.2f / %.2f", r.CreateCost.APIServerPerWrite()/ref.CreateCost.APIServerPerWrite(),
+				r.ChangeCost.APIServerPerWrite()/ref.ChangeCost.APIServerPerWrite())
 		}
-		fmt.Fprintf(b, "| %d | %s | %.1f | %.1f | %s | %.2f |\n", r.Nodes, mode(r), r.CreateCost.APIServer, r.ChangeCost.APIServer, ratio, coresToConverge(r))
+		fmt.Fprintf(b, "| %d | %s | %.1f | %.1f | %s | %.1f / %.1f | %s | %.2f |\n", r.Nodes, mode(r), r.CreateCost.APIServer, r.ChangeCost.APIServer,
+			ratio, r.CreateCost.APIServerPerWrite(), r.ChangeCost.APIServerPerWrite(), writeRatio, coresToConverge(r))
 	}
 }
 

@@ -42,7 +42,7 @@ func goodFleet(n int, old bool) Result {
 		Steady: Window{ManagerCPU: 0.5 + 0.002*f, ManagerRSS: 60 << 20, ManagerRequests: f / 10, Nodes: n,
 			AgentRequests: f / 6, ProfileStatusWrites: 12, AgentStatusWrites: f / 6, APIServerCPU: 0.1},
 		Quiet:      Window{Length: time.Minute},
-		CreateCost: PhaseCost{APIServer: 15, AgentWrites: 1}, ChangeCost: PhaseCost{APIServer: 33, AgentWrites: 1.2}}
+		CreateCost: PhaseCost{APIServer: 15, ManagerWrites: 2, AgentWrites: 1}, ChangeCost: PhaseCost{APIServer: 33, ManagerWrites: 1, AgentWrites: 1.2}}
 	if old {
 		r.Heartbeat, r.StaleLimit, r.StaleAfter = 30*time.Second, 90*time.Second, 70*time.Second
 		r.Steady.AgentStatusWrites, r.Steady.APIServerCPU = 2*f, 1.2
@@ -146,11 +146,13 @@ func TestReportCostPerNode(t *testing.T) {
 	}
 	// Sizing: 3000 nodes × 36.1 ms (the change, costlier) in 30 s is 3.61
 	// cores; against the 1000-node run's 15 and 33 ms, ×1.37 and ×1.09.
-	want = "| 3000 | new (heartbeat 5m0s) | 20.6 | 36.1 | 1.37 / 1.09 | 3.61 |"
+	// Per write: 20.6 ms / 3.03 writes = 6.8 ms against 15 / 3 = 5 (×1.36);
+	// 36.1 / 2.25 = 16.0 against 33 / 2.2 = 15 (×1.07).
+	want = "| 3000 | new (heartbeat 5m0s) | 20.6 | 36.1 | 1.37 / 1.09 | 6.8 / 16.0 | 1.36 / 1.07 | 3.61 |"
 	if !strings.Contains(table, want) {
 		t.Errorf("sizing table lacks %q:\n%s", want, table)
 	}
-	if want := "| 1000 | old (heartbeat = interval) | 15.0 | 33.0 | n/a | 1.10 |"; !strings.Contains(table, want) {
+	if want := "| 1000 | old (heartbeat = interval) | 15.0 | 33.0 | n/a | 5.0 / 15.0 | n/a | 1.10 |"; !strings.Contains(table, want) {
 		t.Errorf("sizing table lacks %q:\n%s", want, table)
 	}
 }

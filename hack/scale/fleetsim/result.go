@@ -71,6 +71,15 @@ type PhaseCost struct {
 	ManagerWrites, AgentWrites          float64
 }
 
+// APIServerPerWrite is the API server's CPU per write in the phase, the
+// manager's and the agents' together (ms; 0 with no writes).
+func (c PhaseCost) APIServerPerWrite() float64 {
+	if w := c.ManagerWrites + c.AgentWrites; w > 0 {
+		return c.APIServer / w
+	}
+	return 0
+}
+
 // CPU is the phase's CPU per node, every process together (ms).
 func (c PhaseCost) CPU() float64 { return c.APIServer + c.Etcd + c.Simulator + c.Manager }
 
