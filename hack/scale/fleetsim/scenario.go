@@ -41,7 +41,9 @@ func (f *fleet) profile() *v1alpha1.LatencyProfile {
 // state; let the vanishing nodes go; change the spec and wait; disable
 // measurement, wait, and measure the quiet state.
 func (f *fleet) scenario(ctx context.Context) (Result, error) {
-	res := Result{Nodes: f.o.Nodes, Interval: f.o.Interval, Old: f.o.Heartbeat == f.o.Interval}
+	// Heartbeat is the configured one until the profile shows its own
+	// (an incomplete run is labelled by it).
+	res := Result{Nodes: f.o.Nodes, Interval: f.o.Interval, Heartbeat: f.o.Heartbeat, Old: f.o.Heartbeat == f.o.Interval}
 	p := f.profile()
 	c0, _ := scrape(ctx, f.api.adminCfg)
 	cpu0 := f.mgr.shares()
@@ -66,7 +68,7 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 	// evidence of the create): one interval, then the manager's writes end.
 	time.Sleep(f.o.Interval)
 	if _, settled, err := f.managerSettled(ctx, start); err != nil || !settled {
-		res.Incomplete = fmt.Sprintf("after create: the manager still wrote %s after the change", f.o.Timeout)
+		res.Incomplete = fmt.Sprintf("after create: the manager still wrote %s after all nodes reported", f.o.Timeout)
 		_, res.ManagerMeasured = f.mgr.sample()
 		return res, err
 	}
@@ -227,7 +229,9 @@ const settledFor = 10 * time.Second
 // and returns when its last write came, counted from start; settled is
 // false when it still wrote at the run's timeout.
 func (f *fleet) managerSettled(ctx context.Context, start time.Time) (last time.Duration, settled bool, err error) {
-	writes, lastAt := -1.0, time.Now()
+	// The timeout runs from now, not from start: a 5000-node create that
+	// took 4m48s left the manager 12 s to settle in a 5m timeout.
+	writes, lastAt, begin := -1.0, time.Now(), time.Now()
 	for {
 		c, err := scrape(ctx, f.api.adminCfg)
 		if err != nil {
@@ -241,7 +245,7 @@ func (f *fleet) managerSettled(ctx context.Context, start time.Time) (last time.
 			f.logf("the manager's writes for the change ended %s after it", d.Round(time.Second))
 			return d, true, nil
 		}
-		if time.Since(start) > f.o.Timeout {
+		if time.Since(begin) > f.o.Timeout {
 			return 0, false, nil
 		}
 		select {
