@@ -109,7 +109,7 @@ func podBudgets(rs []v1alpha1.PodBudgetResult) *v1alpha1.PodBudgetsStatus {
 func (r *Reconciler) baseline(ctx context.Context, ln *v1alpha1.LatencyNode, node snapshot.Node) v1alpha1.LatencyNodeStatus {
 	layout, _ := sysctl.Probe(r.Root, false)
 	kf := facts.ReadOn(r.Root, node.Cmdline, layout.EEVDF, wasMounted(ln))
-	pods, err := r.pods(ctx)
+	pods, err := r.pods(ctx, measurementOnly(ln.Spec))
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the node's pods; measuring the node without them")
 	}

@@ -36,7 +36,7 @@ func (r *Reconciler) publishGrants(ctx context.Context, ln *v1alpha1.LatencyNode
 	if r.Hook == nil {
 		return
 	}
-	ns, err := r.namespaceLabels(ctx)
+	ns, err := r.namespaceLabels(ctx, ln.Spec.Tuning)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Withdrew the NRI hook's grants: could not read namespaces")
 		r.Hook.Publish(nil)

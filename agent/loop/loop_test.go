@@ -91,11 +91,14 @@ func startObservedAgent(t *testing.T, env *envtest.Environment, root *host.Root,
 	runAgent(t, env, Options{NodeName: nodeName, Root: root, Resync: resync, Observer: obs})
 }
 
-// runAgent runs the agent loop with o (its log and API server config
-// filled in) until the test ends.
+// runAgent runs the agent loop with o (its log, and its API server config
+// unless o has one, filled in) until the test ends.
 func runAgent(t *testing.T, env *envtest.Environment, o Options) {
 	t.Helper()
-	o.Log, o.Config = testr.NewWithOptions(t, testr.Options{Verbosity: 1}), env.Config
+	o.Log = testr.NewWithOptions(t, testr.Options{Verbosity: 1})
+	if o.Config == nil {
+		o.Config = env.Config
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

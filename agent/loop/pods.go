@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"latencytier.io/latencytier/agent/podcgroup"
+	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
 )
 
 // Pod sources: where the agent learns which pods run on its node
@@ -82,13 +83,14 @@ func (r *Reconciler) podSource() PodSource {
 }
 
 // pods are the pods of this node that have not finished, from the pod
-// source, with the labels of their namespaces, in a stable order.
-func (r *Reconciler) pods(ctx context.Context) ([]podcgroup.Pod, error) {
+// source, with the labels of their namespaces when t grants by them
+// (namespaceLabels), in a stable order.
+func (r *Reconciler) pods(ctx context.Context, t v1alpha1.TuningSpec) ([]podcgroup.Pod, error) {
 	out, err := r.podSource().Pods(ctx)
 	if err != nil {
 		return nil, err
 	}
-	nsLabels, err := r.namespaceLabels(ctx)
+	nsLabels, err := r.namespaceLabels(ctx, t)
 	if err != nil {
 		return nil, err
 	}

@@ -115,6 +115,11 @@ type Reconciler struct {
 	tier *tierState
 	// own is the agent's last status write (ownStatus).
 	own *ownWrite
+	// watchNamespaces starts the Namespace watch (namespaceLabels); nil:
+	// none to start (tests that build a Reconciler by hand read through
+	// Client alone). namespacesWatched says it started.
+	watchNamespaces   func() error
+	namespacesWatched bool
 }
 
 // ownWrite is the agent's last status write: the status it patched and the
@@ -142,9 +147,11 @@ func (r *Reconciler) ownStatus(ln *v1alpha1.LatencyNode) {
 
 // SetupWithManager watches the LatencyNode named NodeName, the node's pods
 // (only changes that matter for opt-in or cgroups: the pod informer's
-// events in APIServer mode, the runtime's in Runtime mode), Namespace
-// labels (they grant opt-ins), the Meter's windows, and enqueues once at
-// start so a journal is restored even when no LatencyNode exists.
+// events in APIServer mode, the runtime's in Runtime mode), the Meter's
+// windows, and enqueues once at start so a journal is restored even when
+// no LatencyNode exists. Namespace labels (they grant opt-ins) are
+// watched from the first pass whose spec grants by namespace
+// (namespaceLabels), not before.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: r.NodeName}}
 	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
@@ -157,7 +164,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("latencynode-agent").
 		For(&v1alpha1.LatencyNode{}, builder.WithPredicates(notStatusOnly())).
-		Watches(&corev1.Namespace{}, toNode, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(start)
 	switch src := r.Pods.(type) {
 	case nil:
@@ -175,7 +181,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		})
 		b = b.WatchesRawSource(source.Channel(r.Meter.events, toWindow))
 	}
-	return b.Complete(r)
+	c, err := b.Build(r)
+	if err != nil {
+		return err
+	}
+	namespaces := source.Kind(mgr.GetCache(), &corev1.Namespace{},
+		handler.TypedEnqueueRequestsFromMapFunc(func(context.Context, *corev1.Namespace) []reconcile.Request {
+			return []reconcile.Request{req}
+		}), predicate.TypedLabelChangedPredicate[*corev1.Namespace]{})
+	r.watchNamespaces = func() error { return c.Watch(namespaces) }
+	return nil
 }
 
 // signalSource enqueues req on every signal of changed, until the
@@ -361,7 +376,7 @@ const eventStatusRefused = "StatusRefused"
 
 func (r *Reconciler) apply(ctx context.Context, ln *v1alpha1.LatencyNode, node snapshot.Node) (v1alpha1.LatencyNodeStatus, error) {
 	log := ctrl.LoggerFrom(ctx)
-	pods, err := r.pods(ctx)
+	pods, err := r.pods(ctx, ln.Spec.Tuning)
 	var podsUnknown error
 	if errors.Is(err, nri.ErrPodsUnknown) {
 		// Node-wide tuning goes on; what pods hold is left as it is and

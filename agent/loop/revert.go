@@ -57,7 +57,7 @@ func (r *Reconciler) revert(ctx context.Context, ln *v1alpha1.LatencyNode, node 
 	}
 	layout, _ := sysctl.Probe(r.Root, false)
 	kf := facts.ReadOn(r.Root, node.Cmdline, layout.EEVDF, wasMounted(ln))
-	pods, _ := r.pods(ctx)
+	pods, _ := r.pods(ctx, measurementOnly(ln.Spec))
 	r.held(ln, node, measurementOnly(ln.Spec), pods, err == nil)
 	st := revertStatus(ln.Status, revertInput{Node: ln, Report: rep, Err: err, Kernel: kf, Now: metav1.Now()})
 	st.Isolation = nil // reverted: nothing of the profile's isolates the CPUs any more
