@@ -158,7 +158,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// The tier scheduler's watch: an ejection by the kernel is recorded
 	// within a second and enqueues a pass, which reports Fallback.
-	if err := mgr.Add(&tiersched.Watcher{Root: o.Root, Revision: r.tier.currentRevision, OnEject: r.tier.signal, Log: o.Log}); err != nil {
+	if err := mgr.Add(&tiersched.Watcher{Root: o.Root, Revision: r.tier.currentRevision, OnEject: r.tier.signal, Log: o.Log,
+		Wanted: r.tier.wanted.Load, Wake: r.tier.wake}); err != nil {
 		return err
 	}
 	if o.Meter != nil {

@@ -14,14 +14,35 @@ import (
 
 // tierState is the reconciler's side of the tier scheduler
 // (agent/tiersched): the revision a pass last asked for it at, which the
-// watcher records in an ejection's marker, and the signal the watcher
-// sends after one, which enqueues a pass.
+// watcher records in an ejection's marker, the signal the watcher sends
+// after one, which enqueues a pass, and whether the last pass wanted the
+// scheduler, with the wake that starts the watcher when it does.
 type tierState struct {
 	revision atomic.Pointer[string]
 	ejected  chan struct{}
+	wanted   atomic.Bool
+	wake     chan struct{}
 }
 
-func newTierState() *tierState { return &tierState{ejected: make(chan struct{}, 1)} }
+func newTierState() *tierState {
+	return &tierState{ejected: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+}
+
+// want records whether a pass wants the tier scheduler and, when it
+// does, wakes the watcher (before the pass loads it). A Reconciler built
+// by hand has no tierState and no watcher.
+func (t *tierState) want(w bool) {
+	if t == nil {
+		return
+	}
+	t.wanted.Store(w)
+	if w {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	}
+}
 
 func (t *tierState) currentRevision() string {
 	if p := t.revision.Load(); p != nil {
@@ -52,6 +73,7 @@ func schedulerClass(t v1alpha1.TuningSpec) *v1alpha1.SchedulerClass {
 // check needs them).
 func (r *Reconciler) tierClass(ln *v1alpha1.LatencyNode, ds *desired.State, podsUnknown error) {
 	class := schedulerClass(ln.Spec.Tuning)
+	r.tier.want(class != nil && *class == v1alpha1.SchedulerClassTier)
 	if class == nil {
 		_, _, _ = tiersched.Desire(r.Root, nil, ln.Spec.Revision, nil) // clears a stale marker
 		return

@@ -135,6 +135,13 @@ func Check(root *host.Root, revision string, now time.Time) (*Exit, error) {
 // Watcher checks every Interval (a manager Runnable beside the loop) and
 // calls Ejected after recording an ejection, so a pass reports Fallback
 // within a second or so of the kernel's decision.
+//
+// With Wake set it checks only while the tier scheduler is wanted or
+// pinned: a node that never runs it is not woken every second for a stat
+// (issue 43: on a latency-tier node a daemon's needless wakeups are
+// jitter, and in bench-scale's simulator they were 8 % of its CPU). Idle,
+// it holds no timer and waits for Wake, which a pass that wants the
+// scheduler sends on before loading it.
 type Watcher struct {
 	Root *host.Root
 	// Revision is the revision the node holds (the marker records it).
@@ -143,6 +150,16 @@ type Watcher struct {
 	OnEject  func(*Exit)
 	Interval time.Duration
 	Log      logr.Logger
+	// Wanted says a pass wants the tier scheduler here; Wake receives
+	// when that becomes so. Both nil: check every Interval throughout.
+	Wanted func() bool
+	Wake   <-chan struct{}
+}
+
+// idle says the watcher has nothing to watch: it waits on Wake, nothing
+// is wanted and nothing is pinned.
+func (w *Watcher) idle() bool {
+	return w.Wake != nil && w.Wanted != nil && !w.Wanted() && !tbpf.Pinned(PinDir(w.Root))
 }
 
 // Start watches until ctx ends.
@@ -151,12 +168,29 @@ func (w *Watcher) Start(ctx context.Context) error {
 	if iv <= 0 {
 		iv = time.Second
 	}
+	for {
+		if w.idle() {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-w.Wake:
+			}
+		}
+		if !w.poll(ctx, iv) {
+			return nil
+		}
+	}
+}
+
+// poll checks every iv until ctx ends (false) or the watcher is idle
+// (true).
+func (w *Watcher) poll(ctx context.Context, iv time.Duration) bool {
 	t := time.NewTicker(iv)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return false
 		case now := <-t.C:
 			ex, err := Check(w.Root, w.Revision(), now)
 			if err != nil {
@@ -167,6 +201,9 @@ func (w *Watcher) Start(ctx context.Context) error {
 				if w.OnEject != nil {
 					w.OnEject(ex)
 				}
+			}
+			if w.idle() {
+				return true
 			}
 		}
 	}

@@ -1,15 +1,18 @@
 package tiersched
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf/btf"
+	"github.com/go-logr/logr"
 
 	"latencytier.io/latencytier/agent/host"
 	"latencytier.io/latencytier/agent/kerr"
@@ -360,5 +363,53 @@ func TestKnob(t *testing.T) {
 func TestTierIsTheAPIsReportedClass(t *testing.T) {
 	if got := v1alpha1.SchedulerClassTier.ReportedClass(); got != Tier {
 		t.Errorf("v1alpha1.SchedulerClassTier.ReportedClass() = %q, the scheduler reports %q", got, Tier)
+	}
+}
+
+// With Wake, the watcher makes no check while the tier scheduler is
+// neither wanted nor pinned: a pin and an ejection that appear then are
+// not seen (before issue 43's change it stat'ed every Interval on every
+// node, and recorded this one at once). Once a pass wants the scheduler
+// and wakes it, it checks every Interval and records the ejection.
+func TestWatcherIdleUntilWanted(t *testing.T) {
+	f := newFixture(t)
+	f.schedExt(schedext.StateDisabled, 5, "")
+	var wanted atomic.Bool
+	wake := make(chan struct{}, 1)
+	ejected := make(chan *Exit, 16)
+	w := &Watcher{Root: f.root, Revision: func() string { return "rev-3" }, Interval: 10 * time.Millisecond,
+		Log: logr.Discard(), Wanted: wanted.Load, Wake: wake,
+		OnEject: func(ex *Exit) {
+			select {
+			case ejected <- ex:
+			default:
+			}
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watcher: %v", err)
+		}
+	})
+
+	time.Sleep(50 * time.Millisecond) // the watcher has gone idle
+	f.write(strings.TrimPrefix(PinDir(f.root), f.root.Dir()+"/")+"/link", "")
+	time.Sleep(300 * time.Millisecond) // 30 intervals
+	if ex, _ := ReadExit(f.root); ex != nil {
+		t.Fatalf("the idle watcher recorded %+v: it checked with nothing wanted", ex)
+	}
+
+	wanted.Store(true)
+	wake <- struct{}{}
+	select {
+	case ex := <-ejected:
+		if ex.Revision != "rev-3" || ex.EnableSeq != 5 {
+			t.Errorf("ejection %+v, want rev-3 at enable_seq 5", ex)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ejection recorded after the wake")
 	}
 }
