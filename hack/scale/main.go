@@ -59,7 +59,7 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&o.Interval, "interval", 30*time.Second, "measurement interval: every agent reports this often")
 	flag.DurationVar(&o.Resync, "resync", 30*time.Second, "agent resync (drift re-check)")
 	flag.DurationVar(&o.Settle, "settle", 15*time.Second, "wait before each measured window")
-	flag.DurationVar(&o.Steady, "steady", 6*time.Minute, "steady-state window (agents measuring); longer than the heartbeat, so heartbeat writes are counted")
+	flag.DurationVar(&o.Steady, "steady", 8*time.Minute, "steady-state window (agents measuring); longer than the longest stretched heartbeat (1.5 at 5m), so every node's heartbeat writes are counted")
 	flag.DurationVar(&o.Quiet, "quiet", time.Minute, "quiet window (measurement Disabled, nothing changing)")
 	flag.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "longest wait for every node to report")
 	groupNice := flag.Int("autogroup-nice", -15, "run in a session of its own whose scheduler autogroup has this nice (0: leave the scheduling as it is); needs root")
@@ -214,7 +214,7 @@ root (no kernel writes), watching only its own LatencyNode and measuring with th
 (schedstat source) every %s. The API server, the manager and every agent share the machine.
 The old reporting is a heartbeat equal to the measurement interval: every agent writes its
 status once per window, as before issue 30. The new one writes when something a reader acts
-on changed and otherwise once per heartbeat, which each node stretches by 2-10%% (a share
+on changed and otherwise once per heartbeat, which each node stretches by 2-50%% (a share
 fixed by its name), so a fleet that applied together does not write every heartbeat at once.
 
 Columns: time from creating the profile until every node reported Applied at its generation;
@@ -245,7 +245,7 @@ const method = `
   every second.
 - The agents report when their Measurer's window ends; windows start when each agent first
   applied, so a fleet that applied together measures together; with the new reporting only
-  the heartbeats (each node's own, 2-10% over the interval) spread apart, cycle by cycle.
+  the heartbeats (each node's own, 2-50% over the interval) spread apart, cycle by cycle.
 - The progress lines (not the table) split the manager's writes of the create and of the
   change by resource (Node labels, LatencyNodes, Events, profile status), from FlowSchemas
   per resource as below.
