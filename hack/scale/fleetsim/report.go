@@ -70,9 +70,9 @@ func Report(results []Result, plot string) (markdown, summary string) {
 // CPU of every process (the machine's 2 cores bound a phase at N nodes
 // to N × CPU per node / 2 at best) and the writes.
 func costTable(b *strings.Builder, results []Result) {
-	b.WriteString("\nCost per node of the create and of the spec change: CPU (ms: all processes, then API server / etcd / simulator / manager) and writes (manager / agents' status):\n\n")
-	b.WriteString("| nodes | reporting | create CPU per node (ms) | create writes per node | change CPU per node (ms) | change writes per node |\n")
-	b.WriteString("|---:|---|---:|---:|---:|---:|\n")
+	b.WriteString("\nCost per node of the create and of the spec change: CPU (ms: all processes, then API server / etcd / simulator / manager) and writes (manager / agents' status); and the agents' status writes per node from the create until every node's first window was judged (its report and its first verdicts, at any fleet size):\n\n")
+	b.WriteString("| nodes | reporting | create CPU per node (ms) | create writes per node | change CPU per node (ms) | change writes per node | agents' writes per node, create through the first window |\n")
+	b.WriteString("|---:|---|---:|---:|---:|---:|---:|\n")
 	cpu := func(c PhaseCost) string {
 		return fmt.Sprintf("%.1f (%.1f / %.1f / %.1f / %.1f)", c.CPU(), c.APIServer, c.Etcd, c.Simulator, c.Manager)
 	}
@@ -81,7 +81,8 @@ func costTable(b *strings.Builder, results []Result) {
 		if r.Incomplete != "" {
 			continue
 		}
-		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s |\n", r.Nodes, mode(r), cpu(r.CreateCost), w(r.CreateCost), cpu(r.ChangeCost), w(r.ChangeCost))
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %.2f |\n", r.Nodes, mode(r), cpu(r.CreateCost), w(r.CreateCost), cpu(r.ChangeCost), w(r.ChangeCost),
+			r.FirstWindowWrites)
 	}
 	sizingTable(b, results)
 }

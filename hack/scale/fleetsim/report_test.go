@@ -134,13 +134,15 @@ func TestReportOldAndNewSideBySide(t *testing.T) {
 }
 
 // The cost table gives each run's CPU per node, all processes and each,
-// and the writes per node, of the create and of the change.
+// and the writes per node, of the create and of the change, and the
+// agents' writes per node through every node's first window.
 func TestReportCostPerNode(t *testing.T) {
 	runs := goodRuns()
 	runs[2].CreateCost = PhaseCost{APIServer: 20.6, Etcd: 2, Simulator: 6.8, Manager: 6.8, ManagerWrites: 2.03, AgentWrites: 1}
 	runs[2].ChangeCost = PhaseCost{APIServer: 36.1, Etcd: 1.7, Simulator: 12, Manager: 3.9, ManagerWrites: 1.01, AgentWrites: 1.24}
+	runs[2].FirstWindowWrites = 2.004
 	table, _ := Report(runs, "")
-	want := "| 3000 | new (heartbeat 5m0s) | 36.2 (20.6 / 2.0 / 6.8 / 6.8) | 2.03 / 1.00 | 53.7 (36.1 / 1.7 / 12.0 / 3.9) | 1.01 / 1.24 |"
+	want := "| 3000 | new (heartbeat 5m0s) | 36.2 (20.6 / 2.0 / 6.8 / 6.8) | 2.03 / 1.00 | 53.7 (36.1 / 1.7 / 12.0 / 3.9) | 1.01 / 1.24 | 2.00 |"
 	if !strings.Contains(table, want) {
 		t.Errorf("cost table lacks %q:\n%s", want, table)
 	}

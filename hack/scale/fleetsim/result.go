@@ -14,6 +14,14 @@ type Result struct {
 	// CreateCost and ChangeCost are what the create and the spec change
 	// cost per node: CPU and writes.
 	CreateCost, ChangeCost PhaseCost
+	// FirstWindowWrites are the agents' status writes per node from the
+	// create until every node's first window under the tuning was judged
+	// (the manager then wrote nothing for 10 s): the create's report and
+	// its first verdicts, which a node writes at any fleet size; the
+	// create phase counts the verdicts only of the nodes whose first
+	// window ends before the last node reported, so more of them the
+	// longer the phase lasts.
+	FirstWindowWrites float64
 	// Steady is the steady-state window: agents measuring every Interval.
 	Steady Window
 	// Quiet is the window with measurement Disabled and nothing changing.

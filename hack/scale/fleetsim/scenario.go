@@ -72,6 +72,11 @@ func (f *fleet) scenario(ctx context.Context) (Result, error) {
 		_, res.ManagerMeasured = f.mgr.sample()
 		return res, err
 	}
+	if c1, err := scrape(ctx, f.api.adminCfg); err == nil {
+		res.FirstWindowWrites = c1.minus(c0).AgentStatusWrites / float64(f.o.Nodes)
+		f.logf("create through every node's first window, %s: agents' status writes %.2f per node, by reason: %s",
+			time.Since(start).Round(time.Second), res.FirstWindowWrites, since(why0, f.why.snapshot()))
+	}
 	res.Heartbeat = f.obs.heartbeat(ctx, profileName)
 	silent, silentAt := f.silence()
 	res.StaleLimit = 3 * res.Heartbeat
