@@ -83,8 +83,8 @@ test-holdout: build ## Contention holdout on the local cluster: an idle pinned p
 bench: build ## Reproduce the run-queue incidents (autogroup, CFS throttling, IRQs, idle exit) before and after the agent's fix; writes docs/benchmarks.md.
 	hack/bench/run.sh
 
-BENCH_SCALE_NODES ?= 1000,1000,3000
-BENCH_SCALE_HEARTBEATS ?= interval,5m,5m
+BENCH_SCALE_NODES ?= 1000,1000,3000,5000
+BENCH_SCALE_HEARTBEATS ?= interval,5m,5m,5m
 BENCH_SCALE_ARGS ?=
 
 .PHONY: bench-scale

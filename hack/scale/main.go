@@ -46,8 +46,8 @@ func run(ctx context.Context) error {
 	// and plot, which would mark every run after the first -dirty.
 	rev := gitRev()
 	o := fleetsim.Options{Progress: os.Stderr}
-	sizes := flag.String("nodes", "1000,1000,3000", "fleet sizes to run, comma-separated, in this order")
-	heartbeats := flag.String("heartbeat", "interval,5m,5m", "each run's agent --status-heartbeat, comma-separated, one per -nodes entry (or one for all): a duration, or `interval` for the old reporting (a status write per measurement window)")
+	sizes := flag.String("nodes", "1000,1000,3000,5000", "fleet sizes to run, comma-separated, in this order")
+	heartbeats := flag.String("heartbeat", "interval,5m,5m,5m", "each run's agent --status-heartbeat, comma-separated, one per -nodes entry (or one for all): a duration, or `interval` for the old reporting (a status write per measurement window)")
 	out := flag.String("out", "docs/scale.md", "report to write (the SVG plot goes beside it)")
 	flag.StringVar(&o.ManagerBinary, "manager", "bin/latencytier", "latencytier binary to run as `manager` (empty: in process, CPU/RSS unmeasured)")
 	cpuProfile := flag.String("cpuprofile", "", "write the simulator's own CPU profile (the agents) to this file")
@@ -61,7 +61,7 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&o.Settle, "settle", 15*time.Second, "wait before each measured window")
 	flag.DurationVar(&o.Steady, "steady", 8*time.Minute, "steady-state window (agents measuring); longer than the longest stretched heartbeat (1.5 at 5m), so every node's heartbeat writes are counted")
 	flag.DurationVar(&o.Quiet, "quiet", time.Minute, "quiet window (measurement Disabled, nothing changing)")
-	flag.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "longest wait for every node to report")
+	flag.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "longest wait for every node to report (a 5000-node create took 2m45s-4m48s on 2 CPUs)")
 	groupNice := flag.Int("autogroup-nice", -15, "run in a session of its own whose scheduler autogroup has this nice (0: leave the scheduling as it is); needs root")
 	drift := flag.Float64("drift", 0, "percent of nodes whose autogroup someone keeps rewriting")
 	fail := flag.Float64("fail", 0, "percent of nodes that fail a setting")
