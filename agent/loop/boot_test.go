@@ -143,10 +143,10 @@ func TestBootIsMaterial(t *testing.T) {
 	w := v1alpha1.LatencyNodeStatus{ReportedAt: &now, Boot: &v1alpha1.BootStatus{State: v1alpha1.BootStaged, BootID: "b1"}}
 	n := *w.DeepCopy()
 	n.Boot.State = v1alpha1.BootFailed
-	if due, why := reportDue(w, n, v1alpha1.LatencyNodeSpec{}, now.Time, time.Hour); !due || why != "boot" {
+	if due, why := reportDue(w, nil, n, v1alpha1.LatencyNodeSpec{}, now.Time, time.Hour); !due || why != "boot" {
 		t.Errorf("due %v why %q", due, why)
 	}
-	if due, _ := reportDue(w, *w.DeepCopy(), v1alpha1.LatencyNodeSpec{}, now.Time, time.Hour); due {
+	if due, _ := reportDue(w, nil, *w.DeepCopy(), v1alpha1.LatencyNodeSpec{}, now.Time, time.Hour); due {
 		t.Error("an unchanged boot status is written before the heartbeat")
 	}
 }

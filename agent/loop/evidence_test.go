@@ -233,7 +233,9 @@ func TestEvidenceBaselineApplyAndRevisionChange(t *testing.T) {
 
 // With measurement on, the agent writes its status at most once per
 // window: the passes in between (resyncs, pod events) find nothing new,
-// also in the measured latency copied beside the evidence.
+// also in the measured latency copied beside the evidence. Each window's
+// wait is four times the last's, a move written from its window
+// (figures.Sudden), so every window is written once.
 func TestEvidenceWritesAtMostOncePerWindow(t *testing.T) {
 	c, _ := startAPI(t)
 	_, r, sc := quietSetup(t, c, "node-m", 3, nil)
@@ -243,8 +245,10 @@ func TestEvidenceWritesAtMostOncePerWindow(t *testing.T) {
 	r.Meter = m
 	pass(t, r, "node-m")
 	const windows = 4
-	for i := range windows {
-		wl.run(time.Duration(i+1) * 100 * time.Microsecond)
+	wait := 100 * time.Microsecond
+	for range windows {
+		wl.run(wait)
+		wait *= 4
 		step(t, m, fc, defaultMeasureInterval, true)
 		for range 5 {
 			pass(t, r, "node-m")

@@ -86,6 +86,10 @@ type Reconciler struct {
 	// last is what the newest full pass computed, which a window pass
 	// updates with the window (window.go); nil before the first.
 	last *lastPass
+	// shown is the status the newest pass computed, with the measurement
+	// window it showed; before is the newest pass's of the window before
+	// that (windowBefore).
+	shown, before *windowStatus
 
 	// driftSeen holds each drifted setting for driftHold after it was last
 	// found, so a one-pass re-assert is visible to the controller and to
@@ -301,7 +305,7 @@ func (r *Reconciler) report(ctx context.Context, ln *v1alpha1.LatencyNode, st v1
 	st.HeartbeatInterval = &metav1.Duration{Duration: heartbeat}
 	st.ReportedAt = ln.Status.ReportedAt
 	st.Findings = r.holdFindings(ln.Status.Findings, st.Findings, now, findingHold(ln.Spec.Tuning.Measurement))
-	due, why := reportDue(ln.Status, st, ln.Spec, now, nodeHeartbeat(heartbeat, r.NodeName))
+	due, why := reportDue(ln.Status, r.windowBefore(ln.UID, st), st, ln.Spec, now, nodeHeartbeat(heartbeat, r.NodeName))
 	if !due {
 		again.RequeueAfter = min(again.RequeueAfter, r.untilHeartbeat(ln.Status, now))
 		return again, nil

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"latencytier.io/latencytier/agent/measure"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
@@ -58,9 +59,27 @@ func nodeHeartbeat(heartbeat time.Duration, node string) time.Duration {
 // old. It is the whole of the agent's write decision: a pass that is not
 // due leaves the written status, whose measurement and evidence are then
 // older than the pass's, as it is.
-func reportDue(written, next v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec, now time.Time, heartbeat time.Duration) (bool, string) {
-	if why := material(written, next, spec); why != "" {
-		return true, why
+//
+// A figure that moved by figures.Factor but less than figures.Sudden from
+// what was written is written only when prev, the status of the window
+// before next's (nil when none, or it was written), moved the same figure
+// by Factor too: one window's wander (the holdout's ×2.2, issue 43) is not
+// written, a move that holds is, one window later. Everything else
+// material names, a figure appearing or going, the evidence a rollout
+// verifies and a move by Sudden is written from the window it is in.
+func reportDue(written v1alpha1.LatencyNodeStatus, prev *v1alpha1.LatencyNodeStatus, next v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec, now time.Time, heartbeat time.Duration) (bool, string) {
+	for _, f := range []figures.Rule{figures.Never, figures.Sudden} {
+		if c := changes(f, written, next, spec); len(c) > 0 {
+			return true, c[0]
+		}
+	}
+	if moved := changes(figures.Factor, written, next, spec); len(moved) > 0 && prev != nil {
+		before := changes(figures.Factor, written, *prev, spec)
+		for _, why := range moved {
+			if slices.Contains(before, why) {
+				return true, why + " (confirmed)"
+			}
+		}
 	}
 	if written.ReportedAt == nil {
 		return true, "first report"
@@ -103,43 +122,45 @@ func reportDue(written, next v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNo
 // every window); figures.Moved is written against what was last written,
 // not against a fixed bucket, so wander is not written and a doubling is.
 func material(w, n v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec) string {
-	switch {
-	case !equality.Semantic.DeepEqual(w.Settings, n.Settings) || w.SettingsOmitted != n.SettingsOmitted:
-		return "settings"
-	case conditionsChange(w.Conditions, n.Conditions) != "":
-		return "conditions: " + conditionsChange(w.Conditions, n.Conditions)
-	case findingsKey(w.Findings) != findingsKey(n.Findings):
-		return "findings"
-	case w.HeldThreads != n.HeldThreads:
-		return "heldThreads"
-	case !equality.Semantic.DeepEqual(w.Kernel, n.Kernel):
-		return "kernel"
-	case !equality.Semantic.DeepEqual(w.Boot, n.Boot):
-		return "boot"
-	case w.Profile != n.Profile || w.ProfileGeneration != n.ProfileGeneration:
-		return "profile"
-	case w.ObservedGeneration != n.ObservedGeneration:
-		return "observedGeneration"
-	case !timesEqual(w.LastAppliedTime, n.LastAppliedTime):
-		return "lastAppliedTime"
-	case !equality.Semantic.DeepEqual(w.HeartbeatInterval, n.HeartbeatInterval):
-		return "heartbeatInterval"
-	case !equality.Semantic.DeepEqual(w.Baseline, n.Baseline):
-		return "baseline"
-	case currentChange(w.Current, n.Current, spec.VerifyAfter) != "":
-		return "current: " + currentChange(w.Current, n.Current, spec.VerifyAfter)
-	case durationMoved(w.RunQueueP99, n.RunQueueP99):
-		return "runQueueP99"
-	case ratioMoved(w.ThrottledRatio, n.ThrottledRatio):
-		return "throttledRatio"
-	case latencyChange(w.Latency, n.Latency) != "":
-		return "latency: " + latencyChange(w.Latency, n.Latency)
-	case throttlingMoved(w.Throttling, n.Throttling):
-		return "throttling"
-	case podBudgetsKey(w.PodBudgets) != podBudgetsKey(n.PodBudgets):
-		return "podBudgets"
+	if c := changes(figures.Factor, w, n, spec); len(c) > 0 {
+		return c[0]
 	}
 	return ""
+}
+
+// changes names everything material counts that differs between w and n,
+// in material's order, with the figures compared by rule f: under
+// figures.Never only what a reader acts on apart from the figures' values
+// (material's first list, a figure appearing or going, and the evidence
+// while it is verified) is named.
+func changes(f figures.Rule, w, n v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec) []string {
+	var c []string
+	add := func(changed bool, why string) {
+		if changed {
+			c = append(c, why)
+		}
+	}
+	named := func(prefix, what string) {
+		add(what != "", prefix+what)
+	}
+	add(!equality.Semantic.DeepEqual(w.Settings, n.Settings) || w.SettingsOmitted != n.SettingsOmitted, "settings")
+	named("conditions: ", conditionsChange(w.Conditions, n.Conditions))
+	add(findingsKey(w.Findings) != findingsKey(n.Findings), "findings")
+	add(w.HeldThreads != n.HeldThreads, "heldThreads")
+	add(!equality.Semantic.DeepEqual(w.Kernel, n.Kernel), "kernel")
+	add(!equality.Semantic.DeepEqual(w.Boot, n.Boot), "boot")
+	add(w.Profile != n.Profile || w.ProfileGeneration != n.ProfileGeneration, "profile")
+	add(w.ObservedGeneration != n.ObservedGeneration, "observedGeneration")
+	add(!timesEqual(w.LastAppliedTime, n.LastAppliedTime), "lastAppliedTime")
+	add(!equality.Semantic.DeepEqual(w.HeartbeatInterval, n.HeartbeatInterval), "heartbeatInterval")
+	add(!equality.Semantic.DeepEqual(w.Baseline, n.Baseline), "baseline")
+	named("current: ", currentChange(f, w.Current, n.Current, spec.VerifyAfter))
+	add(f.DurationMoved(w.RunQueueP99, n.RunQueueP99), "runQueueP99")
+	add(ratioMoved(f, w.ThrottledRatio, n.ThrottledRatio), "throttledRatio")
+	named("latency: ", latencyChange(f, w.Latency, n.Latency))
+	add(throttlingMoved(f, w.Throttling, n.Throttling), "throttling")
+	add(podBudgetsKey(w.PodBudgets) != podBudgetsKey(n.PodBudgets), "podBudgets")
+	return c
 }
 
 // verifyWindows is how many measurement windows after spec.verifyAfter the
@@ -158,7 +179,7 @@ const verifyWindows = 10
 // window that only repeats the written one's figures is not written until
 // the heartbeat. The name goes to the log of the write (issue 43: which
 // figure of a quiet node's evidence moved).
-func currentChange(w, n *v1alpha1.LatencyEvidence, verifyAfter *metav1.Time) string {
+func currentChange(f figures.Rule, w, n *v1alpha1.LatencyEvidence, verifyAfter *metav1.Time) string {
 	if w == nil || n == nil {
 		if (w == nil) != (n == nil) {
 			return "presence"
@@ -174,7 +195,7 @@ func currentChange(w, n *v1alpha1.LatencyEvidence, verifyAfter *metav1.Time) str
 	if (w.RunQueue.Samples == 0) != (n.RunQueue.Samples == 0) {
 		return "runQueue samples"
 	}
-	moved, pods := durationMoved, judgeablePods
+	moved, pods := f.DurationMoved, judgeablePods
 	if verifying(n, verifyAfter) {
 		moved, pods = measure.P99Moved, func(s *v1alpha1.LatencySummary) bool { return s != nil }
 	}
@@ -185,7 +206,7 @@ func currentChange(w, n *v1alpha1.LatencyEvidence, verifyAfter *metav1.Time) str
 		return "runQueue p99"
 	case pods(w.Pods) && moved(w.Pods.P99, n.Pods.P99):
 		return "pods p99"
-	case ratioMoved(w.ThrottledRatio, n.ThrottledRatio):
+	case ratioMoved(f, w.ThrottledRatio, n.ThrottledRatio):
 		return "throttledRatio"
 	}
 	return ""
@@ -212,22 +233,18 @@ func verifying(n *v1alpha1.LatencyEvidence, verifyAfter *metav1.Time) bool {
 	return n.MeasuredAt.Before(&metav1.Time{Time: verifyAfter.Add(verifyWindows * window)})
 }
 
-// The figures' rule is package figures': a move by figures.Factor from
-// what was last written.
-var durationMoved = figures.DurationMoved
-
 // ratioMoved is figures.RatioMoved with no ratio ("") as 0: passes
 // without a measurement leave it empty where a window's says "0.0000", and
 // the agent's status showed either (e2e: 2 writes in 60s with measurement
 // off when "" became a move).
-func ratioMoved(w, n string) bool {
+func ratioMoved(f figures.Rule, w, n string) bool {
 	zero := func(s string) string {
 		if s == "" {
 			return "0"
 		}
 		return s
 	}
-	return figures.RatioMoved(zero(w), zero(n))
+	return f.RatioMoved(zero(w), zero(n))
 }
 
 // conditionsChange names the first condition type that appeared, went or
@@ -281,7 +298,7 @@ func findingsKey(fs []v1alpha1.Finding) string {
 // counts writes by, so no pod's name): another source, another set of classes or
 // measured pods, a class's p99 or a pod's wait moved (durationMoved), or
 // another offender overtook the one written as making a pod wait most.
-func latencyChange(w, n *v1alpha1.LatencyStatus) string {
+func latencyChange(f figures.Rule, w, n *v1alpha1.LatencyStatus) string {
 	if w == nil || n == nil {
 		if (w == nil) != (n == nil) {
 			return "presence"
@@ -297,7 +314,7 @@ func latencyChange(w, n *v1alpha1.LatencyStatus) string {
 	}
 	for _, c := range n.Classes {
 		p99, ok := classes[c.Class]
-		if !ok || durationMoved(p99, c.P99) {
+		if !ok || f.DurationMoved(p99, c.P99) {
 			return "class " + c.Class
 		}
 	}
@@ -311,12 +328,12 @@ func latencyChange(w, n *v1alpha1.LatencyStatus) string {
 		key := p.Namespace + "/" + p.Name
 		was := pods[key]
 		delete(pods, key)
-		if what := podWaitChange(was, p); what != "" {
+		if what := podWaitChange(f, was, p); what != "" {
 			return "pod " + what
 		}
 	}
 	for _, was := range pods {
-		if what := podWaitChange(was, v1alpha1.PodWait{}); what != "" {
+		if what := podWaitChange(f, was, v1alpha1.PodWait{}); what != "" {
 			return "pod " + what
 		}
 	}
@@ -332,12 +349,16 @@ const podWaitFloor = figures.WaitFloor
 // (floored at podWaitFloor), "wait"; or, where either window's wait
 // reaches the floor, another offender overtook the written top one
 // (offenderOvertaken), "offender".
-func podWaitChange(w, n v1alpha1.PodWait) string {
+func podWaitChange(f figures.Rule, w, n v1alpha1.PodWait) string {
 	x, y := waitFigure(w.WaitPerSecond), waitFigure(n.WaitPerSecond)
-	if figures.Moved(x, y, podWaitFloor) {
+	if f.Moved(x, y, podWaitFloor) {
 		return "wait"
 	}
-	if (x >= podWaitFloor || y >= podWaitFloor) && offenderOvertaken(w, n) {
+	// Who made the pod wait most is a name, not a size: by no rule above
+	// Factor is one window's new top written alone (the holdout's quiet
+	// victim named another top for one window, issue 43); a hog arriving
+	// moves the wait too.
+	if f <= figures.Factor && (x >= podWaitFloor || y >= podWaitFloor) && offenderOvertaken(f, w, n) {
 		return "offender"
 	}
 	return ""
@@ -358,7 +379,7 @@ const offenderShareFloor = 5
 // written top is the hysteresis: a top that overtook it by less is not
 // written, and is compared against the written one again next window.
 // Offenders named in one window and none in the other is a change.
-func offenderOvertaken(w, n v1alpha1.PodWait) bool {
+func offenderOvertaken(f figures.Rule, w, n v1alpha1.PodWait) bool {
 	if len(w.Offenders) == 0 || len(n.Offenders) == 0 {
 		return len(w.Offenders) != len(n.Offenders)
 	}
@@ -374,7 +395,7 @@ func offenderOvertaken(w, n v1alpha1.PodWait) bool {
 		}
 	}
 	topShare := float64(top.SharePercent)
-	return topShare > wasShare && figures.Moved(wasShare, topShare, offenderShareFloor)
+	return topShare > wasShare && f.Moved(wasShare, topShare, offenderShareFloor)
 }
 
 // waitFigure is a wait per second; none is none (0).
@@ -387,7 +408,7 @@ func waitFigure(d *metav1.Duration) float64 {
 
 // throttlingMoved says the set of throttled pods changed or one's ratio
 // moved (ratioMoved); their order alone is not material.
-func throttlingMoved(w, n []v1alpha1.PodThrottling) bool {
+func throttlingMoved(f figures.Rule, w, n []v1alpha1.PodThrottling) bool {
 	if len(w) != len(n) {
 		return true
 	}
@@ -397,7 +418,7 @@ func throttlingMoved(w, n []v1alpha1.PodThrottling) bool {
 	}
 	for _, t := range n {
 		r, ok := ratios[t.Namespace+"/"+t.Name]
-		if !ok || ratioMoved(r, t.Ratio) {
+		if !ok || ratioMoved(f, r, t.Ratio) {
 			return true
 		}
 	}
@@ -432,4 +453,29 @@ func podBudgetsKey(b *v1alpha1.PodBudgetsStatus) string {
 	}
 	slices.Sort(keys)
 	return fmt.Sprintf("%d/%d/%d/%d;", b.Within, b.Outside, b.Unknown, b.Omitted) + strings.Join(keys, ";")
+}
+
+// windowStatus is a status a pass computed, with the measurement window it
+// showed (nil without measurement).
+type windowStatus struct {
+	uid    types.UID
+	window *measure.Result
+	status v1alpha1.LatencyNodeStatus
+}
+
+// windowBefore records st, the status this pass computed for the
+// LatencyNode uid, and returns the status of the window before the one it
+// shows, as the last pass that showed it computed it: reportDue confirms a
+// figure's move against it. Nil when there is none: no window, no earlier
+// one, or another LatencyNode. Passes between two windows (a pod change,
+// the resync) show the same window and do not confirm it.
+func (r *Reconciler) windowBefore(uid types.UID, st v1alpha1.LatencyNodeStatus) *v1alpha1.LatencyNodeStatus {
+	if r.shown != nil && (r.shown.uid != uid || r.shown.window != r.published) {
+		r.before = r.shown
+	}
+	r.shown = &windowStatus{uid: uid, window: r.published, status: *st.DeepCopy()}
+	if b := r.before; b == nil || b.uid != uid || b.window == nil || b.window == r.published {
+		return nil
+	}
+	return &r.before.status
 }

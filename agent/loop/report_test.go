@@ -7,8 +7,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"latencytier.io/latencytier/agent/measure"
 	v1alpha1 "latencytier.io/latencytier/api/v1alpha1"
+	"latencytier.io/latencytier/internal/figures"
 )
 
 func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
@@ -296,14 +299,14 @@ func TestReportDueOnHeartbeat(t *testing.T) {
 		{"long silent", at.Add(time.Hour), true},
 		{"clock set back an hour", at.Add(-time.Hour), true},
 	} {
-		if due, why := reportDue(w, written(), v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Revision: "r1"},
+		if due, why := reportDue(w, nil, written(), v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Revision: "r1"},
 			c.now, 5*time.Minute); due != c.due || (due && why != "heartbeat") {
 			t.Errorf("%s: due %v (%s), want %v", c.name, due, why, c.due)
 		}
 	}
 	never := written()
 	never.ReportedAt = nil
-	if due, _ := reportDue(never, written(), v1alpha1.LatencyNodeSpec{}, at, 5*time.Minute); !due {
+	if due, _ := reportDue(never, nil, written(), v1alpha1.LatencyNodeSpec{}, at, 5*time.Minute); !due {
 		t.Error("a status never reported by this agent is not due")
 	}
 }
@@ -329,7 +332,7 @@ func TestWanderingP99IsQuiet(t *testing.T) {
 		next.Latency.Classes[0].P99 = dur(p99(i + 1))
 		next.Current.RunQueue.P99 = dur(p99(i + 2))
 		next.Current.MeasuredAt = metav1.NewTime(now)
-		if due, why := reportDue(st, next, spec, now, 5*time.Minute); due {
+		if due, why := reportDue(st, nil, next, spec, now, 5*time.Minute); due {
 			if why != "heartbeat" {
 				t.Errorf("window %d (p99 %s) written for %s", i, p99(i), why)
 			}
@@ -340,10 +343,71 @@ func TestWanderingP99IsQuiet(t *testing.T) {
 	if writes > 2 {
 		t.Errorf("%d writes in 10 minutes of wander, want at most 2", writes)
 	}
-	next := *st.DeepCopy()
-	next.RunQueueP99 = dur(2 * 6500 * time.Microsecond)
-	if due, why := reportDue(st, next, spec, t0.Add(11*time.Minute), 5*time.Minute); !due || why != "runQueueP99" {
-		t.Errorf("a doubled p99 is not written at once: due %v (%s)", due, why)
+	// A doubling is written when the next window holds it, a move by
+	// figures.Sudden from its window.
+	doubled := *st.DeepCopy()
+	doubled.RunQueueP99 = dur(2 * 6500 * time.Microsecond)
+	if due, why := reportDue(st, nil, doubled, spec, t0.Add(11*time.Minute), 5*time.Minute); due {
+		t.Errorf("a doubled p99 is written from one window: %s", why)
+	}
+	again := *doubled.DeepCopy()
+	again.RunQueueP99 = dur(2 * 6000 * time.Microsecond)
+	if due, why := reportDue(st, &doubled, again, spec, t0.Add(11*time.Minute+30*time.Second), 5*time.Minute); !due || why != "runQueueP99 (confirmed)" {
+		t.Errorf("a doubled p99 held for a second window is not written: due %v (%s)", due, why)
+	}
+	tripled := *st.DeepCopy()
+	tripled.RunQueueP99 = dur(3 * 6500 * time.Microsecond)
+	if due, why := reportDue(st, nil, tripled, spec, t0.Add(11*time.Minute), 5*time.Minute); !due || why != "runQueueP99" {
+		t.Errorf("a tripled p99 is not written at once: due %v (%s)", due, why)
+	}
+}
+
+// Issue 43's holdout, quiet phase: a quiet node under a periodic burner
+// wrote its evidence's p99 for one window's ×2.2 (797µs → 1.77ms), then the
+// measured pods' p99 a window later, and a new top offender earlier: three
+// writes in ten minutes for wander. A move by figures.Factor that the next
+// window does not hold is not written; one it holds is, once; a move that
+// returns and the same figure moving again later are each judged afresh.
+func TestOneWindowSpikeNotWritten(t *testing.T) {
+	t0 := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+	spec := v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Revision: "r1"}
+	window := func(i int, p99 time.Duration, top string) v1alpha1.LatencyNodeStatus {
+		st := written()
+		st.Current.MeasuredAt = metav1.NewTime(t0.Add(time.Duration(i) * 30 * time.Second))
+		st.Current.RunQueue.P99 = dur(p99)
+		st.Latency.Pods[0].Offenders = []v1alpha1.Offender{{Class: v1alpha1.OffenderPod, Name: top, SharePercent: 60}}
+		return st
+	}
+	st := reported(window(0, 797*time.Microsecond, "b/batch"), t0, 5*time.Minute)
+	var prev *v1alpha1.LatencyNodeStatus
+	var writes []string
+	for i, w := range []struct {
+		p99 time.Duration
+		top string
+	}{
+		{900 * time.Microsecond, "b/batch"},
+		{1770 * time.Microsecond, "b/batch"}, // ×2.2 for one window
+		{850 * time.Microsecond, "b/batch"},
+		{800 * time.Microsecond, "c/other"}, // a new top for one window
+		{800 * time.Microsecond, "b/batch"},
+		{1600 * time.Microsecond, "b/batch"}, // a doubling that holds
+		{1700 * time.Microsecond, "b/batch"}, // written here, once
+		{1650 * time.Microsecond, "b/batch"},
+		{900 * time.Microsecond, "b/batch"}, // back: ×1.8 down for one window
+		{1600 * time.Microsecond, "b/batch"},
+	} {
+		now := t0.Add(time.Duration(i+1) * 30 * time.Second)
+		next := window(i+1, w.p99, w.top)
+		next.ReportedAt, next.HeartbeatInterval = st.ReportedAt, st.HeartbeatInterval
+		if due, why := reportDue(st, prev, next, spec, now, 5*time.Minute); due {
+			writes = append(writes, fmt.Sprintf("window %d: %s", i+1, why))
+			st, prev = reported(next, now, 5*time.Minute), nil
+			continue
+		}
+		prev = &next
+	}
+	if want := []string{"window 7: current: runQueue p99 (confirmed)"}; fmt.Sprint(writes) != fmt.Sprint(want) {
+		t.Errorf("writes %q, want %q", writes, want)
 	}
 }
 
@@ -365,7 +429,7 @@ func heartbeatWrites(node string, heartbeat, horizon time.Duration) int {
 		} else {
 			window = window.Add(30 * time.Second)
 		}
-		if ok, _ := reportDue(st, st, spec, now, nodeHeartbeat(heartbeat, node)); ok {
+		if ok, _ := reportDue(st, nil, st, spec, now, nodeHeartbeat(heartbeat, node)); ok {
 			st = reported(st, now, heartbeat)
 			writes++
 		}
@@ -541,8 +605,45 @@ func TestPodWaitMoved(t *testing.T) {
 		{v1alpha1.PodWait{}, pw(310*us, "/"), false}, // listed in one window only
 		{v1alpha1.PodWait{}, pw(2*time.Millisecond, "/"), true},
 	} {
-		if got := podWaitChange(c.w, c.n) != ""; got != c.want {
+		if got := podWaitChange(figures.Factor, c.w, c.n) != ""; got != c.want {
 			t.Errorf("%v → %v: moved %v, want %v", c.w, c.n, got, c.want)
+		}
+	}
+}
+
+// reportDue confirms a move against the window before, as the last pass
+// that showed it computed it: passes between two windows (a pod change,
+// the resync) show the same window and confirm nothing, and another
+// LatencyNode (deleted and created again) starts afresh.
+func TestWindowBeforeIsTheWindowBefore(t *testing.T) {
+	r := &Reconciler{}
+	w1, w2 := &measure.Result{}, &measure.Result{}
+	status := func(p99 time.Duration) v1alpha1.LatencyNodeStatus {
+		return v1alpha1.LatencyNodeStatus{RunQueueP99: dur(p99)}
+	}
+	p99 := func(st *v1alpha1.LatencyNodeStatus) string {
+		if st == nil {
+			return "none"
+		}
+		return st.RunQueueP99.Duration.String()
+	}
+	for i, c := range []struct {
+		uid    types.UID
+		window *measure.Result
+		p99    time.Duration
+		want   string
+	}{
+		{"a", nil, time.Millisecond, "none"}, // no measurement yet
+		{"a", w1, time.Millisecond, "none"},  // the first window
+		{"a", w1, 2 * time.Millisecond, "none"},
+		{"a", w2, 3 * time.Millisecond, "2ms"}, // w1's newest pass
+		{"a", w2, 4 * time.Millisecond, "2ms"},
+		{"b", w2, 5 * time.Millisecond, "none"}, // another LatencyNode
+		{"b", w1, 6 * time.Millisecond, "5ms"},
+	} {
+		r.published = c.window
+		if got := p99(r.windowBefore(c.uid, status(c.p99))); got != c.want {
+			t.Errorf("pass %d: the window before shows %s, want %s", i, got, c.want)
 		}
 	}
 }

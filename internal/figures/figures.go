@@ -23,6 +23,24 @@ import (
 // window under ordinary load, so that wander is not.
 const Factor = 1.8
 
+// Sudden is how far a figure moves in one window to be written from that
+// window alone. A move by Factor but less than Sudden is written only when
+// the next window confirms it (the agent's reportDue): a real node's p99
+// wandered ×2.2 in a single window under a periodic burner (the holdout,
+// issue 43), which a reader does not act on, while a hog holds its move
+// window after window (the holdout's hog: ×4.3, written from its first
+// window).
+const Sudden = 3.0
+
+// A Rule is the factor a figure moves by, up or down, to count as moved:
+// Factor, Sudden, or Never.
+type Rule float64
+
+// Never is the Rule no figure moves by: only a figure appearing or going
+// (unknown to known) counts. A comparison under Never names what changed
+// apart from the figures' values.
+var Never = Rule(math.Inf(1))
+
 // Figures below these floors count as the floor: a p99 going from 3 µs to
 // 8 µs, or a throttled ratio from 0.1% to 0.3%, changes nothing a reader
 // does (a budget or a verdict acts far above them), and an idle node's
@@ -43,17 +61,24 @@ const WaitFloor = float64(time.Millisecond)
 
 // Moved says x moved to y by Factor or more, each first raised to floor.
 // Unknown figures (NaN) move only to or from a known one.
-func Moved(x, y, floor float64) bool {
+func Moved(x, y, floor float64) bool { return Rule(Factor).Moved(x, y, floor) }
+
+// Moved says x moved to y by f or more, each first raised to floor.
+// Unknown figures (NaN) move only to or from a known one.
+func (f Rule) Moved(x, y, floor float64) bool {
 	if math.IsNaN(x) || math.IsNaN(y) {
 		return math.IsNaN(x) != math.IsNaN(y)
 	}
 	x, y = max(x, floor), max(y, floor)
-	return y >= Factor*x || x >= Factor*y
+	return y >= float64(f)*x || x >= float64(f)*y
 }
 
 // DurationMoved is Moved for a duration; absent is unknown.
-func DurationMoved(w, n *metav1.Duration) bool {
-	return Moved(durationFigure(w), durationFigure(n), DurationFloor)
+func DurationMoved(w, n *metav1.Duration) bool { return Rule(Factor).DurationMoved(w, n) }
+
+// DurationMoved is f's Moved for a duration; absent is unknown.
+func (f Rule) DurationMoved(w, n *metav1.Duration) bool {
+	return f.Moved(durationFigure(w), durationFigure(n), DurationFloor)
 }
 
 func durationFigure(d *metav1.Duration) float64 {
@@ -66,8 +91,11 @@ func durationFigure(d *metav1.Duration) float64 {
 // RatioMoved is Moved for a decimal ratio ("0.013"); "" and an unparsable
 // ratio are unknown, so a ratio appearing ("" → "0.0000": kubectl shows
 // "-" then 0) or going is a move.
-func RatioMoved(w, n string) bool {
-	return Moved(ratioFigure(w), ratioFigure(n), RatioFloor)
+func RatioMoved(w, n string) bool { return Rule(Factor).RatioMoved(w, n) }
+
+// RatioMoved is f's Moved for a decimal ratio, as the package's RatioMoved.
+func (f Rule) RatioMoved(w, n string) bool {
+	return f.Moved(ratioFigure(w), ratioFigure(n), RatioFloor)
 }
 
 func ratioFigure(s string) float64 {

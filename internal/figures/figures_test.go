@@ -37,3 +37,29 @@ func TestMoved(t *testing.T) {
 		t.Error("a ratio appearing or going is not a move, or one under the floor is")
 	}
 }
+
+// A Rule moves by its own factor; Never only on a figure appearing or
+// going.
+func TestRules(t *testing.T) {
+	us := float64(time.Microsecond)
+	for _, c := range []struct {
+		f    Rule
+		x, y float64
+		want bool
+	}{
+		{Factor, 800 * us, 1770 * us, true}, // the holdout's ×2.2 wander
+		{Sudden, 800 * us, 1770 * us, false},
+		{Sudden, 1830 * us, 7910 * us, true}, // the holdout's hog
+		{Sudden, 7910 * us, 1830 * us, true}, // and its going
+		{Never, 1 * us, 1e9 * us, false},
+		{Never, math.NaN(), 40 * us, true},
+		{Never, 40 * us, math.NaN(), true},
+	} {
+		if got := c.f.Moved(c.x, c.y, DurationFloor); got != c.want {
+			t.Errorf("Rule(%g).Moved(%g, %g) = %v, want %v", float64(c.f), c.x, c.y, got, c.want)
+		}
+	}
+	if Never.RatioMoved("0", "0.9") || !Never.RatioMoved("", "0.9") {
+		t.Error("Never moves a ratio by its value, or not by its appearing")
+	}
+}
