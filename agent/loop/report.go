@@ -55,7 +55,7 @@ func nodeHeartbeat(heartbeat time.Duration, node string) time.Duration {
 
 // reportDue says whether a pass writes next over written, the status as the
 // API server holds it, and why (for the log): when something a reader acts
-// on changed (material), and otherwise when the last write is a heartbeat
+// on changed (changes), and otherwise when the last write is a heartbeat
 // old. It is the whole of the agent's write decision: a pass that is not
 // due leaves the written status, whose measurement and evidence are then
 // older than the pass's, as it is.
@@ -68,13 +68,15 @@ func nodeHeartbeat(heartbeat time.Duration, node string) time.Duration {
 // material names, a figure appearing or going, the evidence a rollout
 // verifies and a move by Sudden is written from the window it is in.
 func reportDue(written v1alpha1.LatencyNodeStatus, prev *v1alpha1.LatencyNodeStatus, next v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec, now time.Time, heartbeat time.Duration) (bool, string) {
-	for _, f := range []figures.Rule{figures.Never, figures.Sudden} {
-		if c := changes(f, written, next, spec); len(c) > 0 {
-			return true, c[0]
-		}
+	if c := changes(figures.Never, written, next, spec); len(c) > 0 {
+		return true, c[0]
 	}
-	if moved := changes(figures.Factor, written, next, spec); len(moved) > 0 && prev != nil {
-		before := changes(figures.Factor, written, *prev, spec)
+	// Only the figures' values differ from here on.
+	if c := figureChanges(figures.Sudden, written, next, spec); len(c) > 0 {
+		return true, c[0]
+	}
+	if moved := figureChanges(figures.Factor, written, next, spec); len(moved) > 0 && prev != nil {
+		before := figureChanges(figures.Factor, written, *prev, spec)
 		for _, why := range moved {
 			if slices.Contains(before, why) {
 				return true, why + " (confirmed)"
@@ -90,9 +92,10 @@ func reportDue(written v1alpha1.LatencyNodeStatus, prev *v1alpha1.LatencyNodeSta
 	return false, ""
 }
 
-// material names the first thing a reader acts on that differs between the
-// written status and the next one ("" when none does; "current: " and
-// "latency: " say which of their figures):
+// changes names each thing a reader acts on that differs between the
+// written status w and the next one n ("current: " and
+// "latency: " say which of their figures), the figures compared by rule f
+// (reportDue: figures.Never, Sudden or Factor):
 //   - what the agent did and holds: settings (every field, count included),
 //     settingsOmitted, heldThreads, kernel facts, profile and its
 //     generation, observedGeneration, lastAppliedTime, heartbeatInterval,
@@ -106,8 +109,8 @@ func reportDue(written v1alpha1.LatencyNodeStatus, prev *v1alpha1.LatencyNodeSta
 //     their messages quote figures);
 //   - the rollout evidence: baseline whenever it differs, current as
 //     currentChange says;
-//   - the measurement copies kubectl shows, by figures.Moved (a factor of
-//     figures.Factor from what was last written): runQueueP99, throttledRatio,
+//   - the measurement copies kubectl shows, by f (a factor from what was
+//     last written; a figure appearing or going under any f): runQueueP99, throttledRatio,
 //     each latency class's p99 and each measured pod's wait, and who made
 //     each measured pod wait most when another clearly overtook the
 //     written one (offenderOvertaken); by identity which pods are
@@ -119,32 +122,27 @@ func reportDue(written v1alpha1.LatencyNodeStatus, prev *v1alpha1.LatencyNodeSta
 //
 // A real node's figures wander from window to window under ordinary load
 // (issue 43: a p99 crossing a 1-2-5 bucket boundary every window wrote
-// every window); figures.Moved is written against what was last written,
-// not against a fixed bucket, so wander is not written and a doubling is.
-func material(w, n v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec) string {
-	if c := changes(figures.Factor, w, n, spec); len(c) > 0 {
-		return c[0]
-	}
-	return ""
+// every window); a figure is compared with what was last written, not
+// against a fixed bucket, so wander is not written and a doubling that
+// holds is (reportDue).
+func changes(f figures.Rule, w, n v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec) []string {
+	return append(stateChanges(w, n), figureChanges(f, w, n, spec)...)
 }
 
-// changes names everything material counts that differs between w and n,
-// in material's order, with the figures compared by rule f: under
-// figures.Never only what a reader acts on apart from the figures' values
-// (material's first list, a figure appearing or going, and the evidence
-// while it is verified) is named.
-func changes(f figures.Rule, w, n v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec) []string {
+// stateChanges names what differs between w and n apart from the
+// measurement copies and the evidence: what the agent did and holds, its
+// conditions, findings and the pods' budget verdicts.
+func stateChanges(w, n v1alpha1.LatencyNodeStatus) []string {
 	var c []string
 	add := func(changed bool, why string) {
 		if changed {
 			c = append(c, why)
 		}
 	}
-	named := func(prefix, what string) {
-		add(what != "", prefix+what)
-	}
 	add(!equality.Semantic.DeepEqual(w.Settings, n.Settings) || w.SettingsOmitted != n.SettingsOmitted, "settings")
-	named("conditions: ", conditionsChange(w.Conditions, n.Conditions))
+	if what := conditionsChange(w.Conditions, n.Conditions); what != "" {
+		c = append(c, "conditions: "+what)
+	}
 	add(findingsKey(w.Findings) != findingsKey(n.Findings), "findings")
 	add(w.HeldThreads != n.HeldThreads, "heldThreads")
 	add(!equality.Semantic.DeepEqual(w.Kernel, n.Kernel), "kernel")
@@ -154,12 +152,29 @@ func changes(f figures.Rule, w, n v1alpha1.LatencyNodeStatus, spec v1alpha1.Late
 	add(!timesEqual(w.LastAppliedTime, n.LastAppliedTime), "lastAppliedTime")
 	add(!equality.Semantic.DeepEqual(w.HeartbeatInterval, n.HeartbeatInterval), "heartbeatInterval")
 	add(!equality.Semantic.DeepEqual(w.Baseline, n.Baseline), "baseline")
-	named("current: ", currentChange(f, w.Current, n.Current, spec.VerifyAfter))
+	add(podBudgetsKey(w.PodBudgets) != podBudgetsKey(n.PodBudgets), "podBudgets")
+	return c
+}
+
+// figureChanges names how the evidence (status.current) and the
+// measurement copies moved between w and n, each figure compared by rule
+// f.
+func figureChanges(f figures.Rule, w, n v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec) []string {
+	var c []string
+	add := func(changed bool, why string) {
+		if changed {
+			c = append(c, why)
+		}
+	}
+	if what := currentChange(f, w.Current, n.Current, spec.VerifyAfter); what != "" {
+		c = append(c, "current: "+what)
+	}
 	add(f.DurationMoved(w.RunQueueP99, n.RunQueueP99), "runQueueP99")
 	add(ratioMoved(f, w.ThrottledRatio, n.ThrottledRatio), "throttledRatio")
-	named("latency: ", latencyChange(f, w.Latency, n.Latency))
+	if what := latencyChange(f, w.Latency, n.Latency); what != "" {
+		c = append(c, "latency: "+what)
+	}
 	add(throttlingMoved(f, w.Throttling, n.Throttling), "throttling")
-	add(podBudgetsKey(w.PodBudgets) != podBudgetsKey(n.PodBudgets), "podBudgets")
 	return c
 }
 
@@ -293,7 +308,7 @@ func findingsKey(fs []v1alpha1.Finding) string {
 	return strings.Join(keys, ";")
 }
 
-// latencyChange names how a latency status moved as material counts it
+// latencyChange names how a latency status moved as changes counts it
 // ("" when it did not; a name from a short fixed set, which bench-scale
 // counts writes by, so no pod's name): another source, another set of classes or
 // measured pods, a class's p99 or a pod's wait moved (durationMoved), or

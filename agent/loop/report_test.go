@@ -16,6 +16,14 @@ import (
 
 func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 
+// material names the first of changes at figures.Factor ("" when none).
+func material(w, n v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec) string {
+	if c := changes(figures.Factor, w, n, spec); len(c) > 0 {
+		return c[0]
+	}
+	return ""
+}
+
 // written is a status as an agent wrote it: settings, conditions, kernel
 // facts, a finding, the measurement copies and rollout evidence.
 func written() v1alpha1.LatencyNodeStatus {
