@@ -65,7 +65,7 @@ func nodeHeartbeat(heartbeat time.Duration, node string) time.Duration {
 // before next's (nil when none, or it was written), moved the same figure
 // by Factor too: one window's wander (the holdout's ×2.2, issue 43) is not
 // written, a move that holds is, one window later. Everything else
-// material names, a figure appearing or going, the evidence a rollout
+// changes names, a figure appearing or going, the evidence a rollout
 // verifies and a move by Sudden is written from the window it is in.
 func reportDue(written v1alpha1.LatencyNodeStatus, prev *v1alpha1.LatencyNodeStatus, next v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec, now time.Time, heartbeat time.Duration) (bool, string) {
 	if c := changes(figures.Never, written, next, spec); len(c) > 0 {
@@ -263,7 +263,7 @@ func ratioMoved(f figures.Rule, w, n string) bool {
 }
 
 // conditionsChange names the first condition type that appeared, went or
-// differs between w and n as material compares them ("" when none does);
+// differs between w and n as changes compares them ("" when none does);
 // their order alone is not a change.
 func conditionsChange(w, n []metav1.Condition) string {
 	keys := make(map[string]string, len(w))
@@ -285,7 +285,7 @@ func conditionsChange(w, n []metav1.Condition) string {
 	return ""
 }
 
-// conditionKey is what material compares of a condition: its status,
+// conditionKey is what changes compares of a condition: its status,
 // reason and observedGeneration, and its message except where it quotes
 // each window's figures (WithinBudget, RunQueueContention); never its
 // lastTransitionTime.
