@@ -184,6 +184,9 @@ trap 'exit 130' INT TERM
 
 say "Cluster, and a profile that only measures holdout-victim (contention at its defaults)"
 must "hack/local-cluster up" "$LC" up
+# The agent at -v=1: each status write logs what moved (write_reasons).
+must "agent at -v=1" "$LC" upgrade --set agent.logLevel=1
+must "agent DaemonSet rolled out" k -n latencytier-system rollout status ds/latencytier-agent --timeout=180s
 must "label node" k label node "$NODE" "$PROFILE_LABEL=" --overwrite
 must "apply profile" apply_profile
 must "agent DaemonSet pod Running on $NODE" wait_until 180 "agent pod" agent_ready
@@ -259,6 +262,16 @@ phase_hog() {
 }
 p99_doubled() { go_dur_ratio_at_least "$1" "$(node_p99)" 2; }
 
+# write_reasons FROM: the agent's status writes since FROM (UTC,
+# 2006-01-02T15:04:05), each with what moved ("why"; the agent runs at
+# -v=1 for it).
+write_reasons() {
+  k -n latencytier-system logs -l app.kubernetes.io/component=agent --tail=-1 2>/dev/null |
+    grep '"Patched LatencyNode status"' |
+    sed -n 's/.*"ts":"\([^".]*\)[^"]*".*"why":"\([^"]*\)".*/\1 \2/p' |
+    awk -v from="$1" '$1 >= from'
+}
+
 # phase_quiet: a periodic burner on CPU 0 moves the node's p99 window to
 # window; nothing a reader acts on changes, so only the heartbeat writes.
 phase_quiet() {
@@ -269,15 +282,17 @@ phase_quiet() {
   # node's p99 of 3-8x (553µs -> 4.4ms -> 841µs), each a move past
   # figures.Factor that is written by design, not wander between adjacent
   # buckets.
-  stress-ng --cpu 1 --cpu-load 40 --cpu-load-slice 10 --taskset 0 --timeout "$((IDLE + 2 * WINDOW + 30 + 10 * WINDOW))s" >/dev/null 2>&1 &
+  stress-ng --cpu 1 --cpu-load 40 --cpu-load-slice 10 --taskset 0 --timeout "$((IDLE + 3 * WINDOW + 30 + 10 * WINDOW))s" >/dev/null 2>&1 &
   burner=$!
-  # The burner's arrival is a real change (two windows to be judged and
-  # written), and so is a finding the hog phase left held (ten windows)
-  # expiring: count from when both are behind.
-  sleep $((2 * WINDOW))
+  # The burner's arrival is a real change (the window it starts in, and a
+  # move under x3 is written when the next window holds it: three windows),
+  # and so is a finding the hog phase left held (ten windows) expiring:
+  # count from when both are behind.
+  sleep $((3 * WINDOW))
   wait_until $((10 * WINDOW)) "no NoisyNeighbor held from the hog" no_noisy || true
+  local from; from=$(date -u +%Y-%m-%dT%H:%M:%S)
   watch=$(mktemp)
-  k get latencynode "$NODE" -w --output-watch-events -o jsonpath='{.object.status.reportedAt} p99={.object.status.runQueueP99} classes={.object.status.latency.classes[*].p99} pods={.object.status.latency.pods[*].waitPerSecond} findings={.object.status.findings[*].type}{"\n"}' \
+  k get latencynode "$NODE" -w --output-watch-events -o jsonpath='{.object.status.reportedAt} p99={.object.status.runQueueP99} classes={.object.status.latency.classes[*].p99} pods={.object.status.latency.pods[*].waitPerSecond} current={.object.status.current.runQueue.p99}/{.object.status.current.pods.p99} findings={.object.status.findings[*].type}{"\n"}' \
     >"$watch" 2>/dev/null &
   watcher=$!
   quiet_writes=$(writes_over "$IDLE")
@@ -285,6 +300,8 @@ phase_quiet() {
   read -r ln lp <<<"$quiet_writes"
   echo "  (a wandering p99 over $((IDLE / WINDOW)) windows: $ln LatencyNode and $lp LatencyProfile writes; the LatencyNode as watched:)"
   sed 's/^/    /' "$watch"; rm -f "$watch"
+  echo "  (the agent's writes in the phase, with what moved:)"
+  write_reasons "$from" | sed 's/^/    /'
   check "quiet status: at most 2 LatencyNode writes in ${IDLE}s (saw $ln)" at_most "$ln" 2
   check "quiet status: at most 2 LatencyProfile writes in ${IDLE}s (saw $lp)" at_most "$lp" 2
 }
