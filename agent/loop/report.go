@@ -478,9 +478,9 @@ type windowStatus struct {
 	status v1alpha1.LatencyNodeStatus
 }
 
-// windowBefore records st, the status this pass computed for the
-// LatencyNode uid, and returns the status of the window before the one it
-// shows, as the last pass that showed it computed it: reportDue confirms a
+// windowBefore records the figures of st, the status this pass computed
+// for the LatencyNode uid, and returns those of the window before the one
+// it shows, as the last pass that showed it computed it: reportDue confirms a
 // figure's move against it. Nil when there is none: no window, no earlier
 // one, or another LatencyNode. Passes between two windows (a pod change,
 // the resync) show the same window and do not confirm it.
@@ -488,9 +488,22 @@ func (r *Reconciler) windowBefore(uid types.UID, st v1alpha1.LatencyNodeStatus) 
 	if r.shown != nil && (r.shown.uid != uid || r.shown.window != r.published) {
 		r.before = r.shown
 	}
-	r.shown = &windowStatus{uid: uid, window: r.published, status: *st.DeepCopy()}
+	r.shown = &windowStatus{uid: uid, window: r.published, status: figuresOf(st)}
 	if b := r.before; b == nil || b.uid != uid || b.window == nil || b.window == r.published {
 		return nil
 	}
 	return &r.before.status
+}
+
+// figuresOf is a copy of st's figures, all that figureChanges reads: the
+// evidence and the measurement copies, not the settings and conditions a
+// pass also carries (up to 256 settings, copied on every pass for nothing).
+func figuresOf(st v1alpha1.LatencyNodeStatus) v1alpha1.LatencyNodeStatus {
+	return v1alpha1.LatencyNodeStatus{
+		Current:        st.Current.DeepCopy(),
+		RunQueueP99:    st.RunQueueP99.DeepCopy(),
+		ThrottledRatio: st.ThrottledRatio,
+		Latency:        st.Latency.DeepCopy(),
+		Throttling:     slices.Clone(st.Throttling),
+	}
 }
