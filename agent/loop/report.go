@@ -63,8 +63,10 @@ func nodeHeartbeat(heartbeat time.Duration, node string) time.Duration {
 // A figure that moved by figures.Factor but less than figures.Sudden from
 // what was written is written only when prev, the status of the window
 // before next's (nil when none, or it was written), moved the same figure
-// by Factor too: one window's wander (the holdout's ×2.2, issue 43) is not
-// written, a move that holds is, one window later. Everything else
+// by Factor too and the two windows agree within Factor: one window's
+// wander (the holdout's ×2.2, issue 43) is not written, nor a swing from
+// one side of what was written to the other; a move that holds is, one
+// window later. Everything else
 // changes names, a figure appearing or going, the evidence a rollout
 // verifies and a move by Sudden is written from the window it is in.
 func reportDue(written v1alpha1.LatencyNodeStatus, prev *v1alpha1.LatencyNodeStatus, next v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec, now time.Time, heartbeat time.Duration) (bool, string) {
@@ -76,9 +78,13 @@ func reportDue(written v1alpha1.LatencyNodeStatus, prev *v1alpha1.LatencyNodeSta
 		return true, c[0]
 	}
 	if moved := figureChanges(figures.Factor, written, next, spec); len(moved) > 0 && prev != nil {
+		// Confirmed: the window before moved the same figure, and the two
+		// windows agree (one ×2 above what was written and the next ×2
+		// below it, or two different new top offenders, do not).
 		before := figureChanges(figures.Factor, written, *prev, spec)
+		apart := figureChanges(figures.Factor, *prev, next, spec)
 		for _, why := range moved {
-			if slices.Contains(before, why) {
+			if slices.Contains(before, why) && !slices.Contains(apart, why) {
 				return true, why + " (confirmed)"
 			}
 		}

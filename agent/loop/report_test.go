@@ -377,22 +377,7 @@ func TestWanderingP99IsQuiet(t *testing.T) {
 // window does not hold is not written; one it holds is, once; a move that
 // returns and the same figure moving again later are each judged afresh.
 func TestOneWindowSpikeNotWritten(t *testing.T) {
-	t0 := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
-	spec := v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Revision: "r1"}
-	window := func(i int, p99 time.Duration, top string) v1alpha1.LatencyNodeStatus {
-		st := written()
-		st.Current.MeasuredAt = metav1.NewTime(t0.Add(time.Duration(i) * 30 * time.Second))
-		st.Current.RunQueue.P99 = dur(p99)
-		st.Latency.Pods[0].Offenders = []v1alpha1.Offender{{Class: v1alpha1.OffenderPod, Name: top, SharePercent: 60}}
-		return st
-	}
-	st := reported(window(0, 797*time.Microsecond, "b/batch"), t0, 5*time.Minute)
-	var prev *v1alpha1.LatencyNodeStatus
-	var writes []string
-	for i, w := range []struct {
-		p99 time.Duration
-		top string
-	}{
+	writes := windowWrites(797*time.Microsecond, []measuredWindow{
 		{900 * time.Microsecond, "b/batch"},
 		{1770 * time.Microsecond, "b/batch"}, // ×2.2 for one window
 		{850 * time.Microsecond, "b/batch"},
@@ -403,9 +388,67 @@ func TestOneWindowSpikeNotWritten(t *testing.T) {
 		{1650 * time.Microsecond, "b/batch"},
 		{900 * time.Microsecond, "b/batch"}, // back: ×1.8 down for one window
 		{1600 * time.Microsecond, "b/batch"},
-	} {
+	})
+	if want := []string{"window 7: current: runQueue p99 (confirmed)"}; fmt.Sprint(writes) != fmt.Sprint(want) {
+		t.Errorf("writes %q, want %q", writes, want)
+	}
+}
+
+// A window ×2 above what was written and the next ×2 below it moved the
+// same figure but do not agree: neither is written. The confirmation
+// compared only which figure moved, so the second was written "confirmed"
+// (the holdout's pattern of a write that snapshots an outlier, then normal
+// windows "confirming" a move back). Two windows that agree with each
+// other, on either side, are.
+func TestConfirmationNeedsWindowsThatAgree(t *testing.T) {
+	writes := windowWrites(time.Millisecond, []measuredWindow{
+		{2 * time.Millisecond, "b/batch"},    // ×2 up
+		{500 * time.Microsecond, "b/batch"},  // ×2 down: ×4 from the window before
+		{1100 * time.Microsecond, "b/batch"}, // back
+		{500 * time.Microsecond, "b/batch"},  // ×2 down
+		{520 * time.Microsecond, "b/batch"},  // and again: written, confirmed
+		{1 * time.Millisecond, "b/batch"},    // ×1.9 up
+		{1900 * time.Microsecond, "b/batch"}, // ×3.7 from what was written: at once
+		{1900 * time.Microsecond, "c/other"}, // a new top
+		{1900 * time.Microsecond, "d/third"}, // another one: they do not agree
+		{1900 * time.Microsecond, "d/third"}, // the same again: confirmed
+	})
+	want := []string{
+		"window 5: current: runQueue p99 (confirmed)",
+		"window 7: current: runQueue p99",
+		"window 10: latency: pod offender (confirmed)",
+	}
+	if fmt.Sprint(writes) != fmt.Sprint(want) {
+		t.Errorf("writes %q, want %q", writes, want)
+	}
+}
+
+// measuredWindow is one measurement window's run-queue p99 and the top
+// offender of the measured pod.
+type measuredWindow struct {
+	p99 time.Duration
+	top string
+}
+
+// windowWrites runs reportDue, as the Reconciler does, over windows after
+// a first one (p99 first, offender b/batch) that was written, with the
+// window before each (prev) kept until a write, and names the writes.
+func windowWrites(first time.Duration, windows []measuredWindow) []string {
+	t0 := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+	spec := v1alpha1.LatencyNodeSpec{Action: v1alpha1.ActionApply, Revision: "r1"}
+	window := func(i int, w measuredWindow) v1alpha1.LatencyNodeStatus {
+		st := written()
+		st.Current.MeasuredAt = metav1.NewTime(t0.Add(time.Duration(i) * 30 * time.Second))
+		st.Current.RunQueue.P99 = dur(w.p99)
+		st.Latency.Pods[0].Offenders = []v1alpha1.Offender{{Class: v1alpha1.OffenderPod, Name: w.top, SharePercent: 60}}
+		return st
+	}
+	st := reported(window(0, measuredWindow{first, "b/batch"}), t0, 5*time.Minute)
+	var prev *v1alpha1.LatencyNodeStatus
+	var writes []string
+	for i, w := range windows {
 		now := t0.Add(time.Duration(i+1) * 30 * time.Second)
-		next := window(i+1, w.p99, w.top)
+		next := window(i+1, w)
 		next.ReportedAt, next.HeartbeatInterval = st.ReportedAt, st.HeartbeatInterval
 		if due, why := reportDue(st, prev, next, spec, now, 5*time.Minute); due {
 			writes = append(writes, fmt.Sprintf("window %d: %s", i+1, why))
@@ -414,9 +457,7 @@ func TestOneWindowSpikeNotWritten(t *testing.T) {
 		}
 		prev = &next
 	}
-	if want := []string{"window 7: current: runQueue p99 (confirmed)"}; fmt.Sprint(writes) != fmt.Sprint(want) {
-		t.Errorf("writes %q, want %q", writes, want)
-	}
+	return writes
 }
 
 // heartbeatWrites counts the status writes of node's agent over horizon
