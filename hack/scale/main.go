@@ -63,7 +63,6 @@ func run(ctx context.Context) error {
 	flag.DurationVar(&o.Quiet, "quiet", time.Minute, "quiet window (measurement Disabled, nothing changing)")
 	flag.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "longest wait for every node to report (a 5000-node create took 2m45s-4m48s on 2 CPUs)")
 	groupNice := flag.Int("autogroup-nice", -15, "run in a session of its own whose scheduler autogroup has this nice (0: leave the scheduling as it is); needs root")
-	flag.IntVar(&o.AgentsNice, "agents-nice", 10, "added to the nice of the simulator's own threads (the simulated agents) once the control plane and the manager have started, which keep theirs: a real fleet's agents do not run on the control plane's CPUs (0: equals)")
 	drift := flag.Float64("drift", 0, "percent of nodes whose autogroup someone keeps rewriting")
 	fail := flag.Float64("fail", 0, "percent of nodes that fail a setting")
 	regress := flag.Float64("regress", 0, "percent of nodes whose p99 goes up 5x after the spec change")
@@ -71,9 +70,6 @@ func run(ctx context.Context) error {
 	flag.Parse()
 	o.ManagerArgs = strings.Fields(*managerArgs)
 	sched := ownAutogroup(*groupNice)
-	if o.AgentsNice != 0 {
-		sched += fmt.Sprintf(", the simulated agents at nice +%d under the control plane", o.AgentsNice)
-	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -254,10 +250,6 @@ const method = `
   change by resource (Node labels, LatencyNodes, Events, profile status), from FlowSchemas
   per resource as below.
 - API server CPU is utime+stime of the kube-apiserver process over the steady window.
-- The simulated agents share this machine's CPUs with the control plane, which a real fleet's
-  agents (each on its own node) do not: once etcd, the API server and the manager have
-  started, the simulator's own threads run at a higher nice (` + "`-agents-nice`" + `, +10), so
-  the control plane gets the CPU it asks for and the agents what it leaves.
 - Event series: the manager records Events through client-go's events/v1 broadcaster, which
   folds a repeated event (same object, reason and action; the message is not compared) into a
   series: it creates the Event, patches it at the second occurrence, counts the rest in

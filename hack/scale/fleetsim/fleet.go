@@ -60,11 +60,6 @@ type Options struct {
 	// profiles over the first 15 s of the create and of the spec change
 	// (<prefix>-N-create.pprof, <prefix>-N-change.pprof).
 	APIServerProfile string
-	// AgentsNice is how much the simulator's threads (the agents, the
-	// simulated kernel, the observer) add to their nice once the control
-	// plane and the manager have started (nice.go); 0 leaves them as they
-	// are.
-	AgentsNice int
 }
 
 func (o *Options) defaults() {
@@ -135,14 +130,6 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, err
 	}
 	defer f.mgr.Stop()
-	threads, restore, err := lowerOwnPriority(ownNice() + o.AgentsNice)
-	defer restore()
-	if err != nil {
-		return res, err
-	}
-	if o.AgentsNice != 0 {
-		f.logf("simulator's %d threads at nice +%d under the control plane and the manager", threads, o.AgentsNice)
-	}
 	actx, stopAgents := context.WithCancel(ctx)
 	defer func() { stopAgents(); f.wg.Wait() }()
 	f.actx = actx
