@@ -66,9 +66,9 @@ func nodeHeartbeat(heartbeat time.Duration, node string) time.Duration {
 // by Factor too and the two windows agree within Factor: one window's
 // wander (the holdout's ×2.2, issue 43) is not written, nor a swing from
 // one side of what was written to the other; a move that holds is, one
-// window later. Everything else
-// changes names, a figure appearing or going, the evidence a rollout
-// verifies and a move by Sudden is written from the window it is in.
+// window later. Everything else changes names, a figure appearing or
+// going, the evidence a rollout verifies and a move by Sudden is written
+// from the window it is in.
 func reportDue(written v1alpha1.LatencyNodeStatus, prev *v1alpha1.LatencyNodeStatus, next v1alpha1.LatencyNodeStatus, spec v1alpha1.LatencyNodeSpec, now time.Time, heartbeat time.Duration) (bool, string) {
 	if c := changes(figures.Never, written, next, spec); len(c) > 0 {
 		return true, c[0]
