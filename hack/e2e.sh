@@ -400,6 +400,8 @@ rm -f "$LOOKS"
 check "kubectl get lp shows the node" wait_until 30 "profile status" lp_lists_node
 k get latencyprofiles -o wide
 k get latencynodes -o wide
+# The node's conditions, so that a node not Applied here says which setting and why.
+echo "  (conditions of $NODE: $(k get latencynode "$NODE" -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}; {end}' 2>&1 || true))"
 
 say "Steady state: no needless API writes"
 # Measurement off: nothing on the node changes, so nothing is written, by
